@@ -1,0 +1,419 @@
+"""`DeltaLog`: the entry point for one table (Spark `DeltaLog` + `SnapshotManagement`).
+
+`DeltaLog.for_table(path)` returns one cached instance per fully qualified table path. It lists
+`_delta_log` (starting from the `_last_checkpoint` hint), builds a validated `LogSegment`, and has an
+engine replay it into a `Snapshot`. `update()` is incremental: when only new commits arrived, it
+replays just those onto the current state.
+
+Listing is taken once per snapshot and the segment is pinned to the files listed, so a commit that
+lands while a snapshot is being built is simply not part of it: the snapshot is one consistent
+version.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, ClassVar
+
+from .actions import Action, CommitInfo
+from .engine import Engine
+from .engines.local import LocalEngine, read_commit
+from .errors import (
+    DeltaError,
+    LogGapError,
+    MalformedCheckpointError,
+    StorageError,
+    TableNotFoundError,
+    TruncatedLogError,
+    VersionNotFoundError,
+)
+from .filenames import (
+    LAST_CHECKPOINT_NAME,
+    LOG_DIR_NAME,
+    FileInfo,
+    LogFileKind,
+    ParsedLogPath,
+    commit_name,
+    version_prefix,
+)
+from .history import active_commit_at, to_epoch_ms
+from .last_checkpoint import LastCheckpointHint, parse_last_checkpoint
+from .log_segment import (
+    LogSegment,
+    build_log_segment,
+    earliest_recreatable_version,
+    latest_version_in,
+    parse_listing,
+)
+from .snapshot import Snapshot
+from .storage import LocalLogStore, LogStore, normalize_table_uri, store_for
+from .table_properties import ict_enablement_version, in_commit_timestamps_enabled
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], int]
+#: How many times a snapshot load falls back to an older checkpoint when one is unreadable (Spark: 2).
+MAX_CHECKPOINT_RETRIES = 2
+
+
+def system_clock() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _options_digest(options: Mapping[str, Any] | None) -> str:
+    if not options:
+        return ""
+    text = json.dumps({str(k): str(v) for k, v in options.items()}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class DeltaLog:
+    """The transaction log of one Delta table."""
+
+    _cache: ClassVar[dict[tuple[str, str, int, int], DeltaLog]] = {}
+    _cache_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(
+        self,
+        table_uri: str,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        clock: Clock | None = None,
+        engine: Engine | None = None,
+        store: LogStore | None = None,
+    ) -> None:
+        self.table_uri = normalize_table_uri(table_uri)
+        self.store: LogStore = store or store_for(self.table_uri, storage_options)
+        self.log_dir = self.store.join(self.table_uri, LOG_DIR_NAME)
+        self.clock: Clock = clock or system_clock
+        self.engine: Engine = engine or LocalEngine()
+        self._current: Snapshot | None = None
+        self._lock = threading.RLock()
+        self.last_update_timestamp: int = -1
+
+    def __repr__(self) -> str:
+        return f"DeltaLog({self.table_uri!r})"
+
+    # -- cache --------------------------------------------------------------------------------------
+    @classmethod
+    def for_table(
+        cls,
+        path: str | Any,
+        storage_options: Mapping[str, Any] | None = None,
+        clock: Clock | None = None,
+        engine: Engine | None = None,
+    ) -> DeltaLog:
+        """The cached `DeltaLog` of the table at `path` (a local path or an fsspec URI)."""
+        uri = normalize_table_uri(str(path))
+        key = (uri, _options_digest(storage_options), id(clock) if clock else 0, id(engine) if engine else 0)
+        with cls._cache_lock:
+            found = cls._cache.get(key)
+            if found is None:
+                found = cls(uri, storage_options=storage_options, clock=clock, engine=engine)
+                cls._cache[key] = found
+            return found
+
+    @classmethod
+    def invalidate_cache(cls, path: str | Any) -> None:
+        """Forget every cached `DeltaLog` of the table at `path`."""
+        uri = normalize_table_uri(str(path))
+        with cls._cache_lock:
+            for key in [k for k in cls._cache if k[0] == uri]:
+                del cls._cache[key]
+
+    @classmethod
+    def clear_cache(cls) -> None:
+        with cls._cache_lock:
+            cls._cache.clear()
+
+    # -- listing ------------------------------------------------------------------------------------
+    def _storage_error(self, exc: Exception, file: str | None = None) -> StorageError:
+        transient = not isinstance(exc, PermissionError)
+        return StorageError(
+            f"Storage error: {type(exc).__name__}: {exc}", table=self.table_uri, file=file, transient=transient
+        )
+
+    def read_last_checkpoint(self) -> LastCheckpointHint | None:
+        """The `_last_checkpoint` hint, or None when it is missing or unusable."""
+        try:
+            data = self.store.read_bytes(self.store.join(self.log_dir, LAST_CHECKPOINT_NAME))
+        except FileNotFoundError:
+            return None
+        except IsADirectoryError:
+            return None
+        except OSError as exc:
+            raise self._storage_error(exc, LAST_CHECKPOINT_NAME) from exc
+        return parse_last_checkpoint(data, origin=f"{self.table_uri}/_delta_log/_last_checkpoint")
+
+    def list_log(self, start_version: int = 0) -> list[FileInfo]:
+        """`_delta_log` files named from `start_version` on, sorted."""
+        start = version_prefix(start_version) if start_version > 0 else ""
+        try:
+            return self.store.list_from(self.log_dir, start)
+        except OSError as exc:
+            raise self._storage_error(exc) from exc
+
+    def _full_listing(self) -> list[FileInfo]:
+        listing = self.list_log(0)
+        if not listing and not self.store.is_dir(self.log_dir):
+            raise TableNotFoundError("No Delta table: _delta_log does not exist", table=self.table_uri)
+        return listing
+
+    def _segment_for(self, version: int | None) -> tuple[LogSegment, list[FileInfo], bool]:
+        """Segment for `version`, trying a listing from the hint first; (segment, listing, is_full)."""
+        hint = self.read_last_checkpoint()
+        if hint is not None and hint.version > 0 and (version is None or hint.version <= version):
+            listing = self.list_log(hint.version)
+            try:
+                segment = build_log_segment(self.table_uri, listing, version)
+            except DeltaError:
+                segment = None  # dangling or stale hint: fall back to the whole listing
+            if segment is not None and segment.checkpoint is not None:
+                return segment, listing, False
+            log.info("_last_checkpoint (version %s) gave no usable checkpoint; listing the whole log", hint.version)
+        listing = self._full_listing()
+        if not parse_listing(listing):
+            raise TableNotFoundError("No Delta table: _delta_log holds no commit or checkpoint", table=self.table_uri)
+        return build_log_segment(self.table_uri, listing, version), listing, True
+
+    def _snapshot(self, segment: LogSegment, state: Any) -> Snapshot:
+        return Snapshot(
+            table=self.table_uri,
+            log_dir=self.log_dir,
+            segment=segment,
+            state=state,
+            store=self.store,
+            clock=self.clock,
+            engine_name=self.engine.name,
+        )
+
+    def _load(self, version: int | None = None) -> Snapshot:
+        segment, listing, full = self._segment_for(version)
+        excluded: list[tuple[str, ...]] = []
+        while True:
+            try:
+                state = self.engine.load_state(self.table_uri, self.log_dir, self.store, segment)
+                return self._snapshot(segment, state)
+            except MalformedCheckpointError as exc:
+                # Spark retries with an older checkpoint (`createSnapshotFromGivenOrEquivalentLogSegment`).
+                if segment.checkpoint is None or len(excluded) >= MAX_CHECKPOINT_RETRIES:
+                    raise
+                excluded.append(segment.checkpoint.names)
+                log.warning("%s; retrying with an older checkpoint", exc)
+                if not full:
+                    listing, full = self._full_listing(), True
+                try:
+                    segment = build_log_segment(self.table_uri, listing, version, exclude_checkpoints=excluded)
+                except DeltaError:
+                    raise exc from None
+
+    # -- snapshots ----------------------------------------------------------------------------------
+    @property
+    def snapshot(self) -> Snapshot:
+        """The current snapshot (loaded on first use; call `update()` to refresh)."""
+        with self._lock:
+            return self._current if self._current is not None else self.update()
+
+    def update(self, staleness_acceptable: bool = False) -> Snapshot:
+        """The latest snapshot, replaying only new commits when the current state can be extended.
+
+        With `staleness_acceptable=True` an already loaded snapshot is returned without listing.
+        """
+        with self._lock:
+            current = self._current
+            if current is not None and staleness_acceptable:
+                return current
+            if current is None:
+                snapshot = self._load()
+            else:
+                snapshot = self._update_from(current)
+            self._current = snapshot
+            self.last_update_timestamp = self.clock()
+            return snapshot
+
+    def _update_from(self, current: Snapshot) -> Snapshot:
+        listing = self.list_log(current.version + 1)
+        new = [p for p in parse_listing(listing) if p.kind is LogFileKind.COMMIT and p.version > current.version]
+        new.sort(key=lambda p: p.version)
+        if not new:
+            return current
+        if new[0].version != current.version + 1 or any(
+            b.version != a.version + 1 for a, b in zip(new, new[1:], strict=False)
+        ):
+            return self._load()  # a gap: let a full segment (maybe a newer checkpoint) decide
+        segment = current.log_segment.extend(new)
+        state = self.engine.extend_state(self.table_uri, self.log_dir, self.store, current.state, segment)
+        return self._snapshot(segment, state)
+
+    def snapshot_at(
+        self,
+        version: int | None = None,
+        *,
+        timestamp: int | str | dt.datetime | None = None,
+        can_return_last_commit: bool = False,
+    ) -> Snapshot:
+        """The snapshot at `version`, or at the latest commit at or before `timestamp`.
+
+        Timestamps use Spark semantics: commit times are in-commit timestamps when enabled, else
+        commit-file mtimes, made strictly increasing; before the first commit or after the last one
+        is a `TimestampOutOfRangeError` (after the last is allowed with `can_return_last_commit`).
+        """
+        if (version is None) == (timestamp is None):
+            raise ValueError("give exactly one of version or timestamp")
+        if timestamp is not None:
+            version = active_commit_at(
+                self.table_uri,
+                self.commit_timestamps(),
+                to_epoch_ms(timestamp),
+                can_return_last_commit=can_return_last_commit,
+            )
+        assert version is not None
+        current = self._current
+        if current is not None and current.version == version:
+            return current
+        try:
+            return self._load(version)
+        except (VersionNotFoundError, TruncatedLogError) as exc:
+            listing = self._full_listing()
+            earliest = earliest_recreatable_version(self.table_uri, listing)
+            latest = latest_version_in(listing)
+            if isinstance(exc, VersionNotFoundError) and latest is not None and version > latest:
+                raise VersionNotFoundError(
+                    f"Trying to load a non-existent version {version}; the latest version is {latest}",
+                    table=self.table_uri,
+                    version=version,
+                    earliest=earliest,
+                    latest=latest,
+                ) from None
+            raise VersionNotFoundError(
+                f"Cannot time travel to version {version}: available versions are [{earliest}, {latest}]",
+                table=self.table_uri,
+                version=version,
+                earliest=earliest,
+                latest=latest,
+                file=exc.file,
+            ) from None
+
+    # -- cheap probes for sensors -------------------------------------------------------------------
+    def latest_version(self) -> int:
+        """The newest committed version, reading only `_last_checkpoint` and the log listing.
+
+        Locally it probes `N.json` names forward from the hint (cost independent of the log length);
+        on object stores it lists once from the hint's version.
+        """
+        hint = self.read_last_checkpoint()
+        if hint is not None and isinstance(self.store, LocalLogStore):
+            found = self._probe_forward(hint.version)
+            if found is not None:
+                return found
+        listing = self.list_log(hint.version) if hint is not None else []
+        found = latest_version_in(listing)
+        if found is None:
+            listing = self._full_listing()
+            found = latest_version_in(listing)
+        if found is None:
+            raise TableNotFoundError("No Delta table: _delta_log holds no commit or checkpoint", table=self.table_uri)
+        return found
+
+    def _commit_exists(self, version: int) -> bool:
+        return self.store.head(self.store.join(self.log_dir, commit_name(version))) is not None
+
+    def _probe_forward(self, start: int) -> int | None:
+        """Highest version with a commit file, probing from `start` (commits are contiguous)."""
+        if not self._commit_exists(start):
+            return None
+        lo, step = start, 1
+        while self._commit_exists(lo + step):
+            lo += step
+            step *= 2
+        hi = lo + step  # lo exists, hi does not
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self._commit_exists(mid):
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def table_exists(self) -> bool:
+        try:
+            self.latest_version()
+        except TableNotFoundError:
+            return False
+        return True
+
+    # -- history ------------------------------------------------------------------------------------
+    def _commit_files(self) -> list[ParsedLogPath]:
+        files = parse_listing(self._full_listing())
+        return sorted((f for f in files if f.kind is LogFileKind.COMMIT), key=lambda f: f.version)
+
+    def _commit_info(self, commit: ParsedLogPath) -> CommitInfo | None:
+        for action in read_commit(self.store, self.table_uri, commit):
+            if isinstance(action, CommitInfo):
+                return action
+        return None
+
+    def commit_timestamps(self) -> list[tuple[int, int]]:
+        """(version, commit time ms) for every retained, recreatable commit, oldest first."""
+        listing = self._full_listing()
+        earliest = earliest_recreatable_version(self.table_uri, listing) or 0
+        commits = [f for f in parse_listing(listing) if f.kind is LogFileKind.COMMIT and f.version >= earliest]
+        commits.sort(key=lambda f: f.version)
+        latest = self.update()
+        conf = latest.metadata.configuration
+        ict_from = ict_enablement_version(conf) if in_commit_timestamps_enabled(conf) else None
+        out = []
+        for c in commits:
+            ts = c.file.modification_time
+            if ict_from is not None and c.version >= ict_from:
+                info = self._commit_info(c)
+                if info is not None and info.in_commit_timestamp is not None:
+                    ts = info.in_commit_timestamp
+            out.append((c.version, ts))
+        return out
+
+    def history(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """Commit infos, newest first: `version`, `timestamp` (ms) and the commitInfo fields."""
+        commits = self._commit_files()
+        commits.reverse()
+        if limit is not None:
+            commits = commits[: max(limit, 0)]
+        out = []
+        for c in commits:
+            info = self._commit_info(c)
+            raw = dict(info.raw) if info is not None else {}
+            ts = raw.get("inCommitTimestamp") or raw.get("timestamp") or c.file.modification_time
+            out.append({**raw, "version": c.version, "timestamp": int(ts)})
+        return out
+
+    def get_changes(self, start_version: int, fail_on_data_loss: bool = False) -> Iterator[tuple[int, list[Action]]]:
+        """(version, actions) of every commit from `start_version` on, in order.
+
+        With `fail_on_data_loss`, a missing commit (cleaned up, or a gap) raises; otherwise the
+        missing versions are skipped.
+        """
+        if start_version < 0:
+            raise ValueError("start_version must be >= 0")
+        listing = self.list_log(start_version)
+        if not listing and not self.store.is_dir(self.log_dir):
+            raise TableNotFoundError("No Delta table: _delta_log does not exist", table=self.table_uri)
+        commits = sorted(
+            (f for f in parse_listing(listing) if f.kind is LogFileKind.COMMIT and f.version >= start_version),
+            key=lambda f: f.version,
+        )
+        expected = start_version
+        for c in commits:
+            if c.version != expected and fail_on_data_loss:
+                raise LogGapError(
+                    f"Commits {expected}..{c.version - 1} are missing; changes since {start_version} are lost",
+                    table=self.table_uri,
+                    version=expected,
+                )
+            yield c.version, read_commit(self.store, self.table_uri, c)
+            expected = c.version + 1

@@ -1,0 +1,129 @@
+"""The table schema (PROTOCOL.md "Schema Serialization Format") and typed partition values.
+
+Partition values are strings in the log; they are typed here, lazily, by the partition column's type
+(PROTOCOL.md "Partition Value Serialization"). With column mapping, `partitionValues` and stats are
+keyed by the column's *physical* name.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from .errors import InvalidArgumentError
+
+PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
+COLUMN_ID_KEY = "delta.columnMapping.id"
+
+
+@dataclass(frozen=True, slots=True)
+class StructField:
+    """One top-level or nested field; `type` is a primitive name or a nested type dict."""
+
+    name: str
+    type: str | Mapping[str, Any]
+    nullable: bool = True
+    metadata: Mapping[str, Any] | None = None
+
+    @property
+    def physical_name(self) -> str:
+        md = self.metadata or {}
+        return str(md.get(PHYSICAL_NAME_KEY) or self.name)
+
+    @property
+    def type_name(self) -> str:
+        """`long`, `decimal(10,2)`, `struct`, `array`, `map`, ..."""
+        return self.type if isinstance(self.type, str) else str(self.type.get("type"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "type": self.type, "nullable": self.nullable, "metadata": dict(self.metadata or {})}
+
+
+@dataclass(frozen=True, slots=True)
+class StructType:
+    fields: tuple[StructField, ...]
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any] | None) -> StructType:
+        if not obj:
+            return cls(())
+        return cls(
+            tuple(
+                StructField(
+                    name=str(f["name"]),
+                    type=f["type"],
+                    nullable=bool(f.get("nullable", True)),
+                    metadata=f.get("metadata") or {},
+                )
+                for f in obj.get("fields") or ()
+            )
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "struct", "fields": [f.to_json() for f in self.fields]}
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+    def field(self, name: str) -> StructField:
+        """A top-level field by name (case-insensitive fallback, as Spark resolves columns)."""
+        for f in self.fields:
+            if f.name == name:
+                return f
+        lowered = name.lower()
+        for f in self.fields:
+            if f.name.lower() == lowered:
+                return f
+        raise InvalidArgumentError(f"No column {name!r} in the table schema (columns: {self.names})")
+
+    def get(self, name: str) -> StructField | None:
+        try:
+            return self.field(name)
+        except InvalidArgumentError:
+            return None
+
+
+def _parse_timestamp(text: str, *, with_zone: bool) -> dt.datetime:
+    s = text.strip()
+    if s.endswith("Z"):
+        s = s[:-1] + "+00:00"
+    value = dt.datetime.fromisoformat(s.replace(" ", "T", 1) if "T" not in s else s)
+    if with_zone:
+        # Legacy values carry no zone (written in the writer's session zone); read them as UTC.
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    return value.replace(tzinfo=None) if value.tzinfo is None else value.astimezone(dt.UTC).replace(tzinfo=None)
+
+
+def parse_partition_value(value: str | None, type_name: str) -> Any:
+    """A partition value string as a Python value of the column's type; `""`/None is null."""
+    if value is None or value == "":
+        return None
+    t = type_name.lower()
+    try:
+        if t in ("string",):
+            return value
+        if t in ("long", "integer", "int", "short", "byte"):
+            return int(value)
+        if t in ("float", "double"):
+            return float(value)
+        if t == "boolean":
+            if value.lower() not in ("true", "false"):
+                raise ValueError(value)
+            return value.lower() == "true"
+        if t == "date":
+            return dt.date.fromisoformat(value[:10])
+        if t == "timestamp":
+            return _parse_timestamp(value, with_zone=True)
+        if t == "timestamp_ntz":
+            return _parse_timestamp(value, with_zone=False)
+        if t.startswith("decimal"):
+            return Decimal(value)
+        if t == "binary":
+            return value.encode("utf-8")
+    except (ValueError, InvalidOperation) as exc:
+        raise InvalidArgumentError(f"Partition value {value!r} is not a valid {type_name}") from exc
+    return value

@@ -1,0 +1,256 @@
+"""`Snapshot`: the state of a table at one version, as replay resolved it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import cached_property
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .actions import (
+    Action,
+    AddFile,
+    CommitInfo,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    SetTransaction,
+)
+from .errors import InvalidArgumentError, MissingMetadataError, MissingProtocolError
+from .file_index import matching_files
+from .file_state import iter_adds, iter_removes
+from .filenames import commit_name
+from .log_segment import LogSegment
+from .schema import StructType
+from .storage import LogStore
+from .table_features import check_can_read
+from .table_properties import (
+    column_mapping_mode,
+    deleted_file_retention_ms,
+    ict_enablement_version,
+    in_commit_timestamps_enabled,
+    set_transaction_retention_ms,
+)
+from .table_state import TableState
+
+Clock = Callable[[], int]
+
+
+class Snapshot:
+    """A table version: protocol, metadata, txns, domains, active files and tombstones.
+
+    Built by `DeltaLog`; checks on creation that a protocol and metadata exist and that this reader
+    supports the protocol.
+    """
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        log_dir: str,
+        segment: LogSegment,
+        state: TableState,
+        store: LogStore,
+        clock: Clock,
+        engine_name: str = "local",
+    ) -> None:
+        if state.protocol is None:
+            raise MissingProtocolError("No protocol found in the log", table=table, version=segment.version)
+        if state.metadata is None:
+            raise MissingMetadataError("No metadata found in the log", table=table, version=segment.version)
+        check_can_read(state.protocol, table=table, version=segment.version)
+        self.table = table
+        self.log_dir = log_dir
+        self.log_segment = segment
+        self.state = state
+        self.engine_name = engine_name
+        self._store = store
+        self._clock = clock
+
+    def __repr__(self) -> str:
+        return f"Snapshot(table={self.table!r}, version={self.version}, num_files={self.num_files})"
+
+    # -- identity -------------------------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        return self.log_segment.version
+
+    @property
+    def protocol(self) -> Protocol:
+        assert self.state.protocol is not None
+        return self.state.protocol
+
+    @property
+    def metadata(self) -> Metadata:
+        assert self.state.metadata is not None
+        return self.state.metadata
+
+    @cached_property
+    def schema(self) -> StructType:
+        return StructType.from_json(self.metadata.schema_json)
+
+    @property
+    def partition_columns(self) -> tuple[str, ...]:
+        return self.metadata.partition_columns
+
+    @property
+    def configuration(self) -> dict[str, str | None]:
+        return dict(self.metadata.configuration)
+
+    @property
+    def column_mapping_mode(self) -> str:
+        return column_mapping_mode(self.metadata.configuration)
+
+    @cached_property
+    def commit_info(self) -> CommitInfo | None:
+        """The commitInfo of the commit at this version (read on demand when replay did not see it)."""
+        if self.state.last_commit_info is not None:
+            return self.state.last_commit_info
+        try:
+            data = self._store.read_bytes(self._store.join(self.log_dir, commit_name(self.version)))
+        except (FileNotFoundError, OSError):
+            return None
+        for line in data.splitlines():
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                return None
+            if isinstance(obj, dict) and isinstance(obj.get("commitInfo"), dict):
+                return CommitInfo.from_json(obj["commitInfo"])
+        return None
+
+    @cached_property
+    def timestamp(self) -> int:
+        """Commit time in ms: the in-commit timestamp when enabled, else the commit file's mtime."""
+        conf = self.metadata.configuration
+        if in_commit_timestamps_enabled(conf) and self.version >= ict_enablement_version(conf):
+            info = self.commit_info
+            if info is not None and info.in_commit_timestamp is not None:
+                return info.in_commit_timestamp
+        return self.log_segment.last_modification_time
+
+    # -- transactions and domains -------------------------------------------------------------------
+    @property
+    def min_set_transaction_retention_timestamp(self) -> int | None:
+        ms = set_transaction_retention_ms(self.metadata.configuration)
+        return None if ms is None else self._clock() - ms
+
+    @cached_property
+    def set_transactions(self) -> dict[str, SetTransaction]:
+        """Latest txn per appId, after `delta.setTransactionRetentionDuration` when it is set."""
+        cutoff = self.min_set_transaction_retention_timestamp
+        txns = dict(self.state.transactions)
+        if cutoff is None:
+            return txns
+        return {k: t for k, t in txns.items() if t.last_updated is not None and t.last_updated > cutoff}
+
+    def transaction_version(self, app_id: str) -> int | None:
+        txn = self.set_transactions.get(app_id)
+        return None if txn is None else txn.version
+
+    @property
+    def domain_metadata(self) -> dict[str, DomainMetadata]:
+        return dict(self.state.domain_metadata)
+
+    # -- files --------------------------------------------------------------------------------------
+    @property
+    def add_files_table(self) -> pa.Table:
+        """Active files as an Arrow table (paths as logged, stats as raw JSON)."""
+        return self.state.files.adds
+
+    @property
+    def remove_files_table(self) -> pa.Table:
+        """Every tombstone replay holds (expired ones included) as an Arrow table."""
+        return self.state.files.removes
+
+    @property
+    def num_files(self) -> int:
+        return self.state.files.num_files
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.state.files.size_in_bytes
+
+    def all_files(self) -> Iterator[AddFile]:
+        """Every active file, made on demand."""
+        return iter_adds(self.state.files.adds)
+
+    def files(
+        self,
+        partition_filters: Iterable[Sequence[Any]] | None = None,
+        data_filters: Iterable[Sequence[Any]] | None = None,
+    ) -> list[AddFile]:
+        """Active files that may hold matching rows (partition pruning + conservative data skipping)."""
+        if not partition_filters and not data_filters:
+            return list(self.all_files())
+        return matching_files(
+            self.all_files(),
+            self.schema,
+            self.partition_columns,
+            partition_filters=partition_filters,
+            data_filters=data_filters,
+            column_mapping=self.column_mapping_mode != "none",
+        )
+
+    # -- tombstones ---------------------------------------------------------------------------------
+    @property
+    def tombstone_retention_ms(self) -> int:
+        """`delta.deletedFileRetentionDuration` in ms (default one week)."""
+        return deleted_file_retention_ms(self.metadata.configuration)
+
+    @property
+    def min_file_retention_timestamp(self) -> int:
+        """Tombstones deleted at or before this time (ms) are past retention: safe for VACUUM."""
+        return self._clock() - self.tombstone_retention_ms
+
+    def retention_cutoff(self, retention_hours: float | None = None, now_ms: int | None = None) -> int:
+        if retention_hours is not None and retention_hours < 0:
+            raise InvalidArgumentError(f"retention_hours must be >= 0, got {retention_hours}")
+        now = self._clock() if now_ms is None else now_ms
+        retention = self.tombstone_retention_ms if retention_hours is None else int(retention_hours * 3_600_000)
+        return now - retention
+
+    def tombstones(
+        self,
+        retention_hours: float | None = None,
+        *,
+        now_ms: int | None = None,
+        include_expired: bool = False,
+    ) -> list[RemoveFile]:
+        """Removed files still inside retention (`deletionTimestamp > now - retention`).
+
+        `retention_hours` overrides the table's `delta.deletedFileRetentionDuration`;
+        `include_expired=True` returns every tombstone the log still holds.
+        """
+        table = self.state.files.removes
+        if not include_expired and table.num_rows:
+            cutoff = self.retention_cutoff(retention_hours, now_ms)
+            ts = pc.fill_null(table.column("deletionTimestamp"), 0)
+            table = table.filter(pc.greater(ts, cutoff))
+        return list(iter_removes(table))
+
+    def num_tombstones(self, retention_hours: float | None = None, *, now_ms: int | None = None) -> int:
+        table = self.state.files.removes
+        if not table.num_rows:
+            return 0
+        cutoff = self.retention_cutoff(retention_hours, now_ms)
+        ts = pc.fill_null(table.column("deletionTimestamp"), 0)
+        return int(pc.sum(pc.greater(ts, cutoff)).as_py() or 0)
+
+    # -- checkpoint ---------------------------------------------------------------------------------
+    def checkpoint(self) -> Iterator[Action]:
+        """The state as checkpoint actions, in the seeds' order: protocol, metadata, domains, txns,
+        then active files and unexpired tombstones sorted by path."""
+        yield self.protocol
+        yield self.metadata
+        yield from self.domain_metadata.values()
+        yield from self.set_transactions.values()
+        files: list[AddFile | RemoveFile] = [*self.all_files(), *self.tombstones()]
+        files.sort(key=lambda f: f.path)
+        yield from files

@@ -1,0 +1,181 @@
+"""Protocol versions and table features: what this reader can read, and what a writer must check.
+
+PROTOCOL.md "Table Features". A reader refuses a table before reading any file when the reader
+version is above 3 or any reader feature is unknown (Java kernel `validateKernelCanReadTheTable`).
+Features that do not change how the log is replayed are accepted; deletion vectors and column
+mapping are honoured by the replay and the file index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .actions import Metadata, Protocol
+from .errors import OperationNotAllowedError, UnsupportedFeatureError
+
+MAX_READER_VERSION = 3
+MAX_WRITER_VERSION = 7
+
+#: Reader features this library implements for log replay and file listing.
+SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
+    {
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "typeWidening",
+        "typeWidening-preview",
+        "variantType",
+        "variantType-preview",
+        "variantShredding",
+        "variantShredding-preview",
+        "geospatial",
+    }
+)
+
+#: Features that forbid filesystem-only access: the catalog owns the commits.
+CATALOG_FEATURES: frozenset[str] = frozenset({"catalogManaged", "catalogOwned", "catalogOwned-preview"})
+
+#: Writer features a maintenance operation here (a report, a future VACUUM) knows how to respect.
+KNOWN_WRITER_FEATURES: frozenset[str] = frozenset(
+    {
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "generatedColumns",
+        "allowColumnDefaults",
+        "changeDataFeed",
+        "identityColumns",
+        "rowTracking",
+        "domainMetadata",
+        "icebergCompatV1",
+        "icebergCompatV2",
+        "icebergCompatV3",
+        "icebergWriterCompatV1",
+        "icebergWriterCompatV3",
+        "clustering",
+        "inCommitTimestamp",
+        "collations",
+        "collations-preview",
+        "checkpointProtection",
+        "materializePartitionColumns",
+        "vacuumProtocolCheck",
+        "v2Checkpoint",
+        "deletionVectors",
+        "columnMapping",
+        "timestampNtz",
+        "typeWidening",
+        "typeWidening-preview",
+        "variantType",
+        "variantType-preview",
+        "variantShredding",
+        "variantShredding-preview",
+        "geospatial",
+    }
+)
+
+
+def check_can_read(protocol: Protocol, *, table: str | None = None, version: int | None = None) -> None:
+    """Raise `UnsupportedFeatureError` unless every reader requirement of `protocol` is implemented."""
+    rv = protocol.min_reader_version
+    if rv > MAX_READER_VERSION or rv < 1:
+        raise UnsupportedFeatureError(
+            f"Unsupported Delta protocol reader version {rv} (this reader supports 1 to {MAX_READER_VERSION})",
+            feature=f"readerVersion={rv}",
+            table=table,
+            version=version,
+        )
+    if rv == 3:
+        for feature in protocol.reader_features or ():
+            if feature in CATALOG_FEATURES:
+                raise UnsupportedFeatureError(
+                    f"Unsupported Delta reader feature '{feature}': the table is catalog-managed and "
+                    "cannot be read from the filesystem alone",
+                    feature=feature,
+                    table=table,
+                    version=version,
+                )
+            if feature not in SUPPORTED_READER_FEATURES:
+                raise UnsupportedFeatureError(
+                    f"Unsupported Delta reader feature '{feature}'",
+                    feature=feature,
+                    table=table,
+                    version=version,
+                )
+
+
+def table_features(protocol: Protocol) -> frozenset[str]:
+    """Every feature the protocol enables, legacy versions translated to feature names."""
+    names: set[str] = set(protocol.reader_features or ()) | set(protocol.writer_features or ())
+    if protocol.min_writer_version < 7:
+        w = protocol.min_writer_version
+        if w >= 2:
+            names |= {"appendOnly", "invariants"}
+        if w >= 3:
+            names.add("checkConstraints")
+        if w >= 4:
+            names |= {"changeDataFeed", "generatedColumns"}
+        if w >= 5:
+            names.add("columnMapping")
+        if w >= 6:
+            names.add("identityColumns")
+    return frozenset(names)
+
+
+#: What each maintenance operation is: "remove" drops data files, "cleanup" deletes log or data files.
+OPERATIONS = frozenset({"read", "report", "checkpoint", "vacuum", "cleanup", "remove"})
+
+
+def check_can_write(
+    protocol: Protocol,
+    metadata: Metadata,
+    operations: Iterable[str],
+    *,
+    table: str | None = None,
+    version: int | None = None,
+) -> None:
+    """Writer-side protocol check for maintenance operations (`vacuum`, `checkpoint`, `cleanup`, ...).
+
+    Anything that vacuums, checkpoints or cleans the log is a writer (PROTOCOL.md): it must know every
+    writer feature, must not touch catalog-managed tables, and must not remove files from an
+    append-only table.
+    """
+    ops = set(operations)
+    unknown_ops = ops - OPERATIONS
+    if unknown_ops:
+        raise ValueError(f"unknown operations {sorted(unknown_ops)}; expected a subset of {sorted(OPERATIONS)}")
+    check_can_read(protocol, table=table, version=version)
+    writes = ops - {"read", "report"}
+    if not writes:
+        return
+    if protocol.min_writer_version > MAX_WRITER_VERSION:
+        raise UnsupportedFeatureError(
+            f"Unsupported Delta protocol writer version {protocol.min_writer_version}",
+            feature=f"writerVersion={protocol.min_writer_version}",
+            table=table,
+            version=version,
+        )
+    features = table_features(protocol)
+    for feature in sorted(features & CATALOG_FEATURES):
+        raise OperationNotAllowedError(
+            f"Operation {sorted(writes)} is blocked on a catalog-managed table (feature '{feature}')",
+            table=table,
+            version=version,
+        )
+    if protocol.min_writer_version == 7:
+        for feature in protocol.writer_features or ():
+            if feature not in KNOWN_WRITER_FEATURES:
+                raise UnsupportedFeatureError(
+                    f"Unsupported Delta writer feature '{feature}' for {sorted(writes)}",
+                    feature=feature,
+                    table=table,
+                    version=version,
+                )
+    append_only = str(metadata.configuration.get("delta.appendOnly", "false")).lower() == "true"
+    if "remove" in writes and append_only:
+        raise OperationNotAllowedError(
+            "This table is configured to only allow appends (delta.appendOnly=true)",
+            table=table,
+            version=version,
+        )

@@ -1,0 +1,46 @@
+"""The reconciled state of one table version: protocol, metadata, txns, domains and files."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .actions import CommitInfo, DomainMetadata, Metadata, Protocol, SetTransaction
+from .file_state import FileState
+from .replay import InMemoryLogReplay
+
+
+@dataclass(frozen=True)
+class TableState:
+    """Everything replay resolves for a version (retention not yet applied)."""
+
+    version: int
+    protocol: Protocol | None
+    metadata: Metadata | None
+    transactions: Mapping[str, SetTransaction]
+    domain_metadata: Mapping[str, DomainMetadata]
+    files: FileState
+    last_commit_info: CommitInfo | None = None
+    commit_infos: Mapping[int, CommitInfo] = field(default_factory=dict)
+
+    @classmethod
+    def empty(cls) -> TableState:
+        return cls(-1, None, None, {}, {}, FileState.empty())
+
+    def apply(self, replay: InMemoryLogReplay, commit_infos: Mapping[int, CommitInfo]) -> TableState:
+        """This state with the replay of later commits on top (the replay holds their final actions)."""
+        txns = {**self.transactions, **replay.transactions}
+        domains = {**self.domain_metadata, **replay.domain_metadata}
+        domains = {k: v for k, v in domains.items() if not v.removed}
+        version = replay.current_version if replay.current_version >= 0 else self.version
+        last = commit_infos.get(version, self.last_commit_info if version == self.version else None)
+        return TableState(
+            version=version,
+            protocol=replay.current_protocol or self.protocol,
+            metadata=replay.current_metadata or self.metadata,
+            transactions=txns,
+            domain_metadata=domains,
+            files=self.files.apply(replay),
+            last_commit_info=last,
+            commit_infos={**self.commit_infos, **commit_infos},
+        )
