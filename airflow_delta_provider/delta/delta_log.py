@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from itertools import pairwise
 from typing import Any, ClassVar
 
 from .actions import Action, CommitInfo
@@ -243,9 +244,7 @@ class DeltaLog:
         new.sort(key=lambda p: p.version)
         if not new:
             return current
-        if new[0].version != current.version + 1 or any(
-            b.version != a.version + 1 for a, b in zip(new, new[1:], strict=False)
-        ):
+        if new[0].version != current.version + 1 or any(b.version != a.version + 1 for a, b in pairwise(new)):
             return self._load()  # a gap: let a full segment (maybe a newer checkpoint) decide
         segment = current.log_segment.extend(new)
         state = self.engine.extend_state(self.table_uri, self.log_dir, self.store, current.state, segment)

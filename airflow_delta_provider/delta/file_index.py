@@ -25,9 +25,17 @@ STRING_PREFIX_LENGTH = 32
 
 
 def _typed(value: Any, field: StructField) -> Any:
-    if value is None or not isinstance(value, str):
-        return value
-    return parse_partition_value(value, field.type_name)
+    """A filter value coerced to the column's type (`day > 4` on a string column compares '4')."""
+    if value is None:
+        return None
+    t = field.type_name.lower()
+    if t == "string":
+        return str(value).lower() if isinstance(value, bool) else str(value)
+    if isinstance(value, str):
+        return parse_partition_value(value, field.type_name)
+    if t in ("float", "double") and isinstance(value, int):
+        return float(value)
+    return value
 
 
 def validate_filters(filters: Iterable[Sequence[Any]], schema: StructType) -> list[tuple[StructField, str, Any]]:
@@ -71,16 +79,19 @@ def _eval_exact(actual: Any, op: str, value: Any) -> bool:
     return bool({"<": actual < value, "<=": actual <= value, ">": actual > value, ">=": actual >= value}[op])
 
 
-def partition_matches(
-    add: AddFile, filters: Sequence[tuple[StructField, str, Any]], physical: bool
-) -> bool:
+def partition_matches(add: AddFile, filters: Sequence[tuple[StructField, str, Any]], physical: bool) -> bool:
     for field, op, value in filters:
         key = field.physical_name if physical else field.name
         raw = add.partition_values.get(key)
         if raw is None and physical:
             raw = add.partition_values.get(field.name)
-        if not _eval_exact(parse_partition_value(raw, field.type_name), op, value):
-            return False
+        try:
+            if not _eval_exact(parse_partition_value(raw, field.type_name), op, value):
+                return False
+        except TypeError:
+            raise InvalidArgumentError(
+                f"Cannot compare column {field.name!r} of type {field.type_name} with {value!r}"
+            ) from None
     return True
 
 
@@ -171,12 +182,12 @@ def matching_files(
     parts = {c.lower() for c in partition_columns}
     for field, _, _ in pfilters:
         if field.name.lower() not in parts:
-            raise InvalidArgumentError(f"{field.name!r} is not a partition column (partition columns: {list(partition_columns)})")
+            raise InvalidArgumentError(
+                f"{field.name!r} is not a partition column (partition columns: {list(partition_columns)})"
+            )
     # A data filter on a partition column is exact too.
     exact = pfilters + [f for f in dfilters if f[0].name.lower() in parts]
     by_stats = [f for f in dfilters if f[0].name.lower() not in parts]
     return [
-        a
-        for a in adds
-        if partition_matches(a, exact, column_mapping) and stats_may_match(a, by_stats, column_mapping)
+        a for a in adds if partition_matches(a, exact, column_mapping) and stats_may_match(a, by_stats, column_mapping)
     ]

@@ -108,7 +108,9 @@ def key_column(table: pa.Table) -> pa.ChunkedArray:
     for prefix in ("file:///", "file://localhost/"):
         hits = pc.starts_with(path, prefix)
         if pc.any(hits).as_py():
-            path = pc.if_else(hits, pc.binary_join_element_wise("file:/", pc.utf8_slice_codeunits(path, len(prefix)), ""), path)
+            path = pc.if_else(
+                hits, pc.binary_join_element_wise("file:/", pc.utf8_slice_codeunits(path, len(prefix)), ""), path
+            )
     dv = table.column("deletionVector")
     storage = pc.struct_field(dv, "storageType")
     if pc.all(pc.is_null(storage)).as_py():

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from .errors import (
     IncompleteCheckpointError,
@@ -131,7 +132,7 @@ def complete_checkpoints(files: Iterable[ParsedLogPath]) -> list[CheckpointInsta
 
 def validate_contiguous(table: str, versions: Sequence[int]) -> None:
     """Raise `LogGapError` naming the first gap in `versions` ("versions are not contiguous")."""
-    for prev, nxt in zip(versions, versions[1:], strict=False):
+    for prev, nxt in pairwise(versions):
         if nxt != prev + 1:
             raise LogGapError(
                 f"Versions are not contiguous: ([{prev}, {nxt}]); version {prev + 1} is missing",

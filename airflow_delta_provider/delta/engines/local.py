@@ -34,7 +34,16 @@ from ..actions import (
     action_from_json,
 )
 from ..errors import DeltaError, MalformedCheckpointError, MalformedCommitError, StorageError
-from ..file_state import ADD_SCHEMA, REMOVE_SCHEMA, FileState, adds_to_table, conform_table, removes_to_table
+from ..file_state import (
+    ADD_SCHEMA,
+    REMOVE_SCHEMA,
+    FileState,
+    adds_to_table,
+    conform_table,
+    iter_adds,
+    iter_removes,
+    removes_to_table,
+)
 from ..filenames import SIDECAR_DIR_NAME, LogFileKind, ParsedLogPath
 from ..log_segment import CheckpointInstance, LogSegment
 from ..replay import InMemoryLogReplay
@@ -157,9 +166,16 @@ def _non_file_actions(table: pa.Table) -> list[Action]:
 
 
 class LocalEngine:
-    """Replays the log in this process with pyarrow."""
+    """Replays the log in this process with pyarrow.
+
+    `plain=True` replays every action, checkpoint rows included, through `InMemoryLogReplay`: the
+    reference path the columnar fast path is tested against (slow on large tables).
+    """
 
     name = "local"
+
+    def __init__(self, *, plain: bool = False) -> None:
+        self.plain = plain
 
     def read_checkpoint(
         self, table: str, log_dir: str, store: LogStore, checkpoint: CheckpointInstance
@@ -236,6 +252,8 @@ class LocalEngine:
         return replay, infos
 
     def load_state(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> TableState:
+        if self.plain:
+            return self._load_plain(table, log_dir, store, segment)
         replay, infos = self.replay_commits(table, store, segment.commits)
         if replay.current_protocol is not None:
             check_can_read(replay.current_protocol, table=table, version=segment.version)
@@ -246,6 +264,23 @@ class LocalEngine:
                 check_can_read(cp.protocol, table=table, version=segment.version)
             base = _state_from_checkpoint(segment.checkpoint.version, cp)
         return base.apply(replay, infos)
+
+    def _load_plain(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> TableState:
+        replay = InMemoryLogReplay()
+        infos: dict[int, CommitInfo] = {}
+        if segment.checkpoint is not None:
+            cp = self.read_checkpoint(table, log_dir, store, segment.checkpoint)
+            actions: list[Action] = [*cp.actions, *iter_adds(cp.adds), *iter_removes(cp.removes)]
+            replay.append(segment.checkpoint.version, actions)
+        for commit in segment.commits:
+            commit_actions = read_commit(store, table, commit)
+            replay.append(commit.version, commit_actions)
+            info = next((a for a in commit_actions if isinstance(a, CommitInfo)), None)
+            if info is not None:
+                infos[commit.version] = info
+        if replay.current_protocol is not None:
+            check_can_read(replay.current_protocol, table=table, version=segment.version)
+        return TableState.empty().apply(replay, infos)
 
     def extend_state(
         self, table: str, log_dir: str, store: LogStore, state: TableState, segment: LogSegment

@@ -1,0 +1,320 @@
+"""`deltalog`: inspect a Delta table's transaction log from a shell.
+
+    deltalog version PATH
+    deltalog snapshot PATH [--version N | --timestamp T] [--json]
+    deltalog files PATH [--version N | --timestamp T] [--where EXPR] [--json]
+    deltalog tombstones PATH [--retention-hours H] [--json]
+    deltalog history PATH [--limit N] [--json]
+    deltalog changes PATH --from N [--fail-on-data-loss] [--json]
+
+Every command takes `--storage-option KEY=VALUE` (repeatable). Errors print one line on stderr and
+exit with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from .delta import DeltaError, DeltaLog, Snapshot
+from .delta.actions import action_to_json
+from .delta.history import format_ms
+from .delta.results import file_dict, snapshot_dict, snapshot_summary, tombstone_report
+
+EXIT_ERROR = 2
+
+
+def storage_options_from_env(uri: str, explicit: dict[str, str] | None = None) -> dict[str, Any]:
+    """Storage options for `uri`: the store's standard environment variables, then explicit ones.
+
+    For S3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT_URL.
+    """
+    opts: dict[str, Any] = {}
+    if uri.startswith(("s3://", "s3a://")):
+        env = os.environ
+        if env.get("AWS_ACCESS_KEY_ID"):
+            opts["key"] = env["AWS_ACCESS_KEY_ID"]
+        if env.get("AWS_SECRET_ACCESS_KEY"):
+            opts["secret"] = env["AWS_SECRET_ACCESS_KEY"]
+        if env.get("AWS_SESSION_TOKEN"):
+            opts["token"] = env["AWS_SESSION_TOKEN"]
+        if env.get("AWS_ENDPOINT_URL"):
+            opts["endpoint_url"] = env["AWS_ENDPOINT_URL"]
+        region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+        if region:
+            opts["client_kwargs"] = {"region_name": region}
+    opts.update(explicit or {})
+    return opts
+
+
+def _kv(text: str) -> tuple[str, str]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    key, value = text.split("=", 1)
+    return key.strip(), value
+
+
+_COND_RE = re.compile(
+    r"^\s*(?P<col>[A-Za-z_][\w.]*|`[^`]+`)\s*"
+    r"(?:(?P<null>is\s+not\s+null|is\s+null)|(?P<op>>=|<=|!=|<>|==|=|<|>|not\s+in|in)\s*(?P<val>.+?))\s*$",
+    re.IGNORECASE,
+)
+
+
+def _value(text: str) -> Any:
+    t = text.strip()
+    if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"":
+        return t[1:-1]
+    if re.fullmatch(r"-?\d+", t):
+        return int(t)
+    if re.fullmatch(r"-?\d+\.\d*(e-?\d+)?", t, re.IGNORECASE):
+        return float(t)
+    if t.lower() in ("true", "false"):
+        return t.lower() == "true"
+    return t
+
+
+def parse_where(expr: str) -> list[tuple[str, str, Any]]:
+    """`a = 1 AND b IN ('x', 'y') AND c IS NULL` as filter tuples (AND only)."""
+    out: list[tuple[str, str, Any]] = []
+    for part in re.split(r"\s+and\s+", expr.strip(), flags=re.IGNORECASE):
+        m = _COND_RE.match(part)
+        if not m:
+            raise ValueError(f"cannot parse condition {part!r} (use: col OP value [AND ...])")
+        col = m["col"].strip("`")
+        if m["null"]:
+            out.append((col, " ".join(m["null"].lower().split()), None))
+            continue
+        op = " ".join(m["op"].lower().split())
+        op = "!=" if op == "<>" else op
+        val = m["val"].strip()
+        if op in ("in", "not in"):
+            if not (val.startswith("(") and val.endswith(")")):
+                raise ValueError(f"{op.upper()} needs a parenthesised list, got {val!r}")
+            out.append((col, op, [_value(v) for v in val[1:-1].split(",") if v.strip()]))
+        else:
+            out.append((col, op, _value(val)))
+    return out
+
+
+def _load(args: argparse.Namespace) -> tuple[DeltaLog, Snapshot]:
+    options = storage_options_from_env(args.path, dict(args.storage_option or []))
+    log = DeltaLog.for_table(args.path, options)
+    version = getattr(args, "version", None)
+    timestamp = getattr(args, "timestamp", None)
+    if version is not None:
+        return log, log.snapshot_at(version=version)
+    if timestamp is not None:
+        return log, log.snapshot_at(timestamp=timestamp, can_return_last_commit=True)
+    return log, log.update()
+
+
+def _print_json(obj: Any, out: TextIO) -> None:
+    json.dump(obj, out, indent=2, sort_keys=False, default=str)
+    out.write("\n")
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def _table(rows: list[list[str]], headers: list[str], out: TextIO) -> None:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    out.write("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip() + "\n")
+    for r in rows:
+        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
+
+
+def cmd_version(args: argparse.Namespace, out: TextIO) -> None:
+    options = storage_options_from_env(args.path, dict(args.storage_option or []))
+    version = DeltaLog.for_table(args.path, options).latest_version()
+    if args.json:
+        _print_json({"version": version}, out)
+    else:
+        out.write(f"{version}\n")
+
+
+def cmd_snapshot(args: argparse.Namespace, out: TextIO) -> None:
+    _, snap = _load(args)
+    if args.json:
+        _print_json(snapshot_dict(snap), out)
+        return
+    s = snapshot_summary(snap)
+    p = s["protocol"]
+    proto = f"reader {p['min_reader_version']}, writer {p['min_writer_version']}"
+    features = sorted(set(p["reader_features"] or []) | set(p["writer_features"] or []))
+    if features:
+        proto += f" ({', '.join(features)})"
+    lines = [
+        ("table", s["table"]),
+        ("version", str(s["version"])),
+        ("timestamp", f"{s['timestamp']} ({s['timestamp_ms']})"),
+        ("operation", s["operation"] or "-"),
+        ("protocol", proto),
+        ("partition columns", ", ".join(s["partition_columns"]) or "-"),
+        ("files", f"{s['num_files']}"),
+        ("size", f"{_human_bytes(s['size_bytes'])} ({s['size_bytes']} bytes)"),
+        ("tombstones", f"{s['num_tombstones']} within retention"),
+        ("checkpoint", "-" if s["checkpoint_version"] is None else str(s["checkpoint_version"])),
+    ]
+    if s["set_transactions"]:
+        lines.append(("app transactions", ", ".join(f"{k}={v}" for k, v in s["set_transactions"].items())))
+    width = max(len(k) for k, _ in lines)
+    for k, v in lines:
+        out.write(f"{k.ljust(width)}  {v}\n")
+
+
+def cmd_files(args: argparse.Namespace, out: TextIO) -> None:
+    _, snap = _load(args)
+    pfilters: list[tuple[str, str, Any]] = []
+    dfilters: list[tuple[str, str, Any]] = []
+    if args.where:
+        parts = {c.lower() for c in snap.partition_columns}
+        for f in parse_where(args.where):
+            (pfilters if f[0].lower() in parts else dfilters).append(f)
+    files = sorted(snap.files(partition_filters=pfilters, data_filters=dfilters), key=lambda a: a.path)
+    if args.json:
+        _print_json({"table": snap.table, "version": snap.version, "files": [file_dict(a) for a in files]}, out)
+        return
+    rows = [
+        [
+            a.path,
+            str(a.size),
+            ",".join(f"{k}={v}" for k, v in a.partition_values.items()) or "-",
+            format_ms(a.modification_time),
+            "yes" if a.deletion_vector else "-",
+        ]
+        for a in files
+    ]
+    _table(rows, ["path", "size", "partition", "modified", "dv"], out)
+    out.write(f"{len(files)} of {snap.num_files} files at version {snap.version}\n")
+
+
+def cmd_tombstones(args: argparse.Namespace, out: TextIO) -> None:
+    _, snap = _load(args)
+    report = tombstone_report(snap, args.retention_hours)
+    if args.json:
+        _print_json(report, out)
+        return
+    r = report["retention"]
+    out.write(
+        f"version {report['version']}: {report['num_tombstones']} tombstones; retention {r['hours']:g} h "
+        f"({r['source']}), cutoff {r['cutoff']}\n"
+        f"retained {report['retained']} ({_human_bytes(report['retained_bytes'])}), "
+        f"past retention (safe for VACUUM) {report['expired']} ({_human_bytes(report['reclaimable_bytes'])})\n"
+    )
+    rows = [
+        [
+            t["path"],
+            "-" if t["size"] is None else str(t["size"]),
+            "-" if t["deletion_timestamp"] is None else format_ms(t["deletion_timestamp"]),
+            "expired" if t["expired"] else "retained",
+        ]
+        for t in report["tombstones"]
+    ]
+    if rows:
+        _table(rows, ["path", "size", "deleted", "state"], out)
+
+
+def cmd_history(args: argparse.Namespace, out: TextIO) -> None:
+    options = storage_options_from_env(args.path, dict(args.storage_option or []))
+    entries = DeltaLog.for_table(args.path, options).history(args.limit)
+    if args.json:
+        _print_json(entries, out)
+        return
+    rows = [
+        [str(e["version"]), format_ms(e["timestamp"]), str(e.get("operation") or "-"), str(e.get("engineInfo") or "-")]
+        for e in entries
+    ]
+    _table(rows, ["version", "timestamp", "operation", "engine"], out)
+
+
+def cmd_changes(args: argparse.Namespace, out: TextIO) -> None:
+    options = storage_options_from_env(args.path, dict(args.storage_option or []))
+    log = DeltaLog.for_table(args.path, options)
+    changes = [
+        {"version": v, "actions": [action_to_json(a) for a in actions]}
+        for v, actions in log.get_changes(args.start, fail_on_data_loss=args.fail_on_data_loss)
+    ]
+    if args.json:
+        _print_json(changes, out)
+        return
+    for c in changes:
+        kinds: dict[str, int] = {}
+        for a in c["actions"]:
+            name = next(iter(a))
+            kinds[name] = kinds.get(name, 0) + 1
+        out.write(f"{c['version']}: " + ", ".join(f"{n} {k}" for k, n in kinds.items()) + "\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="deltalog", description="Inspect a Delta Lake transaction log.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("path", help="table root: a local path or an fsspec URI (s3://, gs://, abfs://, memory://)")
+        p.add_argument(
+            "--storage-option",
+            type=_kv,
+            action="append",
+            metavar="KEY=VALUE",
+            help="fsspec storage option (repeatable)",
+        )
+        p.add_argument("--json", action="store_true", help="print stable JSON (see README)")
+        return p
+
+    def travel(p: argparse.ArgumentParser) -> None:
+        g = p.add_mutually_exclusive_group()
+        g.add_argument("--version", type=int, help="time travel to this version")
+        g.add_argument("--timestamp", help="time travel to the latest commit at or before (ISO-8601 or epoch ms)")
+
+    command("version", "print the latest version (reads only the log listing)").set_defaults(fn=cmd_version)
+    p = command("snapshot", "summarize the table at a version")
+    travel(p)
+    p.set_defaults(fn=cmd_snapshot)
+    p = command("files", "list active files")
+    travel(p)
+    p.add_argument("--where", help="filter, e.g. \"date = '2024-01-01' AND id > 10\" (partition pruning + stats)")
+    p.set_defaults(fn=cmd_files)
+    p = command("tombstones", "report removed files: retained vs past retention")
+    travel(p)
+    p.add_argument("--retention-hours", type=float, help="override delta.deletedFileRetentionDuration")
+    p.set_defaults(fn=cmd_tombstones)
+    p = command("history", "list commits, newest first")
+    p.add_argument("--limit", type=int, help="at most this many commits")
+    p.set_defaults(fn=cmd_history)
+    p = command("changes", "print the actions of each commit from a version on")
+    p.add_argument("--from", dest="start", type=int, required=True, help="first version")
+    p.add_argument("--fail-on-data-loss", action="store_true", help="error when a commit in the range is missing")
+    p.set_defaults(fn=cmd_changes)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    args = build_parser().parse_args(argv)
+    try:
+        args.fn(args, out)
+    except BrokenPipeError:  # `deltalog files ... | head`
+        sys.stderr = open(os.devnull, "w")
+        return 0
+    except (DeltaError, ValueError, OSError) as exc:
+        err.write(f"deltalog: error: {type(exc).__name__}: {exc}\n")
+        return EXIT_ERROR
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

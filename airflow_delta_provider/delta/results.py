@@ -1,0 +1,164 @@
+"""Stable JSON shapes of snapshots, files, tombstones and commits.
+
+The `deltalog --json` outputs, the Spark job's result files and the operators' reports all use these
+functions, so one table reads the same everywhere. Paths are exactly as stored in the log.
+Shapes are documented in the README ("JSON output"); change them only additively.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .actions import AddFile, CommitInfo, Metadata, Protocol, RemoveFile
+from .history import format_ms
+from .snapshot import Snapshot
+from .table_properties import DELETED_FILE_RETENTION
+
+
+def protocol_dict(p: Protocol) -> dict[str, Any]:
+    return {
+        "min_reader_version": p.min_reader_version,
+        "min_writer_version": p.min_writer_version,
+        "reader_features": None if p.reader_features is None else list(p.reader_features),
+        "writer_features": None if p.writer_features is None else list(p.writer_features),
+    }
+
+
+def metadata_dict(m: Metadata) -> dict[str, Any]:
+    return {
+        "id": m.id,
+        "name": m.name,
+        "description": m.description,
+        "partition_columns": list(m.partition_columns),
+        "configuration": dict(m.configuration),
+        "schema": m.schema_json,
+        "created_time": m.created_time,
+    }
+
+
+def file_dict(a: AddFile) -> dict[str, Any]:
+    return {
+        "path": a.path,
+        "size": a.size,
+        "partition_values": dict(a.partition_values),
+        "modification_time": a.modification_time,
+        "deletion_vector": None if a.deletion_vector is None else a.deletion_vector.to_json(),
+    }
+
+
+def tombstone_dict(r: RemoveFile, cutoff_ms: int | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "path": r.path,
+        "deletion_timestamp": r.deletion_timestamp,
+        "size": r.size,
+    }
+    if cutoff_ms is not None:
+        out["expired"] = r.del_timestamp <= cutoff_ms
+    return out
+
+
+def commit_dict(version: int, info: CommitInfo | None) -> dict[str, Any]:
+    raw = dict(info.raw) if info is not None else {}
+    return {"version": version, "timestamp": raw.get("timestamp"), "operation": raw.get("operation"), **raw}
+
+
+def snapshot_summary(snap: Snapshot) -> dict[str, Any]:
+    """Small dict for XCom and human output: no file lists."""
+    info = snap.commit_info
+    return {
+        "table": snap.table,
+        "version": snap.version,
+        "timestamp_ms": snap.timestamp,
+        "timestamp": format_ms(snap.timestamp),
+        "operation": None if info is None else info.operation,
+        "protocol": protocol_dict(snap.protocol),
+        "partition_columns": list(snap.partition_columns),
+        "num_files": snap.num_files,
+        "size_bytes": snap.size_in_bytes,
+        "num_tombstones": snap.num_tombstones(),
+        "set_transactions": {k: t.version for k, t in sorted(snap.set_transactions.items())},
+        "checkpoint_version": snap.log_segment.checkpoint_version,
+    }
+
+
+def snapshot_dict(snap: Snapshot, *, include_files: bool = True) -> dict[str, Any]:
+    """The `snapshot --json` object: summary, metadata, and (by default) files and tombstones."""
+    out = snapshot_summary(snap)
+    out["metadata"] = metadata_dict(snap.metadata)
+    out["domain_metadata"] = {k: d.configuration for k, d in sorted(snap.domain_metadata.items())}
+    if include_files:
+        out["files"] = [file_dict(a) for a in sorted(snap.all_files(), key=lambda a: a.path)]
+        out["tombstones"] = [tombstone_dict(r) for r in sorted(snap.tombstones(), key=lambda r: r.path)]
+    return out
+
+
+def _partition_key(values: Mapping[str, str | None] | None, columns: Iterable[str]) -> str:
+    if not values:
+        return ""
+    return "/".join(f"{c}={values.get(c) if values.get(c) is not None else '__null__'}" for c in columns)
+
+
+def tombstone_report(
+    snap: Snapshot,
+    retention_hours: float | None = None,
+    *,
+    now_ms: int | None = None,
+    include_files: bool = True,
+) -> dict[str, Any]:
+    """Tombstones split at the retention cutoff: retained vs past retention (safe for VACUUM).
+
+    Read-only: it lists what VACUUM could delete; it deletes nothing.
+    """
+    cutoff = snap.retention_cutoff(retention_hours, now_ms)
+    now = cutoff + (snap.tombstone_retention_ms if retention_hours is None else int(retention_hours * 3_600_000))
+    all_ts = sorted(snap.tombstones(include_expired=True), key=lambda r: r.path)
+    table_prop = snap.metadata.configuration.get(DELETED_FILE_RETENTION)
+    source = "override" if retention_hours is not None else ("table_property" if table_prop else "default")
+    retention_ms = snap.tombstone_retention_ms if retention_hours is None else int(retention_hours * 3_600_000)
+    parts = list(snap.partition_columns)
+    per_partition: dict[str, dict[str, int]] = defaultdict(
+        lambda: {"retained": 0, "expired": 0, "retained_bytes": 0, "reclaimable_bytes": 0}
+    )
+    retained = expired = retained_bytes = reclaimable = unknown_size = 0
+    deletion_times = [r.deletion_timestamp for r in all_ts if r.deletion_timestamp is not None]
+    for r in all_ts:
+        bucket = per_partition[_partition_key(r.partition_values, parts)]
+        size = r.size or 0
+        if r.size is None:
+            unknown_size += 1
+        if r.del_timestamp <= cutoff:
+            expired += 1
+            reclaimable += size
+            bucket["expired"] += 1
+            bucket["reclaimable_bytes"] += size
+        else:
+            retained += 1
+            retained_bytes += size
+            bucket["retained"] += 1
+            bucket["retained_bytes"] += size
+    out: dict[str, Any] = {
+        "table": snap.table,
+        "version": snap.version,
+        "now_ms": now,
+        "retention": {
+            "hours": retention_ms / 3_600_000,
+            "source": source,
+            "table_property": table_prop,
+            "cutoff_ms": cutoff,
+            "cutoff": format_ms(cutoff),
+        },
+        "num_tombstones": len(all_ts),
+        "retained": retained,
+        "expired": expired,
+        "retained_bytes": retained_bytes,
+        "reclaimable_bytes": reclaimable,
+        "removed_without_size": unknown_size,
+        "oldest_deletion_ms": min(deletion_times) if deletion_times else None,
+        "newest_deletion_ms": max(deletion_times) if deletion_times else None,
+        "partitions": dict(sorted(per_partition.items())),
+    }
+    if include_files:
+        out["tombstones"] = [tombstone_dict(r, cutoff) for r in all_ts]
+    return out

@@ -1,0 +1,157 @@
+"""The `deltalog` CLI: human output, stable JSON shapes, one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from airflow_delta_provider.cli import main, parse_where, storage_options_from_env
+
+CORPUS = Path(os.environ.get("DELTA_TABLES_DIR", Path(__file__).resolve().parents[2] / "shared" / "delta-tables"))
+DEMO_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "sample_table.py"
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("cli") / "sample"
+    subprocess.run([sys.executable, str(DEMO_SCRIPT), str(path)], check=True, capture_output=True)
+    return str(path)
+
+
+def test_snapshot_json_shape(sample):
+    code, out, err = run("snapshot", sample, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["version"] == 5
+    assert set(doc["protocol"]) == {"min_reader_version", "min_writer_version", "reader_features", "writer_features"}
+    assert {"id", "partition_columns", "configuration", "schema"} <= set(doc["metadata"])
+    assert doc["metadata"]["partition_columns"] == ["region"]
+    assert doc["num_files"] == len(doc["files"]) == 4
+    assert doc["size_bytes"] == sum(f["size"] for f in doc["files"])
+    assert isinstance(doc["timestamp_ms"], int)
+    for f in doc["files"]:
+        assert set(f) >= {"path", "size", "partition_values", "modification_time", "deletion_vector"}
+    assert len(doc["tombstones"]) == 2
+    for t in doc["tombstones"]:
+        assert set(t) >= {"path", "deletion_timestamp", "size"}
+
+
+def test_snapshot_json_paths_equal_delta_rs(sample):
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    _, out, _ = run("snapshot", sample, "--json", "--version", "3")
+    ours = sorted(f["path"] for f in json.loads(out)["files"])
+    theirs = sorted(pa.table(DeltaTable(sample, version=3).get_add_actions(flatten=True))["path"].to_pylist())
+    assert ours == theirs
+
+
+def test_human_snapshot_summary(sample):
+    code, out, _ = run("snapshot", sample)
+    assert code == 0
+    for label in ("version            5", "partition columns  region", "files              4", "tombstones"):
+        assert label in out
+
+
+def test_files_where_prunes_partitions_and_stats(sample):
+    _, out, _ = run("files", sample, "--where", "region = 'eu'", "--json")
+    files = json.loads(out)["files"]
+    assert files and all(f["partition_values"]["region"] == "eu" for f in files)
+    _, out, _ = run("files", sample, "--where", "id >= 400", "--json")  # only the apac append holds ids >= 400
+    assert [f["partition_values"]["region"] for f in json.loads(out)["files"]] == ["apac"]
+
+
+def test_tombstones_retention_split(sample):
+    _, out, _ = run("tombstones", sample, "--json")
+    doc = json.loads(out)
+    assert doc["retention"]["source"] == "default" and doc["retention"]["hours"] == 168
+    assert (doc["retained"], doc["expired"]) == (2, 0)
+    _, out, _ = run("tombstones", sample, "--retention-hours", "0", "--json")
+    doc = json.loads(out)
+    assert (doc["retained"], doc["expired"]) == (0, 2)
+    assert doc["reclaimable_bytes"] == sum(t["size"] for t in doc["tombstones"]) > 0
+    assert set(doc["partitions"]) == {"region=eu", "region=us"}
+
+
+def test_history_and_changes(sample):
+    _, out, _ = run("history", sample, "--limit", "2", "--json")
+    hist = json.loads(out)
+    assert [h["version"] for h in hist] == [5, 4]
+    _, out, _ = run("changes", sample, "--from", "4", "--json")
+    changes = json.loads(out)
+    assert [c["version"] for c in changes] == [4, 5]
+    assert any("remove" in a for a in changes[0]["actions"])
+
+
+def test_version_and_time_travel(sample):
+    assert run("version", sample)[1].strip() == "5"
+    _, out, _ = run("snapshot", sample, "--version", "0", "--json")
+    assert json.loads(out)["version"] == 0
+
+
+@pytest.mark.parametrize(
+    ("table", "error"),
+    [
+        ("delta-golden/versions-not-contiguous", "LogGapError"),
+        ("delta-golden/deltalog-invalid-protocol-version", "UnsupportedFeatureError"),
+        ("delta-golden/no-delta-log-folder", "TableNotFoundError"),
+    ],
+)
+def test_errors_are_one_line_exit_2(table, error):
+    proc = subprocess.run(
+        [sys.executable, "-m", "airflow_delta_provider", "snapshot", str(CORPUS / table)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"deltalog: error: {error}:")
+    assert "Traceback" not in proc.stderr and table.split("/")[-1] in lines[0]
+
+
+def test_version_out_of_range_is_typed(sample):
+    code, _, err = run("snapshot", sample, "--version", "99")
+    assert code == 2 and "VersionNotFoundError" in err and "99" in err
+
+
+def test_console_script_installed(sample):
+    exe = shutil.which("deltalog", path=str(Path(sys.executable).parent))
+    assert exe, "the deltalog console script is installed with the package"
+    proc = subprocess.run([exe, "version", sample], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "5"
+
+
+def test_parse_where():
+    assert parse_where("a = 1 AND b IN ('x', 'y') and c is not null AND d <> 'q'") == [
+        ("a", "=", 1),
+        ("b", "in", ["x", "y"]),
+        ("c", "is not null", None),
+        ("d", "!=", "q"),
+    ]
+    with pytest.raises(ValueError):
+        parse_where("a ~ 1")
+
+
+def test_s3_options_from_standard_env(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIA")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+    opts = storage_options_from_env("s3://bucket/t", {"anon": "false"})
+    assert opts["key"] == "AKIA" and opts["secret"] == "s3cr3t"
+    assert opts["endpoint_url"] == "http://127.0.0.1:9000"
+    assert opts["client_kwargs"] == {"region_name": "eu-west-1"} and opts["anon"] == "false"
+    assert storage_options_from_env("/local/path") == {}
