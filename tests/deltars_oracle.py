@@ -24,7 +24,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-CORPUS = Path("/work/shared/delta-tables")
+#: The read-only reference corpus (`DELTA_TABLES_DIR` overrides it, as in conftest.py).
+CORPUS = Path(os.environ.get("DELTA_TABLES_DIR") or "/work/shared/delta-tables")
 
 _COMMIT_RE = re.compile(r"^(\d{20})\.json$")
 _CLASSIC_CP_RE = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
@@ -75,9 +76,7 @@ class DeltaRsView:
 def deltars_view(table: str | os.PathLike[str], version: int | None = None) -> DeltaRsView:
     dt = deltars_table(table, version)
     actions = pa.table(dt.get_add_actions(flatten=True))
-    files = dict(
-        zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(), strict=True)
-    )
+    files = dict(zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(), strict=True))
     proto = dt.protocol()
     meta = dt.metadata()
 
@@ -160,9 +159,7 @@ def _checkpoint_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def raw_log_state(
-    table: str | os.PathLike[str], version: int, *, use_checkpoint: bool = True
-) -> RawLogState:
+def raw_log_state(table: str | os.PathLike[str], version: int, *, use_checkpoint: bool = True) -> RawLogState:
     """Reconcile `version` from the newest classic checkpoint <= version (if any) and JSON commits."""
     commits, checkpoints = list_versions(table)
     cps = [c for c in checkpoints if c <= version] if use_checkpoint else []

@@ -12,13 +12,21 @@ transactions). Then, for EVERY version of the table:
   equal a naive reconciliation of the raw log files (`deltars_oracle.raw_log_state`: newest classic
   checkpoint <= v read with pyarrow, then the JSON commits after it).
 
-A second test keeps one `DeltaLog` alive and calls `update()` after every operation: each
-incremental snapshot must equal a fresh full load of the same version.
+Right after every operation, a fresh load of the latest version is also checked against both oracles
+(this covers versions that log cleanup deletes later). A second test keeps one `DeltaLog` alive and
+calls `update()` after every operation: each incremental snapshot must equal a fresh full load of the
+same version. A third applies random damage (torn commits, deleted commits, corrupt, deleted or
+zero-byte checkpoints, bad `_last_checkpoint`) to copies of each table: every version must load to the
+right state or raise a `DeltaError` naming the table, never a raw exception or a wrong state, and
+must load whenever intact files make it.
+
+Scenarios (table-level choices) are fixed; the seed drives everything else, so a failure reproduces.
 """
 
 from __future__ import annotations
 
 import random
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,12 +37,12 @@ import pytest
 deltalake = pytest.importorskip("deltalake")
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake  # noqa: E402
 
-from airflow_delta_provider.delta import DeltaLog, Snapshot, VersionNotFoundError  # noqa: E402
+from airflow_delta_provider.delta import DeltaError, DeltaLog, Snapshot, VersionNotFoundError  # noqa: E402
 
 try:
-    from deltars_oracle import deltars_view, raw_log_state, recreatable
+    from deltars_oracle import RawLogState, deltars_files, deltars_view, raw_log_state, recreatable
 except ImportError:  # tests/ imported as a package
-    from tests.deltars_oracle import deltars_view, raw_log_state, recreatable
+    from tests.deltars_oracle import RawLogState, deltars_files, deltars_view, raw_log_state, recreatable
 
 NUM_OPS = 30
 
@@ -85,6 +93,17 @@ class Incremental:
 
 
 @dataclass
+class LatestCheck:
+    """Right after one operation: a fresh load of the latest version and both oracles' view of it."""
+
+    version: int
+    ours: Snapshot | None
+    error: BaseException | None
+    deltars_files: dict[str, int]
+    raw: RawLogState
+
+
+@dataclass
 class RandomTable:
     """One table driven by `random.Random(seed)` through delta-rs operations."""
 
@@ -118,7 +137,7 @@ class RandomTable:
         return self.scenario.seed
 
     # -- data -------------------------------------------------------------------------------------
-    def rows(self, n: int, part: str | None | bool = False) -> pa.Table:
+    def rows(self, n: int, part: str | bool | None = False) -> pa.Table:
         rng = self.rng
         ids = list(range(self.next_id, self.next_id + n))
         self.next_id += n
@@ -188,7 +207,10 @@ class RandomTable:
         if op == "append_txn":
             props, detail = self.txn_properties()
             write_deltalake(
-                p, self.rows(rng.randint(1, 4)), partition_by=self.partition_by, mode="append",
+                p,
+                self.rows(rng.randint(1, 4)),
+                partition_by=self.partition_by,
+                mode="append",
                 commit_properties=props,
             )
             return detail
@@ -199,7 +221,10 @@ class RandomTable:
             part = rng.choice(PART_VALUES[:-1])
             predicate = f"part {_sql_literal(part)}"
             write_deltalake(
-                p, self.rows(rng.randint(1, 3), part=part), partition_by=self.partition_by, mode="overwrite",
+                p,
+                self.rows(rng.randint(1, 3), part=part),
+                partition_by=self.partition_by,
+                mode="overwrite",
                 predicate=predicate,
             )
             return predicate
@@ -270,7 +295,10 @@ class RandomTable:
         if op == "repartition":
             self.partition_by = None if self.partition_by else ["part"]
             write_deltalake(
-                p, self.rows(rng.randint(1, 4)), partition_by=self.partition_by, mode="overwrite",
+                p,
+                self.rows(rng.randint(1, 4)),
+                partition_by=self.partition_by,
+                mode="overwrite",
                 schema_mode="overwrite",
             )
             return f"partition_by={self.partition_by}"
@@ -298,6 +326,7 @@ class Built:
     table: RandomTable
     incremental: Incremental
     latest: int
+    latest_checks: list[LatestCheck]
 
 
 def _scenario_id(sc: Scenario) -> str:
@@ -316,18 +345,27 @@ def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     inc = Incremental()
     holder: dict[str, DeltaLog] = {}
 
+    checks: list[LatestCheck] = []
+
     def after_each() -> None:
+        version = table.version()
+        ours, error = None, None
+        try:
+            ours = DeltaLog(str(path)).update()
+        except Exception as exc:  # reported by the test, not as a fixture error
+            error = exc
+        checks.append(LatestCheck(version, ours, error, deltars_files(path), raw_log_state(path, version)))
         if inc.error is not None:
             return
         try:
             if "log" not in holder:
                 holder["log"] = DeltaLog(str(path))  # not the cache: this instance is ours alone
             inc.snapshots.append(holder["log"].update())
-        except Exception as exc:  # reported by the incremental test, not as a fixture error
+        except Exception as exc:
             inc.error = exc
 
     table.build(after_each)
-    return Built(table, inc, table.version())
+    return Built(table, inc, table.version(), checks)
 
 
 def fresh_log(path: Path) -> DeltaLog:
@@ -394,9 +432,10 @@ def test_every_version_matches_deltars_and_raw_log(built: Built) -> None:
         proto = snap.protocol
         if (proto.min_reader_version, proto.min_writer_version) != (rs.min_reader_version, rs.min_writer_version):
             mismatches.append(f"{ctx}: protocol {proto} vs delta-rs {rs}")
-        if _features(proto.reader_features) != rs.reader_features or _features(
-            proto.writer_features
-        ) != rs.writer_features:
+        if (
+            _features(proto.reader_features) != rs.reader_features
+            or _features(proto.writer_features) != rs.writer_features
+        ):
             mismatches.append(f"{ctx}: features {proto} vs delta-rs {rs}")
         meta = snap.metadata
         if meta.id != rs.metadata_id or tuple(meta.partition_columns) != rs.partition_columns:
@@ -404,9 +443,7 @@ def test_every_version_matches_deltars_and_raw_log(built: Built) -> None:
         if dict(meta.configuration) != rs.configuration:
             mismatches.append(f"{ctx}: configuration {dict(meta.configuration)} vs {rs.configuration}")
         # tombstones against the raw log
-        expected_tombs = {
-            path: (rm.get("deletionTimestamp"), rm.get("size")) for path, rm in raw.tombstones.items()
-        }
+        expected_tombs = {path: (rm.get("deletionTimestamp"), rm.get("size")) for path, rm in raw.tombstones.items()}
         got_tombs = tombstones_of(snap)
         if got_tombs != expected_tombs:
             diff = {
@@ -432,25 +469,53 @@ def test_every_version_matches_deltars_and_raw_log(built: Built) -> None:
                     f"{ctx}: transaction_version({app}) {snap.transaction_version(app)} vs "
                     f"delta-rs {dt.transaction_version(app)}"
                 )
-    assert checked >= 5, table.describe()
+    assert checked >= (1 if table.scenario.log_cleanup else 5), table.describe()
+    assert not mismatches, "\n".join(mismatches) + "\n" + table.describe()
+
+
+def test_latest_after_each_operation(built: Built) -> None:
+    """Right after every operation, a fresh load of the latest version matched both oracles (this is
+    what checks versions that log cleanup later deletes)."""
+    table = built.table
+    mismatches = []
+    for rec, check in zip(table.ops, built.latest_checks, strict=True):
+        ctx = f"after #{rec.index} {rec.op} (v{check.version})"
+        if check.error is not None:
+            mismatches.append(f"{ctx}: {type(check.error).__name__}: {check.error}")
+            continue
+        assert check.ours is not None
+        if check.ours.version != check.version:
+            mismatches.append(f"{ctx}: loaded version {check.ours.version}")
+        if files_of(check.ours) != check.deltars_files:
+            mismatches.append(f"{ctx}: files {sorted(files_of(check.ours))} != {sorted(check.deltars_files)}")
+        expected = {k: (r.get("deletionTimestamp"), r.get("size")) for k, r in check.raw.tombstones.items()}
+        if tombstones_of(check.ours) != expected:
+            mismatches.append(f"{ctx}: tombstones {tombstones_of(check.ours)} != {expected}")
+        txns = {k: t.version for k, t in check.ours.set_transactions.items()}
+        if txns != {k: t["version"] for k, t in check.raw.txns.items()}:
+            mismatches.append(f"{ctx}: txns {txns} != {check.raw.txns}")
     assert not mismatches, "\n".join(mismatches) + "\n" + table.describe()
 
 
 def test_raw_log_oracle_checkpoint_agrees_with_json_replay(built: Built) -> None:
-    """Guards the oracle: where tombstones cannot expire, checkpoint+JSON equals JSON-only replay."""
+    """Guards the oracle: checkpoint + JSON equals JSON-only replay (tombstones too, unless a 0-second
+    retention let the checkpoint writer drop them)."""
     table = built.table
-    if table.short_retention:
-        pytest.skip("checkpoints drop expired tombstones by design with a 0-second retention")
+    compared = 0
     for v in range(built.latest + 1):
         if not recreatable(table.path, v, use_checkpoint=False):
             continue
         a = raw_log_state(table.path, v)
         b = raw_log_state(table.path, v, use_checkpoint=False)
+        compared += 1
         assert a.active == b.active
-        assert {k: r.get("deletionTimestamp") for k, r in a.tombstones.items()} == {
-            k: r.get("deletionTimestamp") for k, r in b.tombstones.items()
-        }
-        assert a.txns.keys() == b.txns.keys()
+        assert {k: t["version"] for k, t in a.txns.items()} == {k: t["version"] for k, t in b.txns.items()}
+        assert a.metadata is not None and b.metadata is not None and a.metadata["id"] == b.metadata["id"]
+        if not table.short_retention:
+            assert {k: r.get("deletionTimestamp") for k, r in a.tombstones.items()} == {
+                k: r.get("deletionTimestamp") for k, r in b.tombstones.items()
+            }
+    assert compared or table.scenario.log_cleanup
 
 
 def test_used_operations(built: Built) -> None:
@@ -465,8 +530,7 @@ def _summary(snap: Snapshot) -> dict[str, Any]:
     return {
         "version": snap.version,
         "files": {
-            f.path: (f.size, f.modification_time, dict(f.partition_values), f.deletion_vector)
-            for f in snap.all_files()
+            f.path: (f.size, f.modification_time, dict(f.partition_values), f.deletion_vector) for f in snap.all_files()
         },
         "tombstones": tombstones_of(snap),
         "protocol": snap.protocol,
@@ -501,3 +565,119 @@ def test_incremental_update_equals_fresh_load(built: Built) -> None:
     assert not mismatches, "\n".join(mismatches) + "\n" + table.describe()
     latest_fresh = DeltaLog(str(table.path)).update()
     assert latest_fresh.version == inc.snapshots[-1].version
+
+
+# -- A.3: random damage: the right state or a typed error, never a raw error or a wrong state --------
+DAMAGE_TRIALS = 5
+
+
+def _commit_versions(path: Path) -> list[int]:
+    return sorted(int(p.name[:20]) for p in (path / "_delta_log").glob("*.json") if p.name[:20].isdigit())
+
+
+def _checkpoint_versions(path: Path) -> list[int]:
+    return sorted(int(p.name[:20]) for p in (path / "_delta_log").glob("*.checkpoint.parquet"))
+
+
+def _truncate_inside_a_line(data: bytes, rng: random.Random) -> bytes:
+    """A proper prefix that ends inside a line, before its closing brace: never valid JSON lines."""
+    lines = data.rstrip(b"\n").split(b"\n")
+    i = rng.randrange(len(lines))
+    cut = rng.randrange(0, len(lines[i]) - 1) if len(lines[i]) > 1 else 0
+    return b"\n".join([*lines[:i], lines[i][:cut]])
+
+
+def _damage(path: Path, rng: random.Random) -> tuple[str, set[int], set[int]]:
+    """Apply 1..3 random faults; returns (description, unusable commits, unusable checkpoints)."""
+    log_dir = path / "_delta_log"
+    bad_commits: set[int] = set()
+    bad_cps: set[int] = set()
+    notes = []
+    for _ in range(rng.randint(1, 3)):
+        commits = [v for v in _commit_versions(path) if v not in bad_commits]
+        cps = [v for v in _checkpoint_versions(path) if v not in bad_cps]
+        kinds = ["truncate_commit", "delete_commit", "hint"]
+        if cps and len(bad_cps) < 2:  # two unreadable checkpoints at most: the library retries twice
+            kinds += ["corrupt_checkpoint", "delete_checkpoint", "zero_checkpoint"]
+        kind = rng.choice(kinds)
+        if kind in ("truncate_commit", "delete_commit") and commits:
+            v = rng.choice(commits)
+            f = log_dir / f"{v:020d}.json"
+            if kind == "truncate_commit":
+                f.write_bytes(_truncate_inside_a_line(f.read_bytes(), rng))
+            else:
+                f.unlink()
+            bad_commits.add(v)
+            notes.append(f"{kind} {v}")
+        elif kind in ("corrupt_checkpoint", "delete_checkpoint", "zero_checkpoint"):
+            v = rng.choice(cps)
+            f = log_dir / f"{v:020d}.checkpoint.parquet"
+            if kind == "corrupt_checkpoint":
+                data = f.read_bytes()
+                f.write_bytes(data[: rng.randrange(len(data) // 2)] if rng.random() < 0.5 else data[:-8])
+            elif kind == "delete_checkpoint":
+                f.unlink()
+            else:
+                f.write_bytes(b"")
+            bad_cps.add(v)
+            notes.append(f"{kind} {v}")
+        else:
+            hint = log_dir / "_last_checkpoint"
+            choice = rng.choice([b"", b"\x00garbage", b'{"version": 10', b'{"version": 99999}', b'{"version": 1}'])
+            hint.write_bytes(choice)
+            notes.append(f"hint {choice!r}")
+    return "; ".join(notes), bad_commits, bad_cps
+
+
+def _loadable(version: int, commits: set[int], cps: set[int]) -> bool:
+    """Whether intact files make `version`: an intact checkpoint c <= version (or none) + commits c+1..v."""
+    starts = [c + 1 for c in cps if c <= version] + [0]
+    return any(all(v in commits for v in range(s, version + 1)) for s in starts)
+
+
+def test_random_damage_gives_right_state_or_typed_error(built: Built, tmp_path: Path) -> None:
+    table = built.table
+    oracle = {v: raw_log_state(table.path, v) for v in range(built.latest + 1) if recreatable(table.path, v)}
+    problems = []
+    for trial in range(DAMAGE_TRIALS):
+        rng = random.Random(table.seed * 1000 + trial)
+        copy = tmp_path / f"trial{trial}"
+        shutil.copytree(table.path, copy)
+        what, bad_commits, bad_cps = _damage(copy, rng)
+        commits = set(_commit_versions(copy)) - bad_commits
+        cps = {
+            v
+            for v in _checkpoint_versions(copy)
+            if (copy / "_delta_log" / f"{v:020d}.checkpoint.parquet").stat().st_size
+        }
+        cps -= bad_cps
+        for v in [None, *sorted(oracle)]:
+            ctx = f"trial {trial} [{what}] version {v}"
+            try:
+                snap = DeltaLog(str(copy)).update() if v is None else DeltaLog(str(copy)).snapshot_at(version=v)
+            except DeltaError as exc:
+                if str(copy) not in str(exc):
+                    problems.append(f"{ctx}: error does not name the table: {exc}")
+                if v is not None and _loadable(v, commits, cps):
+                    problems.append(f"{ctx}: intact files make this version, yet {type(exc).__name__}: {exc}")
+                continue
+            except Exception as exc:  # the bug this test exists for
+                problems.append(f"{ctx}: raw {type(exc).__name__}: {exc}")
+                continue
+            if v is not None and snap.version != v:
+                problems.append(f"{ctx}: loaded version {snap.version}")
+                continue
+            expected = oracle.get(snap.version)
+            if expected is None:
+                continue
+            if files_of(snap) != expected.active:
+                problems.append(f"{ctx}: WRONG file set at v{snap.version}")
+            if not table.short_retention:
+                want = {k: (r.get("deletionTimestamp"), r.get("size")) for k, r in expected.tombstones.items()}
+                if tombstones_of(snap) != want:
+                    problems.append(f"{ctx}: WRONG tombstones at v{snap.version}")
+            if {k: t.version for k, t in snap.set_transactions.items()} != {
+                k: t["version"] for k, t in expected.txns.items()
+            }:
+                problems.append(f"{ctx}: WRONG txns at v{snap.version}")
+    assert not problems, "\n".join(problems[:40]) + "\n" + table.describe()

@@ -1,47 +1,110 @@
 """A Delta Lake transaction log reader: `DeltaLog`, `Snapshot`, `InMemoryLogReplay`.
 
-Never imports Airflow or pyspark. See `DeltaLog.for_table`.
+Never imports Airflow or pyspark. Names are loaded on first use (PEP 562), so importing a pure
+submodule (`actions`, `replay`, used on Spark executors) does not import pyarrow.
 """
 
-from .actions import (
-    AddCDCFile,
-    AddFile,
-    CommitInfo,
-    DeletionVectorDescriptor,
-    DomainMetadata,
-    Metadata,
-    Protocol,
-    RemoveFile,
-    SetTransaction,
-)
-from .delta_log import DeltaLog
-from .errors import (
-    DeltaError,
-    IncompleteCheckpointError,
-    InvalidArgumentError,
-    LogCorruptedError,
-    LogGapError,
-    MalformedCheckpointError,
-    MalformedCommitError,
-    MissingMetadataError,
-    MissingProtocolError,
-    OperationNotAllowedError,
-    ResourceLimitError,
-    StorageError,
-    TableNotFoundError,
-    TimestampOutOfRangeError,
-    TruncatedLogError,
-    UnsupportedFeatureError,
-    VersionNotFoundError,
-)
-from .log_segment import LogSegment
-from .replay import InMemoryLogReplay
-from .snapshot import Snapshot
-from .table_features import check_can_read, check_can_write
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(
+        [
+            "AddCDCFile",
+            "AddFile",
+            "CommitInfo",
+            "DeletionVectorDescriptor",
+            "DomainMetadata",
+            "Metadata",
+            "Protocol",
+            "RemoveFile",
+            "SetTransaction",
+        ],
+        "actions",
+    ),
+    **dict.fromkeys(
+        [
+            "DeltaError",
+            "IncompleteCheckpointError",
+            "InvalidArgumentError",
+            "LogCorruptedError",
+            "LogGapError",
+            "MalformedCheckpointError",
+            "MalformedCommitError",
+            "MissingMetadataError",
+            "MissingProtocolError",
+            "OperationNotAllowedError",
+            "ResourceLimitError",
+            "StorageError",
+            "TableNotFoundError",
+            "TimestampOutOfRangeError",
+            "TruncatedLogError",
+            "UnsupportedFeatureError",
+            "VersionNotFoundError",
+        ],
+        "errors",
+    ),
+    "DeltaLog": "delta_log",
+    "LogSegment": "log_segment",
+    "InMemoryLogReplay": "replay",
+    "Snapshot": "snapshot",
+    "check_can_read": "table_features",
+    "check_can_write": "table_features",
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .actions import (
+        AddCDCFile,
+        AddFile,
+        CommitInfo,
+        DeletionVectorDescriptor,
+        DomainMetadata,
+        Metadata,
+        Protocol,
+        RemoveFile,
+        SetTransaction,
+    )
+    from .delta_log import DeltaLog
+    from .errors import (
+        DeltaError,
+        IncompleteCheckpointError,
+        InvalidArgumentError,
+        LogCorruptedError,
+        LogGapError,
+        MalformedCheckpointError,
+        MalformedCommitError,
+        MissingMetadataError,
+        MissingProtocolError,
+        OperationNotAllowedError,
+        ResourceLimitError,
+        StorageError,
+        TableNotFoundError,
+        TimestampOutOfRangeError,
+        TruncatedLogError,
+        UnsupportedFeatureError,
+        VersionNotFoundError,
+    )
+    from .log_segment import LogSegment
+    from .replay import InMemoryLogReplay
+    from .snapshot import Snapshot
+    from .table_features import check_can_read, check_can_write
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
 
 
 def latest_version(table_uri: str, storage_options: dict[str, str] | None = None) -> int:
     """The newest version of a table from the log listing alone (no replay)."""
+    from .delta_log import DeltaLog
+
     return DeltaLog.for_table(table_uri, storage_options).latest_version()
 
 

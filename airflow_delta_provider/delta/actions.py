@@ -8,9 +8,11 @@ the deletion vector's unique id (PROTOCOL.md "Action Reconciliation").
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import Any, ClassVar
 from urllib.parse import unquote
 
@@ -46,6 +48,27 @@ def _str_map(value: Any) -> dict[str, str | None]:
     return {str(k): (None if v is None else str(v)) for k, v in value}
 
 
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+
+def _i64(value: Any, name: str, default: int | None = None) -> int | None:
+    """An int64 field: None stays `default`; anything else must be an integer in range."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"{name} must be an integer, got {type(value).__name__}")
+    number = int(value)
+    if not _I64_MIN <= number <= _I64_MAX:
+        raise ValueError(f"{name}={value} does not fit in a 64-bit integer")
+    return number
+
+
+def _obj(value: Any, name: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{name} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
 def _features(value: Any) -> tuple[str, ...] | None:
     if value is None:
         return None
@@ -70,16 +93,19 @@ class DeletionVectorDescriptor:
         return base if self.offset is None else f"{base}@{self.offset}"
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any] | None) -> DeletionVectorDescriptor | None:
-        if not d or d.get("storageType") is None:
+    def from_json(cls, d: Any) -> DeletionVectorDescriptor | None:
+        if d is None:
+            return None
+        d = _obj(d, "deletionVector")
+        if d.get("storageType") is None:
             return None
         return cls(
             storage_type=str(d["storageType"]),
             path_or_inline_dv=str(d.get("pathOrInlineDv") or ""),
-            size_in_bytes=int(d.get("sizeInBytes") or 0),
-            cardinality=int(d.get("cardinality") or 0),
-            offset=None if d.get("offset") is None else int(d["offset"]),
-            max_row_index=None if d.get("maxRowIndex") is None else int(d["maxRowIndex"]),
+            size_in_bytes=_i64(d.get("sizeInBytes"), "deletionVector.sizeInBytes", 0) or 0,
+            cardinality=_i64(d.get("cardinality"), "deletionVector.cardinality", 0) or 0,
+            offset=_i64(d.get("offset"), "deletionVector.offset"),
+            max_row_index=_i64(d.get("maxRowIndex"), "deletionVector.maxRowIndex"),
         )
 
     def to_json(self) -> JsonDict:
@@ -220,17 +246,21 @@ class AddFile(Action):
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> AddFile:
+        if d.get("path") is None:
+            raise ValueError("add.path is required")
+        if d.get("size") is None:
+            raise ValueError("add.size is required")
         return cls(
             path=str(d["path"]),
             partition_values=_str_map(d.get("partitionValues")),
-            size=int(d.get("size") or 0),
-            modification_time=int(d.get("modificationTime") or 0),
+            size=_i64(d["size"], "add.size", 0) or 0,
+            modification_time=_i64(d.get("modificationTime"), "add.modificationTime", 0) or 0,
             data_change=bool(d.get("dataChange", True)),
             stats=_stats_text(d),
             tags=None if d.get("tags") is None else _str_map(d.get("tags")),
             deletion_vector=DeletionVectorDescriptor.from_json(d.get("deletionVector")),
-            base_row_id=d.get("baseRowId"),
-            default_row_commit_version=d.get("defaultRowCommitVersion"),
+            base_row_id=_i64(d.get("baseRowId"), "add.baseRowId"),
+            default_row_commit_version=_i64(d.get("defaultRowCommitVersion"), "add.defaultRowCommitVersion"),
             clustering_provider=d.get("clusteringProvider"),
         )
 
@@ -294,18 +324,20 @@ class RemoveFile(Action):
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> RemoveFile:
+        if d.get("path") is None:
+            raise ValueError("remove.path is required")
         return cls(
             path=str(d["path"]),
-            deletion_timestamp=None if d.get("deletionTimestamp") is None else int(d["deletionTimestamp"]),
+            deletion_timestamp=_i64(d.get("deletionTimestamp"), "remove.deletionTimestamp"),
             data_change=bool(d.get("dataChange", True)),
             extended_file_metadata=d.get("extendedFileMetadata"),
             partition_values=None if d.get("partitionValues") is None else _str_map(d["partitionValues"]),
-            size=None if d.get("size") is None else int(d["size"]),
+            size=_i64(d.get("size"), "remove.size"),
             stats=_stats_text(d),
             tags=None if d.get("tags") is None else _str_map(d.get("tags")),
             deletion_vector=DeletionVectorDescriptor.from_json(d.get("deletionVector")),
-            base_row_id=d.get("baseRowId"),
-            default_row_commit_version=d.get("defaultRowCommitVersion"),
+            base_row_id=_i64(d.get("baseRowId"), "remove.baseRowId"),
+            default_row_commit_version=_i64(d.get("defaultRowCommitVersion"), "remove.defaultRowCommitVersion"),
         )
 
     def to_json(self) -> JsonDict:
@@ -517,7 +549,7 @@ def action_from_json(obj: Mapping[str, Any]) -> Action | None:
             continue
         kind = _ACTION_TYPES.get(name)
         if kind is not None:
-            return kind.from_json(value)
+            return kind.from_json(_obj(value, name))
     return None
 
 
@@ -535,10 +567,33 @@ def action_to_json(action: Action) -> JsonDict:
     return {action.action_name: action.to_json()}  # type: ignore[attr-defined]
 
 
+def _jsonable(value: Any) -> Any:
+    """Struct stats values as Delta's JSON stats write them (UTC timestamps to the millisecond)."""
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+            return value.isoformat(timespec="milliseconds") + "Z"
+        return value.isoformat(timespec="milliseconds")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
 def _stats_text(d: Mapping[str, Any]) -> str | None:
+    """`stats` as a JSON string; struct-only stats (`stats_parsed`) rendered as JSON."""
     stats = d.get("stats")
     if stats is None and d.get("stats_parsed") is not None:
-        return json.dumps(d["stats_parsed"], separators=(",", ":"), default=str)
+        return json.dumps(_jsonable(d["stats_parsed"]), separators=(",", ":"), sort_keys=True)
+    if stats is not None and not isinstance(stats, str):
+        return json.dumps(_jsonable(stats), separators=(",", ":"), sort_keys=True)
     return stats
 
 

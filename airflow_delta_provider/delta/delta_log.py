@@ -290,8 +290,13 @@ class DeltaLog:
                     earliest=earliest,
                     latest=latest,
                 ) from None
+            available = (
+                f"available versions are [{earliest}, {latest}]"
+                if earliest is not None
+                else f"no retained checkpoint or commit history reconstructs any version ({exc.message})"
+            )
             raise VersionNotFoundError(
-                f"Cannot time travel to version {version}: available versions are [{earliest}, {latest}]",
+                f"Cannot time travel to version {version}: {available}",
                 table=self.table_uri,
                 version=version,
                 earliest=earliest,

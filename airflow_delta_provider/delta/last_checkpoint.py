@@ -37,20 +37,20 @@ def parse_last_checkpoint(data: bytes, *, origin: str = "_last_checkpoint") -> L
         version = int(obj["version"])
         if version < 0:
             raise ValueError("negative version")
-    except (ValueError, KeyError, TypeError) as exc:
+        v2 = obj.get("v2Checkpoint") or {}
+
+        def opt_int(key: str) -> int | None:
+            value = obj.get(key)
+            return None if value is None else int(value)
+
+        return LastCheckpointHint(
+            version=version,
+            size=opt_int("size"),
+            parts=opt_int("parts"),
+            size_in_bytes=opt_int("sizeInBytes"),
+            num_of_add_files=opt_int("numOfAddFiles"),
+            v2_checkpoint_path=v2.get("path") if isinstance(v2, dict) else None,
+        )
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         log.warning("Ignoring unreadable %s (%s); listing the log instead", origin, exc)
         return None
-    v2 = obj.get("v2Checkpoint") or {}
-
-    def opt_int(key: str) -> int | None:
-        value = obj.get(key)
-        return None if value is None else int(value)
-
-    return LastCheckpointHint(
-        version=version,
-        size=opt_int("size"),
-        parts=opt_int("parts"),
-        size_in_bytes=opt_int("sizeInBytes"),
-        num_of_add_files=opt_int("numOfAddFiles"),
-        v2_checkpoint_path=v2.get("path") if isinstance(v2, dict) else None,
-    )

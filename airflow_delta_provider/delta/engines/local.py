@@ -68,9 +68,10 @@ def parse_commit_bytes(data: bytes, *, table: str, version: int, file: str) -> l
     for number, line in enumerate(lines, start=1):  # slow path only to name the bad line
         try:
             obj = json.loads(line)
-        except ValueError as exc:
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+            reason = getattr(exc, "msg", None) or str(exc)
             raise MalformedCommitError(
-                f"Commit line {number} is not valid JSON ({exc.msg}); the commit may be truncated",
+                f"Commit line {number} is not valid JSON ({reason}); the commit may be truncated",
                 table=table,
                 version=version,
                 file=file,
@@ -93,14 +94,22 @@ def read_commit(store: LogStore, table: str, commit: ParsedLogPath) -> list[Acti
             version=commit.version,
             file=commit.name,
         ) from None
+    except OSError as exc:
+        raise StorageError(
+            f"Cannot read commit: {type(exc).__name__}: {exc}",
+            table=table,
+            version=commit.version,
+            file=commit.name,
+            transient=not isinstance(exc, PermissionError),
+        ) from None
     objs = parse_commit_bytes(data, table=table, version=commit.version, file=commit.name)
     out = []
     for obj in objs:
         try:
             action = action_from_json(obj)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             raise MalformedCommitError(
-                f"Invalid action {sorted(obj)}: {exc!r}", table=table, version=commit.version, file=commit.name
+                f"Invalid action {sorted(obj)}: {exc}", table=table, version=commit.version, file=commit.name
             ) from None
         if action is not None:
             out.append(action)
@@ -134,8 +143,12 @@ def _file_actions(table: pa.Table, name: str, schema: pa.Schema) -> pa.Table:
     if name not in table.column_names:
         return schema.empty_table()
     col = table.column(name)
-    if not pa.types.is_struct(col.type):
+    if pa.types.is_null(col.type) or col.null_count == len(col):
         return schema.empty_table()
+    if not pa.types.is_struct(col.type):
+        raise ValueError(f"column {name!r} has type {col.type}, expected a struct")
+    if col.type.get_field_index("path") < 0:
+        raise ValueError(f"column {name!r} has no 'path' field")
     path = pc.struct_field(col, "path")
     col = col.filter(pc.is_valid(path))
     child_names = {col.type.field(i).name for i in range(col.type.num_fields)}
@@ -155,6 +168,10 @@ def _non_file_actions(table: pa.Table) -> list[Action]:
         if name not in table.column_names:
             continue
         col = table.column(name)
+        if pa.types.is_null(col.type) or col.null_count == len(col):
+            continue
+        if not pa.types.is_struct(col.type):
+            raise ValueError(f"column {name!r} has type {col.type}, expected a struct")
         valid = col.filter(pc.is_valid(col))
         for row in valid.to_pylist():
             if row is None:
@@ -206,7 +223,15 @@ class LocalEngine:
                 raise MalformedCheckpointError(
                     "Checkpoint file listed but missing", table=table, version=checkpoint.version, file=name
                 ) from None
-            except (OSError, pa.ArrowException, ValueError, KeyError, TypeError) as exc:
+            except (PermissionError, ConnectionError, TimeoutError) as exc:
+                raise StorageError(
+                    f"Cannot read checkpoint: {type(exc).__name__}: {exc}",
+                    table=table,
+                    version=checkpoint.version,
+                    file=name,
+                    transient=not isinstance(exc, PermissionError),
+                ) from None
+            except (OSError, pa.ArrowException, ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
                 raise MalformedCheckpointError(
                     f"Cannot read checkpoint: {exc}", table=table, version=checkpoint.version, file=name
                 ) from None

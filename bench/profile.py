@@ -1,0 +1,133 @@
+"""Profiles that explain bench/run.py's numbers.
+
+    .venv/bin/python bench/profile.py --imports             # python -X importtime, top modules
+    .venv/bin/python bench/profile.py --scale S,M,L         # cProfile of import + snapshot load, fresh process each
+    .venv/bin/python bench/profile.py --update L            # cProfile of update() after one appended commit
+    .venv/bin/python bench/profile.py --latest log100k      # cProfile of a cold latest_version()
+
+Everything runs in child processes, so each profile starts from a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+
+import benchlib
+
+PROFILE_LOAD = """
+import cProfile, pstats, sys, time
+prof = cProfile.Profile()
+t0 = time.perf_counter()
+prof.enable()
+from airflow_delta_provider.delta import DeltaLog
+s = DeltaLog.for_table(sys.argv[1]).snapshot
+answer = (s.version, s.num_files, s.size_in_bytes, s.num_tombstones(now_ms=0))
+prof.disable()
+print(f"answer {answer}; {time.perf_counter() - t0:.3f} s under cProfile")
+for key in ("cumulative", "tottime"):
+    print(f"--- top {sys.argv[2]} by {key}")
+    pstats.Stats(prof).sort_stats(key).print_stats(int(sys.argv[2]))
+"""
+
+PROFILE_UPDATE = """
+import cProfile, pstats, shutil, sys, time
+sys.path.insert(0, sys.argv[1])
+import benchlib
+from airflow_delta_provider.delta import DeltaLog
+work = benchlib.scratch_dir()
+try:
+    table = benchlib.link_copy(benchlib.Path(sys.argv[2]), work / "table")
+    log = DeltaLog.for_table(str(table))
+    snap = log.snapshot
+    benchlib.append_commit(table, snap.version + 1, 0)
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    snap = log.update()
+    prof.disable()
+    print(f"update() to version {snap.version}, {snap.num_files} files: {(time.perf_counter() - t0) * 1000:.1f} ms")
+    for key in ("cumulative", "tottime"):
+        print(f"--- top {sys.argv[3]} by {key}")
+        pstats.Stats(prof).sort_stats(key).print_stats(int(sys.argv[3]))
+finally:
+    shutil.rmtree(work, ignore_errors=True)
+"""
+
+PROFILE_LATEST = """
+import cProfile, pstats, sys, time
+prof = cProfile.Profile()
+prof.enable()
+from airflow_delta_provider.delta import DeltaLog
+t0 = time.perf_counter()
+v = DeltaLog.for_table(sys.argv[1]).latest_version()
+t1 = time.perf_counter()
+prof.disable()
+print(f"latest_version() = {v}: call {(t1 - t0) * 1000:.2f} ms (import included in the profile)")
+pstats.Stats(prof).sort_stats("cumulative").print_stats(int(sys.argv[2]))
+"""
+
+IMPORT_LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)")
+
+
+def importtime(stmt: str, top: int) -> None:
+    """`python -X importtime -c stmt` (best of 5 by total), top modules by self and cumulative time."""
+    best: list[tuple[int, int, int, str]] | None = None
+    for _ in range(5):
+        proc = subprocess.run([benchlib.python(), "-X", "importtime", "-c", stmt], capture_output=True, text=True)
+        rows = [
+            (int(m[1]), int(m[2]), len(m[3]), m[4]) for m in map(IMPORT_LINE.match, proc.stderr.splitlines()) if m
+        ]
+        if best is None or sum(r[0] for r in rows) < sum(r[0] for r in best):
+            best = rows
+    assert best is not None
+    total = sum(r[0] for r in best)
+    print(f"\n## `{stmt}`: {len(best)} modules, {total / 1e6:.3f} s of import time (best of 5)\n")
+    print("| module | self ms | cumulative ms |\n|---|---|---|")
+    for self_us, cum_us, _, name in sorted(best, key=lambda r: -r[0])[:top]:
+        print(f"| {name} | {self_us / 1000:.1f} | {cum_us / 1000:.1f} |")
+    print("\nTop-level imports by cumulative time:\n\n| module | cumulative ms |\n|---|---|")
+    for _, cum_us, _, name in sorted((r for r in best if r[2] == 1), key=lambda r: -r[1])[:top]:
+        print(f"| {name} | {cum_us / 1000:.1f} |")
+    packages: dict[str, int] = {}
+    for self_us, _, _, name in best:
+        root = name.split(".")[0]
+        packages[root] = packages.get(root, 0) + self_us
+    print("\nSelf time by top-level package:\n\n| package | ms |\n|---|---|")
+    for name, us in sorted(packages.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"| {name} | {us / 1000:.1f} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--imports", action="store_true", help="python -X importtime summary")
+    parser.add_argument("--scale", default="", help="comma-separated scales to profile a snapshot load of")
+    parser.add_argument("--update", default="", help="scale to profile update() after one commit on")
+    parser.add_argument("--latest", default="", help="long log to profile a cold latest_version() on")
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args(argv)
+    py = benchlib.python()
+    if args.imports:
+        importtime("import airflow_delta_provider.delta", args.top)
+        importtime("from airflow_delta_provider.delta import DeltaLog", args.top)
+        importtime("from deltalake import DeltaTable", args.top)
+    for scale in [s for s in args.scale.split(",") if s]:
+        benchlib.ensure_table(scale)
+        print(f"\n## snapshot load of {scale} (fresh process, import included)\n", flush=True)
+        subprocess.run([py, "-c", PROFILE_LOAD, str(benchlib.table_dir(scale)), str(args.top)], check=True)
+    if args.update:
+        benchlib.ensure_table(args.update)
+        print(f"\n## update() after one commit on {args.update}\n", flush=True)
+        argv_ = [py, "-c", PROFILE_UPDATE, str(benchlib.BENCH_DIR), str(benchlib.table_dir(args.update)), str(args.top)]
+        subprocess.run(argv_, check=True)
+    if args.latest:
+        benchlib.ensure_table(args.latest)
+        print(f"\n## cold latest_version() on {args.latest}\n", flush=True)
+        subprocess.run([py, "-c", PROFILE_LATEST, str(benchlib.table_dir(args.latest)), str(args.top)], check=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
