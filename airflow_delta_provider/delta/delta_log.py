@@ -20,11 +20,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from itertools import pairwise
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .actions import Action, CommitInfo
-from .engine import Engine
-from .engines.local import LocalEngine, read_commit
 from .errors import (
     DeltaError,
     LogGapError,
@@ -52,9 +50,12 @@ from .log_segment import (
     latest_version_in,
     parse_listing,
 )
-from .snapshot import Snapshot
 from .storage import LocalLogStore, LogStore, normalize_table_uri, store_for
 from .table_properties import ict_enablement_version, in_commit_timestamps_enabled
+
+if TYPE_CHECKING:  # pragma: no cover - pyarrow-backed modules load on first replay, not on import
+    from .engine import Engine
+    from .snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -93,13 +94,25 @@ class DeltaLog:
         self.store: LogStore = store or store_for(self.table_uri, storage_options)
         self.log_dir = self.store.join(self.table_uri, LOG_DIR_NAME)
         self.clock: Clock = clock or system_clock
-        self.engine: Engine = engine or LocalEngine()
+        self._engine: Engine | None = engine
         self._current: Snapshot | None = None
         self._lock = threading.RLock()
         self.last_update_timestamp: int = -1
 
     def __repr__(self) -> str:
         return f"DeltaLog({self.table_uri!r})"
+
+    @property
+    def engine(self) -> Engine:
+        """The engine that replays segments (the local pyarrow engine unless one was given).
+
+        Created on first replay, so probes like `latest_version()` never import pyarrow.
+        """
+        if self._engine is None:
+            from .engines.local import LocalEngine
+
+            self._engine = LocalEngine()
+        return self._engine
 
     # -- cache --------------------------------------------------------------------------------------
     @classmethod
@@ -184,6 +197,8 @@ class DeltaLog:
         return build_log_segment(self.table_uri, listing, version), listing, True
 
     def _snapshot(self, segment: LogSegment, state: Any) -> Snapshot:
+        from .snapshot import Snapshot
+
         return Snapshot(
             table=self.table_uri,
             log_dir=self.log_dir,
@@ -358,6 +373,8 @@ class DeltaLog:
         return sorted((f for f in files if f.kind is LogFileKind.COMMIT), key=lambda f: f.version)
 
     def _commit_info(self, commit: ParsedLogPath) -> CommitInfo | None:
+        from .engines.local import read_commit
+
         for action in read_commit(self.store, self.table_uri, commit):
             if isinstance(action, CommitInfo):
                 return action
@@ -411,6 +428,8 @@ class DeltaLog:
             (f for f in parse_listing(listing) if f.kind is LogFileKind.COMMIT and f.version >= start_version),
             key=lambda f: f.version,
         )
+        from .engines.local import read_commit as _read_commit
+
         expected = start_version
         for c in commits:
             if c.version != expected and fail_on_data_loss:
@@ -419,5 +438,5 @@ class DeltaLog:
                     table=self.table_uri,
                     version=expected,
                 )
-            yield c.version, read_commit(self.store, self.table_uri, c)
+            yield c.version, _read_commit(self.store, self.table_uri, c)
             expected = c.version + 1

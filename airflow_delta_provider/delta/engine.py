@@ -7,11 +7,13 @@ wants: `engines.local` in this process with pyarrow, `engines.spark` on a cluste
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from typing import Protocol as TypingProtocol
 
-from .log_segment import LogSegment
-from .storage import LogStore
-from .table_state import TableState
+if TYPE_CHECKING:  # pragma: no cover
+    from .log_segment import LogSegment
+    from .storage import LogStore
+    from .table_state import TableState
 
 
 class Engine(TypingProtocol):
