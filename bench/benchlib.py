@@ -145,6 +145,17 @@ def _git(*args: str) -> str:
         return "?"
 
 
+def library_fingerprint() -> str:
+    """A short hash of the library's Python sources (to notice edits during a run)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted((REPO / "airflow_delta_provider").rglob("*.py")):
+        digest.update(str(path.relative_to(REPO)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def machine_info() -> dict[str, str]:
     """Facts about this machine and the packages (read from the child interpreter)."""
     probe = (
@@ -168,6 +179,7 @@ def machine_info() -> dict[str, str]:
         "os": f"{platform.system()} {platform.release()}",
         **versions,
         "library commit": _git("rev-parse", "--short", "HEAD") + (" (library modified)" if status else ""),
+        "library sources sha256": library_fingerprint(),
         "loadavg": loadavg(),
     }
 

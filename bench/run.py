@@ -632,6 +632,10 @@ def main(argv: list[str] | None = None) -> int:
     loads = None if args.skip_loads else bench_loads(args.scales, manifests, args, quiet)
     latest = None if args.skip_latest or not args.logs else bench_latest(args.logs, manifests, args, quiet)
     update = None if args.skip_update else (args.update_scale, bench_update(args.update_scale, args))
+    end_print = benchlib.library_fingerprint()
+    if end_print != machine["library sources sha256"]:
+        machine["library sources sha256"] += f" -> {end_print} (**the library changed during the run**)"
+        print("WARNING: the library's sources changed during the run", file=sys.stderr)
     machine["loadavg (start -> end)"] = f"{machine.pop('loadavg')} -> {benchlib.loadavg()}"
     busy = [
         s.busy

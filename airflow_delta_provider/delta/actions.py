@@ -569,15 +569,14 @@ def action_to_json(action: Action) -> JsonDict:
 
 def _jsonable(value: Any) -> Any:
     """Struct stats values as Delta's JSON stats write them (UTC timestamps to the millisecond)."""
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, Mapping):  # Delta's JSON stats omit null bounds
+        return {str(k): _jsonable(v) for k, v in value.items() if v is not None}
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
-    if isinstance(value, dt.datetime):
+    if isinstance(value, dt.datetime):  # as Spark renders parquet timestamps (naive ones read as UTC)
         if value.tzinfo is not None:
             value = value.astimezone(dt.UTC).replace(tzinfo=None)
-            return value.isoformat(timespec="milliseconds") + "Z"
-        return value.isoformat(timespec="milliseconds")
+        return value.isoformat(timespec="milliseconds") + "Z"
     if isinstance(value, dt.date):
         return value.isoformat()
     if isinstance(value, Decimal):
