@@ -45,8 +45,8 @@ def _fingerprint(snap):
     }
 
 
-def _load(root: str, plain: bool):
-    log = DeltaLog(str(CORPUS / root), engine=LocalEngine(plain=plain))
+def _load(root: str, plain: bool, lazy_stats_bytes: int = 1 << 40):
+    log = DeltaLog(str(CORPUS / root), engine=LocalEngine(plain=plain, lazy_stats_bytes=lazy_stats_bytes))
     try:
         return _fingerprint(log.update())
     except DeltaError as exc:
@@ -54,10 +54,11 @@ def _load(root: str, plain: bool):
 
 
 @pytest.mark.skipif(not ROOTS, reason="reference corpus not found")
+@pytest.mark.parametrize("lazy_stats", [False, True], ids=["eager-stats", "lazy-stats"])
 @pytest.mark.parametrize("root", ROOTS)
-def test_fast_path_equals_plain_replay(root):
-    fast, plain = _load(root, False), _load(root, True)
-    assert fast == plain
+def test_fast_path_equals_plain_replay(root, lazy_stats):
+    fast = _load(root, False, 0 if lazy_stats else 1 << 40)
+    assert fast == _load(root, True)
 
 
 #: `latest_version()` probes commit names forward from `_last_checkpoint`, relying on the protocol's
@@ -97,3 +98,15 @@ def test_incremental_update_equals_full_load(tmp_path):
         assert snap.version == v
         assert snap.log_segment.checkpoint_version == 10
         assert _fingerprint(snap) == _fingerprint(DeltaLog(str(table)).update())
+
+
+def test_lazy_stats_after_checkpoint_cleanup_is_a_clear_error(tmp_path):
+    from airflow_delta_provider.delta import StorageError
+
+    table = tmp_path / "t"
+    shutil.copytree(CORPUS / "delta-golden" / "checkpoint", table)
+    snap = DeltaLog(str(table), engine=LocalEngine(lazy_stats_bytes=0)).update()
+    assert snap.num_files == 1  # file set known without stats
+    (table / "_delta_log" / "00000000000000000010.checkpoint.parquet").unlink()
+    with pytest.raises(StorageError, match="load the snapshot again"):
+        list(snap.all_files())

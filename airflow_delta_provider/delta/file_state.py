@@ -13,8 +13,7 @@ reconciled state.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -71,6 +70,11 @@ REMOVE_SCHEMA = pa.schema(
 )
 
 
+def empty_table(schema: pa.Schema) -> pa.Table:
+    """An empty table of `schema` (`Schema.empty_table()` imports pandas)."""
+    return pa.Table.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)
+
+
 def conform(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array | pa.ChunkedArray:
     """`array` cast to `target`, structs matched by child name (missing children become nulls)."""
     if isinstance(array, pa.ChunkedArray):
@@ -97,7 +101,7 @@ def conform_table(struct_column: pa.ChunkedArray | pa.Array, schema: pa.Schema) 
     if isinstance(conformed, pa.ChunkedArray):
         conformed = conformed.combine_chunks() if conformed.num_chunks != 1 else conformed.chunk(0)
     if len(conformed) == 0:
-        return schema.empty_table()
+        return empty_table(schema)
     return pa.Table.from_struct_array(conformed).cast(schema)
 
 
@@ -145,7 +149,7 @@ def adds_to_table(adds: Iterable[AddFile]) -> pa.Table:
         }
         for a in adds
     ]
-    return pa.Table.from_pylist(rows, schema=ADD_SCHEMA) if rows else ADD_SCHEMA.empty_table()
+    return pa.Table.from_pylist(rows, schema=ADD_SCHEMA) if rows else empty_table(ADD_SCHEMA)
 
 
 def removes_to_table(removes: Iterable[RemoveFile]) -> pa.Table:
@@ -165,7 +169,7 @@ def removes_to_table(removes: Iterable[RemoveFile]) -> pa.Table:
         }
         for r in removes
     ]
-    return pa.Table.from_pylist(rows, schema=REMOVE_SCHEMA) if rows else REMOVE_SCHEMA.empty_table()
+    return pa.Table.from_pylist(rows, schema=REMOVE_SCHEMA) if rows else empty_table(REMOVE_SCHEMA)
 
 
 def iter_adds(table: pa.Table) -> Iterator[AddFile]:
@@ -181,16 +185,77 @@ def iter_removes(table: pa.Table) -> Iterator[RemoveFile]:
             yield RemoveFile.from_json(row)
 
 
-@dataclass(frozen=True)
-class FileState:
-    """Active files and tombstones of one version, columnar."""
+def _aliases(key: str) -> list[str]:
+    """Logged path spellings that key to `key`'s path (absolute paths have three)."""
+    path = key.split(KEY_SEPARATOR, 1)[0]
+    if path.startswith("file:/"):
+        rest = path[len("file:") :]
+        return [rest, "file:" + rest, "file://" + rest, "file://localhost" + rest]
+    return [path]
 
-    adds: pa.Table
-    removes: pa.Table
+
+def _drop_keys(table: pa.Table, keys: list[str]) -> pa.Table:
+    """`table` without the rows whose file identity is in `keys`.
+
+    Exact keys are computed only for rows whose raw path could match (a hash lookup on the logged
+    path first), so a few touched keys cost one pass over the path column, not a key per row.
+    """
+    if not table.num_rows or not keys:
+        return table
+    raw = pa.array(sorted({alias for k in keys for alias in _aliases(k)}), type=pa.string())
+    candidates = pc.is_in(table.column("path"), value_set=raw)
+    if not pc.any(candidates).as_py():
+        return table
+    idx = pc.indices_nonzero(candidates)
+    exact = pc.is_in(key_column(table.take(idx)), value_set=pa.array(keys, type=pa.string()))
+    drop = idx.filter(exact)
+    if not len(drop):
+        return table
+    mask = pc.invert(pc.is_in(pa.array(range(table.num_rows), type=pa.uint64()), value_set=pc.cast(drop, pa.uint64())))
+    return table.filter(mask)
+
+
+def fill_stats(adds: pa.Table, loaded: pa.Table) -> pa.Table:
+    """`adds` with null stats filled from a (key, stats) table, matched by file identity."""
+    missing = pc.is_null(adds.column("stats"))
+    if not loaded.num_rows or not pc.any(missing).as_py():
+        return adds
+    pos = pc.index_in(key_column(adds), value_set=loaded.column("key"))
+    stats = pc.if_else(missing, pc.take(loaded.column("stats"), pos), adds.column("stats"))
+    return adds.set_column(adds.schema.get_field_index("stats"), "stats", stats)
+
+
+StatsLoader = Callable[[], pa.Table]
+"""Returns (key, stats) for files whose stats were not read with the rest (checkpoint rows)."""
+
+
+class FileState:
+    """Active files and tombstones of one version, columnar.
+
+    `apply` is lazy: the reconciliation runs on first access of `adds`/`removes`, so an incremental
+    `update()` costs only reading the new commits. Checkpoint stats may be left unread
+    (`stats_loader`); `adds_with_stats` joins them back by file identity when someone asks.
+    """
+
+    def __init__(
+        self,
+        adds: pa.Table | None = None,
+        removes: pa.Table | None = None,
+        *,
+        stats_loader: StatsLoader | None = None,
+        base: FileState | None = None,
+        replay: InMemoryLogReplay | None = None,
+    ) -> None:
+        self._adds = adds
+        self._removes = removes
+        self._stats_loader = stats_loader
+        self._base = base
+        self._replay = replay
+        self._with_stats: pa.Table | None = None
 
     @classmethod
     def empty(cls) -> FileState:
-        return cls(ADD_SCHEMA.empty_table(), REMOVE_SCHEMA.empty_table())
+        return cls(empty_table(ADD_SCHEMA), empty_table(REMOVE_SCHEMA))
 
     @classmethod
     def from_replay(cls, replay: InMemoryLogReplay) -> FileState:
@@ -198,22 +263,48 @@ class FileState:
         return cls(adds_to_table(replay.active_files.values()), removes_to_table(replay.tombstones.values()))
 
     def apply(self, replay: InMemoryLogReplay) -> FileState:
-        """This state with a later replay's file actions reconciled on top."""
-        touched = list(replay.active_files.keys() | replay.tombstones.keys())
-        if not touched:
+        """This state with a later replay's file actions reconciled on top (computed lazily)."""
+        if not replay.active_files and not replay.tombstones:
             return self
-        touched_arr = pa.array(touched, type=pa.string())
-        adds, removes = self.adds, self.removes
-        if adds.num_rows:
-            adds = adds.filter(pc.invert(pc.is_in(key_column(adds), value_set=touched_arr)))
-        if removes.num_rows:
-            removes = removes.filter(pc.invert(pc.is_in(key_column(removes), value_set=touched_arr)))
+        return FileState(base=self, replay=replay)
+
+    def _materialize(self) -> None:
+        if self._adds is not None and self._removes is not None:
+            return
+        base, replay = self._base, self._replay
+        assert base is not None and replay is not None
+        touched = list(replay.active_files.keys() | replay.tombstones.keys())
+        adds = _drop_keys(base.adds, touched)
+        removes = _drop_keys(base.removes, touched)
         new_adds = adds_to_table(replay.active_files.values())
         new_removes = removes_to_table(replay.tombstones.values())
-        return FileState(
-            pa.concat_tables([adds, new_adds]) if new_adds.num_rows else adds,
-            pa.concat_tables([removes, new_removes]) if new_removes.num_rows else removes,
-        )
+        self._adds = pa.concat_tables([adds, new_adds]) if new_adds.num_rows else adds
+        self._removes = pa.concat_tables([removes, new_removes]) if new_removes.num_rows else removes
+        self._stats_loader = base._stats_loader
+        self._base = self._replay = None
+
+    @property
+    def adds(self) -> pa.Table:
+        """Active files (ADD_SCHEMA); `stats` may be null for checkpoint rows, see `adds_with_stats`."""
+        self._materialize()
+        assert self._adds is not None
+        return self._adds
+
+    @property
+    def removes(self) -> pa.Table:
+        self._materialize()
+        assert self._removes is not None
+        return self._removes
+
+    @property
+    def adds_with_stats(self) -> pa.Table:
+        """Active files with every stats string (reads checkpoint stats on first use)."""
+        adds = self.adds
+        if self._stats_loader is None:
+            return adds
+        if self._with_stats is None:
+            self._with_stats = fill_stats(adds, self._stats_loader())
+        return self._with_stats
 
     @property
     def num_files(self) -> int:

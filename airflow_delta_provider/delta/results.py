@@ -89,7 +89,7 @@ def snapshot_dict(snap: Snapshot, *, include_files: bool = True) -> dict[str, An
     out["metadata"] = metadata_dict(snap.metadata)
     out["domain_metadata"] = {k: d.configuration for k, d in sorted(snap.domain_metadata.items())}
     if include_files:
-        out["files"] = [file_dict(a) for a in sorted(snap.all_files(), key=lambda a: a.path)]
+        out["files"] = [file_dict(a) for a in sorted(snap.all_files(with_stats=False), key=lambda a: a.path)]
         out["tombstones"] = [tombstone_dict(r) for r in sorted(snap.tombstones(), key=lambda r: r.path)]
     return out
 

@@ -162,7 +162,7 @@ class Snapshot:
     @property
     def add_files_table(self) -> pa.Table:
         """Active files as an Arrow table (paths as logged, stats as raw JSON)."""
-        return self.state.files.adds
+        return self.state.files.adds_with_stats
 
     @property
     def remove_files_table(self) -> pa.Table:
@@ -177,9 +177,10 @@ class Snapshot:
     def size_in_bytes(self) -> int:
         return self.state.files.size_in_bytes
 
-    def all_files(self) -> Iterator[AddFile]:
-        """Every active file, made on demand."""
-        return iter_adds(self.state.files.adds)
+    def all_files(self, *, with_stats: bool = True) -> Iterator[AddFile]:
+        """Every active file, made on demand (`with_stats=False` skips reading checkpoint stats)."""
+        files = self.state.files
+        return iter_adds(files.adds_with_stats if with_stats else files.adds)
 
     def files(
         self,
@@ -190,7 +191,7 @@ class Snapshot:
         if not partition_filters and not data_filters:
             return list(self.all_files())
         return matching_files(
-            self.all_files(),
+            self.all_files(with_stats=bool(data_filters)),
             self.schema,
             self.partition_columns,
             partition_filters=partition_filters,

@@ -12,7 +12,7 @@ cannot read is refused early.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,7 @@ from ..actions import (
     RemoveFile,
     SetTransaction,
     Sidecar,
+    _stats_text,
     action_from_json,
 )
 from ..errors import DeltaError, MalformedCheckpointError, MalformedCommitError, StorageError
@@ -40,8 +41,10 @@ from ..file_state import (
     FileState,
     adds_to_table,
     conform_table,
+    fill_stats,
     iter_adds,
     iter_removes,
+    key_column,
     removes_to_table,
 )
 from ..filenames import SIDECAR_DIR_NAME, LogFileKind, ParsedLogPath
@@ -123,6 +126,7 @@ class CheckpointData:
     actions: list[Action]
     adds: pa.Table
     removes: pa.Table
+    stats_loader: Callable[[], pa.Table] | None = None
 
     @property
     def protocol(self) -> Protocol | None:
@@ -130,13 +134,69 @@ class CheckpointData:
 
 
 def _read_parquet(store: LogStore, path: str, columns: Sequence[str] | None = None) -> pa.Table:
+    """Read `columns` (top-level names or `parent.child` leaves) that exist in the file."""
     with store.open(path) as fh:
         pf = pq.ParquetFile(fh)
-        present = set(pf.schema_arrow.names)
-        wanted = [c for c in (columns or pf.schema_arrow.names) if c in present]
+        schema = pf.schema_arrow
+        if columns is None:
+            return pf.read()
+        wanted = []
+        for c in columns:
+            parent, _, child = c.partition(".")
+            idx = schema.get_field_index(parent)
+            if idx < 0:
+                continue
+            ptype = schema.field(idx).type
+            if child and not pa.types.is_struct(ptype):
+                # not a struct: read it whole so the caller sees (and refuses) the wrong type
+                if parent not in wanted:
+                    wanted.append(parent)
+                continue
+            if child and ptype.get_field_index(child) < 0:
+                continue
+            wanted.append(c)
         if not wanted:
             return pa.table({})
         return pf.read(columns=wanted)
+
+
+#: Checkpoint `add` fields read with the file set; `stats` is read later, only when asked for.
+_ADD_FIELDS = [f.name for f in ADD_SCHEMA if f.name != "stats"]
+_REMOVE_FIELDS = [f.name for f in REMOVE_SCHEMA]
+_ACTION_COLUMNS = [
+    *_NON_FILE_COLUMNS,
+    *(f"add.{f}" for f in _ADD_FIELDS),
+    *(f"remove.{f}" for f in _REMOVE_FIELDS),
+]
+
+
+def read_checkpoint_stats(store: LogStore, paths: Sequence[str]) -> pa.Table:
+    """(key, stats) of every add row in the given checkpoint/sidecar parquet files."""
+    parts = []
+    for path in paths:
+        data = _read_parquet(store, path, ["add.path", "add.deletionVector", "add.stats", "add.stats_parsed"])
+        if "add" not in data.column_names:
+            continue
+        col = data.column("add")
+        col = col.filter(pc.is_valid(pc.struct_field(col, "path")))
+        names = {col.type.field(i).name for i in range(col.type.num_fields)}
+        if "stats" in names:
+            stats = pc.struct_field(col, "stats")
+        elif "stats_parsed" in names:
+            stats = pa.array(
+                [
+                    None if r is None else _stats_text({"stats_parsed": r})
+                    for r in pc.struct_field(col, "stats_parsed").to_pylist()
+                ],
+                type=pa.string(),
+            )
+        else:
+            continue
+        keyed = conform_table(col, pa.schema([ADD_SCHEMA.field("path"), ADD_SCHEMA.field("deletionVector")]))
+        parts.append(pa.table({"key": key_column(keyed), "stats": stats}))
+    if not parts:
+        return pa.table({"key": pa.array([], pa.string()), "stats": pa.array([], pa.string())})
+    return pa.concat_tables(parts)
 
 
 def _file_actions(table: pa.Table, name: str, schema: pa.Schema) -> pa.Table:
@@ -151,14 +211,6 @@ def _file_actions(table: pa.Table, name: str, schema: pa.Schema) -> pa.Table:
         raise ValueError(f"column {name!r} has no 'path' field")
     path = pc.struct_field(col, "path")
     col = col.filter(pc.is_valid(path))
-    child_names = {col.type.field(i).name for i in range(col.type.num_fields)}
-    if "stats" not in child_names and "stats_parsed" in child_names and len(col):
-        # Old writers may keep only struct stats; render them as the JSON the protocol defines.
-        rows = col.to_pylist()
-        return pa.Table.from_pylist(
-            [action_from_json({name: r}).to_json() for r in rows],  # type: ignore[union-attr]
-            schema=schema,
-        )
     return conform_table(col, schema)
 
 
@@ -182,6 +234,11 @@ def _non_file_actions(table: pa.Table) -> list[Action]:
     return out
 
 
+#: Checkpoints at least this large (parquet bytes) have their `add.stats` read only when asked for;
+#: smaller ones are read whole. Stats are most of a checkpoint's bytes and few reports need them.
+LAZY_STATS_BYTES = 32 * 1024 * 1024
+
+
 class LocalEngine:
     """Replays the log in this process with pyarrow.
 
@@ -191,8 +248,9 @@ class LocalEngine:
 
     name = "local"
 
-    def __init__(self, *, plain: bool = False) -> None:
+    def __init__(self, *, plain: bool = False, lazy_stats_bytes: int = LAZY_STATS_BYTES) -> None:
         self.plain = plain
+        self.lazy_stats_bytes = lazy_stats_bytes
 
     def read_checkpoint(
         self, table: str, log_dir: str, store: LogStore, checkpoint: CheckpointInstance
@@ -201,6 +259,7 @@ class LocalEngine:
         actions: list[Action] = []
         adds: list[pa.Table] = []
         removes: list[pa.Table] = []
+        parquet_paths: list[str] = []
         for part in checkpoint.files:
             name = part.name
             try:
@@ -213,10 +272,11 @@ class LocalEngine:
                     adds.append(adds_to_table(a for a in parsed if isinstance(a, AddFile)))
                     removes.append(removes_to_table(a for a in parsed if isinstance(a, RemoveFile)))
                 else:
-                    data = _read_parquet(store, part.file.path)
+                    data = _read_parquet(store, part.file.path, _ACTION_COLUMNS)
                     actions.extend(_non_file_actions(data))
                     adds.append(_file_actions(data, "add", ADD_SCHEMA))
                     removes.append(_file_actions(data, "remove", REMOVE_SCHEMA))
+                    parquet_paths.append(part.file.path)
             except DeltaError:
                 raise
             except FileNotFoundError:
@@ -238,7 +298,10 @@ class LocalEngine:
         for sidecar in [a for a in actions if isinstance(a, Sidecar)]:
             path = self._sidecar_path(store, log_dir, sidecar.path)
             try:
-                data = _read_parquet(store, path, ["add", "remove"])
+                data = _read_parquet(
+                    store, path, [*(f"add.{f}" for f in _ADD_FIELDS), *(f"remove.{f}" for f in _REMOVE_FIELDS)]
+                )
+                parquet_paths.append(path)
             except FileNotFoundError:
                 raise MalformedCheckpointError(
                     "Sidecar named by the V2 checkpoint is missing",
@@ -253,7 +316,36 @@ class LocalEngine:
             adds.append(_file_actions(data, "add", ADD_SCHEMA))
             removes.append(_file_actions(data, "remove", REMOVE_SCHEMA))
         actions = [a for a in actions if not isinstance(a, Sidecar | CheckpointMetadata)]
-        return CheckpointData(actions, pa.concat_tables(adds), pa.concat_tables(removes))
+        add_table = pa.concat_tables(adds)
+        loader = self._stats_loader(table, checkpoint, store, parquet_paths)
+        if loader is not None and sum(f.file.size for f in checkpoint.files) < self.lazy_stats_bytes:
+            add_table, loader = fill_stats(add_table, loader()), None
+        return CheckpointData(actions, add_table, pa.concat_tables(removes), loader)
+
+    @staticmethod
+    def _stats_loader(
+        table: str, checkpoint: CheckpointInstance, store: LogStore, paths: list[str]
+    ) -> Callable[[], pa.Table] | None:
+        if not paths:
+            return None
+
+        def load() -> pa.Table:
+            try:
+                return read_checkpoint_stats(store, paths)
+            except FileNotFoundError as exc:
+                raise StorageError(
+                    f"Checkpoint {checkpoint.version} was removed after this snapshot was loaded, so its file "
+                    f"stats can no longer be read; load the snapshot again ({exc})",
+                    table=table,
+                    version=checkpoint.version,
+                    file=checkpoint.files[0].name,
+                ) from None
+            except (OSError, pa.ArrowException, ValueError, TypeError) as exc:
+                raise MalformedCheckpointError(
+                    f"Cannot read checkpoint stats: {exc}", table=table, version=checkpoint.version
+                ) from None
+
+        return load
 
     @staticmethod
     def _sidecar_path(store: LogStore, log_dir: str, path: str) -> str:
@@ -295,7 +387,8 @@ class LocalEngine:
         infos: dict[int, CommitInfo] = {}
         if segment.checkpoint is not None:
             cp = self.read_checkpoint(table, log_dir, store, segment.checkpoint)
-            actions: list[Action] = [*cp.actions, *iter_adds(cp.adds), *iter_removes(cp.removes)]
+            state = FileState(cp.adds, cp.removes, stats_loader=cp.stats_loader)
+            actions: list[Action] = [*cp.actions, *iter_adds(state.adds_with_stats), *iter_removes(cp.removes)]
             replay.append(segment.checkpoint.version, actions)
         for commit in segment.commits:
             commit_actions = read_commit(store, table, commit)
@@ -331,4 +424,6 @@ def _state_from_checkpoint(version: int, cp: CheckpointData) -> TableState:
             txns[a.app_id] = a
         elif isinstance(a, DomainMetadata) and not a.removed:
             domains[a.domain] = a
-    return TableState(version, protocol, metadata, txns, domains, FileState(cp.adds, cp.removes))
+    return TableState(
+        version, protocol, metadata, txns, domains, FileState(cp.adds, cp.removes, stats_loader=cp.stats_loader)
+    )
