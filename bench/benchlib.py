@@ -145,15 +145,36 @@ def _git(*args: str) -> str:
         return "?"
 
 
-def library_fingerprint() -> str:
-    """A short hash of the library's Python sources (to notice edits during a run)."""
+def library_fingerprint(root: Path = REPO) -> str:
+    """A short hash of the library's Python sources under `root` (to notice edits)."""
     import hashlib
 
     digest = hashlib.sha256()
-    for path in sorted((REPO / "airflow_delta_provider").rglob("*.py")):
-        digest.update(str(path.relative_to(REPO)).encode())
+    for path in sorted((root / "airflow_delta_provider").rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
+
+
+def snapshot_library() -> tuple[Path, str]:
+    """A frozen copy of the library's sources for child processes: (root to put first on sys.path,
+    fingerprint). Benchmarks run children with cwd and PYTHONPATH at that root, so edits to the
+    working tree during a run cannot mix two versions into one report."""
+    base = DATA / "libsnap"
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".copy-", dir=base))
+    shutil.copytree(
+        REPO / "airflow_delta_provider",
+        tmp / "airflow_delta_provider",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
+    fingerprint = library_fingerprint(tmp)
+    final = base / fingerprint
+    if final.exists():
+        shutil.rmtree(tmp)
+    else:
+        tmp.rename(final)
+    return final, fingerprint
 
 
 def machine_info() -> dict[str, str]:

@@ -12,9 +12,11 @@ Everything runs in child processes, so each profile starts from a fresh interpre
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import benchlib
 
@@ -125,6 +127,9 @@ print(json.dumps({"import": t_import, "load": t2 - t1, "counts": t3 - t2,
                   "stages": {k: [round(v, 4), calls[k]] for k, v in spent.items()}}))
 """
 
+#: cwd/env for children; `--library ROOT` points them at a frozen copy (see run.py).
+CHILD: dict = {"cwd": None, "env": None}
+
 IMPORT_LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)")
 
 
@@ -132,7 +137,9 @@ def importtime(stmt: str, top: int) -> None:
     """`python -X importtime -c stmt` (best of 5 by total), top modules by self and cumulative time."""
     best: list[tuple[int, int, int, str]] | None = None
     for _ in range(5):
-        proc = subprocess.run([benchlib.python(), "-X", "importtime", "-c", stmt], capture_output=True, text=True)
+        proc = subprocess.run(
+            [benchlib.python(), "-X", "importtime", "-c", stmt], capture_output=True, text=True, **CHILD
+        )
         rows = [(int(m[1]), int(m[2]), len(m[3]), m[4]) for m in map(IMPORT_LINE.match, proc.stderr.splitlines()) if m]
         if best is None or sum(r[0] for r in rows) < sum(r[0] for r in best):
             best = rows
@@ -165,7 +172,7 @@ def stages(args: argparse.Namespace, py: str) -> None:
         runs = []
         for _ in range(args.reps):
             out = subprocess.run(
-                [py, "-c", STAGES, str(benchlib.table_dir(scale))], capture_output=True, text=True, check=True
+                [py, "-c", STAGES, str(benchlib.table_dir(scale))], capture_output=True, text=True, check=True, **CHILD
             ).stdout
             runs.append(json.loads(out.strip().splitlines()[-1]))
         results[scale] = runs
@@ -194,7 +201,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stages", default="", help="comma-separated scales: wall time per library stage")
     parser.add_argument("--reps", type=int, default=3, help="--stages: runs per scale (median reported)")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--library", type=Path, help="root holding a copy of airflow_delta_provider to profile")
     args = parser.parse_args(argv)
+    if args.library:
+        root = args.library.resolve()
+        CHILD.update(cwd=str(root), env={**os.environ, "PYTHONPATH": str(root)})
+        print(f"library: {root} ({benchlib.library_fingerprint(root)})")
     py = benchlib.python()
     if args.imports:
         importtime("import airflow_delta_provider.delta", args.top)
@@ -203,18 +215,20 @@ def main(argv: list[str] | None = None) -> int:
     for scale in [s for s in args.scale.split(",") if s]:
         benchlib.ensure_table(scale)
         print(f"\n## snapshot load of {scale} (fresh process, import included)\n", flush=True)
-        subprocess.run([py, "-c", PROFILE_LOAD, str(benchlib.table_dir(scale)), str(args.top)], check=True)
+        subprocess.run([py, "-c", PROFILE_LOAD, str(benchlib.table_dir(scale)), str(args.top)], check=True, **CHILD)
     if args.stages:
         stages(args, py)
     if args.update:
         benchlib.ensure_table(args.update)
         print(f"\n## update() after one commit on {args.update}\n", flush=True)
         argv_ = [py, "-c", PROFILE_UPDATE, str(benchlib.BENCH_DIR), str(benchlib.table_dir(args.update)), str(args.top)]
-        subprocess.run(argv_, check=True)
+        subprocess.run(argv_, check=True, **CHILD)
     if args.latest:
         benchlib.ensure_table(args.latest)
         print(f"\n## cold latest_version() on {args.latest}\n", flush=True)
-        subprocess.run([py, "-c", PROFILE_LATEST, str(benchlib.table_dir(args.latest)), str(args.top)], check=True)
+        subprocess.run(
+            [py, "-c", PROFILE_LATEST, str(benchlib.table_dir(args.latest)), str(args.top)], check=True, **CHILD
+        )
     return 0
 
 

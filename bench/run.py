@@ -175,11 +175,17 @@ class Command:
         return json.loads(answers.pop()) if len(answers) == 1 else f"UNSTABLE: {sorted(answers)}"
 
 
+#: Where children run and what they import: set by `main` to a frozen copy of the library.
+CHILD: dict[str, object] = {"cwd": None, "env": None}
+
+
 def run_process(argv: list[str]) -> Sample:
     """Run `argv`; wall time, CPU time and peak RSS of exactly this child; its JSON line."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=CHILD["cwd"], env=CHILD["env"]
+        )
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -605,11 +611,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-wait-idle", action="store_true", help="don't wait for a quiet CPU before each run")
     parser.add_argument("--idle-threshold", type=float, default=0.5, help="max busy CPU fraction to start a run")
     parser.add_argument("--idle-max-wait", type=float, default=10.0, help="max seconds to wait for it")
+    parser.add_argument(
+        "--no-library-snapshot",
+        action="store_true",
+        help="import the working tree in children instead of a frozen copy taken at the start",
+    )
     parser.add_argument("--strict", action="store_true", help="exit 1 when a performance target is missed")
     parser.add_argument("--data", type=Path, default=benchlib.DATA)
     parser.add_argument("--markdown", type=Path, help="also write the report here")
     parser.add_argument("--json", type=Path, help="write raw samples here")
     args = parser.parse_args(argv)
+    args.data = args.data.resolve()
     if args.quick:
         args.scales, args.reps = "S,M", min(args.reps, 3)
         if args.logs == parser.get_default("logs"):
@@ -628,14 +640,23 @@ def main(argv: list[str] | None = None) -> int:
     manifests = {s: benchlib.ensure_table(s, args.data, generate=not args.no_generate) for s in needed}
 
     machine = benchlib.machine_info()
+    start_print = machine["library sources sha256"]
+    if not args.no_library_snapshot:
+        root, fingerprint = benchlib.snapshot_library()
+        CHILD["cwd"] = str(root)
+        CHILD["env"] = {**os.environ, "PYTHONPATH": str(root)}
+        machine["library sources sha256"] = f"{fingerprint} (frozen copy in {root.relative_to(benchlib.REPO)})"
     started = time.time()
     loads = None if args.skip_loads else bench_loads(args.scales, manifests, args, quiet)
     latest = None if args.skip_latest or not args.logs else bench_latest(args.logs, manifests, args, quiet)
     update = None if args.skip_update else (args.update_scale, bench_update(args.update_scale, args))
     end_print = benchlib.library_fingerprint()
-    if end_print != machine["library sources sha256"]:
-        machine["library sources sha256"] += f" -> {end_print} (**the library changed during the run**)"
-        print("WARNING: the library's sources changed during the run", file=sys.stderr)
+    if end_print != start_print:
+        if args.no_library_snapshot:
+            machine["library sources sha256"] += f" -> {end_print} (**the library changed during the run**)"
+            print("WARNING: the library's sources changed during the run", file=sys.stderr)
+        else:
+            machine["library sources sha256"] += f"; the working tree changed to {end_print} during the run"
     machine["loadavg (start -> end)"] = f"{machine.pop('loadavg')} -> {benchlib.loadavg()}"
     busy = [
         s.busy

@@ -114,3 +114,18 @@ def test_file_state_apply_equals_full_replay():
         zip(merged.adds.column("path").to_pylist(), merged.adds.column("modificationTime").to_pylist(), strict=True)
     )
     assert mt["b"] == 7
+
+
+def test_chained_lazy_updates_fold_instead_of_nesting():
+    base = InMemoryLogReplay()
+    base.append(0, [P, M, add("a"), add("b")])
+    state = FileState.from_replay(base)
+    live = {"a", "b"}
+    for v in range(1, 3000):  # deeper than the recursion limit if states nested
+        step = InMemoryLogReplay()
+        step.append(v, [add(f"f{v}"), remove(f"f{v - 1}") if v > 1 else remove("b")])
+        state = state.apply(step)
+        live.discard("b" if v == 1 else f"f{v - 1}")
+        live.add(f"f{v}")
+    assert set(state.adds.column("path").to_pylist()) == live
+    assert len(state.removes) == 2999

@@ -225,6 +225,20 @@ def fill_stats(adds: pa.Table, loaded: pa.Table) -> pa.Table:
     return adds.set_column(adds.schema.get_field_index("stats"), "stats", stats)
 
 
+def _merge_file_actions(first: InMemoryLogReplay, then: InMemoryLogReplay) -> InMemoryLogReplay:
+    """A new replay holding the final file actions of `first` followed by `then` (inputs untouched)."""
+    merged = InMemoryLogReplay()
+    merged.active_files = dict(first.active_files)
+    merged.tombstones = dict(first.tombstones)
+    for key, add in then.active_files.items():
+        merged.active_files[key] = add
+        merged.tombstones.pop(key, None)
+    for key, remove in then.tombstones.items():
+        merged.active_files.pop(key, None)
+        merged.tombstones[key] = remove
+    return merged
+
+
 StatsLoader = Callable[[], pa.Table]
 """Returns (key, stats) for files whose stats were not read with the rest (checkpoint rows)."""
 
@@ -266,6 +280,9 @@ class FileState:
         """This state with a later replay's file actions reconciled on top (computed lazily)."""
         if not replay.active_files and not replay.tombstones:
             return self
+        if self._adds is None and self._base is not None and self._replay is not None:
+            # still lazy: fold the pending file actions together rather than nesting states
+            return FileState(base=self._base, replay=_merge_file_actions(self._replay, replay))
         return FileState(base=self, replay=replay)
 
     def _materialize(self) -> None:
