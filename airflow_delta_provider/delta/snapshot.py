@@ -25,7 +25,7 @@ from .file_index import matching_files
 from .file_state import iter_adds, iter_removes
 from .filenames import commit_name
 from .log_segment import LogSegment
-from .schema import StructType
+from .schema import StructType, parse_partition_value
 from .storage import LogStore
 from .table_features import check_can_read
 from .table_properties import (
@@ -176,6 +176,20 @@ class Snapshot:
     @property
     def size_in_bytes(self) -> int:
         return self.state.files.size_in_bytes
+
+    def partition_values(self, add: AddFile) -> dict[str, Any]:
+        """`add`'s partition values typed by the schema, keyed by logical column name.
+
+        Reads physical names under column mapping; `""` and missing values are None.
+        """
+        out: dict[str, Any] = {}
+        mapped = self.column_mapping_mode != "none"
+        for name in self.partition_columns:
+            field = self.schema.get(name)
+            key = field.physical_name if (field is not None and mapped) else name
+            raw = add.partition_values.get(key, add.partition_values.get(name))
+            out[name] = raw if field is None else parse_partition_value(raw, field.type_name)
+        return out
 
     def all_files(self, *, with_stats: bool = True) -> Iterator[AddFile]:
         """Every active file, made on demand (`with_stats=False` skips reading checkpoint stats)."""
