@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import CORPUS
 
 from airflow_delta_provider.cli import main, parse_where, storage_options_from_env
 
-CORPUS = Path(os.environ.get("DELTA_TABLES_DIR", Path(__file__).resolve().parents[2] / "shared" / "delta-tables"))
 DEMO_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "sample_table.py"
 
 

@@ -7,16 +7,14 @@ Plain replay = every action (checkpoint rows included) through `InMemoryLogRepla
 from __future__ import annotations
 
 import json
-import os
 import shutil
-from pathlib import Path
 
 import pytest
+from conftest import CORPUS
 
 from airflow_delta_provider.delta import DeltaError, DeltaLog
 from airflow_delta_provider.delta.engines.local import LocalEngine
 
-CORPUS = Path(os.environ.get("DELTA_TABLES_DIR", Path(__file__).resolve().parents[2] / "shared" / "delta-tables"))
 ORACLE = json.loads((CORPUS / "ORACLE-deltalake-1.6.6.json").read_text())["tables"] if CORPUS.exists() else {}
 ROOTS = sorted(ORACLE)
 

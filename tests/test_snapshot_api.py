@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 import shutil
 from decimal import Decimal
-from pathlib import Path
 
 import fsspec
 import pytest
+from conftest import CORPUS
 
 from airflow_delta_provider.delta import (
     DeltaLog,
@@ -19,8 +18,6 @@ from airflow_delta_provider.delta import (
     UnsupportedFeatureError,
     check_can_write,
 )
-
-CORPUS = Path(os.environ.get("DELTA_TABLES_DIR", Path(__file__).resolve().parents[2] / "shared" / "delta-tables"))
 
 
 def test_partition_values_are_typed_by_schema():

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import CORPUS
 
 from airflow_delta_provider.delta import DeltaError, DeltaLog
 
@@ -19,7 +19,6 @@ pyspark = pytest.importorskip("pyspark")
 
 pytestmark = pytest.mark.spark
 
-CORPUS = Path(os.environ.get("DELTA_TABLES_DIR", Path(__file__).resolve().parents[2] / "shared" / "delta-tables"))
 ORACLE = json.loads((CORPUS / "ORACLE-deltalake-1.6.6.json").read_text())["tables"] if CORPUS.exists() else {}
 
 
