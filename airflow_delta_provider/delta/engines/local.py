@@ -260,6 +260,8 @@ class LocalEngine:
         adds: list[pa.Table] = []
         removes: list[pa.Table] = []
         parquet_paths: list[str] = []
+        eager_stats = sum(f.file.size for f in checkpoint.files) < self.lazy_stats_bytes
+        columns = [*_ACTION_COLUMNS, "add.stats"] if eager_stats else _ACTION_COLUMNS
         for part in checkpoint.files:
             name = part.name
             try:
@@ -272,7 +274,7 @@ class LocalEngine:
                     adds.append(adds_to_table(a for a in parsed if isinstance(a, AddFile)))
                     removes.append(removes_to_table(a for a in parsed if isinstance(a, RemoveFile)))
                 else:
-                    data = _read_parquet(store, part.file.path, _ACTION_COLUMNS)
+                    data = _read_parquet(store, part.file.path, columns)
                     actions.extend(_non_file_actions(data))
                     adds.append(_file_actions(data, "add", ADD_SCHEMA))
                     removes.append(_file_actions(data, "remove", REMOVE_SCHEMA))
@@ -299,7 +301,9 @@ class LocalEngine:
             path = self._sidecar_path(store, log_dir, sidecar.path)
             try:
                 data = _read_parquet(
-                    store, path, [*(f"add.{f}" for f in _ADD_FIELDS), *(f"remove.{f}" for f in _REMOVE_FIELDS)]
+                    store,
+                    path,
+                    [c for c in columns if c.startswith(("add.", "remove."))],
                 )
                 parquet_paths.append(path)
             except FileNotFoundError:
@@ -318,8 +322,11 @@ class LocalEngine:
         actions = [a for a in actions if not isinstance(a, Sidecar | CheckpointMetadata)]
         add_table = pa.concat_tables(adds)
         loader = self._stats_loader(table, checkpoint, store, parquet_paths)
-        if loader is not None and sum(f.file.size for f in checkpoint.files) < self.lazy_stats_bytes:
-            add_table, loader = fill_stats(add_table, loader()), None
+        if eager_stats and loader is not None:
+            # stats came with the first read; only struct-only stats (`stats_parsed`) still need the loader
+            if add_table.num_rows and pc.all(pc.is_null(add_table.column("stats"))).as_py():
+                add_table = fill_stats(add_table, loader())
+            loader = None
         return CheckpointData(actions, add_table, pa.concat_tables(removes), loader)
 
     @staticmethod
