@@ -170,10 +170,12 @@ def snapshot_library() -> tuple[Path, str]:
     )
     fingerprint = library_fingerprint(tmp)
     final = base / fingerprint
-    if final.exists():
-        shutil.rmtree(tmp)
-    else:
+    try:
         tmp.rename(final)
+    except OSError:  # already there (maybe made by a concurrent run): identical content
+        shutil.rmtree(tmp)
+        if not final.is_dir():
+            raise
     return final, fingerprint
 
 

@@ -161,6 +161,7 @@ class Command:
     key: tuple[str, str]  # (group, name)
     argv: list[str]
     samples: list[Sample] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
 
     def med(self, attr: str) -> float:
         return statistics.median(getattr(s, attr) for s in self.samples)
@@ -207,7 +208,12 @@ def run_round_robin(commands: list[Command], reps: int, warmup: int, quiet: tupl
         order = commands[shift:] + commands[:shift]
         for cmd in order:
             busy = benchlib.wait_for_quiet(*quiet) if quiet else -1.0
-            sample = run_process(cmd.argv)
+            try:
+                sample = run_process(cmd.argv)
+            except RuntimeError as exc:  # a rare crash (seen once: SIGABRT at pyarrow teardown): rerun once
+                cmd.failures.append(str(exc).splitlines()[-1][:200])
+                print(f"  {'/'.join(cmd.key)} failed ({cmd.failures[-1]}); rerunning", file=sys.stderr)
+                sample = run_process(cmd.argv)
             sample.busy = busy
             if r >= warmup:
                 cmd.samples.append(sample)
@@ -587,6 +593,15 @@ def report(
         targets.append(
             [f"{scale}: update() equals a full reload", str(p["equals_full_reload"]), verdict(p["equals_full_reload"])]
         )
+    crashed = [
+        f"{'/'.join(c.key)}: {f}"
+        for group in (loads or {}, latest or {})
+        for c in group.values()
+        if isinstance(c, Command)
+        for f in c.failures
+    ]
+    if crashed:
+        parts.append("\nChild processes that crashed and were rerun: " + "; ".join(crashed))
     if targets:
         parts.append("\n### Targets\n")
         parts.append(table(["target", "measured", ""], targets))
