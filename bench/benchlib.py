@@ -110,13 +110,20 @@ def append_commit(table: Path, version: int, n: int) -> str:
 
 
 def _cpu_model() -> str:
+    """`model name` from /proc/cpuinfo, with family/model/MHz (VMs often report a bare name)."""
+    fields: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key in ("model name", "cpu family", "model", "cpu MHz", "cache size") and key not in fields:
+                fields[key] = value.strip()
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    if "model name" not in fields:
+        return platform.processor() or "unknown"
+    extra = [f"{k} {fields[k]}" for k in ("cpu family", "model", "cpu MHz", "cache size") if k in fields]
+    return f"{fields['model name']} ({', '.join(extra)})" if extra else fields["model name"]
 
 
 def _mem_total_gib() -> float:

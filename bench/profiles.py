@@ -46,13 +46,18 @@ try:
     table = benchlib.link_copy(Path(sys.argv[2]), work / "table")
     log = DeltaLog.for_table(str(table))
     snap = log.snapshot
+    base = (snap.num_files, snap.size_in_bytes, snap.num_tombstones(now_ms=0))  # steady state, as in run.py
     benchlib.append_commit(table, snap.version + 1, 0)
     prof = cProfile.Profile()
     t0 = time.perf_counter()
     prof.enable()
     snap = log.update()
+    t1 = time.perf_counter()
+    answers = (snap.version, snap.num_files, snap.size_in_bytes, snap.num_tombstones(now_ms=0))
+    t2 = time.perf_counter()
     prof.disable()
-    print(f"update() to version {snap.version}, {snap.num_files} files: {(time.perf_counter() - t0) * 1000:.1f} ms")
+    print(f"update(): {(t1 - t0) * 1000:.1f} ms; then version/files/bytes/tombstones {answers}: "
+          f"{(t2 - t1) * 1000:.1f} ms (both under cProfile)")
     for key in ("cumulative", "tottime"):
         print(f"--- top {sys.argv[3]} by {key}")
         pstats.Stats(prof).sort_stats(key).print_stats(int(sys.argv[3]))
@@ -106,6 +111,7 @@ def wrap(name, fn):
             spent[name] += time.perf_counter() - t
             calls[name] += 1
     return timed
+t0 = time.perf_counter()
 for mod_name, attr in targets:
     try:
         mod = importlib.import_module(mod_name)
@@ -117,13 +123,14 @@ for mod_name, attr in targets:
     if fn is None:
         continue
     setattr(holder, leaf, wrap(attr, fn))
+t_engine = time.perf_counter() - t0  # the engine modules (pyarrow) load here, before the timed load
 from airflow_delta_provider.delta import DeltaLog
 t1 = time.perf_counter()
 s = DeltaLog.for_table(sys.argv[1]).snapshot
 t2 = time.perf_counter()
 n = (s.num_files, s.size_in_bytes, s.num_tombstones(now_ms=0))
 t3 = time.perf_counter()
-print(json.dumps({"import": t_import, "load": t2 - t1, "counts": t3 - t2,
+print(json.dumps({"import": t_import, "import engine (pyarrow)": t_engine, "load": t2 - t1, "counts": t3 - t2,
                   "stages": {k: [round(v, 4), calls[k]] for k, v in spent.items()}}))
 """
 
@@ -184,7 +191,7 @@ def stages(args: argparse.Namespace, py: str) -> None:
         vals = [r["stages"][key] for r in results[scale] if key in r["stages"]]
         return f"{statistics.median(v[0] for v in vals):.3f} ({vals[0][1]})" if vals else "-"
 
-    for key in ("import", "load", "counts"):
+    for key in ("import", "import engine (pyarrow)", "load", "counts"):
         row = [f"{statistics.median(r[key] for r in results[s]):.3f}" for s in scales]
         print(f"| **{key}** | " + " | ".join(row) + " |")
     for name in names:

@@ -72,7 +72,7 @@ REMOVE_SCHEMA = pa.schema(
 
 def empty_table(schema: pa.Schema) -> pa.Table:
     """An empty table of `schema` (`Schema.empty_table()` imports pandas)."""
-    return pa.Table.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)
+    return pa.Table.from_arrays([pa.nulls(0, type=f.type) for f in schema], schema=schema)
 
 
 def conform(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array | pa.ChunkedArray:
