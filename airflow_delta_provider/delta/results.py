@@ -111,12 +111,12 @@ def tombstone_report(
 
     Read-only: it lists what VACUUM could delete; it deletes nothing.
     """
-    cutoff = snap.retention_cutoff(retention_hours, now_ms)
-    now = cutoff + (snap.tombstone_retention_ms if retention_hours is None else int(retention_hours * 3_600_000))
+    retention_ms = snap.retention_window_ms(retention_hours)
+    now = snap.now_ms() if now_ms is None else now_ms
+    cutoff = now - retention_ms
     all_ts = sorted(snap.tombstones(include_expired=True), key=lambda r: r.path)
     table_prop = snap.metadata.configuration.get(DELETED_FILE_RETENTION)
     source = "override" if retention_hours is not None else ("table_property" if table_prop else "default")
-    retention_ms = snap.tombstone_retention_ms if retention_hours is None else int(retention_hours * 3_600_000)
     parts = list(snap.partition_columns)
     per_partition: dict[str, dict[str, int]] = defaultdict(
         lambda: {"retained": 0, "expired": 0, "retained_bytes": 0, "reclaimable_bytes": 0}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property
 from typing import Any
@@ -20,10 +19,10 @@ from .actions import (
     RemoveFile,
     SetTransaction,
 )
-from .errors import InvalidArgumentError, MissingMetadataError, MissingProtocolError
+from .errors import DeltaError, InvalidArgumentError, MissingMetadataError, MissingProtocolError
 from .file_index import matching_files
 from .file_state import iter_adds, iter_removes
-from .filenames import commit_name
+from .filenames import FileInfo, LogFileKind, ParsedLogPath, commit_name
 from .log_segment import LogSegment
 from .schema import StructType, parse_partition_value
 from .storage import LogStore
@@ -110,20 +109,15 @@ class Snapshot:
         """The commitInfo of the commit at this version (read on demand when replay did not see it)."""
         if self.state.last_commit_info is not None:
             return self.state.last_commit_info
+        from .engines.local import read_commit
+
+        path = self._store.join(self.log_dir, commit_name(self.version))
+        commit = ParsedLogPath(FileInfo(path, 0, 0), self.version, LogFileKind.COMMIT)
         try:
-            data = self._store.read_bytes(self._store.join(self.log_dir, commit_name(self.version)))
-        except (FileNotFoundError, OSError):
+            actions = read_commit(self._store, self.table, commit)
+        except DeltaError:  # no commit file at a checkpoint-only version, or an unreadable one
             return None
-        for line in data.splitlines():
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                return None
-            if isinstance(obj, dict) and isinstance(obj.get("commitInfo"), dict):
-                return CommitInfo.from_json(obj["commitInfo"])
-        return None
+        return next((a for a in actions if isinstance(a, CommitInfo)), None)
 
     @cached_property
     def timestamp(self) -> int:
@@ -224,12 +218,22 @@ class Snapshot:
         """Tombstones deleted at or before this time (ms) are past retention: safe for VACUUM."""
         return self._clock() - self.tombstone_retention_ms
 
-    def retention_cutoff(self, retention_hours: float | None = None, now_ms: int | None = None) -> int:
-        if retention_hours is not None and retention_hours < 0:
+    def now_ms(self) -> int:
+        """The current time by this snapshot's clock (injectable through `DeltaLog.for_table`)."""
+        return self._clock()
+
+    def retention_window_ms(self, retention_hours: float | None = None) -> int:
+        """Tombstone retention in ms: `retention_hours` when given, else the table's setting."""
+        if retention_hours is None:
+            return self.tombstone_retention_ms
+        if retention_hours < 0:
             raise InvalidArgumentError(f"retention_hours must be >= 0, got {retention_hours}")
-        now = self._clock() if now_ms is None else now_ms
-        retention = self.tombstone_retention_ms if retention_hours is None else int(retention_hours * 3_600_000)
-        return now - retention
+        return int(retention_hours * 3_600_000)
+
+    def retention_cutoff(self, retention_hours: float | None = None, now_ms: int | None = None) -> int:
+        """Tombstones deleted at or before this time (ms) are past retention."""
+        now = self.now_ms() if now_ms is None else now_ms
+        return now - self.retention_window_ms(retention_hours)
 
     def tombstones(
         self,
