@@ -1,9 +1,9 @@
 """`deltalog`: inspect a Delta table's transaction log from a shell.
 
     deltalog version PATH
-    deltalog snapshot PATH [--version N | --timestamp T] [--json]
-    deltalog files PATH [--version N | --timestamp T] [--where EXPR] [--json]
-    deltalog tombstones PATH [--retention-hours H] [--json]
+    deltalog snapshot PATH [--version N | --timestamp T] [--engine local|spark] [--master URL] [--json]
+    deltalog files PATH [--version N | --timestamp T] [--where EXPR] [--engine ...] [--json]
+    deltalog tombstones PATH [--retention-hours H] [--engine ...] [--json]
     deltalog history PATH [--limit N] [--json]
     deltalog changes PATH --from N [--fail-on-data-loss] [--json]
 
@@ -102,9 +102,27 @@ def parse_where(expr: str) -> list[tuple[str, str, Any]]:
     return out
 
 
+def _spark_engine(master: str, options: dict[str, Any]) -> Any:
+    """A SparkEngine on an in-process SparkSession at `master` (`--engine spark`)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from .delta.engines.spark import SPARK_CONF, SparkEngine, hadoop_s3a_conf
+
+    builder = SparkSession.builder.master(master).appName("deltalog")
+    for key, value in {**SPARK_CONF, **hadoop_s3a_conf(options), "spark.ui.enabled": "false"}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return SparkEngine(spark)
+
+
 def _load(args: argparse.Namespace) -> tuple[DeltaLog, Snapshot]:
     options = storage_options_from_env(args.path, dict(args.storage_option or []))
-    log = DeltaLog.for_table(args.path, options)
+    if getattr(args, "engine", "local") == "spark":
+        log = DeltaLog(args.path, storage_options=options, engine=_spark_engine(args.master, options))
+    else:
+        log = DeltaLog.for_table(args.path, options)
     version = getattr(args, "version", None)
     timestamp = getattr(args, "timestamp", None)
     if version is not None:
@@ -147,7 +165,7 @@ def cmd_version(args: argparse.Namespace, out: TextIO) -> None:
 def cmd_snapshot(args: argparse.Namespace, out: TextIO) -> None:
     _, snap = _load(args)
     if args.json:
-        _print_json(snapshot_dict(snap), out)
+        _print_json({**snapshot_dict(snap), "engine": snap.engine_name}, out)
         return
     s = snapshot_summary(snap)
     p = s["protocol"]
@@ -184,7 +202,8 @@ def cmd_files(args: argparse.Namespace, out: TextIO) -> None:
             (pfilters if f[0].lower() in parts else dfilters).append(f)
     files = sorted(snap.files(partition_filters=pfilters, data_filters=dfilters), key=lambda a: a.path)
     if args.json:
-        _print_json({"table": snap.table, "version": snap.version, "files": [file_dict(a) for a in files]}, out)
+        listed = [file_dict(a) for a in files]
+        _print_json({"table": snap.table, "version": snap.version, "files": listed, "engine": snap.engine_name}, out)
         return
     rows = [
         [
@@ -204,7 +223,7 @@ def cmd_tombstones(args: argparse.Namespace, out: TextIO) -> None:
     _, snap = _load(args)
     report = tombstone_report(snap, args.retention_hours)
     if args.json:
-        _print_json(report, out)
+        _print_json({**report, "engine": snap.engine_name}, out)
         return
     r = report["retention"]
     out.write(
@@ -275,6 +294,13 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     def travel(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--engine",
+            choices=("local", "spark"),
+            default="local",
+            help="replay with pyarrow in this process (local) or distributed on Spark (spark)",
+        )
+        p.add_argument("--master", default="local[*]", help="Spark master URL for --engine spark (default local[*])")
         g = p.add_mutually_exclusive_group()
         g.add_argument("--version", type=int, help="time travel to this version")
         g.add_argument("--timestamp", help="time travel to the latest commit at or before (ISO-8601 or epoch ms)")

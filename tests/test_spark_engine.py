@@ -19,6 +19,7 @@ pyspark = pytest.importorskip("pyspark")
 
 pytestmark = pytest.mark.spark
 
+NOW_MS = 1_700_000_000_000  # a fixed clock splits tombstones the same way in both engines
 ORACLE = json.loads((CORPUS / "ORACLE-deltalake-1.6.6.json").read_text())["tables"] if CORPUS.exists() else {}
 
 
@@ -44,7 +45,15 @@ def _fingerprint(root: str, engine) -> object:
         snap = DeltaLog(str(CORPUS / root), engine=engine).update()
     except DeltaError as exc:
         return type(exc).__name__
+    # summaries first: with the Spark engine they aggregate on executors, before anything is collected
+    summaries = (
+        snap.file_summary().to_dict(),
+        snap.tombstone_summary(now_ms=NOW_MS).to_dict(),
+        snap.num_tombstones(now_ms=NOW_MS),
+        snap.num_distinct_paths(),
+    )
     return (
+        summaries,
         snap.version,
         snap.protocol,
         snap.metadata,
@@ -72,5 +81,8 @@ def test_reconstruct_aggregates_without_collecting(engine):
     segment = build_log_segment(log.table_uri, log.list_log(0))
     state = engine.reconstruct(log.table_uri, log.log_dir, log.store, segment)
     assert state.version == 14 and state.protocol is not None and state.metadata is not None
-    counts = state.files.map(lambda row: next(iter(row))).countByValue()
+    counts = state.files.rdd.map(lambda row: next(iter(row))).countByValue()
     assert dict(counts) == {"add": 1, "remove": 14}
+    # counts aggregate on the executors: nothing was collected to the driver
+    assert state.files.num_files == 1 and state.files.count_tombstones_after(0) == 14
+    assert state.files._adds is None and state.files._removes is None

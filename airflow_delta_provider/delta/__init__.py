@@ -27,6 +27,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(
         [
             "DeltaError",
+            "EngineError",
             "IncompleteCheckpointError",
             "InvalidArgumentError",
             "LogCorruptedError",
@@ -69,6 +70,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .delta_log import DeltaLog
     from .errors import (
         DeltaError,
+        EngineError,
         IncompleteCheckpointError,
         InvalidArgumentError,
         LogCorruptedError,
@@ -116,6 +118,7 @@ __all__ = [
     "DeltaError",
     "DeltaLog",
     "DomainMetadata",
+    "EngineError",
     "InMemoryLogReplay",
     "IncompleteCheckpointError",
     "InvalidArgumentError",

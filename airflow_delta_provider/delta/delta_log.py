@@ -196,6 +196,10 @@ class DeltaLog:
             raise TableNotFoundError("No Delta table: _delta_log holds no commit or checkpoint", table=self.table_uri)
         return build_log_segment(self.table_uri, listing, version), listing, True
 
+    def log_segment(self, version: int | None = None) -> LogSegment:
+        """The segment a load of `version` (default: the latest) would replay, from the listing alone."""
+        return self._segment_for(version)[0]
+
     def _snapshot(self, segment: LogSegment, state: Any) -> Snapshot:
         from .snapshot import Snapshot
 
@@ -379,6 +383,23 @@ class DeltaLog:
             if isinstance(action, CommitInfo):
                 return action
         return None
+
+    def commit_summary(self, version: int) -> dict[str, Any]:
+        """`version`, `timestamp` (ms: in-commit timestamp, else commitInfo's, else the file's mtime) and
+        `operation` of one commit, reading only that commit file (what a sensor reports)."""
+        path = self.store.join(self.log_dir, commit_name(version))
+        try:
+            found = self.store.head(path)
+        except OSError as exc:
+            raise self._storage_error(exc, path) from None
+        if found is None:
+            raise VersionNotFoundError(
+                "No commit file for this version", table=self.table_uri, version=version, file=path
+            )
+        info = self._commit_info(ParsedLogPath(found, version, LogFileKind.COMMIT))
+        raw = dict(info.raw) if info is not None else {}
+        ts = raw.get("inCommitTimestamp") or raw.get("timestamp") or found.modification_time
+        return {"version": version, "timestamp": int(ts), "operation": raw.get("operation")}
 
     def commit_timestamps(self) -> list[tuple[int, int]]:
         """(version, commit time ms) for every retained, recreatable commit, oldest first."""

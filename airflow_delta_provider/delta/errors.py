@@ -42,13 +42,17 @@ class DeltaError(Exception):
 
     def to_dict(self) -> dict[str, object]:
         """Primitive form for JSON results and XCom (no secrets: only what the message already says)."""
-        return {
+        out: dict[str, object] = {
             "error_class": type(self).__name__,
             "message": str(self),
             "table": self.table,
             "version": self.version,
             "file": self.file,
         }
+        transient = getattr(self, "transient", None)
+        if transient is not None:
+            out["transient"] = transient
+        return out
 
 
 class TableNotFoundError(DeltaError):
@@ -195,3 +199,44 @@ class InvalidArgumentError(DeltaError, ValueError):
     """A caller passed something the API cannot take (bad filter, negative retention, ...)."""
 
     error_class = "DELTA_INVALID_ARGUMENT"
+
+
+class EngineError(DeltaError):
+    """The execution engine (Spark) failed for a reason that is not about the log's content."""
+
+    error_class = "DELTA_ENGINE_ERROR"
+
+
+#: Every concrete error class by name: how a job's error result (`error_class`) is turned back into
+#: the typed error on the Airflow side.
+ERROR_CLASSES: dict[str, type[DeltaError]] = {}
+
+
+def _register(cls: type[DeltaError]) -> None:
+    ERROR_CLASSES[cls.__name__] = cls
+    for sub in cls.__subclasses__():
+        _register(sub)
+
+
+_register(DeltaError)
+
+
+def error_from_dict(data: dict[str, object]) -> DeltaError:
+    """The typed error a `to_dict()` (a job's error result) describes; unknown classes give `DeltaError`.
+
+    The message is kept as written; `table`, `version` and `file` are restored as fields.
+    """
+    cls = ERROR_CLASSES.get(str(data.get("error_class")), DeltaError)
+    err = cls.__new__(cls)
+    version = data.get("version")
+    DeltaError.__init__(
+        err,
+        str(data.get("message") or cls.__name__),
+        table=None if data.get("table") is None else str(data.get("table")),
+        version=version if isinstance(version, int) else None,
+        file=None if data.get("file") is None else str(data.get("file")),
+    )
+    err.args = (str(data.get("message") or cls.__name__),)  # `message` is already rendered: keep it as is
+    if isinstance(err, StorageError):
+        err.transient = bool(data.get("transient", False))
+    return err

@@ -25,6 +25,7 @@ from .actions import (
     DeletionVectorDescriptor,
     RemoveFile,
 )
+from .aggregates import DEFAULT_SMALL_FILE_BYTES, FileSummary, TombstoneSummary
 from .replay import InMemoryLogReplay
 
 _STR_MAP = pa.map_(pa.string(), pa.string())
@@ -332,3 +333,41 @@ class FileState:
         if not self.adds.num_rows:
             return 0
         return int(pc.sum(self.adds.column("size")).as_py() or 0)
+
+    # -- summaries (the same interface as the Spark engine's distributed file state) -------------------
+    def file_summary(self, small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES) -> FileSummary:
+        """Counts and sizes of the active files."""
+        out = FileSummary(small_file_bytes)
+        sizes = self.adds.column("size")
+        if not len(sizes):
+            return out
+        sizes = pc.fill_null(sizes, 0)
+        minmax = pc.min_max(sizes).as_py()
+        out.num_files = len(sizes)
+        out.size_bytes = int(pc.sum(sizes).as_py() or 0)
+        out.min_size, out.max_size = minmax["min"], minmax["max"]
+        out.small_files = int(pc.sum(pc.less(sizes, small_file_bytes)).as_py() or 0)
+        return out
+
+    def num_distinct_paths(self) -> int:
+        """Distinct paths among active files (fewer than `num_files` means one path is active twice)."""
+        return int(pc.count_distinct(self.adds.column("path")).as_py()) if self.adds.num_rows else 0
+
+    def count_tombstones_after(self, cutoff_ms: int) -> int:
+        """Tombstones deleted after `cutoff_ms` (still inside retention)."""
+        table = self.removes
+        if not table.num_rows:
+            return 0
+        ts = pc.fill_null(table.column("deletionTimestamp"), 0)
+        return int(pc.sum(pc.greater(ts, cutoff_ms)).as_py() or 0)
+
+    def tombstone_summary(self, cutoff_ms: int, partition_columns: tuple[str, ...]) -> TombstoneSummary:
+        """Every tombstone split at `cutoff_ms`, per partition."""
+        out = TombstoneSummary(cutoff_ms, tuple(partition_columns))
+        table = self.removes
+        if not table.num_rows:
+            return out
+        cols = table.select(["partitionValues", "size", "deletionTimestamp"]).to_pydict()
+        for values, size, deleted in zip(cols["partitionValues"], cols["size"], cols["deletionTimestamp"], strict=True):
+            out.add(dict(values) if values else None, size, deleted)
+        return out

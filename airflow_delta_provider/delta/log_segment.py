@@ -90,6 +90,11 @@ class LogSegment:
         cp = () if self.checkpoint is None else self.checkpoint.files
         return (*cp, *self.commits)
 
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes of log to read for this segment (V2 sidecars not included: they are found on reading)."""
+        return sum(f.file.size for f in self.files)
+
     def extend(self, new_commits: Sequence[ParsedLogPath]) -> LogSegment:
         """This segment with later contiguous commits appended (an incremental update)."""
         if not new_commits:

@@ -7,8 +7,6 @@ Shapes are documented in the README ("JSON output"); change them only additively
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .actions import AddFile, CommitInfo, Metadata, Protocol, RemoveFile
@@ -94,12 +92,6 @@ def snapshot_dict(snap: Snapshot, *, include_files: bool = True) -> dict[str, An
     return out
 
 
-def _partition_key(values: Mapping[str, str | None] | None, columns: Iterable[str]) -> str:
-    if not values:
-        return ""
-    return "/".join(f"{c}={values.get(c) if values.get(c) is not None else '__null__'}" for c in columns)
-
-
 def tombstone_report(
     snap: Snapshot,
     retention_hours: float | None = None,
@@ -109,35 +101,14 @@ def tombstone_report(
 ) -> dict[str, Any]:
     """Tombstones split at the retention cutoff: retained vs past retention (safe for VACUUM).
 
-    Read-only: it lists what VACUUM could delete; it deletes nothing.
+    Counts come from `Snapshot.tombstone_summary` (aggregated on executors with the Spark engine);
+    `include_files` adds the tombstone list. Read-only: it lists what VACUUM could delete, deletes nothing.
     """
     retention_ms = snap.retention_window_ms(retention_hours)
     now = snap.now_ms() if now_ms is None else now_ms
     cutoff = now - retention_ms
-    all_ts = sorted(snap.tombstones(include_expired=True), key=lambda r: r.path)
     table_prop = snap.metadata.configuration.get(DELETED_FILE_RETENTION)
     source = "override" if retention_hours is not None else ("table_property" if table_prop else "default")
-    parts = list(snap.partition_columns)
-    per_partition: dict[str, dict[str, int]] = defaultdict(
-        lambda: {"retained": 0, "expired": 0, "retained_bytes": 0, "reclaimable_bytes": 0}
-    )
-    retained = expired = retained_bytes = reclaimable = unknown_size = 0
-    deletion_times = [r.deletion_timestamp for r in all_ts if r.deletion_timestamp is not None]
-    for r in all_ts:
-        bucket = per_partition[_partition_key(r.partition_values, parts)]
-        size = r.size or 0
-        if r.size is None:
-            unknown_size += 1
-        if r.del_timestamp <= cutoff:
-            expired += 1
-            reclaimable += size
-            bucket["expired"] += 1
-            bucket["reclaimable_bytes"] += size
-        else:
-            retained += 1
-            retained_bytes += size
-            bucket["retained"] += 1
-            bucket["retained_bytes"] += size
     out: dict[str, Any] = {
         "table": snap.table,
         "version": snap.version,
@@ -149,16 +120,9 @@ def tombstone_report(
             "cutoff_ms": cutoff,
             "cutoff": format_ms(cutoff),
         },
-        "num_tombstones": len(all_ts),
-        "retained": retained,
-        "expired": expired,
-        "retained_bytes": retained_bytes,
-        "reclaimable_bytes": reclaimable,
-        "removed_without_size": unknown_size,
-        "oldest_deletion_ms": min(deletion_times) if deletion_times else None,
-        "newest_deletion_ms": max(deletion_times) if deletion_times else None,
-        "partitions": dict(sorted(per_partition.items())),
+        **snap.tombstone_summary(retention_hours, now_ms=now).to_dict(),
     }
     if include_files:
+        all_ts = sorted(snap.tombstones(include_expired=True), key=lambda r: r.path)
         out["tombstones"] = [tombstone_dict(r, cutoff) for r in all_ts]
     return out

@@ -19,6 +19,7 @@ from .actions import (
     RemoveFile,
     SetTransaction,
 )
+from .aggregates import DEFAULT_SMALL_FILE_BYTES, FileSummary, TombstoneSummary
 from .errors import DeltaError, InvalidArgumentError, MissingMetadataError, MissingProtocolError
 from .file_index import matching_files
 from .file_state import iter_adds, iter_removes
@@ -255,12 +256,21 @@ class Snapshot:
         return list(iter_removes(table))
 
     def num_tombstones(self, retention_hours: float | None = None, *, now_ms: int | None = None) -> int:
-        table = self.state.files.removes
-        if not table.num_rows:
-            return 0
+        """How many tombstones are still inside retention."""
+        return self.state.files.count_tombstones_after(self.retention_cutoff(retention_hours, now_ms))
+
+    def tombstone_summary(self, retention_hours: float | None = None, *, now_ms: int | None = None) -> TombstoneSummary:
+        """Every tombstone split at the retention cutoff, per partition (on executors with Spark)."""
         cutoff = self.retention_cutoff(retention_hours, now_ms)
-        ts = pc.fill_null(table.column("deletionTimestamp"), 0)
-        return int(pc.sum(pc.greater(ts, cutoff)).as_py() or 0)
+        return self.state.files.tombstone_summary(cutoff, self.partition_columns)
+
+    def file_summary(self, small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES) -> FileSummary:
+        """Counts and sizes of the active files (on executors with Spark)."""
+        return self.state.files.file_summary(small_file_bytes)
+
+    def num_distinct_paths(self) -> int:
+        """Distinct paths among active files; below `num_files` when a path is active twice."""
+        return self.state.files.num_distinct_paths()
 
     # -- checkpoint ---------------------------------------------------------------------------------
     def checkpoint(self) -> Iterator[Action]:

@@ -16,8 +16,9 @@ Needs `pyspark` only; importing this module does not import it until an engine i
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+import re
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -26,16 +27,21 @@ from ..actions import (
     Action,
     AddFile,
     CommitInfo,
-    DomainMetadata,
-    Metadata,
-    Protocol,
     RemoveFile,
-    SetTransaction,
     Sidecar,
     action_from_json,
 )
-from ..errors import MalformedCheckpointError
-from ..file_state import FileState, adds_to_table, removes_to_table
+from ..aggregates import DEFAULT_SMALL_FILE_BYTES, FileSummary, TombstoneSummary
+from ..errors import (
+    ERROR_CLASSES,
+    DeltaError,
+    EngineError,
+    MalformedCheckpointError,
+    MalformedCommitError,
+    StorageError,
+    error_from_dict,
+)
+from ..file_state import adds_to_table, removes_to_table
 from ..filenames import SIDECAR_DIR_NAME
 from ..log_segment import LogSegment
 from ..replay import InMemoryLogReplay
@@ -43,19 +49,30 @@ from ..storage import LogStore, is_local, local_path
 from ..table_features import check_can_read
 from ..table_state import TableState
 from .spark_tasks import (
+    BAD_LINE,
     FILE_ACTIONS,
     STATE_ACTIONS,
+    add_path,
+    commit_file_lines,
+    file_summary_task,
+    is_add,
     is_file_action,
     is_state_action,
     key_by_file,
     parse_line,
     reconcile_partition,
+    removed_after,
     tagger,
+    tombstone_summary_task,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark import RDD
     from pyspark.sql import SparkSession
+
+_EXECUTOR_ERROR = re.compile(r"airflow_delta_provider\.delta\.errors\.(?P<cls>\w+): (?P<msg>[^\n]+)")
+_VERSION_IN = re.compile(r"version=(?P<v>\d+)")
+_HADOOP_GLOB_CHARS = ",{}[]*?\\"
 
 DEFAULT_SNAPSHOT_PARTITIONS = 50
 
@@ -67,6 +84,32 @@ SPARK_CONF: dict[str, str] = {
 }
 
 
+def hadoop_s3a_conf(storage_options: Mapping[str, Any]) -> dict[str, str]:
+    """Spark settings for `s3a://` from fsspec/s3fs-style storage options (key, secret, token, endpoint_url).
+
+    Set on the session in the driver process, never on a command line; Spark's UI redacts them.
+    """
+    conf: dict[str, str] = {}
+    key, secret, token = storage_options.get("key"), storage_options.get("secret"), storage_options.get("token")
+    if key and secret:
+        conf["spark.hadoop.fs.s3a.access.key"] = str(key)
+        conf["spark.hadoop.fs.s3a.secret.key"] = str(secret)
+        provider = "SimpleAWSCredentialsProvider"
+        if token:
+            conf["spark.hadoop.fs.s3a.session.token"] = str(token)
+            provider = "TemporaryAWSCredentialsProvider"
+        conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = f"org.apache.hadoop.fs.s3a.{provider}"
+    endpoint = storage_options.get("endpoint_url")
+    if endpoint:
+        conf["spark.hadoop.fs.s3a.endpoint"] = str(endpoint)
+        conf["spark.hadoop.fs.s3a.path.style.access"] = "true"
+        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(str(endpoint).startswith("https")).lower()
+    region = (storage_options.get("client_kwargs") or {}).get("region_name")
+    if region:
+        conf["spark.hadoop.fs.s3a.endpoint.region"] = str(region)
+    return conf
+
+
 def spark_path(uri: str) -> str:
     """A URI Spark's Hadoop filesystems read: `file:///abs` locally, `s3a://` for `s3://`."""
     if is_local(uri):
@@ -76,39 +119,132 @@ def spark_path(uri: str) -> str:
     return uri
 
 
-@dataclass
-class SparkState:
-    """A reconstructed state: driver-side protocol/metadata/txns/domains, file actions as an RDD."""
+class DistributedFileState:
+    """A snapshot's reconciled file actions as an RDD (`{"add": {...}}` / `{"remove": {...}}` rows).
 
-    version: int
-    protocol: Protocol | None
-    metadata: Metadata | None
-    transactions: dict[str, SetTransaction]
-    domain_metadata: dict[str, DomainMetadata]
-    last_commit_info: CommitInfo | None
-    files: RDD  # of {"add": {...}} / {"remove": {...}}
+    Same interface as the local `FileState`: counts, sizes and tombstone summaries aggregate on the
+    executors (`mapPartitions` + merge on the driver); the Arrow tables (`adds`, `removes`) collect
+    the rows to the driver on first use only, for callers that ask for file lists.
+    """
 
-    def collect_state(self) -> TableState:
-        """The full `TableState` on the driver (collects every file action: small tables only)."""
+    def __init__(self, rdd: RDD, table: str, version: int) -> None:
+        self.rdd = rdd
+        self._table = table
+        self._version = version
+        self._adds: pa.Table | None = None
+        self._removes: pa.Table | None = None
+        self._summary: FileSummary | None = None
+
+    def _run(self, action: Callable[[], Any]) -> Any:
+        return run_spark(action, table=self._table, version=self._version)
+
+    def _collect(self) -> None:
+        if self._adds is not None and self._removes is not None:
+            return
         adds: list[AddFile] = []
         removes: list[RemoveFile] = []
-        for row in self.files.collect():
+        for row in self._run(self.rdd.collect):
             action = action_from_json(row)
             if isinstance(action, AddFile):
                 adds.append(action)
             elif isinstance(action, RemoveFile):
                 removes.append(action)
-        info = {} if self.last_commit_info is None else {self.version: self.last_commit_info}
-        return TableState(
-            self.version,
-            self.protocol,
-            self.metadata,
-            self.transactions,
-            self.domain_metadata,
-            FileState(adds_to_table(adds), removes_to_table(removes)),
-            self.last_commit_info,
-            info,
-        )
+        self._adds, self._removes = adds_to_table(adds), removes_to_table(removes)
+
+    @property
+    def adds(self) -> pa.Table:
+        """Active files, collected to the driver."""
+        self._collect()
+        assert self._adds is not None
+        return self._adds
+
+    @property
+    def adds_with_stats(self) -> pa.Table:
+        return self.adds
+
+    @property
+    def removes(self) -> pa.Table:
+        """Every tombstone, collected to the driver."""
+        self._collect()
+        assert self._removes is not None
+        return self._removes
+
+    def file_summary(self, small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES) -> FileSummary:
+        if self._summary is not None and self._summary.small_file_bytes == small_file_bytes:
+            return self._summary
+        parts = self.rdd.mapPartitions(file_summary_task(small_file_bytes))
+        summary = self._run(lambda: parts.fold(FileSummary(small_file_bytes), FileSummary.merge))
+        if small_file_bytes == DEFAULT_SMALL_FILE_BYTES:
+            self._summary = summary
+        return summary
+
+    @property
+    def num_files(self) -> int:
+        return self.file_summary().num_files
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.file_summary().size_bytes
+
+    def num_distinct_paths(self) -> int:
+        return int(self._run(self.rdd.filter(is_add).map(add_path).distinct().count))
+
+    def count_tombstones_after(self, cutoff_ms: int) -> int:
+        return int(self._run(self.rdd.filter(removed_after(cutoff_ms)).count))
+
+    def tombstone_summary(self, cutoff_ms: int, partition_columns: tuple[str, ...]) -> TombstoneSummary:
+        cols = tuple(partition_columns)
+        parts = self.rdd.mapPartitions(tombstone_summary_task(cutoff_ms, cols))
+        return self._run(lambda: parts.fold(TombstoneSummary(cutoff_ms, cols), TombstoneSummary.merge))
+
+
+def run_spark(action: Callable[[], Any], *, table: str, version: int | None = None) -> Any:
+    """Run a Spark action; a JVM or executor failure becomes a typed error naming the table.
+
+    A missing `s3a` filesystem (no hadoop-aws on the cluster) is said plainly.
+    """
+    try:
+        return action()
+    except DeltaError:
+        raise
+    except Exception as exc:  # Py4JJavaError, PythonException, AnalysisException: not importable here
+        text = str(exc)
+        raised = _EXECUTOR_ERROR.search(text)
+        if raised and raised["cls"] in ERROR_CLASSES:  # a typed error raised on an executor
+            where = _VERSION_IN.search(raised["msg"])
+            raise error_from_dict(
+                {
+                    "error_class": raised["cls"],
+                    "message": raised["msg"].strip(),
+                    "table": table,
+                    "version": int(where["v"]) if where else version,
+                }
+            ) from None
+        if ("ClassNotFoundException" in text and "S3AFileSystem" in text) or 'No FileSystem for scheme "s3' in text:
+            raise EngineError(
+                "Spark cannot read s3a:// paths: the cluster lacks hadoop-aws and the AWS SDK bundle "
+                "(add them with --packages org.apache.hadoop:hadoop-aws:<hadoop version> or to the cluster's jars), "
+                "or use engine='local'",
+                table=table,
+                version=version,
+            ) from None
+        if "FileNotFoundException" in text or "PATH_NOT_FOUND" in text:
+            raise StorageError(
+                f"Spark could not find a log file (was the log cleaned up during the read?): {_first_line(text)}",
+                table=table,
+                version=version,
+                transient=True,
+            ) from None
+        raise EngineError(
+            f"Spark failed: {type(exc).__name__}: {_first_line(text)}", table=table, version=version
+        ) from None
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:500]
+    return ""
 
 
 class SparkEngine:
@@ -172,19 +308,31 @@ class SparkEngine:
     def _commit_lines(self, segment: LogSegment) -> RDD | None:
         if not segment.commits:
             return None
-        rdds = []
-        for commit in segment.commits:
-            text = self.spark.read.text(spark_path(commit.file.path))
-            rdds.append(text.rdd.map(tuple).mapPartitionsWithIndex(tagger(commit.version)))
-        return self.spark.sparkContext.union(rdds)
+        sc = self.spark.sparkContext
+        paths = [spark_path(c.file.path) for c in segment.commits]
+        if not any(ch in p for p in paths for ch in _HADOOP_GLOB_CHARS):
+            # one job over all commit files: (path, text) pairs, version from the file name
+            return sc.wholeTextFiles(",".join(paths)).flatMap(commit_file_lines)
+        rdds = [  # names Hadoop would read as globs or lists: one reader per file
+            self.spark.read.text(path).rdd.map(tuple).mapPartitionsWithIndex(tagger(commit.version))
+            for path, commit in zip(paths, segment.commits, strict=True)
+        ]
+        return sc.union(rdds)
 
     # -- reconstruction -------------------------------------------------------------------------------
-    def reconstruct(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> SparkState:
-        """Distributed state reconstruction of `segment`."""
+    def reconstruct(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> TableState:
+        """Distributed state reconstruction of `segment`: a `TableState` whose files stay on the cluster."""
+        return run_spark(
+            lambda: self._reconstruct(table, log_dir, store, segment), table=table, version=segment.version
+        )
+
+    def _reconstruct(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> TableState:
+        from pyspark import StorageLevel
+
         sources = [
             r for r in (self._checkpoint_lines(table, log_dir, store, segment), self._commit_lines(segment)) if r
         ]
-        parsed = self.spark.sparkContext.union(sources).map(parse_line).cache()
+        parsed = self.spark.sparkContext.union(sources).map(parse_line).persist(StorageLevel.MEMORY_AND_DISK)
         # Protocol, metadata, txns, domains, commitInfo: few; reconcile them on the driver.
         state_rows = parsed.filter(is_state_action).collect()
         state_rows.sort(key=lambda p: (p[1], p[2]))
@@ -192,6 +340,9 @@ class SparkEngine:
         last_info: CommitInfo | None = None
         actions: list[Action] = []
         for name, version, _, body in state_rows:
+            if name == BAD_LINE:
+                path = next((c.file.path for c in segment.commits if c.version == version), None)
+                raise MalformedCommitError(body["message"], table=table, version=version, file=path)
             action = action_from_json({name: body})
             if isinstance(action, CommitInfo):
                 if version == segment.version:
@@ -207,20 +358,23 @@ class SparkEngine:
             .map(key_by_file)
             .partitionBy(self.snapshot_partitions)
             .mapPartitions(reconcile_partition)
+            .persist(StorageLevel.MEMORY_AND_DISK)
         )
-        return SparkState(
-            version=segment.version,
-            protocol=driver.current_protocol,
-            metadata=driver.current_metadata,
-            transactions=dict(driver.transactions),
-            domain_metadata={d.domain: d for d in driver.get_domain_metadata()},
-            last_commit_info=last_info,
-            files=files,
+        info = {} if last_info is None else {segment.version: last_info}
+        return TableState(
+            segment.version,
+            driver.current_protocol,
+            driver.current_metadata,
+            dict(driver.transactions),
+            {d.domain: d for d in driver.get_domain_metadata()},
+            DistributedFileState(files, table, segment.version),  # type: ignore[arg-type]
+            last_info,
+            info,
         )
 
     # -- Engine protocol ------------------------------------------------------------------------------
     def load_state(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> TableState:
-        return self.reconstruct(table, log_dir, store, segment).collect_state()
+        return self.reconstruct(table, log_dir, store, segment)
 
     def extend_state(
         self, table: str, log_dir: str, store: LogStore, state: TableState, segment: LogSegment

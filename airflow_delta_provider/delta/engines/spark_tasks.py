@@ -8,11 +8,13 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..actions import AddFile, RemoveFile, action_from_json
-from ..errors import MalformedCommitError
+from ..aggregates import FileSummary, TombstoneSummary, summarize_file_rows, summarize_tombstone_rows
 from ..replay import InMemoryLogReplay
 
 FILE_ACTIONS = ("add", "remove")
 STATE_ACTIONS = ("protocol", "metaData", "txn", "domainMetadata", "commitInfo")
+#: The tag of a line that did not parse: collected with the state actions, raised on the driver.
+BAD_LINE = "!malformed"
 _KNOWN = (*FILE_ACTIONS, *STATE_ACTIONS, "sidecar", "checkpointMetadata")
 
 Parsed = tuple[str, int, int, dict[str, Any]]
@@ -31,13 +33,28 @@ def tagger(version: int) -> Any:
     return tag
 
 
+def commit_file_lines(item: tuple[str, str]) -> Iterator[tuple[int, int, str]]:
+    """(version, position, line) of each line of one whole commit file (`wholeTextFiles` record)."""
+    path, text = item
+    version = int(path.rstrip("/").rsplit("/", 1)[-1].split(".", 1)[0])
+    for pos, line in enumerate(text.splitlines()):
+        if line.strip():
+            yield (version, pos, line)
+
+
 def parse_line(record: tuple[int, int, str]) -> Parsed:
-    """(action name, version, position, body) of one log line; unknown actions give ("", ...)."""
+    """(action name, version, position, body) of one log line; unknown actions give ("", ...).
+
+    A line that is not a JSON object gives (BAD_LINE, ..., {"message": ...}): executors do not
+    raise, the driver turns it into a typed error naming the version.
+    """
     version, pos, line = record
     try:
         obj = json.loads(line)
     except ValueError as exc:
-        raise MalformedCommitError(f"Line is not valid JSON ({exc})", version=version) from None
+        return BAD_LINE, version, pos, {"message": f"Line is not valid JSON ({exc})"}
+    if not isinstance(obj, dict):
+        return BAD_LINE, version, pos, {"message": "Line is not a JSON object"}
     for name, body in obj.items():
         if body is not None and name in _KNOWN:
             return name, version, pos, body
@@ -49,7 +66,8 @@ def is_file_action(p: Parsed) -> bool:
 
 
 def is_state_action(p: Parsed) -> bool:
-    return p[0] in STATE_ACTIONS
+    """Actions the driver reconciles (and malformed lines, which it reports)."""
+    return p[0] in STATE_ACTIONS or p[0] == BAD_LINE
 
 
 def key_by_file(p: Parsed) -> tuple[str, tuple[int, int, str, dict[str, Any]]]:
@@ -68,3 +86,43 @@ def reconcile_partition(items: Iterable[tuple[str, tuple[int, int, str, dict[str
         yield {"add": add.to_json()}
     for remove in replay.tombstones.values():
         yield {"remove": remove.to_json()}
+
+
+def file_summary_task(small_file_bytes: int) -> Any:
+    """`mapPartitions` function: one `FileSummary` per partition of reconciled file actions."""
+
+    def run(rows: Iterator[dict[str, Any]]) -> Iterator[FileSummary]:
+        yield summarize_file_rows(rows, small_file_bytes)
+
+    return run
+
+
+def tombstone_summary_task(cutoff_ms: int, partition_columns: tuple[str, ...]) -> Any:
+    """`mapPartitions` function: one `TombstoneSummary` per partition of reconciled file actions."""
+
+    def run(rows: Iterator[dict[str, Any]]) -> Iterator[TombstoneSummary]:
+        yield summarize_tombstone_rows(rows, cutoff_ms, partition_columns)
+
+    return run
+
+
+def is_add(row: dict[str, Any]) -> bool:
+    return "add" in row
+
+
+def is_remove(row: dict[str, Any]) -> bool:
+    return "remove" in row
+
+
+def add_path(row: dict[str, Any]) -> str:
+    return row["add"]["path"]
+
+
+def removed_after(cutoff_ms: int) -> Any:
+    """Filter: tombstones deleted after `cutoff_ms` (missing timestamps count as 0)."""
+
+    def keep(row: dict[str, Any]) -> bool:
+        rm = row.get("remove")
+        return rm is not None and (rm.get("deletionTimestamp") or 0) > cutoff_ms
+
+    return keep

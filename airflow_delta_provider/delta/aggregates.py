@@ -1,0 +1,203 @@
+"""Mergeable summaries of a snapshot's files and tombstones.
+
+Each summary is built row by row (`add`) and combined with `merge`, so the same code aggregates a
+whole local file state or one Spark partition on an executor, whose partial results the driver
+merges. Standard library only: executors import this module from the shipped zip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Files smaller than this count as small (Delta's OPTIMIZE bin-packs files under 1 GiB towards a
+#: 1 GiB target; 32 MiB is the usual "too small to scan efficiently" line). Overridable per check.
+DEFAULT_SMALL_FILE_BYTES = 32 * 1024 * 1024
+
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+
+def partition_key(values: Mapping[str, str | None] | None, columns: Iterable[str]) -> str:
+    """`a=1/b=x` for a file's partition values in `columns` order; `""` for an unpartitioned table."""
+    cols = list(columns)
+    if not cols:
+        return ""
+    values = values or {}
+    return "/".join(f"{c}={NULL_PARTITION if values.get(c) is None else values.get(c)}" for c in cols)
+
+
+def _min(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _max(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+@dataclass
+class FileSummary:
+    """Counts and sizes of active files."""
+
+    small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES
+    num_files: int = 0
+    size_bytes: int = 0
+    min_size: int | None = None
+    max_size: int | None = None
+    small_files: int = 0
+
+    def add(self, size: int) -> None:
+        self.num_files += 1
+        self.size_bytes += size
+        self.min_size = _min(self.min_size, size)
+        self.max_size = _max(self.max_size, size)
+        if size < self.small_file_bytes:
+            self.small_files += 1
+
+    def merge(self, other: FileSummary) -> FileSummary:
+        if other.small_file_bytes != self.small_file_bytes:
+            raise ValueError("cannot merge file summaries with different small-file thresholds")
+        return FileSummary(
+            self.small_file_bytes,
+            self.num_files + other.num_files,
+            self.size_bytes + other.size_bytes,
+            _min(self.min_size, other.min_size),
+            _max(self.max_size, other.max_size),
+            self.small_files + other.small_files,
+        )
+
+    @property
+    def small_file_ratio(self) -> float:
+        return self.small_files / self.num_files if self.num_files else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "num_files": self.num_files,
+            "size_bytes": self.size_bytes,
+            "min_size": self.min_size,
+            "max_size": self.max_size,
+            "small_file_bytes": self.small_file_bytes,
+            "small_files": self.small_files,
+            "small_file_ratio": round(self.small_file_ratio, 6),
+        }
+
+
+@dataclass
+class PartitionTombstones:
+    """Tombstones of one partition, split at the retention cutoff."""
+
+    retained: int = 0
+    expired: int = 0
+    retained_bytes: int = 0
+    reclaimable_bytes: int = 0
+    oldest_deletion_ms: int | None = None
+    newest_deletion_ms: int | None = None
+
+    def merge(self, other: PartitionTombstones) -> PartitionTombstones:
+        return PartitionTombstones(
+            self.retained + other.retained,
+            self.expired + other.expired,
+            self.retained_bytes + other.retained_bytes,
+            self.reclaimable_bytes + other.reclaimable_bytes,
+            _min(self.oldest_deletion_ms, other.oldest_deletion_ms),
+            _max(self.newest_deletion_ms, other.newest_deletion_ms),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "retained": self.retained,
+            "expired": self.expired,
+            "retained_bytes": self.retained_bytes,
+            "reclaimable_bytes": self.reclaimable_bytes,
+            "oldest_deletion_ms": self.oldest_deletion_ms,
+            "newest_deletion_ms": self.newest_deletion_ms,
+        }
+
+
+@dataclass
+class TombstoneSummary:
+    """Tombstones split at `cutoff_ms`: deleted at or before it is past retention (safe for VACUUM).
+
+    A tombstone without `deletionTimestamp` counts as deleted at 0 (always past retention), as in
+    Delta's VACUUM; one without `size` counts 0 bytes and is counted in `removed_without_size`.
+    """
+
+    cutoff_ms: int
+    partition_columns: tuple[str, ...] = ()
+    removed_without_size: int = 0
+    partitions: dict[str, PartitionTombstones] = field(default_factory=dict)
+
+    def add(self, partition_values: Mapping[str, str | None] | None, size: int | None, deleted_ms: int | None) -> None:
+        key = partition_key(partition_values, self.partition_columns)
+        bucket = self.partitions.get(key)
+        if bucket is None:
+            bucket = self.partitions[key] = PartitionTombstones()
+        if size is None:
+            self.removed_without_size += 1
+        nbytes = size or 0
+        if (deleted_ms or 0) <= self.cutoff_ms:
+            bucket.expired += 1
+            bucket.reclaimable_bytes += nbytes
+        else:
+            bucket.retained += 1
+            bucket.retained_bytes += nbytes
+        if deleted_ms is not None:
+            bucket.oldest_deletion_ms = _min(bucket.oldest_deletion_ms, deleted_ms)
+            bucket.newest_deletion_ms = _max(bucket.newest_deletion_ms, deleted_ms)
+
+    def merge(self, other: TombstoneSummary) -> TombstoneSummary:
+        if (other.cutoff_ms, other.partition_columns) != (self.cutoff_ms, self.partition_columns):
+            raise ValueError("cannot merge tombstone summaries with different cutoffs or partition columns")
+        parts = dict(self.partitions)
+        for key, bucket in other.partitions.items():
+            parts[key] = parts[key].merge(bucket) if key in parts else bucket
+        return TombstoneSummary(
+            self.cutoff_ms, self.partition_columns, self.removed_without_size + other.removed_without_size, parts
+        )
+
+    def _total(self) -> PartitionTombstones:
+        total = PartitionTombstones()
+        for bucket in self.partitions.values():
+            total = total.merge(bucket)
+        return total
+
+    @property
+    def num_tombstones(self) -> int:
+        return sum(b.retained + b.expired for b in self.partitions.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """Totals and per-partition buckets (sorted by partition key)."""
+        total = self._total()
+        return {
+            "num_tombstones": total.retained + total.expired,
+            "retained": total.retained,
+            "expired": total.expired,
+            "retained_bytes": total.retained_bytes,
+            "reclaimable_bytes": total.reclaimable_bytes,
+            "removed_without_size": self.removed_without_size,
+            "oldest_deletion_ms": total.oldest_deletion_ms,
+            "newest_deletion_ms": total.newest_deletion_ms,
+            "partitions": {k: self.partitions[k].to_dict() for k in sorted(self.partitions)},
+        }
+
+
+def summarize_file_rows(rows: Iterable[dict[str, Any]], small_file_bytes: int) -> FileSummary:
+    """A `FileSummary` of `{"add": {...}}` rows (others are ignored)."""
+    out = FileSummary(small_file_bytes)
+    for row in rows:
+        add = row.get("add")
+        if add is not None:
+            out.add(int(add.get("size") or 0))
+    return out
+
+
+def summarize_tombstone_rows(
+    rows: Iterable[dict[str, Any]], cutoff_ms: int, partition_columns: tuple[str, ...]
+) -> TombstoneSummary:
+    """A `TombstoneSummary` of `{"remove": {...}}` rows (others are ignored)."""
+    out = TombstoneSummary(cutoff_ms, partition_columns)
+    for row in rows:
+        rm = row.get("remove")
+        if rm is not None:
+            out.add(rm.get("partitionValues"), rm.get("size"), rm.get("deletionTimestamp"))
+    return out
