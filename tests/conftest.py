@@ -5,11 +5,23 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from airflow_delta_provider.delta import DeltaLog
+REPO = Path(__file__).resolve().parents[1]
+
+# Airflow reads its configuration when first imported: set it before any test module imports it.
+# A throwaway AIRFLOW_HOME (SQLite metadata DB, migrated on demand by the `airflow_db` fixture), the
+# repo's example DAGs as the DAG bundle, no example DAGs, Spark bound to loopback.
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow-home-"))
+os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(REPO / "dags"))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ.setdefault("AIRFLOW__CORE__EXECUTOR", "LocalExecutor")
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+from airflow_delta_provider.delta import DeltaLog  # noqa: E402 - after the Airflow settings above
 
 #: The reference Delta tables (read-only). `DELTA_TABLES_DIR` points the tests at another copy.
 CORPUS: Path = Path(
@@ -38,3 +50,13 @@ def _clear_delta_log_cache():
     DeltaLog.clear_cache()
     yield
     DeltaLog.clear_cache()
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> str:
+    """A migrated SQLite metadata DB under the session's AIRFLOW_HOME (what `dag.test()` needs)."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True)
+    return os.environ["AIRFLOW_HOME"]
