@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -168,15 +169,35 @@ class DeltaJobOperator(SparkSubmitOperator):
             return None
 
     # -- execution ------------------------------------------------------------------------------------
+    def _ensure_spark_submit_on_path(self) -> None:
+        """Find `spark-submit` in the pyspark installation when PATH lacks it (a venv used without
+        activation): the Spark provider runs the binary by name."""
+        if shutil.which(self._spark_binary or "spark-submit"):
+            return
+        import importlib.util
+
+        spec = importlib.util.find_spec("pyspark")
+        if spec is None or not spec.origin:
+            return
+        bin_dir = os.path.join(os.path.dirname(spec.origin), "bin")
+        if os.path.exists(os.path.join(bin_dir, "spark-submit")):
+            self.log.info("spark-submit not on PATH; using %s", bin_dir)
+            os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+
     def _submit(self, context: Context, job_args: list[str], options: Mapping[str, Any], result_uri: str) -> None:
         self.application_args = job_args
         if self.ship_library:
             self.py_files = ",".join(filter(None, [self.py_files, build_py_files_zip()]))
         self.conf = {**SPARK_CONF, **(self.conf or {})}
+        self._ensure_spark_submit_on_path()
         hook = self._get_hook()
         deploy_mode = hook._connection.get("deploy_mode")
         if deploy_mode == "cluster" and not self.result_uri:
             raise ValueError("result_uri is required in cluster deploy mode (the driver runs on the cluster)")
+        if deploy_mode != "cluster":  # the driver runs here: use this interpreter, which has the provider
+            self.conf.setdefault("spark.pyspark.driver.python", sys.executable)
+            if str(hook._connection.get("master", "")).startswith("local"):
+                self.conf.setdefault("spark.pyspark.python", sys.executable)
         if options:
             if hook._is_yarn or hook._is_kubernetes or deploy_mode == "cluster":
                 raise AirflowException(
