@@ -22,9 +22,10 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from .delta import DeltaError, DeltaLog, Snapshot
-from .delta.actions import action_to_json
+from .delta.actions import AddFile, action_to_json
 from .delta.history import format_ms
 from .delta.results import file_dict, snapshot_dict, snapshot_summary, tombstone_report
+from .reports import human_bytes
 
 EXIT_ERROR = 2
 
@@ -137,15 +138,6 @@ def _print_json(obj: Any, out: TextIO) -> None:
     out.write("\n")
 
 
-def _human_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
-
-
 def _table(rows: list[list[str]], headers: list[str], out: TextIO) -> None:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     out.write("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip() + "\n")
@@ -181,7 +173,7 @@ def cmd_snapshot(args: argparse.Namespace, out: TextIO) -> None:
         ("protocol", proto),
         ("partition columns", ", ".join(s["partition_columns"]) or "-"),
         ("files", f"{s['num_files']}"),
-        ("size", f"{_human_bytes(s['size_bytes'])} ({s['size_bytes']} bytes)"),
+        ("size", f"{human_bytes(s['size_bytes'])} ({s['size_bytes']} bytes)"),
         ("tombstones", f"{s['num_tombstones']} within retention"),
         ("checkpoint", "-" if s["checkpoint_version"] is None else str(s["checkpoint_version"])),
     ]
@@ -192,15 +184,20 @@ def cmd_snapshot(args: argparse.Namespace, out: TextIO) -> None:
         out.write(f"{k.ljust(width)}  {v}\n")
 
 
-def cmd_files(args: argparse.Namespace, out: TextIO) -> None:
-    _, snap = _load(args)
+def files_where(snap: Snapshot, where: str | None) -> list[AddFile]:
+    """Active files matching a `--where` expression (partition pruning + stats skipping), by path."""
     pfilters: list[tuple[str, str, Any]] = []
     dfilters: list[tuple[str, str, Any]] = []
-    if args.where:
+    if where:
         parts = {c.lower() for c in snap.partition_columns}
-        for f in parse_where(args.where):
+        for f in parse_where(where):
             (pfilters if f[0].lower() in parts else dfilters).append(f)
-    files = sorted(snap.files(partition_filters=pfilters, data_filters=dfilters), key=lambda a: a.path)
+    return sorted(snap.files(partition_filters=pfilters, data_filters=dfilters), key=lambda a: a.path)
+
+
+def cmd_files(args: argparse.Namespace, out: TextIO) -> None:
+    _, snap = _load(args)
+    files = files_where(snap, args.where)
     if args.json:
         listed = [file_dict(a) for a in files]
         _print_json({"table": snap.table, "version": snap.version, "files": listed, "engine": snap.engine_name}, out)
@@ -229,8 +226,8 @@ def cmd_tombstones(args: argparse.Namespace, out: TextIO) -> None:
     out.write(
         f"version {report['version']}: {report['num_tombstones']} tombstones; retention {r['hours']:g} h "
         f"({r['source']}), cutoff {r['cutoff']}\n"
-        f"retained {report['retained']} ({_human_bytes(report['retained_bytes'])}), "
-        f"past retention (safe for VACUUM) {report['expired']} ({_human_bytes(report['reclaimable_bytes'])})\n"
+        f"retained {report['retained']} ({human_bytes(report['retained_bytes'])}), "
+        f"past retention (safe for VACUUM) {report['expired']} ({human_bytes(report['reclaimable_bytes'])})\n"
     )
     rows = [
         [

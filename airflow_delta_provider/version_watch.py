@@ -13,6 +13,16 @@ from .delta.delta_log import DeltaLog
 from .delta.errors import DeltaError, StorageError, TableNotFoundError
 
 
+def as_version(value: Any, name: str) -> int | None:
+    """A templated version as an int (rendered templates are strings); None for empty or "None"."""
+    if value is None or (isinstance(value, str) and value.strip() in ("", "None", "null")):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be an integer version, got {value!r}") from None
+
+
 def condition_met(version: int, target_version: int | None, newer_than: int | None, baseline: int | None) -> bool:
     """Whether `version` satisfies the sensor: `>= target_version`, else `> newer_than`, else `> baseline`."""
     if target_version is not None:

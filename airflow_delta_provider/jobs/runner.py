@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..checks import evaluate_checks, failed_checks_message, small_file_bytes, validate_checks
-from ..cli import parse_where, storage_options_from_env
+from ..cli import files_where, storage_options_from_env
 from ..delta.actions import action_to_json
 from ..delta.delta_log import DeltaLog
 from ..delta.errors import DeltaError, InvalidArgumentError
@@ -219,13 +219,7 @@ class Job:
                 write_text(uri, render(out), options)
                 out.setdefault("reports", {})[fmt] = uri
         else:  # files
-            pfilters: list[tuple[str, str, Any]] = []
-            dfilters: list[tuple[str, str, Any]] = []
-            if a.where:
-                parts = {c.lower() for c in snap.partition_columns}
-                for f in parse_where(a.where):
-                    (pfilters if f[0].lower() in parts else dfilters).append(f)
-            files = sorted(snap.files(partition_filters=pfilters, data_filters=dfilters), key=lambda x: x.path)
+            files = files_where(snap, a.where)
             out = {"table": snap.table, "version": snap.version, "files": [file_dict(x) for x in files]}
         self.timings["report_s"] = round(time.perf_counter() - t0, 4)
         return out

@@ -33,6 +33,7 @@ from ..delta.engines.spark import SPARK_CONF
 from ..delta.errors import DeltaError, error_from_dict
 from ..delta.storage import is_local, local_path
 from ..jobs import build_py_files_zip, job_script, runner
+from ..version_watch import as_version
 
 if TYPE_CHECKING:  # pragma: no cover
     from airflow.providers.common.compat.sdk import Context
@@ -50,15 +51,6 @@ class DeltaJobError(AirflowException):
 
 class DeltaCheckFailed(AirflowFailException):
     """A declarative check of the table state failed (not retried: the state will not change by retrying)."""
-
-
-def _as_int(value: Any, name: str) -> int | None:
-    if value is None or (isinstance(value, str) and value.strip() in ("", "None", "null")):
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be an integer, got {value!r}") from None
 
 
 def _safe(text: str) -> str:
@@ -119,7 +111,7 @@ class DeltaJobOperator(SparkSubmitOperator):
     def job_arguments(self, result_uri: str) -> list[str]:
         """The job's argv (no secrets: credentials travel in the environment)."""
         args = ["--table", self.table_uri, "--action", self.action, "--result-uri", result_uri]
-        version = _as_int(self.version, "version")
+        version = as_version(self.version, "version")
         if version is not None:
             args += ["--version", str(version)]
         elif self.timestamp:

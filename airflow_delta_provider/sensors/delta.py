@@ -14,22 +14,12 @@ except ImportError:  # pragma: no cover
     from airflow.sensors.base import PokeReturnValue
 
 from ..triggers.delta import DeltaVersionTrigger
-from ..version_watch import condition_met, is_transient, probe_version, version_event
+from ..version_watch import as_version, condition_met, is_transient, probe_version, version_event
 
 if TYPE_CHECKING:  # pragma: no cover
     from airflow.providers.common.compat.sdk import Context
 
 BASELINE_KEY = "delta_version_baseline"
-
-
-def _as_int(value: Any, name: str) -> int | None:
-    """A templated version as an int (rendered templates are strings); None for empty."""
-    if value is None or (isinstance(value, str) and value.strip() in ("", "None", "null")):
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be an integer version, got {value!r}") from None
 
 
 class DeltaVersionSensor(BaseSensorOperator):
@@ -81,7 +71,7 @@ class DeltaVersionSensor(BaseSensorOperator):
         return DeltaTableHook(self.table_uri, self.storage_conn_id).storage_options()
 
     def _targets(self) -> tuple[int | None, int | None]:
-        return _as_int(self.target_version, "target_version"), _as_int(self.newer_than, "newer_than")
+        return as_version(self.target_version, "target_version"), as_version(self.newer_than, "newer_than")
 
     def _baseline(self, context: Context, version: int | None) -> int | None:
         """The version seen at the first poke of this task try (persisted across reschedules)."""
