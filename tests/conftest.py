@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import stat
@@ -20,6 +21,7 @@ os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(REPO / "dags"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__EXECUTOR", "LocalExecutor")
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+logging.getLogger("py4j").setLevel(logging.WARNING)  # its "closing down" lines outlive pytest's streams
 
 from airflow_delta_provider.delta import DeltaLog  # noqa: E402 - after the Airflow settings above
 

@@ -128,6 +128,10 @@ def test_example_dag_end_to_end(health_dag, tmp_path: Path, monkeypatch: pytest.
     assert full["status"] == "success" and full["metadata"]["partition_columns"] == ["region"]
     assert Path(report["reports"]["md"]).read_text().startswith("# Tombstone report")
     assert "a.parquet" not in json.dumps(replay)  # XCom stays a summary
+    # the sensor's asset event carries the version it saw
+    with _db() as db:
+        extra = db.execute("SELECT extra FROM asset_event ORDER BY id DESC LIMIT 1").fetchone()
+    assert extra is not None and json.loads(extra[0])["version"] == 4
 
 
 def test_failed_check_fails_the_task_with_its_message(health_dag, tmp_path: Path, capfd) -> None:

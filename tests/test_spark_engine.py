@@ -86,3 +86,28 @@ def test_reconstruct_aggregates_without_collecting(engine):
     # counts aggregate on the executors: nothing was collected to the driver
     assert state.files.num_files == 1 and state.files.count_tombstones_after(0) == 14
     assert state.files._adds is None and state.files._removes is None
+
+
+@pytest.mark.skipif(not ORACLE, reason="reference corpus not found")
+@pytest.mark.parametrize("command", [["snapshot"], ["files", "--where", "year = '2021'"], ["tombstones"]])
+def test_cli_engines_print_the_same_json(engine, command: list[str]) -> None:
+    """`deltalog ... --engine spark` equals `--engine local` apart from the `engine` field."""
+    import io
+
+    from airflow_delta_provider.cli import main
+
+    table = str(CORPUS / "delta-rs" / "delta-0.8.0-partitioned")
+    outputs = {}
+    for name in ("local", "spark"):
+        out, err = io.StringIO(), io.StringIO()
+        argv = [command[0], table, *command[1:], "--engine", name, "--master", "local[2]", "--json"]
+        if command[0] == "tombstones":
+            argv += ["--retention-hours", "1000000"]  # a fixed split, whatever the clock says
+        assert main(argv, out, err) == 0, err.getvalue()
+        outputs[name] = json.loads(out.getvalue())
+    assert outputs["local"].pop("engine") == "local" and outputs["spark"].pop("engine") == "spark"
+    for out in outputs.values():  # the clock reading differs between the two runs
+        out.pop("now_ms", None)
+        for key in ("cutoff_ms", "cutoff"):
+            out.get("retention", {}).pop(key, None)
+    assert outputs["local"] == outputs["spark"]
