@@ -111,3 +111,17 @@ def test_cli_engines_print_the_same_json(engine, command: list[str]) -> None:
         for key in ("cutoff_ms", "cutoff"):
             out.get("retention", {}).pop(key, None)
     assert outputs["local"] == outputs["spark"]
+
+
+def test_s3a_without_hadoop_aws_says_so(engine) -> None:
+    """pyspark ships no hadoop-aws: reading an s3:// table on Spark must say that, as a typed error."""
+    from airflow_delta_provider.delta import EngineError
+    from airflow_delta_provider.delta.filenames import FileInfo
+    from airflow_delta_provider.delta.log_segment import build_log_segment
+    from airflow_delta_provider.delta.storage import LocalLogStore
+
+    table = "s3://bucket/table"
+    segment = build_log_segment(table, [FileInfo(f"{table}/_delta_log/00000000000000000000.json", 10, 0)])
+    with pytest.raises(EngineError, match="hadoop-aws") as err:
+        engine.reconstruct(table, f"{table}/_delta_log", LocalLogStore(), segment)
+    assert err.value.table == table
