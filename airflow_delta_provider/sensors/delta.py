@@ -29,7 +29,8 @@ class DeltaVersionSensor(BaseSensorOperator):
     - `newer_than=N` (templated, e.g. the version a previous run handled): done when it is `> N`;
     - neither: done when a version newer than the one seen at the first poke appears. The baseline
       survives reschedules (kept in the task state store, Airflow 3.3+) and deferral (serialized
-      into the trigger).
+      into the trigger). Before 3.3 there is no task state store: in reschedule mode give
+      `target_version` or `newer_than`, or each reschedule captures a new baseline.
 
     A poll reads only `_last_checkpoint` and the `_delta_log` listing. A table that does not exist
     yet is waited for unless `wait_for_table=False`. Transient storage errors (throttling,
