@@ -25,32 +25,28 @@ from .delta import DeltaError, DeltaLog, Snapshot
 from .delta.actions import AddFile, action_to_json
 from .delta.history import format_ms
 from .delta.results import file_dict, snapshot_dict, snapshot_summary, tombstone_report
+from .delta.storage import s3fs_options
 from .reports import human_bytes
 
 EXIT_ERROR = 2
 
 
+_S3_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL")
+
+
 def storage_options_from_env(uri: str, explicit: dict[str, str] | None = None) -> dict[str, Any]:
     """Storage options for `uri`: the store's standard environment variables, then explicit ones.
 
-    For S3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT_URL.
+    For S3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (or
+    AWS_DEFAULT_REGION), AWS_ENDPOINT_URL, translated to s3fs options by `storage.s3fs_options`.
     """
-    opts: dict[str, Any] = {}
-    if uri.startswith(("s3://", "s3a://")):
-        env = os.environ
-        if env.get("AWS_ACCESS_KEY_ID"):
-            opts["key"] = env["AWS_ACCESS_KEY_ID"]
-        if env.get("AWS_SECRET_ACCESS_KEY"):
-            opts["secret"] = env["AWS_SECRET_ACCESS_KEY"]
-        if env.get("AWS_SESSION_TOKEN"):
-            opts["token"] = env["AWS_SESSION_TOKEN"]
-        if env.get("AWS_ENDPOINT_URL"):
-            opts["endpoint_url"] = env["AWS_ENDPOINT_URL"]
-        region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
-        if region:
-            opts["client_kwargs"] = {"region_name": region}
-    opts.update(explicit or {})
-    return opts
+    if not uri.startswith(("s3://", "s3a://")):
+        return dict(explicit or {})
+    env = {name: os.environ[name] for name in _S3_ENV if os.environ.get(name)}
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        env["AWS_REGION"] = region
+    return s3fs_options({**env, **(explicit or {})})
 
 
 def _kv(text: str) -> tuple[str, str]:

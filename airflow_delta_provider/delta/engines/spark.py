@@ -45,7 +45,7 @@ from ..file_state import adds_to_table, removes_to_table
 from ..filenames import SIDECAR_DIR_NAME
 from ..log_segment import LogSegment
 from ..replay import InMemoryLogReplay
-from ..storage import LogStore, is_local, local_path
+from ..storage import LogStore, is_local, local_path, s3fs_options
 from ..table_features import check_can_read
 from ..table_state import TableState
 from .spark_tasks import (
@@ -89,6 +89,7 @@ def hadoop_s3a_conf(storage_options: Mapping[str, Any]) -> dict[str, str]:
 
     Set on the session in the driver process, never on a command line; Spark's UI redacts them.
     """
+    storage_options = s3fs_options(storage_options)  # delta-rs option names too
     conf: dict[str, str] = {}
     key, secret, token = storage_options.get("key"), storage_options.get("secret"), storage_options.get("token")
     if key and secret:
