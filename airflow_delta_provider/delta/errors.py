@@ -224,19 +224,20 @@ _register(DeltaError)
 def error_from_dict(data: dict[str, object]) -> DeltaError:
     """The typed error a `to_dict()` (a job's error result) describes; unknown classes give `DeltaError`.
 
-    The message is kept as written; `table`, `version` and `file` are restored as fields.
+    The message is kept as written (it is already rendered with its location); `table`, `version`,
+    `file` and `transient` are restored as fields.
     """
     cls = ERROR_CLASSES.get(str(data.get("error_class")), DeltaError)
+    message = str(data.get("message") or cls.__name__)
     err = cls.__new__(cls)
+    Exception.__init__(err, message)  # not DeltaError.__init__: that would render the location again
     version = data.get("version")
-    DeltaError.__init__(
-        err,
-        str(data.get("message") or cls.__name__),
-        table=None if data.get("table") is None else str(data.get("table")),
-        version=version if isinstance(version, int) else None,
-        file=None if data.get("file") is None else str(data.get("file")),
-    )
-    err.args = (str(data.get("message") or cls.__name__),)  # `message` is already rendered: keep it as is
+    err.message = message
+    err.table = None if data.get("table") is None else str(data.get("table"))
+    err.version = version if isinstance(version, int) else None
+    err.file = None if data.get("file") is None else str(data.get("file"))
+    for extra in ("earliest", "latest", "timestamp_ms", "nearest_ms", "feature"):  # subclass fields
+        setattr(err, extra, data.get(extra))
     if isinstance(err, StorageError):
         err.transient = bool(data.get("transient", False))
     return err
