@@ -211,28 +211,14 @@ def evaluate_checks(
                 {"added": added, "dropped": dropped, "changed": changed},
             )
         )
-    if summary is not None and "min_files" in spec:
-        ok = summary.num_files >= spec["min_files"]
-        out.append(
-            CheckResult(
-                "min_files",
-                ok,
-                f"{summary.num_files} active files" + ("" if ok else f", fewer than the minimum {spec['min_files']}"),
-                spec["min_files"],
-                summary.num_files,
-            )
-        )
-    if summary is not None and "max_files" in spec:
-        ok = summary.num_files <= spec["max_files"]
-        out.append(
-            CheckResult(
-                "max_files",
-                ok,
-                f"{summary.num_files} active files" + ("" if ok else f", more than the maximum {spec['max_files']}"),
-                spec["max_files"],
-                summary.num_files,
-            )
-        )
+    for name, within, breach in (
+        ("min_files", lambda n, bound: n >= bound, "fewer than the minimum"),
+        ("max_files", lambda n, bound: n <= bound, "more than the maximum"),
+    ):
+        if summary is not None and name in spec:
+            ok = within(summary.num_files, spec[name])
+            message = f"{summary.num_files} active files" + ("" if ok else f", {breach} {spec[name]}")
+            out.append(CheckResult(name, ok, message, spec[name], summary.num_files))
     if summary is not None and "max_small_file_ratio" in spec:
         limit = float(spec["max_small_file_ratio"])
         ratio = summary.small_file_ratio
