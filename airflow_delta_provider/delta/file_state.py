@@ -26,6 +26,7 @@ from .actions import (
     RemoveFile,
 )
 from .aggregates import DEFAULT_SMALL_FILE_BYTES, FileSummary, TombstoneSummary
+from .arrow_build import int64_scalar, string_array, string_scalar, table_from_rows
 from .replay import InMemoryLogReplay
 
 _STR_MAP = pa.map_(pa.string(), pa.string())
@@ -109,12 +110,15 @@ def conform_table(struct_column: pa.ChunkedArray | pa.Array, schema: pa.Schema) 
 def key_column(table: pa.Table) -> pa.ChunkedArray:
     """File identity per row, computed in bulk exactly like `actions.file_key`."""
     path = table.column("path")
-    path = pc.if_else(pc.starts_with(path, "/"), pc.binary_join_element_wise("file:", path, ""), path)
+    empty = string_scalar("")
+    path = pc.if_else(pc.starts_with(path, "/"), pc.binary_join_element_wise(string_scalar("file:"), path, empty), path)
     for prefix in ("file:///", "file://localhost/"):
         hits = pc.starts_with(path, prefix)
         if pc.any(hits).as_py():
             path = pc.if_else(
-                hits, pc.binary_join_element_wise("file:/", pc.utf8_slice_codeunits(path, len(prefix)), ""), path
+                hits,
+                pc.binary_join_element_wise(string_scalar("file:/"), pc.utf8_slice_codeunits(path, len(prefix)), empty),
+                path,
             )
     dv = table.column("deletionVector")
     storage = pc.struct_field(dv, "storageType")
@@ -122,10 +126,10 @@ def key_column(table: pa.Table) -> pa.ChunkedArray:
         return path
     inline = pc.struct_field(dv, "pathOrInlineDv")
     offset = pc.struct_field(dv, "offset")
-    uid = pc.binary_join_element_wise(storage, pc.fill_null(inline, ""), "")
-    with_offset = pc.binary_join_element_wise(uid, pc.cast(offset, pa.string()), "@")
+    uid = pc.binary_join_element_wise(storage, pc.fill_null(inline, empty), empty)
+    with_offset = pc.binary_join_element_wise(uid, pc.cast(offset, pa.string()), string_scalar("@"))
     uid = pc.if_else(pc.is_null(offset), uid, with_offset)
-    keyed = pc.binary_join_element_wise(path, uid, KEY_SEPARATOR)
+    keyed = pc.binary_join_element_wise(path, uid, string_scalar(KEY_SEPARATOR))
     return pc.if_else(pc.is_null(storage), path, keyed)
 
 
@@ -150,7 +154,7 @@ def adds_to_table(adds: Iterable[AddFile]) -> pa.Table:
         }
         for a in adds
     ]
-    return pa.Table.from_pylist(rows, schema=ADD_SCHEMA) if rows else empty_table(ADD_SCHEMA)
+    return table_from_rows(rows, ADD_SCHEMA) if rows else empty_table(ADD_SCHEMA)
 
 
 def removes_to_table(removes: Iterable[RemoveFile]) -> pa.Table:
@@ -170,7 +174,7 @@ def removes_to_table(removes: Iterable[RemoveFile]) -> pa.Table:
         }
         for r in removes
     ]
-    return pa.Table.from_pylist(rows, schema=REMOVE_SCHEMA) if rows else empty_table(REMOVE_SCHEMA)
+    return table_from_rows(rows, REMOVE_SCHEMA) if rows else empty_table(REMOVE_SCHEMA)
 
 
 def iter_adds(table: pa.Table) -> Iterator[AddFile]:
@@ -203,17 +207,24 @@ def _drop_keys(table: pa.Table, keys: list[str]) -> pa.Table:
     """
     if not table.num_rows or not keys:
         return table
-    raw = pa.array(sorted({alias for k in keys for alias in _aliases(k)}), type=pa.string())
+    raw = string_array(sorted({alias for k in keys for alias in _aliases(k)}))
     candidates = pc.is_in(table.column("path"), value_set=raw)
     if not pc.any(candidates).as_py():
         return table
     idx = pc.indices_nonzero(candidates)
-    exact = pc.is_in(key_column(table.take(idx)), value_set=pa.array(keys, type=pa.string()))
+    exact = pc.is_in(key_column(table.take(idx)), value_set=string_array(keys))
     drop = idx.filter(exact)
     if not len(drop):
         return table
-    mask = pc.invert(pc.is_in(pa.array(range(table.num_rows), type=pa.uint64()), value_set=pc.cast(drop, pa.uint64())))
-    return table.filter(mask)
+    return table.filter(_keep_mask(table.num_rows, drop.to_pylist()))
+
+
+def _keep_mask(num_rows: int, drop: list[int]) -> pa.BooleanArray:
+    """A mask of `num_rows` values, false exactly at the row indices in `drop`."""
+    keep = bytearray(b"\x01") * num_rows
+    for i in drop:
+        keep[i] = 0
+    return pa.Array.from_buffers(pa.uint8(), num_rows, [None, pa.py_buffer(keep)]).cast(pa.bool_())
 
 
 def fill_stats(adds: pa.Table, loaded: pa.Table) -> pa.Table:
@@ -341,12 +352,12 @@ class FileState:
         sizes = self.adds.column("size")
         if not len(sizes):
             return out
-        sizes = pc.fill_null(sizes, 0)
+        sizes = pc.fill_null(sizes, int64_scalar(0))
         minmax = pc.min_max(sizes).as_py()
         out.num_files = len(sizes)
         out.size_bytes = int(pc.sum(sizes).as_py() or 0)
         out.min_size, out.max_size = minmax["min"], minmax["max"]
-        out.small_files = int(pc.sum(pc.less(sizes, small_file_bytes)).as_py() or 0)
+        out.small_files = int(pc.sum(pc.less(sizes, int64_scalar(small_file_bytes))).as_py() or 0)
         return out
 
     def num_distinct_paths(self) -> int:
@@ -358,8 +369,8 @@ class FileState:
         table = self.removes
         if not table.num_rows:
             return 0
-        ts = pc.fill_null(table.column("deletionTimestamp"), 0)
-        return int(pc.sum(pc.greater(ts, cutoff_ms)).as_py() or 0)
+        ts = pc.fill_null(table.column("deletionTimestamp"), int64_scalar(0))
+        return int(pc.sum(pc.greater(ts, int64_scalar(cutoff_ms))).as_py() or 0)
 
     def tombstone_summary(self, cutoff_ms: int, partition_columns: tuple[str, ...]) -> TombstoneSummary:
         """Every tombstone split at `cutoff_ms`, per partition."""

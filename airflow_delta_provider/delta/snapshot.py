@@ -20,6 +20,7 @@ from .actions import (
     SetTransaction,
 )
 from .aggregates import DEFAULT_SMALL_FILE_BYTES, FileSummary, TombstoneSummary
+from .arrow_build import int64_scalar
 from .errors import DeltaError, InvalidArgumentError, MissingMetadataError, MissingProtocolError
 from .file_index import matching_files
 from .file_state import iter_adds, iter_removes
@@ -251,8 +252,8 @@ class Snapshot:
         table = self.state.files.removes
         if not include_expired and table.num_rows:
             cutoff = self.retention_cutoff(retention_hours, now_ms)
-            ts = pc.fill_null(table.column("deletionTimestamp"), 0)
-            table = table.filter(pc.greater(ts, cutoff))
+            ts = pc.fill_null(table.column("deletionTimestamp"), int64_scalar(0))
+            table = table.filter(pc.greater(ts, int64_scalar(cutoff)))
         return list(iter_removes(table))
 
     def num_tombstones(self, retention_hours: float | None = None, *, now_ms: int | None = None) -> int:

@@ -1,0 +1,131 @@
+"""Arrow arrays and scalars from Python values without importing pandas.
+
+pyarrow imports pandas (about 0.23 s and 40 MiB when it is installed, as it is next to Airflow) the
+first time it converts Python objects: `pa.array(list)`, `pa.scalar`, `Table.from_pylist`, and any
+compute call given a plain Python value (`pc.greater(col, 5)`, `pc.fill_null(col, "")`). The
+builders here assemble the Arrow buffers themselves (`Array.from_buffers`), which never does.
+
+Only the types the log's file actions use are supported: strings, int32/int64, booleans,
+`map<string, string>` and structs of those.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+_INT32_MAX = 2**31 - 1
+
+
+def _validity(valid: bytearray, n: int) -> pa.Buffer | None:
+    """A validity bitmap from one byte per value (1 = valid), or None when every value is valid."""
+    if valid.count(1) == n:
+        return None
+    bits = pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(valid)]).cast(pa.bool_())
+    return bits.buffers()[1]
+
+
+def bool_mask(flags: Sequence[bool]) -> pa.BooleanArray:
+    """A non-null boolean array."""
+    raw = bytearray(1 if f else 0 for f in flags)
+    return pa.Array.from_buffers(pa.uint8(), len(raw), [None, pa.py_buffer(raw)]).cast(pa.bool_())
+
+
+def string_array(values: Sequence[str | None]) -> pa.Array:
+    """A `string` array (nulls allowed)."""
+    n = len(values)
+    valid = bytearray(n)
+    parts: list[bytes] = []
+    offsets = array("q", [0])
+    pos = 0
+    for i, v in enumerate(values):
+        if v is not None:
+            b = v.encode("utf-8") if isinstance(v, str) else str(v).encode("utf-8")
+            parts.append(b)
+            pos += len(b)
+            valid[i] = 1
+        offsets.append(pos)
+    data = pa.py_buffer(b"".join(parts))
+    if pos <= _INT32_MAX:
+        return pa.Array.from_buffers(pa.string(), n, [_validity(valid, n), pa.py_buffer(array("i", offsets)), data])
+    large = pa.Array.from_buffers(pa.large_string(), n, [_validity(valid, n), pa.py_buffer(offsets), data])
+    return large.cast(pa.string())
+
+
+def int_array(values: Sequence[int | None], type: pa.DataType | None = None) -> pa.Array:
+    """An int64 (default) or int32 array (nulls allowed)."""
+    type = pa.int64() if type is None else type
+    n = len(values)
+    valid = bytearray(1 if v is not None else 0 for v in values)
+    code = "q" if type == pa.int64() else "i"
+    data = array(code, [0 if v is None else int(v) for v in values])
+    return pa.Array.from_buffers(type, n, [_validity(valid, n), pa.py_buffer(data)])
+
+
+def bool_array(values: Sequence[bool | None]) -> pa.Array:
+    """A boolean array (nulls allowed)."""
+    n = len(values)
+    valid = bytearray(1 if v is not None else 0 for v in values)
+    raw = bytearray(1 if v else 0 for v in values)
+    return pa.Array.from_buffers(pa.uint8(), n, [_validity(valid, n), pa.py_buffer(raw)]).cast(pa.bool_())
+
+
+def _pairs(value: Any) -> Any:
+    return value.items() if isinstance(value, Mapping) else value
+
+
+def str_map_array(values: Sequence[Any], type: pa.DataType) -> pa.Array:
+    """A `map<string, string>` array from mappings or lists of (key, value) pairs (None = null)."""
+    keys: list[str | None] = []
+    items: list[str | None] = []
+    offsets = array("i", [0])
+    nulls = bytearray(len(values))
+    for i, v in enumerate(values):
+        if v is None:
+            nulls[i] = 1
+        else:
+            for k, item in _pairs(v):
+                keys.append(k)
+                items.append(item)
+        offsets.append(len(keys))
+    offsets_arr = pa.Array.from_buffers(pa.int32(), len(offsets), [None, pa.py_buffer(offsets)])
+    mask = bool_mask(nulls) if any(nulls) else None
+    return pa.MapArray.from_arrays(offsets_arr, string_array(keys), string_array(items), type=type, mask=mask)
+
+
+def column(values: Sequence[Any], type: pa.DataType) -> pa.Array:
+    """An array of `type` from Python values, as `pa.array(values, type)` would build it."""
+    if pa.types.is_string(type):
+        return string_array(values)
+    if pa.types.is_int64(type) or pa.types.is_int32(type):
+        return int_array(values, type)
+    if pa.types.is_boolean(type):
+        return bool_array(values)
+    if pa.types.is_map(type) and pa.types.is_string(type.key_type) and pa.types.is_string(type.item_type):
+        return str_map_array(values, type)
+    if pa.types.is_struct(type):
+        nulls = bytearray(1 if v is None else 0 for v in values)
+        children = [column([None if v is None else v.get(f.name) for v in values], f.type) for f in type]
+        mask = bool_mask(nulls) if any(nulls) else None
+        if not len(values):
+            return pa.StructArray.from_arrays(children, fields=list(type))
+        return pa.StructArray.from_arrays(children, fields=list(type), mask=mask)
+    raise TypeError(f"no pandas-free builder for {type}")
+
+
+def table_from_rows(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
+    """`pa.Table.from_pylist(rows, schema=schema)` for the types above, without pandas."""
+    columns = [column([r.get(f.name) for r in rows], f.type) for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def int64_scalar(value: int) -> pa.Scalar:
+    """A non-null int64 scalar (compute functions convert plain ints with `pa.scalar`)."""
+    return int_array([value])[0]
+
+
+def string_scalar(value: str) -> pa.Scalar:
+    return string_array([value])[0]
