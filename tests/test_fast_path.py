@@ -19,7 +19,19 @@ ORACLE = json.loads((CORPUS / "ORACLE-deltalake-1.6.6.json").read_text())["table
 ROOTS = sorted(ORACLE)
 
 
+def _counts(snap):
+    """Answers the lazy file state gives without assembling its tables (ask these first)."""
+    summary = snap.file_summary(small_file_bytes=1000)
+    return {
+        "num_files": snap.num_files,
+        "size_in_bytes": snap.size_in_bytes,
+        "tombstones_after": [snap.state.files.count_tombstones_after(c) for c in (-1, 0, 1_600_000_000_000)],
+        "summary": (summary.num_files, summary.size_bytes, summary.min_size, summary.max_size, summary.small_files),
+    }
+
+
 def _fingerprint(snap):
+    counts = _counts(snap)
     files = sorted(
         (
             a.path,
@@ -32,7 +44,9 @@ def _fingerprint(snap):
         for a in snap.all_files()
     )
     tombs = sorted((r.path, r.deletion_timestamp, r.size) for r in snap.tombstones(include_expired=True))
+    assert counts == _counts(snap), "counts changed once the tables were assembled"
     return {
+        **counts,
         "version": snap.version,
         "protocol": snap.protocol,
         "metadata": snap.metadata,
@@ -108,3 +122,24 @@ def test_lazy_stats_after_checkpoint_cleanup_is_a_clear_error(tmp_path):
     (table / "_delta_log" / "00000000000000000010.checkpoint.parquet").unlink()
     with pytest.raises(StorageError, match="load the snapshot again"):
         list(snap.all_files())
+
+
+@pytest.mark.parametrize("resolve_every", [1, 2, 0], ids=["resolve-each", "resolve-every-other", "never-resolved"])
+def test_incremental_counts_equal_full_load(tmp_path, resolve_every):
+    """Counts after each `update()` come from the lazy state (earlier drops reused); they equal a full load."""
+    src = CORPUS / "delta-golden" / "checkpoint"
+    table = tmp_path / "t"
+    shutil.copytree(src, table)
+    log_dir = table / "_delta_log"
+    hidden = {v: (log_dir / f"{v:020d}.json").read_bytes() for v in (12, 13, 14)}
+    for v in hidden:
+        (log_dir / f"{v:020d}.json").unlink()
+    log = DeltaLog(str(table))
+    _counts(log.update())
+    for i, (v, data) in enumerate(hidden.items(), start=1):
+        (log_dir / f"{v:020d}.json").write_bytes(data)
+        snap = log.update()
+        if resolve_every and i % resolve_every == 0:
+            assert _counts(snap) == _counts(DeltaLog(str(table)).update())
+    snap = log.update()
+    assert _fingerprint(snap) == _fingerprint(DeltaLog(str(table)).update())

@@ -34,13 +34,16 @@ from ..actions import (
     _stats_text,
     action_from_json,
 )
+from ..arrow_build import string_array
 from ..errors import DeltaError, MalformedCheckpointError, MalformedCommitError, StorageError
 from ..file_state import (
     ADD_SCHEMA,
     REMOVE_SCHEMA,
     FileState,
     adds_to_table,
+    conform,
     conform_table,
+    empty_table,
     fill_stats,
     iter_adds,
     iter_removes,
@@ -183,35 +186,73 @@ def read_checkpoint_stats(store: LogStore, paths: Sequence[str]) -> pa.Table:
         if "stats" in names:
             stats = pc.struct_field(col, "stats")
         elif "stats_parsed" in names:
-            stats = pa.array(
+            stats = string_array(
                 [
                     None if r is None else _stats_text({"stats_parsed": r})
                     for r in pc.struct_field(col, "stats_parsed").to_pylist()
-                ],
-                type=pa.string(),
+                ]
             )
         else:
             continue
         keyed = conform_table(col, pa.schema([ADD_SCHEMA.field("path"), ADD_SCHEMA.field("deletionVector")]))
         parts.append(pa.table({"key": key_column(keyed), "stats": stats}))
     if not parts:
-        return pa.table({"key": pa.array([], pa.string()), "stats": pa.array([], pa.string())})
+        return pa.table({"key": string_array([]), "stats": string_array([])})
     return pa.concat_tables(parts)
 
 
 def _file_actions(table: pa.Table, name: str, schema: pa.Schema) -> pa.Table:
+    """The rows of action column `name` that hold a file action, as a table of `schema`.
+
+    Zero-copy where it can be: a chunk whose file-action rows are one contiguous run (checkpoint
+    writers group adds and removes) is sliced, not filtered, and children already of the target
+    type are used as they are.
+    """
     if name not in table.column_names:
-        return schema.empty_table()
+        return empty_table(schema)
     col = table.column(name)
     if pa.types.is_null(col.type) or col.null_count == len(col):
-        return schema.empty_table()
+        return empty_table(schema)
     if not pa.types.is_struct(col.type):
         raise ValueError(f"column {name!r} has type {col.type}, expected a struct")
     if col.type.get_field_index("path") < 0:
         raise ValueError(f"column {name!r} has no 'path' field")
-    path = pc.struct_field(col, "path")
-    col = col.filter(pc.is_valid(path))
-    return conform_table(col, schema)
+    batches = []
+    for chunk in col.chunks:
+        rows = _file_rows(chunk)
+        if rows is not None and len(rows):
+            batches.append(_conform_batch(rows, schema))
+    if not batches:
+        return empty_table(schema)
+    return pa.Table.from_batches(batches, schema=schema)
+
+
+def _file_rows(chunk: pa.StructArray) -> pa.StructArray | None:
+    """The rows of `chunk` with a non-null `path` (a slice when they are contiguous)."""
+    valid = pc.is_valid(pc.struct_field(chunk, "path"))
+    count = valid.true_count
+    if count == 0:
+        return None
+    if count == len(chunk):
+        return chunk
+    idx = pc.indices_nonzero(valid)
+    first, last = idx[0].as_py(), idx[len(idx) - 1].as_py()
+    if last - first + 1 == count:
+        return chunk.slice(first, count)
+    return chunk.take(idx)
+
+
+def _conform_batch(rows: pa.StructArray, schema: pa.Schema) -> pa.RecordBatch:
+    """A batch of `schema` from struct rows whose `path` is never null (so no parent row is null)."""
+    names = {rows.type.field(i).name for i in range(rows.type.num_fields)}
+    columns = []
+    for f in schema:
+        if f.name not in names:
+            columns.append(pa.nulls(len(rows), type=f.type))
+            continue
+        child = rows.field(f.name)
+        columns.append(child if child.type == f.type else conform(child, f.type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 def _non_file_actions(table: pa.Table) -> list[Action]:
