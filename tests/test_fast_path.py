@@ -57,8 +57,9 @@ def _fingerprint(snap):
     }
 
 
-def _load(root: str, plain: bool, lazy_stats_bytes: int = 1 << 40):
-    log = DeltaLog(str(CORPUS / root), engine=LocalEngine(plain=plain, lazy_stats_bytes=lazy_stats_bytes))
+def _load(root: str, plain: bool, lazy_stats_bytes: int = 1 << 40, threaded: bool = True):
+    engine = LocalEngine(plain=plain, lazy_stats_bytes=lazy_stats_bytes, threaded=threaded)
+    log = DeltaLog(str(CORPUS / root), engine=engine)
     try:
         return _fingerprint(log.update())
     except DeltaError as exc:
@@ -66,10 +67,15 @@ def _load(root: str, plain: bool, lazy_stats_bytes: int = 1 << 40):
 
 
 @pytest.mark.skipif(not ROOTS, reason="reference corpus not found")
-@pytest.mark.parametrize("lazy_stats", [False, True], ids=["eager-stats", "lazy-stats"])
+@pytest.mark.parametrize(
+    ("lazy_stats", "threaded"),
+    [(False, True), (True, True), (False, False)],
+    ids=["eager-stats", "lazy-stats", "sequential"],
+)
 @pytest.mark.parametrize("root", ROOTS)
-def test_fast_path_equals_plain_replay(root, lazy_stats):
-    fast = _load(root, False, 0 if lazy_stats else 1 << 40)
+def test_fast_path_equals_plain_replay(root, lazy_stats, threaded):
+    """Same snapshot (or the same error type) as plain replay; the threaded checkpoint read included."""
+    fast = _load(root, False, 0 if lazy_stats else 1 << 40, threaded)
     assert fast == _load(root, True)
 
 

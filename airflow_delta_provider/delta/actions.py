@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, ClassVar
 from urllib.parse import unquote
@@ -293,7 +293,20 @@ class AddFile(Action):
     def with_data_change(self, value: bool) -> AddFile:
         if self.data_change == value:
             return self
-        return _replace(self, data_change=value)
+        # positional on purpose: `dataclasses.replace` costs ~10 us per call, and replay calls this per add
+        return AddFile(
+            self.path,
+            self.partition_values,
+            self.size,
+            self.modification_time,
+            value,
+            self.stats,
+            self.tags,
+            self.deletion_vector,
+            self.base_row_id,
+            self.default_row_commit_version,
+            self.clustering_provider,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,7 +378,19 @@ class RemoveFile(Action):
     def with_data_change(self, value: bool) -> RemoveFile:
         if self.data_change == value:
             return self
-        return _replace(self, data_change=value)
+        return RemoveFile(
+            self.path,
+            self.deletion_timestamp,
+            value,
+            self.extended_file_metadata,
+            self.partition_values,
+            self.size,
+            self.stats,
+            self.tags,
+            self.deletion_vector,
+            self.base_row_id,
+            self.default_row_commit_version,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -594,10 +619,6 @@ def _stats_text(d: Mapping[str, Any]) -> str | None:
     if stats is not None and not isinstance(stats, str):
         return json.dumps(_jsonable(stats), separators=(",", ":"), sort_keys=True)
     return stats
-
-
-def _replace(obj: Any, **changes: Any) -> Any:
-    return replace(obj, **changes)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Mapping, Sequence
+from itertools import accumulate
 from typing import Any
 
 import pyarrow as pa
@@ -37,22 +38,19 @@ def bool_mask(flags: Sequence[bool]) -> pa.BooleanArray:
 def string_array(values: Sequence[str | None]) -> pa.Array:
     """A `string` array (nulls allowed)."""
     n = len(values)
-    valid = bytearray(n)
-    parts: list[bytes] = []
-    offsets = array("q", [0])
-    pos = 0
-    for i, v in enumerate(values):
-        if v is not None:
-            b = v.encode("utf-8") if isinstance(v, str) else str(v).encode("utf-8")
-            parts.append(b)
-            pos += len(b)
-            valid[i] = 1
-        offsets.append(pos)
-    data = pa.py_buffer(b"".join(parts))
-    if pos <= _INT32_MAX:
-        return pa.Array.from_buffers(pa.string(), n, [_validity(valid, n), pa.py_buffer(array("i", offsets)), data])
-    large = pa.Array.from_buffers(pa.large_string(), n, [_validity(valid, n), pa.py_buffer(offsets), data])
-    return large.cast(pa.string())
+    valid = bytearray(1 if v is not None else 0 for v in values)
+    texts = values if valid.count(1) == n else ["" if v is None else v for v in values]
+    joined = "".join(texts)
+    data = joined.encode("utf-8")
+    if len(data) == len(joined):  # ASCII: byte offsets are character offsets
+        offsets = array("q", accumulate(map(len, texts), initial=0))
+    else:
+        offsets = array("q", accumulate((len(t.encode("utf-8")) for t in texts), initial=0))
+    if len(data) <= _INT32_MAX:
+        buffers = [_validity(valid, n), pa.py_buffer(array("i", offsets)), pa.py_buffer(data)]
+        return pa.Array.from_buffers(pa.string(), n, buffers)
+    buffers = [_validity(valid, n), pa.py_buffer(offsets), pa.py_buffer(data)]
+    return pa.Array.from_buffers(pa.large_string(), n, buffers).cast(pa.string())
 
 
 def int_array(values: Sequence[int | None], type: pa.DataType | None = None) -> pa.Array:

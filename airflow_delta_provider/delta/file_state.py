@@ -27,7 +27,7 @@ from .actions import (
     RemoveFile,
 )
 from .aggregates import DEFAULT_SMALL_FILE_BYTES, FileSummary, TombstoneSummary
-from .arrow_build import int64_scalar, int_array, string_array, string_scalar, table_from_rows
+from .arrow_build import column, int64_scalar, int_array, string_array, string_scalar
 from .replay import InMemoryLogReplay
 
 _STR_MAP = pa.map_(pa.string(), pa.string())
@@ -138,44 +138,52 @@ def _dv_json(dv: DeletionVectorDescriptor | None) -> dict[str, Any] | None:
     return None if dv is None else dv.to_json()
 
 
+def _opt_map(value: Any) -> Any:
+    return None if value is None else value.items()
+
+
 def adds_to_table(adds: Iterable[AddFile]) -> pa.Table:
-    rows = [
-        {
-            "path": a.path,
-            "partitionValues": list(a.partition_values.items()),
-            "size": a.size,
-            "modificationTime": a.modification_time,
-            "dataChange": a.data_change,
-            "stats": a.stats,
-            "tags": None if a.tags is None else list(a.tags.items()),
-            "deletionVector": _dv_json(a.deletion_vector),
-            "baseRowId": a.base_row_id,
-            "defaultRowCommitVersion": a.default_row_commit_version,
-            "clusteringProvider": a.clustering_provider,
-        }
-        for a in adds
+    """An ADD_SCHEMA table of `adds`, built column by column (no pandas, no row dicts)."""
+    a = list(adds)
+    if not a:
+        return empty_table(ADD_SCHEMA)
+    f = ADD_SCHEMA.field
+    columns = [
+        string_array([x.path for x in a]),
+        column([x.partition_values.items() for x in a], f("partitionValues").type),
+        int_array([x.size for x in a]),
+        int_array([x.modification_time for x in a]),
+        column([x.data_change for x in a], pa.bool_()),
+        string_array([x.stats for x in a]),
+        column([_opt_map(x.tags) for x in a], f("tags").type),
+        column([_dv_json(x.deletion_vector) for x in a], DV_TYPE),
+        int_array([x.base_row_id for x in a]),
+        int_array([x.default_row_commit_version for x in a]),
+        string_array([x.clustering_provider for x in a]),
     ]
-    return table_from_rows(rows, ADD_SCHEMA) if rows else empty_table(ADD_SCHEMA)
+    return pa.Table.from_arrays(columns, schema=ADD_SCHEMA)
 
 
 def removes_to_table(removes: Iterable[RemoveFile]) -> pa.Table:
-    rows = [
-        {
-            "path": r.path,
-            "deletionTimestamp": r.deletion_timestamp,
-            "dataChange": r.data_change,
-            "extendedFileMetadata": r.extended_file_metadata,
-            "partitionValues": None if r.partition_values is None else list(r.partition_values.items()),
-            "size": r.size,
-            "stats": r.stats,
-            "tags": None if r.tags is None else list(r.tags.items()),
-            "deletionVector": _dv_json(r.deletion_vector),
-            "baseRowId": r.base_row_id,
-            "defaultRowCommitVersion": r.default_row_commit_version,
-        }
-        for r in removes
+    """A REMOVE_SCHEMA table of `removes`, built column by column."""
+    r = list(removes)
+    if not r:
+        return empty_table(REMOVE_SCHEMA)
+    f = REMOVE_SCHEMA.field
+    columns = [
+        string_array([x.path for x in r]),
+        int_array([x.deletion_timestamp for x in r]),
+        column([x.data_change for x in r], pa.bool_()),
+        column([x.extended_file_metadata for x in r], pa.bool_()),
+        column([_opt_map(x.partition_values) for x in r], f("partitionValues").type),
+        int_array([x.size for x in r]),
+        string_array([x.stats for x in r]),
+        column([_opt_map(x.tags) for x in r], f("tags").type),
+        column([_dv_json(x.deletion_vector) for x in r], DV_TYPE),
+        int_array([x.base_row_id for x in r]),
+        int_array([x.default_row_commit_version for x in r]),
     ]
-    return table_from_rows(rows, REMOVE_SCHEMA) if rows else empty_table(REMOVE_SCHEMA)
+    return pa.Table.from_arrays(columns, schema=REMOVE_SCHEMA)
 
 
 def iter_adds(table: pa.Table) -> Iterator[AddFile]:

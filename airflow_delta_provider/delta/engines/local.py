@@ -12,9 +12,10 @@ cannot read is refused early.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -56,6 +57,8 @@ from ..replay import InMemoryLogReplay
 from ..storage import LogStore
 from ..table_features import check_can_read
 from ..table_state import TableState
+
+T = TypeVar("T")
 
 _NON_FILE_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata", "sidecar")
 
@@ -120,6 +123,36 @@ def read_commit(store: LogStore, table: str, commit: ParsedLogPath) -> list[Acti
         if action is not None:
             out.append(action)
     return out
+
+
+class _Background(Generic[T]):
+    """Runs `fn` in a daemon thread; `result()` joins it and returns or re-raises."""
+
+    def __init__(self, fn: Callable[[], T]) -> None:
+        self._fn = fn
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="delta-checkpoint-read", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._fn()
+        except BaseException as exc:  # handed to the caller in result()
+            self._error = exc
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        assert self._value is not None
+        return self._value
+
+    def discard(self) -> None:
+        """Wait for the thread and drop its outcome (the caller is already raising)."""
+        self._thread.join()
+        self._value = self._error = None
 
 
 @dataclass
@@ -276,8 +309,9 @@ def _non_file_actions(table: pa.Table) -> list[Action]:
 
 
 #: Checkpoints at least this large (parquet bytes) have their `add.stats` read only when asked for;
-#: smaller ones are read whole. Stats are most of a checkpoint's bytes and few reports need them.
-LAZY_STATS_BYTES = 32 * 1024 * 1024
+#: smaller ones are read whole. Stats are most of a checkpoint's bytes and few reports need them:
+#: a 17 MB checkpoint of 110k files parses in 0.04 s without them and 0.18 s with them.
+LAZY_STATS_BYTES = 4 * 1024 * 1024
 
 
 class LocalEngine:
@@ -285,13 +319,17 @@ class LocalEngine:
 
     `plain=True` replays every action, checkpoint rows included, through `InMemoryLogReplay`: the
     reference path the columnar fast path is tested against (slow on large tables).
+    `threaded=True` (the default) reads the checkpoint in a second thread while the commits after it
+    are replayed; errors keep the sequential order (a commit's error, then the protocol check, then
+    the checkpoint's).
     """
 
     name = "local"
 
-    def __init__(self, *, plain: bool = False, lazy_stats_bytes: int = LAZY_STATS_BYTES) -> None:
+    def __init__(self, *, plain: bool = False, lazy_stats_bytes: int = LAZY_STATS_BYTES, threaded: bool = True) -> None:
         self.plain = plain
         self.lazy_stats_bytes = lazy_stats_bytes
+        self.threaded = threaded
 
     def read_checkpoint(
         self, table: str, log_dir: str, store: LogStore, checkpoint: CheckpointInstance
@@ -419,15 +457,25 @@ class LocalEngine:
     def load_state(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> TableState:
         if self.plain:
             return self._load_plain(table, log_dir, store, segment)
-        replay, infos = self.replay_commits(table, store, segment.commits)
-        if replay.current_protocol is not None:
-            check_can_read(replay.current_protocol, table=table, version=segment.version)
+        checkpoint = segment.checkpoint
+        pending: _Background[CheckpointData] | None = None
+        if checkpoint is not None and segment.commits and self.threaded:
+            # Parquet decoding releases the GIL: read the checkpoint while the commits are replayed.
+            pending = _Background(lambda: self.read_checkpoint(table, log_dir, store, checkpoint))
+        try:
+            replay, infos = self.replay_commits(table, store, segment.commits)
+            if replay.current_protocol is not None:
+                check_can_read(replay.current_protocol, table=table, version=segment.version)
+        except BaseException:
+            if pending is not None:
+                pending.discard()
+            raise
         base = TableState.empty()
-        if segment.checkpoint is not None:
-            cp = self.read_checkpoint(table, log_dir, store, segment.checkpoint)
+        if checkpoint is not None:
+            cp = pending.result() if pending is not None else self.read_checkpoint(table, log_dir, store, checkpoint)
             if replay.current_protocol is None and cp.protocol is not None:
                 check_can_read(cp.protocol, table=table, version=segment.version)
-            base = _state_from_checkpoint(segment.checkpoint.version, cp)
+            base = _state_from_checkpoint(checkpoint.version, cp)
         return base.apply(replay, infos)
 
     def _load_plain(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> TableState:
