@@ -295,6 +295,13 @@ class _Resolved:
     new_removes: pa.Table
 
 
+def _replace_rows(table: pa.Table, keys: Collection[str], rows: pa.Table) -> pa.Table:
+    """`table` without the rows keyed in `keys`, then `rows` (chunks combined now and then)."""
+    kept = _drop_keys(table, list(keys))
+    out = pa.concat_tables([kept, rows]) if rows.num_rows else kept
+    return out.combine_chunks() if out.column(0).num_chunks > 32 else out
+
+
 def _touched(replay: InMemoryLogReplay) -> set[str]:
     return replay.active_files.keys() | replay.tombstones.keys()
 
@@ -373,19 +380,24 @@ class FileState:
         assert replay is not None
         parent = self._parent
         if parent is not None and parent._resolved is not None and self._new_keys is not None:
-            prev = parent._resolved
-            drop_adds = sorted({*prev.drop_adds, *_matching_rows(base.adds, self._new_keys)})
-            drop_removes = sorted({*prev.drop_removes, *_matching_rows(base.removes, self._new_keys)})
+            # the parent resolved the same base with all but the latest commits: look up only their keys
+            prev, keys = parent._resolved, self._new_keys
+            tail_adds = [replay.active_files[k] for k in sorted(keys) if k in replay.active_files]
+            tail_removes = [replay.tombstones[k] for k in sorted(keys) if k in replay.tombstones]
+            self._resolved = _Resolved(
+                sorted({*prev.drop_adds, *_matching_rows(base.adds, keys)}),
+                sorted({*prev.drop_removes, *_matching_rows(base.removes, keys)}),
+                _replace_rows(prev.new_adds, keys, adds_to_table(tail_adds)),
+                _replace_rows(prev.new_removes, keys, removes_to_table(tail_removes)),
+            )
         else:
             touched = _touched(replay)
-            drop_adds = _matching_rows(base.adds, touched)
-            drop_removes = _matching_rows(base.removes, touched)
-        self._resolved = _Resolved(
-            drop_adds,
-            drop_removes,
-            adds_to_table(replay.active_files.values()),
-            removes_to_table(replay.tombstones.values()),
-        )
+            self._resolved = _Resolved(
+                _matching_rows(base.adds, touched),
+                _matching_rows(base.removes, touched),
+                adds_to_table(replay.active_files.values()),
+                removes_to_table(replay.tombstones.values()),
+            )
         self._parent = self._new_keys = None
         return self._resolved
 
