@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 
 import pytest
 from conftest import CORPUS
 
-from airflow_delta_provider.delta import DeltaError, DeltaLog
+from airflow_delta_provider.delta import DeltaError, DeltaLog, file_state
 from airflow_delta_provider.delta.engines.local import LocalEngine
 
 ORACLE = json.loads((CORPUS / "ORACLE-deltalake-1.6.6.json").read_text())["tables"] if CORPUS.exists() else {}
@@ -130,9 +131,22 @@ def test_lazy_stats_after_checkpoint_cleanup_is_a_clear_error(tmp_path):
         list(snap.all_files())
 
 
-@pytest.mark.parametrize("resolve_every", [1, 2, 0], ids=["resolve-each", "resolve-every-other", "never-resolved"])
-def test_incremental_counts_equal_full_load(tmp_path, resolve_every):
-    """Counts after each `update()` come from the lazy state (earlier drops reused); they equal a full load."""
+def _join_index_threads():
+    for thread in threading.enumerate():
+        if thread.name == "delta-path-index":
+            thread.join()
+
+
+@pytest.mark.parametrize(
+    ("resolve_every", "indexed"),
+    [(1, False), (2, False), (0, False), (1, True)],
+    ids=["resolve-each", "resolve-every-other", "never-resolved", "resolve-each-path-index"],
+)
+def test_incremental_counts_equal_full_load(tmp_path, monkeypatch, resolve_every, indexed):
+    """Counts after each `update()` come from the lazy state (earlier drops reused, and with `indexed`
+    the checkpoint's sorted path index); they equal a full load."""
+    if indexed:
+        monkeypatch.setattr(file_state, "PATH_INDEX_MIN_ROWS", 0)
     src = CORPUS / "delta-golden" / "checkpoint"
     table = tmp_path / "t"
     shutil.copytree(src, table)
@@ -147,5 +161,6 @@ def test_incremental_counts_equal_full_load(tmp_path, resolve_every):
         snap = log.update()
         if resolve_every and i % resolve_every == 0:
             assert _counts(snap) == _counts(DeltaLog(str(table)).update())
+        _join_index_threads()
     snap = log.update()
     assert _fingerprint(snap) == _fingerprint(DeltaLog(str(table)).update())

@@ -13,6 +13,7 @@ reconciled state.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -208,19 +209,61 @@ def _aliases(key: str) -> list[str]:
     return [path]
 
 
-def _matching_rows(table: pa.Table, keys: Collection[str]) -> list[int]:
+#: Tables with at least this many rows get a sorted path index (built in the background) for the
+#: key lookups of incremental updates; smaller ones are scanned with `is_in`.
+PATH_INDEX_MIN_ROWS = 100_000
+
+
+class _PathIndex:
+    """The rows of a path column in sorted order, built in a daemon thread (Arrow sorts without the GIL).
+
+    Lookups scan the whole column with `is_in` until it is ready; then each key costs a binary search.
+    """
+
+    def __init__(self, paths: pa.ChunkedArray) -> None:
+        self._sorted: pa.ChunkedArray | None = None
+        self._order: pa.Array | None = None
+        self._thread = threading.Thread(target=self._build, args=(paths,), name="delta-path-index", daemon=True)
+        self._thread.start()
+
+    def _build(self, paths: pa.ChunkedArray) -> None:
+        try:
+            order = pc.sort_indices(paths)
+            self._sorted = paths.take(order)
+            self._order = order
+        except (pa.ArrowException, MemoryError):  # the is_in scan stays correct, only slower
+            self._sorted = self._order = None
+
+    def candidates(self, raw: pa.Array) -> pa.Array | None:
+        """Row indices whose path is in `raw` (sorted), or None while the index is being built."""
+        order, sorted_paths = self._order, self._sorted
+        if order is None or sorted_paths is None:
+            return None
+        lo = pc.search_sorted(sorted_paths, raw, side="left").to_pylist()
+        hi = pc.search_sorted(sorted_paths, raw, side="right").to_pylist()
+        positions = [i for a, b in zip(lo, hi, strict=True) for i in range(a, b)]
+        rows = order.take(int_array(positions)).to_pylist() if positions else []
+        return int_array(sorted(rows))
+
+
+def _matching_rows(table: pa.Table, keys: Collection[str], index: _PathIndex | None = None) -> list[int]:
     """Sorted indices of the rows of `table` whose file identity is in `keys`.
 
     Exact keys are computed only for rows whose raw path could match (a hash lookup on the logged
-    path first), so a few touched keys cost one pass over the path column, not a key per row.
+    path first, or `index`'s binary search), so a few touched keys cost one pass over the path
+    column at most, not a key per row.
     """
     if not table.num_rows or not keys:
         return []
     raw = string_array(sorted({alias for k in keys for alias in _aliases(k)}))
-    candidates = pc.is_in(table.column("path"), value_set=raw)
-    if not pc.any(candidates).as_py():
+    idx = index.candidates(raw) if index is not None else None
+    if idx is None:
+        candidates = pc.is_in(table.column("path"), value_set=raw)
+        if not pc.any(candidates).as_py():
+            return []
+        idx = pc.indices_nonzero(candidates)
+    if not len(idx):
         return []
-    idx = pc.indices_nonzero(candidates)
     exact = pc.is_in(key_column(table.take(idx)), value_set=string_array(list(keys)))
     return idx.filter(exact).to_pylist()
 
@@ -348,6 +391,7 @@ class FileState:
         self._parent: FileState | None = None  # an earlier lazy state on the same base
         self._new_keys: set[str] | None = None  # keys touched since `_parent`
         self._base_size: int | None = None
+        self._index: _PathIndex | None = None
 
     @classmethod
     def empty(cls) -> FileState:
@@ -385,7 +429,7 @@ class FileState:
             tail_adds = [replay.active_files[k] for k in sorted(keys) if k in replay.active_files]
             tail_removes = [replay.tombstones[k] for k in sorted(keys) if k in replay.tombstones]
             self._resolved = _Resolved(
-                sorted({*prev.drop_adds, *_matching_rows(base.adds, keys)}),
+                sorted({*prev.drop_adds, *_matching_rows(base.adds, keys, base._path_index())}),
                 sorted({*prev.drop_removes, *_matching_rows(base.removes, keys)}),
                 _replace_rows(prev.new_adds, keys, adds_to_table(tail_adds)),
                 _replace_rows(prev.new_removes, keys, removes_to_table(tail_removes)),
@@ -400,6 +444,12 @@ class FileState:
             )
         self._parent = self._new_keys = None
         return self._resolved
+
+    def _path_index(self) -> _PathIndex | None:
+        """A sorted index of a large `adds` path column, started on first use (incremental updates)."""
+        if self._index is None and self._adds is not None and self._adds.num_rows >= PATH_INDEX_MIN_ROWS:
+            self._index = _PathIndex(self._adds.column("path"))
+        return self._index
 
     def _column(self, table: str, name: str) -> pa.ChunkedArray:
         """One column of `adds`/`removes` without assembling the whole table."""
