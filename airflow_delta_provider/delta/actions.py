@@ -53,6 +53,8 @@ _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 
 def _i64(value: Any, name: str, default: int | None = None) -> int | None:
     """An int64 field: None stays `default`; anything else must be an integer in range."""
+    if type(value) is int and _I64_MIN <= value <= _I64_MAX:
+        return value
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int | float | str):
