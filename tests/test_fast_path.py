@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 
 import pytest
 from conftest import CORPUS
@@ -131,12 +130,6 @@ def test_lazy_stats_after_checkpoint_cleanup_is_a_clear_error(tmp_path):
         list(snap.all_files())
 
 
-def _join_index_threads():
-    for thread in threading.enumerate():
-        if thread.name == "delta-path-index":
-            thread.join()
-
-
 @pytest.mark.parametrize(
     ("resolve_every", "indexed"),
     [(1, False), (2, False), (0, False), (1, True)],
@@ -161,6 +154,5 @@ def test_incremental_counts_equal_full_load(tmp_path, monkeypatch, resolve_every
         snap = log.update()
         if resolve_every and i % resolve_every == 0:
             assert _counts(snap) == _counts(DeltaLog(str(table)).update())
-        _join_index_threads()
     snap = log.update()
     assert _fingerprint(snap) == _fingerprint(DeltaLog(str(table)).update())
