@@ -13,7 +13,6 @@ version.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import logging
 import threading
@@ -71,6 +70,8 @@ def system_clock() -> int:
 def _options_digest(options: Mapping[str, Any] | None) -> str:
     if not options:
         return ""
+    import hashlib  # here, not at module level: OpenSSL's loading is a few ms of every sensor's import
+
     text = json.dumps({str(k): str(v) for k, v in options.items()}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
