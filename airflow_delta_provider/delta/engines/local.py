@@ -54,7 +54,7 @@ from ..file_state import (
 from ..filenames import SIDECAR_DIR_NAME, LogFileKind, ParsedLogPath
 from ..log_segment import CheckpointInstance, LogSegment
 from ..replay import InMemoryLogReplay
-from ..storage import LogStore
+from ..storage import LocalLogStore, LogStore, local_path
 from ..table_features import check_can_read
 from ..table_state import TableState
 
@@ -178,9 +178,17 @@ class CheckpointData:
         return next((a for a in self.actions if isinstance(a, Protocol)), None)
 
 
+def _open_native(store: LogStore, path: str) -> Any:
+    """A local file opened by Arrow itself (reads release the GIL, so the checkpoint read overlaps the
+    commit replay); other stores, and subclasses that may wrap reads, go through `store.open`."""
+    if type(store) is LocalLogStore:
+        return pa.OSFile(local_path(path))
+    return store.open(path)
+
+
 def _read_parquet(store: LogStore, path: str, columns: Sequence[str] | None = None) -> pa.Table:
     """Read `columns` (top-level names or `parent.child` leaves) that exist in the file."""
-    with store.open(path) as fh:
+    with _open_native(store, path) as fh:
         pf = pq.ParquetFile(fh)
         schema = pf.schema_arrow
         if columns is None:
