@@ -1,5 +1,7 @@
 """Pandas-free Arrow builders: same arrays as pyarrow's own conversion, and loads that never import pandas.
 
+A load and its counts also leave `pyarrow.compute` unimported (`arrow_compute` calls the kernels).
+
 pyarrow imports pandas (~0.23 s) on its first conversion of Python objects; the local engine builds
 its arrays from buffers instead (`arrow_build`). These tests pin both halves: the builders give
 exactly `pa.array`'s result, and a load plus every count a sensor or the CLI reads leaves pandas
@@ -81,6 +83,7 @@ from airflow_delta_provider.delta import DeltaLog
 log = DeltaLog(sys.argv[1])
 snap = log.update()
 snap.num_files, snap.size_in_bytes, snap.num_tombstones(now_ms=0), snap.file_summary(), snap.tombstone_summary(now_ms=0)
+assert "pyarrow.compute" not in sys.modules, "pyarrow.compute was imported (~40 ms of wrappers)"
 list(snap.all_files()), snap.tombstones(include_expired=True), snap.num_distinct_paths()
 assert "pandas" not in sys.modules, "pandas was imported"
 print("ok")

@@ -18,6 +18,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from .arrow_compute import cast
+
 _INT32_MAX = 2**31 - 1
 
 
@@ -25,14 +27,14 @@ def _validity(valid: bytearray, n: int) -> pa.Buffer | None:
     """A validity bitmap from one byte per value (1 = valid), or None when every value is valid."""
     if valid.count(1) == n:
         return None
-    bits = pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(valid)]).cast(pa.bool_())
+    bits = cast(pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(valid)]), pa.bool_())
     return bits.buffers()[1]
 
 
 def bool_mask(flags: Sequence[bool]) -> pa.BooleanArray:
     """A non-null boolean array."""
     raw = bytearray(1 if f else 0 for f in flags)
-    return pa.Array.from_buffers(pa.uint8(), len(raw), [None, pa.py_buffer(raw)]).cast(pa.bool_())
+    return cast(pa.Array.from_buffers(pa.uint8(), len(raw), [None, pa.py_buffer(raw)]), pa.bool_())
 
 
 def string_array(values: Sequence[str | None]) -> pa.Array:
@@ -50,7 +52,7 @@ def string_array(values: Sequence[str | None]) -> pa.Array:
         buffers = [_validity(valid, n), pa.py_buffer(array("i", offsets)), pa.py_buffer(data)]
         return pa.Array.from_buffers(pa.string(), n, buffers)
     buffers = [_validity(valid, n), pa.py_buffer(offsets), pa.py_buffer(data)]
-    return pa.Array.from_buffers(pa.large_string(), n, buffers).cast(pa.string())
+    return cast(pa.Array.from_buffers(pa.large_string(), n, buffers), pa.string())
 
 
 def int_array(values: Sequence[int | None], type: pa.DataType | None = None) -> pa.Array:
@@ -68,7 +70,7 @@ def bool_array(values: Sequence[bool | None]) -> pa.Array:
     n = len(values)
     valid = bytearray(1 if v is not None else 0 for v in values)
     raw = bytearray(1 if v else 0 for v in values)
-    return pa.Array.from_buffers(pa.uint8(), n, [_validity(valid, n), pa.py_buffer(raw)]).cast(pa.bool_())
+    return cast(pa.Array.from_buffers(pa.uint8(), n, [_validity(valid, n), pa.py_buffer(raw)]), pa.bool_())
 
 
 def _pairs(value: Any) -> Any:
@@ -80,18 +82,20 @@ def str_map_array(values: Sequence[Any], type: pa.DataType) -> pa.Array:
     keys: list[str | None] = []
     items: list[str | None] = []
     offsets = array("i", [0])
-    nulls = bytearray(len(values))
+    valid = bytearray(len(values))
     for i, v in enumerate(values):
-        if v is None:
-            nulls[i] = 1
-        else:
+        if v is not None:
+            valid[i] = 1
             for k, item in _pairs(v):
                 keys.append(k)
                 items.append(item)
         offsets.append(len(keys))
-    offsets_arr = pa.Array.from_buffers(pa.int32(), len(offsets), [None, pa.py_buffer(offsets)])
-    mask = bool_mask(nulls) if any(nulls) else None
-    return pa.MapArray.from_arrays(offsets_arr, string_array(keys), string_array(items), type=type, mask=mask)
+    # from buffers, not `MapArray.from_arrays(mask=...)`: a mask goes through `pyarrow.compute`
+    entries = pa.StructArray.from_arrays(
+        [string_array(keys), string_array(items)], fields=[type.key_field, type.item_field]
+    )
+    n = len(values)
+    return pa.Array.from_buffers(type, n, [_validity(valid, n), pa.py_buffer(offsets)], children=[entries])
 
 
 def column(values: Sequence[Any], type: pa.DataType) -> pa.Array:
@@ -105,12 +109,10 @@ def column(values: Sequence[Any], type: pa.DataType) -> pa.Array:
     if pa.types.is_map(type) and pa.types.is_string(type.key_type) and pa.types.is_string(type.item_type):
         return str_map_array(values, type)
     if pa.types.is_struct(type):
-        nulls = bytearray(1 if v is None else 0 for v in values)
+        n = len(values)
+        valid = bytearray(1 if v is not None else 0 for v in values)
         children = [column([None if v is None else v.get(f.name) for v in values], f.type) for f in type]
-        mask = bool_mask(nulls) if any(nulls) else None
-        if not len(values):
-            return pa.StructArray.from_arrays(children, fields=list(type))
-        return pa.StructArray.from_arrays(children, fields=list(type), mask=mask)
+        return pa.Array.from_buffers(type, n, [_validity(valid, n)], children=children)
     raise TypeError(f"no pandas-free builder for {type}")
 
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from . import arrow_compute as pc
 from .actions import (
     KEY_SEPARATOR,
     AddFile,
@@ -93,8 +93,12 @@ def conform(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array 
                 children.append(conform(array.field(f.name), f.type))
             else:
                 children.append(pa.nulls(len(array), type=f.type))
+        if array.null_count == 0:
+            return pa.StructArray.from_arrays(children, fields=list(target))
+        if array.offset == 0:  # reuse the validity bitmap (a `mask=` goes through pyarrow.compute)
+            return pa.Array.from_buffers(target, len(array), [array.buffers()[0]], children=children)
         return pa.StructArray.from_arrays(children, fields=list(target), mask=array.is_null())
-    return array.cast(target)
+    return pc.cast(array, target)
 
 
 def conform_table(struct_column: pa.ChunkedArray | pa.Array, schema: pa.Schema) -> pa.Table:
@@ -105,7 +109,8 @@ def conform_table(struct_column: pa.ChunkedArray | pa.Array, schema: pa.Schema) 
         conformed = conformed.combine_chunks() if conformed.num_chunks != 1 else conformed.chunk(0)
     if len(conformed) == 0:
         return empty_table(schema)
-    return pa.Table.from_struct_array(conformed).cast(schema)
+    table = pa.Table.from_struct_array(conformed)
+    return table if table.schema.equals(schema) else table.cast(schema)
 
 
 def key_column(table: pa.Table) -> pa.ChunkedArray:
@@ -219,14 +224,14 @@ class _PathIndex:
 
     def __init__(self, paths: pa.ChunkedArray) -> None:
         self._order = pc.sort_indices(paths)
-        self._sorted = paths.take(self._order)
+        self._sorted = pc.take(paths, self._order)
 
     def candidates(self, raw: pa.Array) -> pa.Array:
         """Row indices (ascending) whose path is in `raw`."""
         lo = pc.search_sorted(self._sorted, raw, side="left").to_pylist()
         hi = pc.search_sorted(self._sorted, raw, side="right").to_pylist()
         positions = [i for a, b in zip(lo, hi, strict=True) for i in range(a, b)]
-        rows = self._order.take(int_array(positions)).to_pylist() if positions else []
+        rows = pc.take(self._order, int_array(positions)).to_pylist() if positions else []
         return int_array(sorted(rows))
 
 
@@ -249,8 +254,8 @@ def _matching_rows(table: pa.Table, keys: Collection[str], index: _PathIndex | N
         idx = pc.indices_nonzero(candidates)
     if not len(idx):
         return []
-    exact = pc.is_in(key_column(table.take(idx)), value_set=string_array(list(keys)))
-    return idx.filter(exact).to_pylist()
+    exact = pc.is_in(key_column(pc.take(table, idx)), value_set=string_array(list(keys)))
+    return pc.filter(idx, exact).to_pylist()
 
 
 def _drop_keys(table: pa.Table, keys: list[str]) -> pa.Table:
@@ -271,7 +276,7 @@ def _keep_mask(num_rows: int, drop: Collection[int]) -> pa.BooleanArray:
     keep = bytearray(b"\x01") * num_rows
     for i in drop:
         keep[i] = 0
-    return pa.Array.from_buffers(pa.uint8(), num_rows, [None, pa.py_buffer(keep)]).cast(pa.bool_())
+    return pc.cast(pa.Array.from_buffers(pa.uint8(), num_rows, [None, pa.py_buffer(keep)]), pa.bool_())
 
 
 def take_rows(table: pa.Table, indices: pa.Array) -> pa.Table:
@@ -281,7 +286,9 @@ def take_rows(table: pa.Table, indices: pa.Array) -> pa.Table:
     slower in Arrow than gathering the same rows by index.
     """
     n = len(indices)
-    columns = [pa.nulls(n, type=col.type) if col.null_count == len(col) else col.take(indices) for col in table.columns]
+    columns = [
+        pa.nulls(n, type=col.type) if col.null_count == len(col) else pc.take(col, indices) for col in table.columns
+    ]
     return pa.Table.from_arrays(columns, schema=table.schema)
 
 
@@ -446,7 +453,7 @@ class FileState:
         drop, new = (r.drop_adds, r.new_adds) if table == "adds" else (r.drop_removes, r.new_removes)
         col = base.column(name)
         if drop:
-            col = col.take(_keep_indices(base.num_rows, drop))
+            col = pc.take(col, _keep_indices(base.num_rows, drop))
         return pa.chunked_array([*col.chunks, *new.column(name).chunks], type=col.type)
 
     def _materialize(self) -> None:
@@ -509,7 +516,7 @@ class FileState:
             return self._total_size()
         base = self._base
         assert base is not None
-        dropped = _sum(base.adds.column("size").take(int_array(r.drop_adds))) if r.drop_adds else 0
+        dropped = _sum(pc.take(base.adds.column("size"), int_array(r.drop_adds))) if r.drop_adds else 0
         return base._total_size() - dropped + _sum(r.new_adds.column("size"))
 
     # -- summaries (the same interface as the Spark engine's distributed file state) -------------------
@@ -541,7 +548,7 @@ class FileState:
         ts = base.removes.column("deletionTimestamp")
         count = _count_after(ts, cutoff_ms) + _count_after(r.new_removes.column("deletionTimestamp"), cutoff_ms)
         if r.drop_removes:
-            count -= _count_after(ts.take(int_array(r.drop_removes)), cutoff_ms)
+            count -= _count_after(pc.take(ts, int_array(r.drop_removes)), cutoff_ms)
         return count
 
     def tombstone_summary(self, cutoff_ms: int, partition_columns: tuple[str, ...]) -> TombstoneSummary:

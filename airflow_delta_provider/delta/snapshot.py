@@ -7,8 +7,8 @@ from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from . import arrow_compute as pc
 from .actions import (
     Action,
     AddFile,
@@ -253,7 +253,7 @@ class Snapshot:
         if not include_expired and table.num_rows:
             cutoff = self.retention_cutoff(retention_hours, now_ms)
             ts = pc.fill_null(table.column("deletionTimestamp"), int64_scalar(0))
-            table = table.filter(pc.greater(ts, int64_scalar(cutoff)))
+            table = pc.filter(table, pc.greater(ts, int64_scalar(cutoff)))
         return list(iter_removes(table))
 
     def num_tombstones(self, retention_hours: float | None = None, *, now_ms: int | None = None) -> int:

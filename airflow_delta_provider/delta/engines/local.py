@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .. import arrow_compute as pc
 from ..actions import (
     Action,
     AddFile,
@@ -231,7 +231,7 @@ def read_checkpoint_stats(store: LogStore, paths: Sequence[str]) -> pa.Table:
         if "add" not in data.column_names:
             continue
         col = data.column("add")
-        col = col.filter(pc.is_valid(pc.struct_field(col, "path")))
+        col = pc.filter(col, pc.is_valid(pc.struct_field(col, "path")))
         names = {col.type.field(i).name for i in range(col.type.num_fields)}
         if "stats" in names:
             stats = pc.struct_field(col, "stats")
@@ -289,7 +289,7 @@ def _file_rows(chunk: pa.StructArray) -> pa.StructArray | None:
     first, last = idx[0].as_py(), idx[len(idx) - 1].as_py()
     if last - first + 1 == count:
         return chunk.slice(first, count)
-    return chunk.take(idx)
+    return pc.take(chunk, idx)
 
 
 def _conform_batch(rows: pa.StructArray, schema: pa.Schema) -> pa.RecordBatch:
@@ -315,7 +315,7 @@ def _non_file_actions(table: pa.Table) -> list[Action]:
             continue
         if not pa.types.is_struct(col.type):
             raise ValueError(f"column {name!r} has type {col.type}, expected a struct")
-        valid = col.filter(pc.is_valid(col))
+        valid = pc.filter(col, pc.is_valid(col))
         for row in valid.to_pylist():
             if row is None:
                 continue
