@@ -32,7 +32,13 @@ def engine():
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     builder = SparkSession.builder.master("local[2]").appName("delta-engine-tests")
-    for key, value in {**SPARK_CONF, "spark.ui.enabled": "false", "spark.default.parallelism": "2"}.items():
+    conf = {
+        **SPARK_CONF,
+        "spark.ui.enabled": "false",
+        "spark.default.parallelism": "2",
+        "spark.sql.shuffle.partitions": "2",
+    }
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -74,12 +80,78 @@ def test_spark_engine_equals_local_engine_on_corpus(engine):
     assert differences == {}
 
 
+#: Tables whose checkpoints exercise the JVM fast path's corners: DVs in the key, partitions, V2
+#: checkpoints (parquet and JSON top level) with sidecars, a checkpoint-only table, tombstones.
+CHECKPOINT_TABLES = [
+    "delta-golden/checkpoint",
+    "delta-golden/dv-partitioned-with-checkpoint",
+    "delta-golden/v2-checkpoint-json",
+    "delta-golden/v2-checkpoint-parquet",
+    "delta-rs/checkpoint-v2-table",
+    "delta-rs/table-with-domain-metadata",
+    "delta-rs/table_with_deletion_logs",
+    "delta-kernel-java/basic-dv-with-checkpoint",
+]
+
+
+@pytest.mark.skipif(not ORACLE, reason="reference corpus not found")
+@pytest.mark.parametrize("root", CHECKPOINT_TABLES)
+def test_plain_spark_path_equals_fast_path(engine, root: str) -> None:
+    """`plain=True` shuffles and replays every checkpoint row: the reference for the JVM fast path."""
+    from airflow_delta_provider.delta.engines.spark import SparkEngine
+
+    assert root in ORACLE
+    plain = SparkEngine(engine.spark, snapshot_partitions=4, plain=True)
+    assert _fingerprint(root, plain) == _fingerprint(root, engine) == _fingerprint(root, None)
+
+
+def test_fast_path_keeps_checkpoint_rows_in_the_jvm(engine) -> None:
+    """Checkpoint rows no commit touches are summarized as DataFrames; only commit actions are replayed."""
+    table = CORPUS / "delta-golden" / "dv-partitioned-with-checkpoint"
+    snap = DeltaLog(str(table), engine=engine).update()
+    files = snap.state.files
+    assert files.checkpoint is not None
+    replayed = files.replayed.map(lambda row: next(iter(row))).countByValue()
+    untouched = files.checkpoint.flat.count()
+    local = DeltaLog(str(table)).update()
+    assert local.log_segment.checkpoint_version is not None and local.log_segment.commits and untouched > 0
+    # every reconciled action is either replayed (touched by a commit) or an untouched checkpoint row
+    assert sum(replayed.values()) + untouched == local.num_files + len(list(local.tombstones(include_expired=True)))
+
+
+def test_key_column_equals_file_key(engine) -> None:
+    """The JVM file identity (anti-join key) is `actions.file_key`, DV ids and path forms included."""
+    from pyspark.sql import Row
+
+    from airflow_delta_provider.delta.actions import AddFile
+    from airflow_delta_provider.delta.engines.spark_frames import key_column
+
+    dv = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb", "offset": 4, "sizeInBytes": 40, "cardinality": 6}
+    rows = [
+        {"path": "part-1.parquet", "deletionVector": None},
+        {"path": "/abs/part-2.parquet", "deletionVector": None},
+        {"path": "file:///abs/part-3.parquet", "deletionVector": dv},
+        {"path": "file://localhost/abs/part-4.parquet", "deletionVector": {**dv, "offset": None}},
+        {"path": "s3://b/t/part%205.parquet", "deletionVector": {**dv, "storageType": "i", "pathOrInlineDv": "x"}},
+    ]
+    schema = (
+        "add struct<path:string, deletionVector:struct<storageType:string, pathOrInlineDv:string, offset:int,"
+        " sizeInBytes:int, cardinality:bigint>>"
+    )
+    df = engine.spark.createDataFrame([Row(add=Row(**r)) for r in rows], schema)
+    got = [r[0] for r in df.select(key_column("add", df.schema["add"].dataType)).collect()]
+    base = {"size": 1, "partitionValues": {}, "modificationTime": 0, "dataChange": True}
+    want = [AddFile.from_json({**r, **base}).key for r in rows]
+    assert got == want
+
+
 def test_reconstruct_aggregates_without_collecting(engine):
     from airflow_delta_provider.delta.log_segment import build_log_segment
 
     log = DeltaLog(str(CORPUS / "delta-golden" / "checkpoint"))
     segment = build_log_segment(log.table_uri, log.list_log(0))
-    state = engine.reconstruct(log.table_uri, log.log_dir, log.store, segment)
+    plain = type(engine)(engine.spark, snapshot_partitions=4, plain=True)
+    state = plain.reconstruct(log.table_uri, log.log_dir, log.store, segment)
     assert state.version == 14 and state.protocol is not None and state.metadata is not None
     counts = state.files.rdd.map(lambda row: next(iter(row))).countByValue()
     assert dict(counts) == {"add": 1, "remove": 14}

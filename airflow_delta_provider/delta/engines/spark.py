@@ -16,9 +16,11 @@ Needs `pyspark` only; importing this module does not import it until an engine i
 from __future__ import annotations
 
 import json
+import operator
 import re
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -26,6 +28,7 @@ import pyarrow.parquet as pq
 from ..actions import (
     Action,
     AddFile,
+    CheckpointMetadata,
     CommitInfo,
     RemoveFile,
     Sidecar,
@@ -48,17 +51,20 @@ from ..replay import InMemoryLogReplay
 from ..storage import LogStore, is_local, local_path, s3fs_options
 from ..table_features import check_can_read
 from ..table_state import TableState
+from .local import _NON_FILE_COLUMNS, _non_file_actions, _read_parquet
 from .spark_tasks import (
     BAD_LINE,
     FILE_ACTIONS,
     STATE_ACTIONS,
-    add_path,
+    add_path_row,
     commit_file_lines,
     file_summary_task,
+    first_json,
     is_add,
     is_file_action,
     is_state_action,
     key_by_file,
+    key_row,
     parse_line,
     reconcile_partition,
     removed_after,
@@ -68,13 +74,17 @@ from .spark_tasks import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark import RDD
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
+
+    from . import spark_frames
 
 _EXECUTOR_ERROR = re.compile(r"airflow_delta_provider\.delta\.errors\.(?P<cls>\w+): (?P<msg>[^\n]+)")
 _VERSION_IN = re.compile(r"version=(?P<v>\d+)")
 _HADOOP_GLOB_CHARS = ",{}[]*?\\"
 
 DEFAULT_SNAPSHOT_PARTITIONS = 50
+
+_T = TypeVar("_T")
 
 #: Spark settings the engine relies on: the local filesystem without Hadoop's `.crc` checks (log
 #: directories often hold stale `.crc` sidecar files that are not Hadoop checksums).
@@ -121,15 +131,21 @@ def spark_path(uri: str) -> str:
 
 
 class DistributedFileState:
-    """A snapshot's reconciled file actions as an RDD (`{"add": {...}}` / `{"remove": {...}}` rows).
+    """A snapshot's reconciled file actions, kept on the cluster.
 
-    Same interface as the local `FileState`: counts, sizes and tombstone summaries aggregate on the
-    executors (`mapPartitions` + merge on the driver); the Arrow tables (`adds`, `removes`) collect
-    the rows to the driver on first use only, for callers that ask for file lists.
+    Two parts: `replayed`, an RDD of `{"add": {...}}` / `{"remove": {...}}` rows that the executors
+    reconciled with `InMemoryLogReplay`, and `checkpoint`, the checkpoint's file actions that no later
+    commit touched, as DataFrames (`spark_frames`). Same interface as the local `FileState`: counts,
+    sizes and tombstone summaries aggregate on the cluster and merge on the driver; the Arrow tables
+    (`adds`, `removes`) collect the rows to the driver on first use only, for callers that ask for
+    file lists.
     """
 
-    def __init__(self, rdd: RDD, table: str, version: int) -> None:
-        self.rdd = rdd
+    def __init__(
+        self, replayed: RDD, table: str, version: int, checkpoint: spark_frames.CheckpointFiles | None = None
+    ) -> None:
+        self.replayed = replayed
+        self.checkpoint = checkpoint
         self._table = table
         self._version = version
         self._adds: pa.Table | None = None
@@ -139,17 +155,50 @@ class DistributedFileState:
     def _run(self, action: Callable[[], Any]) -> Any:
         return run_spark(action, table=self._table, version=self._version)
 
+    @property
+    def rdd(self) -> RDD:
+        """Every reconciled file action as a dict row (checkpoint rows serialized by the JVM)."""
+        if self.checkpoint is None:
+            return self.replayed
+        rows = [frame.rdd.map(first_json) for frame in self.checkpoint.json_frames()]
+        return self.replayed.context.union([self.replayed, *rows])
+
+    def _both(
+        self, replayed: Callable[[], _T], checkpoint: Callable[[DataFrame], _T], merge: Callable[[_T, _T], _T]
+    ) -> _T:
+        """`replayed()` merged with `checkpoint(flat)`, the two Spark jobs running side by side.
+
+        The checkpoint's summary is a JVM scan of the untouched rows (one task per parquet row
+        group, so often one); the replayed half fills the other cores meanwhile. The flat
+        projection is not persisted: each summary reads only the columns it needs, which costs
+        less than caching a million rows.
+        """
+        if self.checkpoint is None:
+            return self._run(replayed)
+        flat = self.checkpoint.flat
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(self._run, lambda: checkpoint(flat))
+            mine = self._run(replayed)
+            return merge(mine, pending.result())
+
     def _collect(self) -> None:
         if self._adds is not None and self._removes is not None:
             return
         adds: list[AddFile] = []
         removes: list[RemoveFile] = []
-        for row in self._run(self.rdd.collect):
+
+        def take(row: Mapping[str, Any]) -> None:
             action = action_from_json(row)
             if isinstance(action, AddFile):
                 adds.append(action)
             elif isinstance(action, RemoveFile):
                 removes.append(action)
+
+        for row in self._run(self.replayed.collect):
+            take(row)
+        if self.checkpoint is not None:
+            for text in self._run(lambda: list(self.checkpoint.json_rows())):  # type: ignore[union-attr]
+                take(json.loads(text))
         self._adds, self._removes = adds_to_table(adds), removes_to_table(removes)
 
     @property
@@ -171,10 +220,16 @@ class DistributedFileState:
         return self._removes
 
     def file_summary(self, small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES) -> FileSummary:
+        from . import spark_frames
+
         if self._summary is not None and self._summary.small_file_bytes == small_file_bytes:
             return self._summary
-        parts = self.rdd.mapPartitions(file_summary_task(small_file_bytes))
-        summary = self._run(lambda: parts.fold(FileSummary(small_file_bytes), FileSummary.merge))
+        parts = self.replayed.mapPartitions(file_summary_task(small_file_bytes))
+        summary = self._both(
+            lambda: parts.fold(FileSummary(small_file_bytes), FileSummary.merge),
+            lambda flat: spark_frames.file_summary(flat, small_file_bytes),
+            FileSummary.merge,
+        )
         if small_file_bytes == DEFAULT_SMALL_FILE_BYTES:
             self._summary = summary
         return summary
@@ -188,15 +243,35 @@ class DistributedFileState:
         return self.file_summary().size_bytes
 
     def num_distinct_paths(self) -> int:
-        return int(self._run(self.rdd.filter(is_add).map(add_path).distinct().count))
+        paths = self.replayed.filter(is_add).map(add_path_row)
+        if self.checkpoint is None:
+            return int(self._run(paths.distinct().count))
+        from pyspark.sql import functions as F
+
+        flat = self.checkpoint.flat
+        frame = flat.sparkSession.createDataFrame(paths, "path string")
+        both = flat.where(F.col("is_add")).select("path").unionByName(frame)
+        return int(self._run(both.distinct().count))
 
     def count_tombstones_after(self, cutoff_ms: int) -> int:
-        return int(self._run(self.rdd.filter(removed_after(cutoff_ms)).count))
+        from . import spark_frames
+
+        return self._both(
+            self.replayed.filter(removed_after(cutoff_ms)).count,
+            lambda flat: spark_frames.count_tombstones_after(flat, cutoff_ms),
+            operator.add,
+        )
 
     def tombstone_summary(self, cutoff_ms: int, partition_columns: tuple[str, ...]) -> TombstoneSummary:
+        from . import spark_frames
+
         cols = tuple(partition_columns)
-        parts = self.rdd.mapPartitions(tombstone_summary_task(cutoff_ms, cols))
-        return self._run(lambda: parts.fold(TombstoneSummary(cutoff_ms, cols), TombstoneSummary.merge))
+        parts = self.replayed.mapPartitions(tombstone_summary_task(cutoff_ms, cols))
+        return self._both(
+            lambda: parts.fold(TombstoneSummary(cutoff_ms, cols), TombstoneSummary.merge),
+            lambda flat: spark_frames.tombstone_summary(flat, cutoff_ms, cols),
+            TombstoneSummary.merge,
+        )
 
 
 def run_spark(action: Callable[[], Any], *, table: str, version: int | None = None) -> Any:
@@ -248,63 +323,124 @@ def _first_line(text: str) -> str:
     return ""
 
 
+def _footer_schema(store: LogStore, path: str) -> pa.Schema:
+    """The Arrow schema in a parquet file's footer (an empty one when it cannot be read: Spark then
+    infers the schema itself and reports the problem)."""
+    try:
+        with store.open(path) as fh:
+            return pq.read_schema(fh)
+    except (OSError, pa.ArrowException, ValueError):
+        return pa.schema([])
+
+
 class SparkEngine:
-    """State reconstruction on Spark, with the local engine's replay code in each partition."""
+    """State reconstruction on Spark, with the local engine's replay code in each partition.
+
+    By default the checkpoint's file actions stay in the JVM: the rows no commit after the
+    checkpoint touches are final (a checkpoint is reconciled state), so only the commits' file
+    actions are keyed, shuffled and replayed in Python (`spark_frames`). `plain=True` replays every
+    action, checkpoint rows included, through the shuffle and `InMemoryLogReplay`: the reference
+    path the default is tested against.
+    """
 
     name = "spark"
 
-    def __init__(self, spark: SparkSession, snapshot_partitions: int = DEFAULT_SNAPSHOT_PARTITIONS) -> None:
+    def __init__(
+        self, spark: SparkSession, snapshot_partitions: int = DEFAULT_SNAPSHOT_PARTITIONS, *, plain: bool = False
+    ) -> None:
         if snapshot_partitions < 1:
             raise ValueError("snapshot_partitions must be >= 1")
         self.spark = spark
         self.snapshot_partitions = snapshot_partitions
+        self.plain = plain
 
     # -- reading --------------------------------------------------------------------------------------
     def _checkpoint_lines(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> RDD | None:
+        """Every checkpoint action as a tagged JSON line (the plain path)."""
         cp = segment.checkpoint
         if cp is None:
             return None
-        sc = self.spark.sparkContext
-        rdds = []
+        rdds = self._json_part_lines(table, store, segment)
         parquet_paths: list[str] = []
-        sidecars: list[str] = []
+        for part in cp.files:
+            if part.extension != "json":
+                parquet_paths.append(part.file.path)
+                sidecars = [a.path for a in self._parquet_part_actions(table, store, part.file.path, cp.version)[1]]
+                parquet_paths.extend(self._sidecar_paths(table, log_dir, store, cp.version, sidecars))
         for part in cp.files:
             if part.extension == "json":
-                text = self.spark.read.text(spark_path(part.file.path))
-                rdds.append(text.rdd.map(tuple).mapPartitionsWithIndex(tagger(cp.version)))
-                for line in store.read_bytes(part.file.path).splitlines():
-                    if b'"sidecar"' in line:
-                        action = action_from_json(json.loads(line))
-                        if isinstance(action, Sidecar):
-                            sidecars.append(action.path)
-            else:
-                parquet_paths.append(part.file.path)
-                sidecars.extend(self._sidecars_in_parquet(table, store, part.file.path, cp.version))
-        for name in sidecars:
+                parquet_paths.extend(
+                    self._sidecar_paths(table, log_dir, store, cp.version, self._json_sidecars(store, part.file.path))
+                )
+        if parquet_paths:
+            df = self.spark.read.parquet(*[spark_path(p) for p in parquet_paths])
+            from pyspark.sql import functions as F
+
+            cols = [c for c in (*FILE_ACTIONS, *STATE_ACTIONS) if c in df.columns]
+            lines = df.select(F.to_json(F.struct(*cols))).rdd  # one-column rows: what `tagger` reads
+            rdds.append(lines.mapPartitionsWithIndex(tagger(cp.version)))
+        return self.spark.sparkContext.union(rdds) if len(rdds) > 1 else rdds[0] if rdds else None
+
+    def _json_part_lines(self, table: str, store: LogStore, segment: LogSegment) -> list[RDD]:
+        """The lines of a JSON (V2) checkpoint, tagged with the checkpoint version."""
+        cp = segment.checkpoint
+        assert cp is not None
+        return [
+            self.spark.read.text(spark_path(part.file.path)).rdd.map(tuple).mapPartitionsWithIndex(tagger(cp.version))
+            for part in cp.files
+            if part.extension == "json"
+        ]
+
+    @staticmethod
+    def _json_sidecars(store: LogStore, path: str) -> list[str]:
+        out = []
+        for line in store.read_bytes(path).splitlines():
+            if b'"sidecar"' in line:
+                action = action_from_json(json.loads(line))
+                if isinstance(action, Sidecar):
+                    out.append(action.path)
+        return out
+
+    @staticmethod
+    def _parquet_part_actions(
+        table: str, store: LogStore, path: str, version: int
+    ) -> tuple[list[Action], list[Sidecar]]:
+        """Non-file actions of one checkpoint parquet file, read on the driver (small columns only)."""
+        name = path.rsplit("/", 1)[-1]
+        try:
+            actions = _non_file_actions(_read_parquet(store, path, _NON_FILE_COLUMNS))
+        except DeltaError:
+            raise
+        except FileNotFoundError:
+            raise MalformedCheckpointError(
+                "Checkpoint file listed but missing", table=table, version=version, file=name
+            ) from None
+        except (PermissionError, ConnectionError, TimeoutError) as exc:
+            raise StorageError(
+                f"Cannot read checkpoint: {type(exc).__name__}: {exc}",
+                table=table,
+                version=version,
+                file=name,
+                transient=not isinstance(exc, PermissionError),
+            ) from None
+        except (OSError, pa.ArrowException, ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
+            raise MalformedCheckpointError(
+                f"Cannot read checkpoint: {exc}", table=table, version=version, file=name
+            ) from None
+        sidecars = [a for a in actions if isinstance(a, Sidecar)]
+        return [a for a in actions if not isinstance(a, Sidecar | CheckpointMetadata)], sidecars
+
+    @staticmethod
+    def _sidecar_paths(table: str, log_dir: str, store: LogStore, version: int, names: list[str]) -> list[str]:
+        paths = []
+        for name in names:
             path = name if ("://" in name or name.startswith("/")) else store.join(log_dir, SIDECAR_DIR_NAME, name)
             if store.head(path) is None:
                 raise MalformedCheckpointError(
-                    "Sidecar named by the V2 checkpoint is missing", table=table, version=cp.version, file=name
+                    "Sidecar named by the V2 checkpoint is missing", table=table, version=version, file=name
                 )
-            parquet_paths.append(path)
-        if parquet_paths:
-            df = self.spark.read.parquet(*[spark_path(p) for p in parquet_paths])
-            cols = [c for c in (*FILE_ACTIONS, *STATE_ACTIONS) if c in df.columns]
-            lines = df.select(*cols).toJSON().map(lambda s: (s,))
-            rdds.append(lines.mapPartitionsWithIndex(tagger(cp.version)))
-        return sc.union(rdds) if len(rdds) > 1 else rdds[0]
-
-    @staticmethod
-    def _sidecars_in_parquet(table: str, store: LogStore, path: str, version: int) -> list[str]:
-        try:
-            with store.open(path) as fh:
-                pf = pq.ParquetFile(fh)
-                if "sidecar" not in pf.schema_arrow.names:
-                    return []
-                col = pf.read(columns=["sidecar"]).column("sidecar")
-        except (OSError, pa.ArrowException) as exc:
-            raise MalformedCheckpointError(f"Cannot read checkpoint: {exc}", table=table, version=version) from None
-        return [row["path"] for row in col.to_pylist() if row and row.get("path")]
+            paths.append(path)
+        return paths
 
     def _commit_lines(self, segment: LogSegment) -> RDD | None:
         if not segment.commits:
@@ -330,16 +466,40 @@ class SparkEngine:
     def _reconstruct(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> TableState:
         from pyspark import StorageLevel
 
-        sources = [
-            r for r in (self._checkpoint_lines(table, log_dir, store, segment), self._commit_lines(segment)) if r
-        ]
-        parsed = self.spark.sparkContext.union(sources).map(parse_line).persist(StorageLevel.MEMORY_AND_DISK)
+        cp = segment.checkpoint
+        fast = not self.plain and cp is not None
+        # The fast path reads the checkpoint's non-file actions on the driver and its file actions as
+        # DataFrames; the plain path turns every checkpoint row into a JSON line for the replay.
+        driver_actions: list[Action] = []
+        parquet_parts: list[str] = []
+        sidecar_names: list[str] = []
+        sources: list[RDD] = []
+        if fast:
+            assert cp is not None
+            sources.extend(self._json_part_lines(table, store, segment))
+            for part in cp.files:
+                if part.extension == "json":
+                    sidecar_names.extend(self._json_sidecars(store, part.file.path))
+                else:
+                    actions, sidecars = self._parquet_part_actions(table, store, part.file.path, cp.version)
+                    driver_actions.extend(actions)
+                    sidecar_names.extend(a.path for a in sidecars)
+                    parquet_parts.append(part.file.path)
+        else:
+            sources.append(self._checkpoint_lines(table, log_dir, store, segment))
+        sources.append(self._commit_lines(segment))
+        sources = [r for r in sources if r is not None]
+        parsed = (
+            self.spark.sparkContext.union(sources).map(parse_line).persist(StorageLevel.MEMORY_AND_DISK)
+            if sources
+            else self.spark.sparkContext.emptyRDD()
+        )
         # Protocol, metadata, txns, domains, commitInfo: few; reconcile them on the driver.
         state_rows = parsed.filter(is_state_action).collect()
         state_rows.sort(key=lambda p: (p[1], p[2]))
         driver = InMemoryLogReplay()
         last_info: CommitInfo | None = None
-        actions: list[Action] = []
+        actions: list[Action] = list(driver_actions)
         for name, version, _, body in state_rows:
             if name == BAD_LINE:
                 path = next((c.file.path for c in segment.commits if c.version == version), None)
@@ -354,10 +514,16 @@ class SparkEngine:
         driver.append(0, actions)
         if driver.current_protocol is not None:
             check_can_read(driver.current_protocol, table=table, version=segment.version)
+        keyed = parsed.filter(is_file_action).map(key_by_file)
+        checkpoint = None
+        if fast:
+            assert cp is not None
+            keyed = keyed.persist(StorageLevel.MEMORY_AND_DISK)
+            checkpoint = self._checkpoint_files(
+                store, keyed, parquet_parts, self._sidecar_paths(table, log_dir, store, cp.version, sidecar_names)
+            )
         files = (
-            parsed.filter(is_file_action)
-            .map(key_by_file)
-            .partitionBy(self.snapshot_partitions)
+            keyed.partitionBy(self.snapshot_partitions)
             .mapPartitions(reconcile_partition)
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
@@ -368,9 +534,30 @@ class SparkEngine:
             driver.current_metadata,
             dict(driver.transactions),
             {d.domain: d for d in driver.get_domain_metadata()},
-            DistributedFileState(files, table, segment.version),  # type: ignore[arg-type]
+            DistributedFileState(files, table, segment.version, checkpoint),  # type: ignore[arg-type]
             last_info,
             info,
+        )
+
+    def _checkpoint_files(
+        self, store: LogStore, keyed: RDD, parts: list[str], sidecars: list[str]
+    ) -> spark_frames.CheckpointFiles | None:
+        """The checkpoint's parquet file actions (parts, then sidecars) minus the keys `keyed` touches.
+
+        Parts and sidecars are read apart (a V2 part may hold no file actions at all), each with a
+        read schema taken from its first footer, so Spark neither infers schemas nor reads stats.
+        """
+        from . import spark_frames
+
+        groups = [group for group in (parts, sidecars) if group]
+        sources = []
+        for group in groups:
+            schema = spark_frames.summary_read_schema(_footer_schema(store, group[0]))
+            reader = self.spark.read if schema is None else self.spark.read.schema(schema)
+            sources.append(reader.parquet(*[spark_path(p) for p in group]))
+        touched = self.spark.createDataFrame(keyed.map(key_row), "key string")
+        return spark_frames.checkpoint_files(
+            sources, lambda: [self.spark.read.parquet(*[spark_path(p) for p in group]) for group in groups], touched
         )
 
     # -- Engine protocol ------------------------------------------------------------------------------

@@ -118,6 +118,20 @@ def add_path(row: dict[str, Any]) -> str:
     return row["add"]["path"]
 
 
+def add_path_row(row: dict[str, Any]) -> tuple[str]:
+    return (row["add"]["path"],)
+
+
+def key_row(item: tuple[str, Any]) -> tuple[str]:
+    """The file key of a `key_by_file` pair, as a one-column row."""
+    return (item[0],)
+
+
+def first_json(row: Any) -> dict[str, Any]:
+    """The JSON text in a row's first column, parsed."""
+    return json.loads(row[0])
+
+
 def removed_after(cutoff_ms: int) -> Any:
     """Filter: tombstones deleted after `cutoff_ms` (missing timestamps count as 0)."""
 

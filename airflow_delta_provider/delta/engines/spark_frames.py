@@ -1,0 +1,287 @@
+"""Checkpoint file actions as Spark DataFrames: identity, projection and summaries in the JVM.
+
+A checkpoint holds reconciled state: each of its file actions is the last one for its key (path +
+DV id) at the checkpoint version. So a checkpoint row whose key no later commit touches is final
+and needs neither a shuffle nor `InMemoryLogReplay` (the local engine's columnar fast path rests
+on the same fact). The Spark engine anti-joins the checkpoint's file actions with the keys the
+commits touch and summarizes what remains here, with DataFrame expressions that mirror the Python
+code: `actions.file_key` for identity, `aggregates.FileSummary` / `TombstoneSummary` for the
+summaries, whose results merge with the ones the executors compute for the replayed commits.
+
+Needs `pyspark`; imported only by the Spark engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.types import DataType, StructType
+
+from ..actions import KEY_SEPARATOR
+from ..aggregates import NULL_PARTITION, FileSummary, PartitionTombstones, TombstoneSummary
+
+FILE_ACTIONS = ("add", "remove")
+
+
+def _struct(schema: StructType, name: str) -> StructType | None:
+    if name not in schema.fieldNames():
+        return None
+    dtype: DataType = schema[name].dataType
+    return dtype if isinstance(dtype, StructType) else None
+
+
+def _field(action: str, struct: StructType, name: str, cast: str) -> Column:
+    """`action.name` cast to `cast`, or a typed null when the checkpoint's struct has no such field."""
+    if name in struct.fieldNames():
+        return F.col(action).getField(name).cast(cast)
+    return F.lit(None).cast(cast)
+
+
+def canonical_path_column(path: Column) -> Column:
+    """`actions.canonical_path` as a Column expression."""
+    return (
+        F.when(path.startswith("/"), F.concat(F.lit("file:"), path))
+        .when(path.startswith("file:///"), F.concat(F.lit("file:/"), path.substr(len("file:///") + 1, 1 << 30)))
+        .when(
+            path.startswith("file://localhost/"),
+            F.concat(F.lit("file:/"), path.substr(len("file://localhost/") + 1, 1 << 30)),
+        )
+        .otherwise(path)
+    )
+
+
+def key_column(action: str, struct: StructType) -> Column:
+    """File identity of `action` rows, exactly as `actions.file_key` computes it (path + DV unique id)."""
+    path = canonical_path_column(F.col(action).getField("path").cast("string"))
+    dv_struct = _struct(struct, "deletionVector")
+    if dv_struct is None or "storageType" not in dv_struct.fieldNames():
+        return path
+    dv = F.col(action).getField("deletionVector")
+    storage = dv.getField("storageType").cast("string")
+    has_inline = "pathOrInlineDv" in dv_struct.fieldNames()
+    inline = dv.getField("pathOrInlineDv").cast("string") if has_inline else F.lit(None).cast("string")
+    uid = F.concat(storage, F.coalesce(inline, F.lit("")))
+    if "offset" in dv_struct.fieldNames():
+        offset = dv.getField("offset")
+        uid = F.when(offset.isNull(), uid).otherwise(F.concat(uid, F.lit("@"), offset.cast("string")))
+    return F.when(storage.isNull(), path).otherwise(F.concat(path, F.lit(KEY_SEPARATOR), uid))
+
+
+#: The file-action fields the summaries and the anti-join read (everything else stays on disk).
+_SUMMARY_FIELDS = {
+    "add": ("path", "size", "partitionValues", "deletionVector"),
+    "remove": ("path", "size", "partitionValues", "deletionVector", "deletionTimestamp"),
+}
+
+
+def spark_type(t: pa.DataType) -> DataType | None:
+    """The Spark type of an Arrow type read from a parquet footer; `None` when not mapped here."""
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return T.StringType()
+    simple = {
+        pa.int8(): T.ByteType(),
+        pa.int16(): T.ShortType(),
+        pa.int32(): T.IntegerType(),
+        pa.int64(): T.LongType(),
+        pa.bool_(): T.BooleanType(),
+        pa.binary(): T.BinaryType(),
+    }
+    if t in simple:
+        return simple[t]
+    if pa.types.is_map(t):
+        key, value = spark_type(t.key_type), spark_type(t.item_type)
+        return None if key is None or value is None else T.MapType(key, value)
+    if pa.types.is_struct(t):
+        fields = [(f.name, spark_type(f.type)) for f in t]
+        if any(ft is None for _, ft in fields):
+            return None
+        return T.StructType([T.StructField(name, ft) for name, ft in fields])  # type: ignore[arg-type]
+    return None
+
+
+def summary_read_schema(schema: pa.Schema) -> StructType | None:
+    """A Spark read schema with only the fields the summaries need, from a parquet footer's Arrow
+    schema: reading with it skips Spark's schema-inference job and every other column. `None` when
+    the footer has something unexpected (then Spark infers, and refuses what it cannot read)."""
+    fields = []
+    for name, wanted in _SUMMARY_FIELDS.items():
+        idx = schema.get_field_index(name)
+        if idx < 0:
+            continue
+        struct = schema.field(idx).type
+        if not pa.types.is_struct(struct):
+            return None
+        sub = []
+        for f in struct:
+            if f.name in wanted:
+                ft = spark_type(f.type)
+                if ft is None:
+                    return None
+                sub.append(T.StructField(f.name, ft))
+        fields.append(T.StructField(name, T.StructType(sub)))
+    return T.StructType(fields) if fields else None
+
+
+def _untouched(df: DataFrame, name: str, struct: StructType, touched: DataFrame | None) -> DataFrame:
+    """`(key, <name>)` rows of one action type with a path, minus the keys in `touched`."""
+    rows = df.where(F.col(name).getField("path").isNotNull()).select(key_column(name, struct).alias("key"), F.col(name))
+    return rows if touched is None else rows.join(F.broadcast(touched), "key", "left_anti")
+
+
+def _file_structs(df: DataFrame) -> Iterator[tuple[str, StructType]]:
+    for name in FILE_ACTIONS:
+        struct = _struct(df.schema, name)
+        if struct is not None and "path" in struct.fieldNames():
+            yield name, struct
+
+
+@dataclass
+class CheckpointFiles:
+    """The checkpoint's file actions that no later commit touches.
+
+    `flat` is the small projection the summaries read (one row per file action); the whole actions (for
+    file lists) are read from `full_sources` only when asked, by `json_rows`.
+    """
+
+    flat: DataFrame
+    full_sources: Callable[[], list[DataFrame]]
+    touched: DataFrame | None
+
+    def json_rows(self) -> Iterator[str]:
+        """Every row as `{"add": {...}}` / `{"remove": {...}}` JSON text (nulls omitted), on the driver."""
+        for frame in self.json_frames():
+            for row in frame.toLocalIterator():
+                yield row[0]
+
+    def json_frames(self) -> list[DataFrame]:
+        """One-column DataFrames of the rows as JSON text."""
+        return [
+            _untouched(df, name, struct, self.touched).select(F.to_json(F.struct(F.col(name))).alias("json"))
+            for df in self.full_sources()
+            for name, struct in _file_structs(df)
+        ]
+
+
+def checkpoint_files(
+    sources: Sequence[DataFrame], full_sources: Callable[[], list[DataFrame]], touched: DataFrame | None
+) -> CheckpointFiles | None:
+    """Untouched file actions of the checkpoint DataFrames `sources` (parts, sidecars).
+
+    `touched` holds one `key` per file action in the commits after the checkpoint (duplicates
+    allowed); it is broadcast, so the checkpoint's rows are filtered where they are read, without
+    a shuffle. `sources` may be read with `summary_read_schema`; `full_sources` reads every column.
+    """
+    flats: list[DataFrame] = []
+    for df in sources:
+        for name, struct in _file_structs(df):
+            rows = _untouched(df, name, struct, touched)
+            pv = (
+                F.col(name).getField("partitionValues").cast("map<string,string>")
+                if "partitionValues" in struct.fieldNames()
+                else F.lit(None).cast("map<string,string>")
+            )
+            deleted = (
+                _field(name, struct, "deletionTimestamp", "long") if name == "remove" else F.lit(None).cast("long")
+            )
+            flats.append(
+                rows.select(
+                    F.lit(name == "add").alias("is_add"),
+                    F.col(name).getField("path").cast("string").alias("path"),
+                    _field(name, struct, "size", "long").alias("size"),
+                    pv.alias("partition_values"),
+                    deleted.alias("deletion_ts"),
+                )
+            )
+    if not flats:
+        return None
+    flat = flats[0]
+    for other in flats[1:]:
+        flat = flat.unionByName(other)
+    return CheckpointFiles(flat, full_sources, touched)
+
+
+def _int(value: Any) -> int:
+    return int(value) if value is not None else 0
+
+
+def file_summary(flat: DataFrame, small_file_bytes: int) -> FileSummary:
+    """`FileSummary` of the flat rows' adds (a missing size counts as 0, as in `summarize_file_rows`)."""
+    size = F.coalesce(F.col("size"), F.lit(0))
+    row = (
+        flat.where(F.col("is_add"))
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum(size).alias("bytes"),
+            F.min(size).alias("lo"),
+            F.max(size).alias("hi"),
+            F.sum(F.when(size < small_file_bytes, 1).otherwise(0)).alias("small"),
+        )
+        .first()
+    )
+    assert row is not None
+    n = _int(row["n"])
+    return FileSummary(
+        small_file_bytes,
+        n,
+        _int(row["bytes"]),
+        None if n == 0 else _int(row["lo"]),
+        None if n == 0 else _int(row["hi"]),
+        _int(row["small"]),
+    )
+
+
+def _deleted(flat: DataFrame) -> Column:
+    return F.coalesce(F.col("deletion_ts"), F.lit(0))
+
+
+def count_tombstones_after(flat: DataFrame, cutoff_ms: int) -> int:
+    return int(flat.where(~F.col("is_add") & (_deleted(flat) > cutoff_ms)).count())
+
+
+def partition_key_column(columns: Sequence[str]) -> Column:
+    """`aggregates.partition_key` as a Column expression."""
+    if not columns:
+        return F.lit("")
+    pv = F.col("partition_values")
+    return F.concat_ws(
+        "/",
+        *(F.concat(F.lit(f"{c}="), F.coalesce(F.try_element_at(pv, F.lit(c)), F.lit(NULL_PARTITION))) for c in columns),
+    )
+
+
+def tombstone_summary(flat: DataFrame, cutoff_ms: int, partition_columns: tuple[str, ...]) -> TombstoneSummary:
+    """`TombstoneSummary` of the flat rows' removes, grouped by partition in the JVM."""
+    expired = _deleted(flat) <= cutoff_ms
+    size = F.coalesce(F.col("size"), F.lit(0))
+    rows = (
+        flat.where(~F.col("is_add"))
+        .groupBy(partition_key_column(partition_columns).alias("partition"))
+        .agg(
+            F.sum(F.when(expired, 0).otherwise(1)).alias("retained"),
+            F.sum(F.when(expired, 1).otherwise(0)).alias("expired"),
+            F.sum(F.when(expired, 0).otherwise(size)).alias("retained_bytes"),
+            F.sum(F.when(expired, size).otherwise(0)).alias("reclaimable_bytes"),
+            F.min("deletion_ts").alias("oldest"),
+            F.max("deletion_ts").alias("newest"),
+            F.sum(F.when(F.col("size").isNull(), 1).otherwise(0)).alias("no_size"),
+        )
+        .collect()
+    )
+    out = TombstoneSummary(cutoff_ms, partition_columns)
+    for row in rows:
+        out.removed_without_size += _int(row["no_size"])
+        out.partitions[row["partition"]] = PartitionTombstones(
+            _int(row["retained"]),
+            _int(row["expired"]),
+            _int(row["retained_bytes"]),
+            _int(row["reclaimable_bytes"]),
+            None if row["oldest"] is None else int(row["oldest"]),
+            None if row["newest"] is None else int(row["newest"]),
+        )
+    return out
