@@ -328,6 +328,14 @@ class _Resolved:
     drop_removes: list[int]
     new_adds: pa.Table
     new_removes: pa.Table
+    dropped_size: int | None = None  # sum of the dropped base rows' sizes, once computed
+
+
+def _union(sorted_rows: list[int], more: list[int]) -> list[int]:
+    """`sorted_rows` with `more` merged in (the same list when nothing is new: appends touch no base row)."""
+    if not more:
+        return sorted_rows
+    return sorted({*sorted_rows, *more})
 
 
 def _replace_rows(table: pa.Table, keys: Collection[str], rows: pa.Table) -> pa.Table:
@@ -420,12 +428,16 @@ class FileState:
             prev, keys = parent._resolved, self._new_keys
             tail_adds = [replay.active_files[k] for k in sorted(keys) if k in replay.active_files]
             tail_removes = [replay.tombstones[k] for k in sorted(keys) if k in replay.tombstones]
+            more_adds = _matching_rows(base.adds, keys, base._path_index())
             self._resolved = _Resolved(
-                sorted({*prev.drop_adds, *_matching_rows(base.adds, keys, base._path_index())}),
-                sorted({*prev.drop_removes, *_matching_rows(base.removes, keys)}),
+                _union(prev.drop_adds, more_adds),
+                _union(prev.drop_removes, _matching_rows(base.removes, keys)),
                 _replace_rows(prev.new_adds, keys, adds_to_table(tail_adds)),
                 _replace_rows(prev.new_removes, keys, removes_to_table(tail_removes)),
             )
+            if prev.dropped_size is not None:
+                fresh = sorted(set(more_adds).difference(prev.drop_adds))
+                self._resolved.dropped_size = prev.dropped_size + base._sum_sizes(fresh)
         else:
             touched = _touched(replay)
             self._resolved = _Resolved(
@@ -516,8 +528,13 @@ class FileState:
             return self._total_size()
         base = self._base
         assert base is not None
-        dropped = _sum(pc.take(base.adds.column("size"), int_array(r.drop_adds))) if r.drop_adds else 0
-        return base._total_size() - dropped + _sum(r.new_adds.column("size"))
+        if r.dropped_size is None:
+            r.dropped_size = base._sum_sizes(r.drop_adds)
+        return base._total_size() - r.dropped_size + _sum(r.new_adds.column("size"))
+
+    def _sum_sizes(self, rows: list[int]) -> int:
+        """Sum of `size` over these rows of a materialized state's `adds`."""
+        return _sum(pc.take(self.adds.column("size"), int_array(rows))) if rows else 0
 
     # -- summaries (the same interface as the Spark engine's distributed file state) -------------------
     def file_summary(self, small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES) -> FileSummary:
