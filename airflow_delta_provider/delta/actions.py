@@ -42,7 +42,7 @@ def decode_path(path: str) -> str:
 def _str_map(value: Any) -> dict[str, str | None]:
     if not value:
         return {}
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):  # `type` first: ABC checks are slow
         return {str(k): (None if v is None else str(v)) for k, v in value.items()}
     # Arrow map columns arrive as lists of (key, value) pairs.
     return {str(k): (None if v is None else str(v)) for k, v in value}
@@ -66,6 +66,8 @@ def _i64(value: Any, name: str, default: int | None = None) -> int | None:
 
 
 def _obj(value: Any, name: str) -> Mapping[str, Any]:
+    if type(value) is dict:
+        return value
     if not isinstance(value, Mapping):
         raise ValueError(f"{name} must be a JSON object, got {type(value).__name__}")
     return value
