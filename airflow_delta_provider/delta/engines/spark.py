@@ -494,34 +494,17 @@ class SparkEngine:
             if sources
             else self.spark.sparkContext.emptyRDD()
         )
-        # Protocol, metadata, txns, domains, commitInfo: few; reconcile them on the driver.
-        state_rows = parsed.filter(is_state_action).collect()
-        state_rows.sort(key=lambda p: (p[1], p[2]))
-        driver = InMemoryLogReplay()
-        last_info: CommitInfo | None = None
-        actions: list[Action] = list(driver_actions)
-        for name, version, _, body in state_rows:
-            if name == BAD_LINE:
-                path = next((c.file.path for c in segment.commits if c.version == version), None)
-                raise MalformedCommitError(body["message"], table=table, version=version, file=path)
-            action = action_from_json({name: body})
-            if isinstance(action, CommitInfo):
-                if version == segment.version:
-                    last_info = action
-                continue
-            if action is not None:
-                actions.append(action)
-        driver.append(0, actions)
-        if driver.current_protocol is not None:
-            check_can_read(driver.current_protocol, table=table, version=segment.version)
         keyed = parsed.filter(is_file_action).map(key_by_file)
-        checkpoint = None
-        if fast:
-            assert cp is not None
-            keyed = keyed.persist(StorageLevel.MEMORY_AND_DISK)
-            checkpoint = self._checkpoint_files(
-                store, keyed, parquet_parts, self._sidecar_paths(table, log_dir, store, cp.version, sidecar_names)
-            )
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            planned = None
+            if fast:
+                assert cp is not None
+                keyed = keyed.persist(StorageLevel.MEMORY_AND_DISK)  # feeds the broadcast keys and the replay
+                sidecar_paths = self._sidecar_paths(table, log_dir, store, cp.version, sidecar_names)
+                # planning the checkpoint's DataFrames is driver work: it overlaps the job below
+                planned = pool.submit(self._checkpoint_files, store, keyed, parquet_parts, sidecar_paths)
+            driver, last_info = self._state_actions(table, segment, parsed, driver_actions)
+            checkpoint = None if planned is None else planned.result()
         files = (
             keyed.partitionBy(self.snapshot_partitions)
             .mapPartitions(reconcile_partition)
@@ -538,6 +521,33 @@ class SparkEngine:
             last_info,
             info,
         )
+
+    @staticmethod
+    def _state_actions(
+        table: str, segment: LogSegment, parsed: RDD, checkpoint_actions: list[Action]
+    ) -> tuple[InMemoryLogReplay, CommitInfo | None]:
+        """Protocol, metadata, txns, domains (few) reconciled on the driver, the protocol checked;
+        and the newest commit's `commitInfo`."""
+        state_rows = parsed.filter(is_state_action).collect()
+        state_rows.sort(key=lambda p: (p[1], p[2]))
+        driver = InMemoryLogReplay()
+        last_info: CommitInfo | None = None
+        actions: list[Action] = list(checkpoint_actions)
+        for name, version, _, body in state_rows:
+            if name == BAD_LINE:
+                path = next((c.file.path for c in segment.commits if c.version == version), None)
+                raise MalformedCommitError(body["message"], table=table, version=version, file=path)
+            action = action_from_json({name: body})
+            if isinstance(action, CommitInfo):
+                if version == segment.version:
+                    last_info = action
+                continue
+            if action is not None:
+                actions.append(action)
+        driver.append(0, actions)
+        if driver.current_protocol is not None:
+            check_can_read(driver.current_protocol, table=table, version=segment.version)
+        return driver, last_info
 
     def _checkpoint_files(
         self, store: LogStore, keyed: RDD, parts: list[str], sidecars: list[str]
