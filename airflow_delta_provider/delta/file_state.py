@@ -392,6 +392,7 @@ class FileState:
         self._new_keys: set[str] | None = None  # keys touched since `_parent`
         self._base_size: int | None = None
         self._index: _PathIndex | None = None
+        self._tables: tuple[pa.Table, pa.Table] | None = None  # the replay's rows, when built already
 
     @classmethod
     def empty(cls) -> FileState:
@@ -402,8 +403,12 @@ class FileState:
         """The full state held by a replay (all tombstones, expired ones included)."""
         return cls(adds_to_table(replay.active_files.values()), removes_to_table(replay.tombstones.values()))
 
-    def apply(self, replay: InMemoryLogReplay) -> FileState:
-        """This state with a later replay's file actions reconciled on top (computed lazily)."""
+    def apply(self, replay: InMemoryLogReplay, *, tables: tuple[pa.Table, pa.Table] | None = None) -> FileState:
+        """This state with a later replay's file actions reconciled on top (computed lazily).
+
+        `tables` are `adds_to_table`/`removes_to_table` of the replay, when the caller built them already
+        (the local engine does while its checkpoint is still being read).
+        """
         if not replay.active_files and not replay.tombstones:
             return self
         if self._base is not None and self._replay is not None:
@@ -414,7 +419,9 @@ class FileState:
             elif self._parent is not None and self._new_keys is not None:  # skip the unresolved state
                 state._parent, state._new_keys = self._parent, self._new_keys | _touched(replay)
             return state
-        return FileState(base=self, replay=replay)
+        state = FileState(base=self, replay=replay)
+        state._tables = tables
+        return state
 
     def _resolve(self) -> _Resolved | None:
         """The lazy form (None for a materialized state)."""
@@ -440,13 +447,14 @@ class FileState:
                 self._resolved.dropped_size = prev.dropped_size + base._sum_sizes(fresh)
         else:
             touched = _touched(replay)
-            self._resolved = _Resolved(
-                _matching_rows(base.adds, touched),
-                _matching_rows(base.removes, touched),
+            new_adds, new_removes = self._tables or (
                 adds_to_table(replay.active_files.values()),
                 removes_to_table(replay.tombstones.values()),
             )
-        self._parent = self._new_keys = None
+            self._resolved = _Resolved(
+                _matching_rows(base.adds, touched), _matching_rows(base.removes, touched), new_adds, new_removes
+            )
+        self._parent = self._new_keys = self._tables = None
         return self._resolved
 
     def _path_index(self) -> _PathIndex | None:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .actions import CommitInfo, DomainMetadata, Metadata, Protocol, SetTransaction
 from .file_state import FileState
 from .replay import InMemoryLogReplay
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -27,8 +31,17 @@ class TableState:
     def empty(cls) -> TableState:
         return cls(-1, None, None, {}, {}, FileState.empty())
 
-    def apply(self, replay: InMemoryLogReplay, commit_infos: Mapping[int, CommitInfo]) -> TableState:
-        """This state with the replay of later commits on top (the replay holds their final actions)."""
+    def apply(
+        self,
+        replay: InMemoryLogReplay,
+        commit_infos: Mapping[int, CommitInfo],
+        *,
+        file_tables: tuple[pa.Table, pa.Table] | None = None,
+    ) -> TableState:
+        """This state with the replay of later commits on top (the replay holds their final actions).
+
+        `file_tables` are the replay's adds and removes as tables, when the caller built them already.
+        """
         txns = {**self.transactions, **replay.transactions}
         domains = {**self.domain_metadata, **replay.domain_metadata}
         domains = {k: v for k, v in domains.items() if not v.removed}
@@ -40,7 +53,7 @@ class TableState:
             metadata=replay.current_metadata or self.metadata,
             transactions=txns,
             domain_metadata=domains,
-            files=self.files.apply(replay),
+            files=self.files.apply(replay, tables=file_tables),
             last_commit_info=last,
             commit_infos={**self.commit_infos, **commit_infos},
         )

@@ -488,12 +488,19 @@ class LocalEngine:
                 pending.discard()
             raise
         base = TableState.empty()
+        tables = None
         if checkpoint is not None:
+            if pending is not None:  # build the commits' rows while the checkpoint thread still reads
+                try:
+                    tables = (adds_to_table(replay.active_files.values()), removes_to_table(replay.tombstones.values()))
+                except BaseException:
+                    pending.discard()
+                    raise
             cp = pending.result() if pending is not None else self.read_checkpoint(table, log_dir, store, checkpoint)
             if replay.current_protocol is None and cp.protocol is not None:
                 check_can_read(cp.protocol, table=table, version=segment.version)
             base = _state_from_checkpoint(checkpoint.version, cp)
-        return base.apply(replay, infos)
+        return base.apply(replay, infos, file_tables=tables)
 
     def _load_plain(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> TableState:
         replay = InMemoryLogReplay()
