@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from conftest import CORPUS
@@ -97,15 +98,21 @@ def test_latest_version_probe_matches_snapshot(root):
     assert log.latest_version() == PROBE_DIVERGES.get(root, expected)
 
 
-def test_incremental_update_equals_full_load(tmp_path):
-    src = CORPUS / "delta-golden" / "checkpoint"
+def _stopped_at_11(tmp_path: Path) -> tuple[Path, dict[int, bytes]]:
+    """A copy of delta-golden/checkpoint that stops at version 11, and the hidden commits 12..14."""
     table = tmp_path / "t"
-    shutil.copytree(src, table)
+    shutil.copytree(CORPUS / "delta-golden" / "checkpoint", table)
     log_dir = table / "_delta_log"
-    # Start from a copy that stops at version 11, then let commits 12..14 arrive one by one.
     hidden = {v: (log_dir / f"{v:020d}.json").read_bytes() for v in (12, 13, 14)}
     for v in hidden:
         (log_dir / f"{v:020d}.json").unlink()
+    return table, hidden
+
+
+def test_incremental_update_equals_full_load(tmp_path):
+    # Start from a copy that stops at version 11, then let commits 12..14 arrive one by one.
+    table, hidden = _stopped_at_11(tmp_path)
+    log_dir = table / "_delta_log"
     log = DeltaLog(str(table))
     assert log.update().version == 11
     same = log.update()
@@ -140,13 +147,8 @@ def test_incremental_counts_equal_full_load(tmp_path, monkeypatch, resolve_every
     the checkpoint's sorted path index); they equal a full load."""
     if indexed:
         monkeypatch.setattr(file_state, "PATH_INDEX_MIN_ROWS", 0)
-    src = CORPUS / "delta-golden" / "checkpoint"
-    table = tmp_path / "t"
-    shutil.copytree(src, table)
+    table, hidden = _stopped_at_11(tmp_path)
     log_dir = table / "_delta_log"
-    hidden = {v: (log_dir / f"{v:020d}.json").read_bytes() for v in (12, 13, 14)}
-    for v in hidden:
-        (log_dir / f"{v:020d}.json").unlink()
     log = DeltaLog(str(table))
     _counts(log.update())
     for i, (v, data) in enumerate(hidden.items(), start=1):
