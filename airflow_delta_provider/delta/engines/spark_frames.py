@@ -236,12 +236,13 @@ def file_summary(flat: DataFrame, small_file_bytes: int) -> FileSummary:
     )
 
 
-def _deleted(flat: DataFrame) -> Column:
+def _deleted() -> Column:
+    """`deletionTimestamp`, a missing one counting as 0 (always past retention), as in `TombstoneSummary`."""
     return F.coalesce(F.col("deletion_ts"), F.lit(0))
 
 
 def count_tombstones_after(flat: DataFrame, cutoff_ms: int) -> int:
-    return int(flat.where(~F.col("is_add") & (_deleted(flat) > cutoff_ms)).count())
+    return int(flat.where(~F.col("is_add") & (_deleted() > cutoff_ms)).count())
 
 
 def partition_key_column(columns: Sequence[str]) -> Column:
@@ -257,7 +258,7 @@ def partition_key_column(columns: Sequence[str]) -> Column:
 
 def tombstone_summary(flat: DataFrame, cutoff_ms: int, partition_columns: tuple[str, ...]) -> TombstoneSummary:
     """`TombstoneSummary` of the flat rows' removes, grouped by partition in the JVM."""
-    expired = _deleted(flat) <= cutoff_ms
+    expired = _deleted() <= cutoff_ms
     size = F.coalesce(F.col("size"), F.lit(0))
     rows = (
         flat.where(~F.col("is_add"))
