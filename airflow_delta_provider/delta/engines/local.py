@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -305,6 +306,42 @@ def _conform_batch(rows: pa.StructArray, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
+def sidecar_path(store: LogStore, log_dir: str, path: str) -> str:
+    """Where a V2 checkpoint's `sidecar.path` lives: absolute as given, else under `_delta_log/_sidecars`."""
+    if "://" in path or path.startswith("/"):
+        return path
+    return store.join(log_dir, SIDECAR_DIR_NAME, path)
+
+
+@contextmanager
+def checkpoint_read_errors(table: str, version: int, file: str) -> Iterator[None]:
+    """Reading one checkpoint file: failures become typed errors naming table, version and file.
+
+    A listed file that is gone is a malformed checkpoint; permission and connection failures are
+    storage errors (transient unless permission); anything unreadable is a malformed checkpoint.
+    """
+    try:
+        yield
+    except DeltaError:
+        raise
+    except FileNotFoundError:
+        raise MalformedCheckpointError(
+            "Checkpoint file listed but missing", table=table, version=version, file=file
+        ) from None
+    except (PermissionError, ConnectionError, TimeoutError) as exc:
+        raise StorageError(
+            f"Cannot read checkpoint: {type(exc).__name__}: {exc}",
+            table=table,
+            version=version,
+            file=file,
+            transient=not isinstance(exc, PermissionError),
+        ) from None
+    except (OSError, pa.ArrowException, ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
+        raise MalformedCheckpointError(
+            f"Cannot read checkpoint: {exc}", table=table, version=version, file=file
+        ) from None
+
+
 def _non_file_actions(table: pa.Table) -> list[Action]:
     out: list[Action] = []
     for name in _NON_FILE_COLUMNS:
@@ -360,7 +397,7 @@ class LocalEngine:
         columns = [*_ACTION_COLUMNS, "add.stats"] if eager_stats else _ACTION_COLUMNS
         for part in checkpoint.files:
             name = part.name
-            try:
+            with checkpoint_read_errors(table, checkpoint.version, name):
                 if part.extension == "json":
                     objs = parse_commit_bytes(
                         store.read_bytes(part.file.path), table=table, version=checkpoint.version, file=name
@@ -375,26 +412,8 @@ class LocalEngine:
                     adds.append(_file_actions(data, "add", ADD_SCHEMA))
                     removes.append(_file_actions(data, "remove", REMOVE_SCHEMA))
                     parquet_paths.append(part.file.path)
-            except DeltaError:
-                raise
-            except FileNotFoundError:
-                raise MalformedCheckpointError(
-                    "Checkpoint file listed but missing", table=table, version=checkpoint.version, file=name
-                ) from None
-            except (PermissionError, ConnectionError, TimeoutError) as exc:
-                raise StorageError(
-                    f"Cannot read checkpoint: {type(exc).__name__}: {exc}",
-                    table=table,
-                    version=checkpoint.version,
-                    file=name,
-                    transient=not isinstance(exc, PermissionError),
-                ) from None
-            except (OSError, pa.ArrowException, ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
-                raise MalformedCheckpointError(
-                    f"Cannot read checkpoint: {exc}", table=table, version=checkpoint.version, file=name
-                ) from None
         for sidecar in [a for a in actions if isinstance(a, Sidecar)]:
-            path = self._sidecar_path(store, log_dir, sidecar.path)
+            path = sidecar_path(store, log_dir, sidecar.path)
             try:
                 data = _read_parquet(
                     store,
@@ -449,12 +468,6 @@ class LocalEngine:
                 ) from None
 
         return load
-
-    @staticmethod
-    def _sidecar_path(store: LogStore, log_dir: str, path: str) -> str:
-        if "://" in path or path.startswith("/"):
-            return path
-        return store.join(log_dir, SIDECAR_DIR_NAME, path)
 
     def replay_commits(
         self, table: str, store: LogStore, commits: Sequence[ParsedLogPath]

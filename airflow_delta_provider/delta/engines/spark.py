@@ -45,13 +45,12 @@ from ..errors import (
     error_from_dict,
 )
 from ..file_state import adds_to_table, removes_to_table
-from ..filenames import SIDECAR_DIR_NAME
 from ..log_segment import LogSegment
 from ..replay import InMemoryLogReplay
 from ..storage import LogStore, is_local, local_path, s3fs_options
 from ..table_features import check_can_read
 from ..table_state import TableState
-from .local import _NON_FILE_COLUMNS, _non_file_actions, _read_parquet
+from .local import _NON_FILE_COLUMNS, _non_file_actions, _read_parquet, checkpoint_read_errors, sidecar_path
 from .spark_tasks import (
     BAD_LINE,
     FILE_ACTIONS,
@@ -363,15 +362,12 @@ class SparkEngine:
         rdds = self._json_part_lines(table, store, segment)
         parquet_paths: list[str] = []
         for part in cp.files:
-            if part.extension != "json":
+            if part.extension == "json":
+                sidecars = self._json_sidecars(store, part.file.path)
+            else:
                 parquet_paths.append(part.file.path)
                 sidecars = [a.path for a in self._parquet_part_actions(table, store, part.file.path, cp.version)[1]]
-                parquet_paths.extend(self._sidecar_paths(table, log_dir, store, cp.version, sidecars))
-        for part in cp.files:
-            if part.extension == "json":
-                parquet_paths.extend(
-                    self._sidecar_paths(table, log_dir, store, cp.version, self._json_sidecars(store, part.file.path))
-                )
+            parquet_paths.extend(self._sidecar_paths(table, log_dir, store, cp.version, sidecars))
         if parquet_paths:
             df = self.spark.read.parquet(*[spark_path(p) for p in parquet_paths])
             from pyspark.sql import functions as F
@@ -406,27 +402,8 @@ class SparkEngine:
         table: str, store: LogStore, path: str, version: int
     ) -> tuple[list[Action], list[Sidecar]]:
         """Non-file actions of one checkpoint parquet file, read on the driver (small columns only)."""
-        name = path.rsplit("/", 1)[-1]
-        try:
+        with checkpoint_read_errors(table, version, path.rsplit("/", 1)[-1]):
             actions = _non_file_actions(_read_parquet(store, path, _NON_FILE_COLUMNS))
-        except DeltaError:
-            raise
-        except FileNotFoundError:
-            raise MalformedCheckpointError(
-                "Checkpoint file listed but missing", table=table, version=version, file=name
-            ) from None
-        except (PermissionError, ConnectionError, TimeoutError) as exc:
-            raise StorageError(
-                f"Cannot read checkpoint: {type(exc).__name__}: {exc}",
-                table=table,
-                version=version,
-                file=name,
-                transient=not isinstance(exc, PermissionError),
-            ) from None
-        except (OSError, pa.ArrowException, ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
-            raise MalformedCheckpointError(
-                f"Cannot read checkpoint: {exc}", table=table, version=version, file=name
-            ) from None
         sidecars = [a for a in actions if isinstance(a, Sidecar)]
         return [a for a in actions if not isinstance(a, Sidecar | CheckpointMetadata)], sidecars
 
@@ -434,7 +411,7 @@ class SparkEngine:
     def _sidecar_paths(table: str, log_dir: str, store: LogStore, version: int, names: list[str]) -> list[str]:
         paths = []
         for name in names:
-            path = name if ("://" in name or name.startswith("/")) else store.join(log_dir, SIDECAR_DIR_NAME, name)
+            path = sidecar_path(store, log_dir, name)
             if store.head(path) is None:
                 raise MalformedCheckpointError(
                     "Sidecar named by the V2 checkpoint is missing", table=table, version=version, file=name
