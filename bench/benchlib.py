@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import compileall
 import json
 import os
@@ -241,6 +242,19 @@ def cpu_busy(interval: float = 0.3) -> float:
     except OSError:
         return -1.0
     return 1.0 - (i1 - i0) / max(t1 - t0, 1)
+
+
+def add_quiet_options(parser: argparse.ArgumentParser, max_wait: float) -> None:
+    """The runners' shared options: table generation and the quiet-CPU wait before each timed run."""
+    parser.add_argument("--no-generate", action="store_true", help="fail instead of generating missing tables")
+    parser.add_argument("--no-wait-idle", action="store_true", help="don't wait for a quiet CPU before each run")
+    parser.add_argument("--idle-threshold", type=float, default=0.5, help="max busy CPU fraction to start a run")
+    parser.add_argument("--idle-max-wait", type=float, default=max_wait, help="max seconds to wait for it")
+
+
+def quiet_setting(args: argparse.Namespace) -> tuple[float, float] | None:
+    """(threshold, max wait) for `wait_for_quiet`, or None with `--no-wait-idle`."""
+    return None if args.no_wait_idle else (args.idle_threshold, args.idle_max_wait)
 
 
 def wait_for_quiet(threshold: float, max_wait: float) -> float:

@@ -665,10 +665,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-latest", action="store_true")
     parser.add_argument("--skip-update", action="store_true")
     parser.add_argument("--no-deltars-update", action="store_true", help="don't time delta-rs update_incremental")
-    parser.add_argument("--no-generate", action="store_true", help="fail instead of generating missing tables")
-    parser.add_argument("--no-wait-idle", action="store_true", help="don't wait for a quiet CPU before each run")
-    parser.add_argument("--idle-threshold", type=float, default=0.5, help="max busy CPU fraction to start a run")
-    parser.add_argument("--idle-max-wait", type=float, default=10.0, help="max seconds to wait for it")
+    benchlib.add_quiet_options(parser, max_wait=10.0)
     parser.add_argument(
         "--no-library-snapshot",
         action="store_true",
@@ -689,7 +686,7 @@ def main(argv: list[str] | None = None) -> int:
     args.logs = [s for s in args.logs.split(",") if s]
     if args.update_scale is None:
         args.update_scale = next((s for s in ("L", "M", "S") if s in args.scales), "S")
-    quiet = None if args.no_wait_idle else (args.idle_threshold, args.idle_max_wait)
+    quiet = benchlib.quiet_setting(args)
 
     needed = [*args.scales] if not args.skip_loads else []
     if not args.skip_latest:

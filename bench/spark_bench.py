@@ -1095,10 +1095,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-warm", action="store_true")
     parser.add_argument("--skip-baselines", action="store_true")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per spark-submit")
-    parser.add_argument("--no-generate", action="store_true", help="fail instead of generating missing tables")
-    parser.add_argument("--no-wait-idle", action="store_true", help="don't wait for a quiet CPU before runs")
-    parser.add_argument("--idle-threshold", type=float, default=0.5, help="max busy CPU fraction to start a run")
-    parser.add_argument("--idle-max-wait", type=float, default=60.0, help="max seconds to wait for it")
+    benchlib.add_quiet_options(parser, max_wait=60.0)
     parser.add_argument(
         "--max-others",
         type=float,
@@ -1120,7 +1117,7 @@ def main(argv: list[str] | None = None) -> int:
     args.partitions = [int(x) for x in args.partitions.split(",") if x]
     args.tombstone_partitions = args.tombstone_partitions or args.partitions[0]
     args.warm_partitions = args.warm_partitions or args.partitions[0]
-    quiet = None if args.no_wait_idle else (args.idle_threshold, args.idle_max_wait)
+    quiet = benchlib.quiet_setting(args)
     if args.report_from:
         return rerender(args)
 
