@@ -23,18 +23,16 @@ from .arrow_compute import cast
 _INT32_MAX = 2**31 - 1
 
 
+def bools_from_bytes(raw: bytearray, validity: pa.Buffer | None = None) -> pa.BooleanArray:
+    """A boolean array from one byte per value (non-zero = true), with an optional validity bitmap."""
+    return cast(pa.Array.from_buffers(pa.uint8(), len(raw), [validity, pa.py_buffer(raw)]), pa.bool_())
+
+
 def _validity(valid: bytearray, n: int) -> pa.Buffer | None:
     """A validity bitmap from one byte per value (1 = valid), or None when every value is valid."""
     if valid.count(1) == n:
         return None
-    bits = cast(pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(valid)]), pa.bool_())
-    return bits.buffers()[1]
-
-
-def bool_mask(flags: Sequence[bool]) -> pa.BooleanArray:
-    """A non-null boolean array."""
-    raw = bytearray(1 if f else 0 for f in flags)
-    return cast(pa.Array.from_buffers(pa.uint8(), len(raw), [None, pa.py_buffer(raw)]), pa.bool_())
+    return bools_from_bytes(valid).buffers()[1]
 
 
 def string_array(values: Sequence[str | None]) -> pa.Array:
@@ -69,8 +67,7 @@ def bool_array(values: Sequence[bool | None]) -> pa.Array:
     """A boolean array (nulls allowed)."""
     n = len(values)
     valid = bytearray(1 if v is not None else 0 for v in values)
-    raw = bytearray(1 if v else 0 for v in values)
-    return cast(pa.Array.from_buffers(pa.uint8(), n, [_validity(valid, n), pa.py_buffer(raw)]), pa.bool_())
+    return bools_from_bytes(bytearray(1 if v else 0 for v in values), _validity(valid, n))
 
 
 def _pairs(value: Any) -> Any:

@@ -90,7 +90,6 @@ def _binary(name: str) -> Any:
 
 is_valid = _unary("is_valid")
 is_null = _unary("is_null")
-invert = _unary("invert")
 indices_nonzero = _unary("indices_nonzero")
 sort_indices = _unary("sort_indices")
 any = _unary("any")

@@ -27,7 +27,7 @@ from .actions import (
     RemoveFile,
 )
 from .aggregates import DEFAULT_SMALL_FILE_BYTES, FileSummary, TombstoneSummary
-from .arrow_build import column, int64_scalar, int_array, string_array, string_scalar
+from .arrow_build import bools_from_bytes, column, int64_scalar, int_array, string_array, string_scalar
 from .replay import InMemoryLogReplay
 
 _STR_MAP = pa.map_(pa.string(), pa.string())
@@ -276,7 +276,7 @@ def _keep_mask(num_rows: int, drop: Collection[int]) -> pa.BooleanArray:
     keep = bytearray(b"\x01") * num_rows
     for i in drop:
         keep[i] = 0
-    return pc.cast(pa.Array.from_buffers(pa.uint8(), num_rows, [None, pa.py_buffer(keep)]), pa.bool_())
+    return bools_from_bytes(keep)
 
 
 def take_rows(table: pa.Table, indices: pa.Array) -> pa.Table:

@@ -53,8 +53,7 @@ class TableState:
             metadata=replay.current_metadata or self.metadata,
             transactions=txns,
             domain_metadata=domains,
-            # `tables=` only when given: the Spark engine's file state has the one-argument `apply`
-            files=self.files.apply(replay) if file_tables is None else self.files.apply(replay, tables=file_tables),
+            files=self.files.apply(replay, tables=file_tables),
             last_commit_info=last,
             commit_infos={**self.commit_infos, **commit_infos},
         )

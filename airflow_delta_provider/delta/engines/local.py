@@ -295,15 +295,7 @@ def _file_rows(chunk: pa.StructArray) -> pa.StructArray | None:
 
 def _conform_batch(rows: pa.StructArray, schema: pa.Schema) -> pa.RecordBatch:
     """A batch of `schema` from struct rows whose `path` is never null (so no parent row is null)."""
-    names = {rows.type.field(i).name for i in range(rows.type.num_fields)}
-    columns = []
-    for f in schema:
-        if f.name not in names:
-            columns.append(pa.nulls(len(rows), type=f.type))
-            continue
-        child = rows.field(f.name)
-        columns.append(child if child.type == f.type else conform(child, f.type))
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+    return pa.RecordBatch.from_struct_array(conform(rows, pa.struct(list(schema))))
 
 
 def sidecar_path(store: LogStore, log_dir: str, path: str) -> str:
