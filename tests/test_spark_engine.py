@@ -105,6 +105,35 @@ def test_plain_spark_path_equals_fast_path(engine, root: str) -> None:
     assert _fingerprint(root, plain) == _fingerprint(root, engine) == _fingerprint(root, None)
 
 
+@pytest.mark.skipif(not ORACLE, reason="reference corpus not found")
+@pytest.mark.parametrize("root", ["delta-golden/checkpoint", "delta-golden/dv-partitioned-with-checkpoint"])
+def test_reports_without_the_digest_equal_the_digest(engine, root: str, monkeypatch) -> None:
+    """Past `max_digest_groups` tombstone groups, each report runs its own query: same answers."""
+    from airflow_delta_provider.delta.engines.spark import DistributedFileState
+
+    with_digest = _fingerprint(root, engine)
+    monkeypatch.setattr(DistributedFileState, "max_digest_groups", 0)
+    snap = DeltaLog(str(CORPUS / root), engine=engine).update()
+    assert snap.num_tombstones(now_ms=NOW_MS) >= 0 and not snap.state.files.digest().complete
+    assert _fingerprint(root, engine) == with_digest == _fingerprint(root, None)
+
+
+def test_one_digest_answers_every_report(engine) -> None:
+    """File summary, tombstone count and tombstone summary at any cutoff come from one digest:
+    once it is computed, the distributed rows are not read again."""
+    table = CORPUS / "delta-golden" / "dv-partitioned-with-checkpoint"
+    snap = DeltaLog(str(table), engine=engine).update()
+    local = DeltaLog(str(table)).update()
+    files = snap.state.files
+    assert files.partition_columns == tuple(local.partition_columns) != ()
+    files.digest()
+    files.replayed = files.checkpoint = None  # any further Spark job would fail
+    assert snap.file_summary() == local.file_summary()
+    for hours in (0.0, 24.0, 1e6):
+        assert snap.num_tombstones(hours, now_ms=NOW_MS) == local.num_tombstones(hours, now_ms=NOW_MS)
+        assert snap.tombstone_summary(hours, now_ms=NOW_MS) == local.tombstone_summary(hours, now_ms=NOW_MS)
+
+
 def test_fast_path_keeps_checkpoint_rows_in_the_jvm(engine) -> None:
     """Checkpoint rows no commit touches are summarized as DataFrames; only commit actions are replayed."""
     table = CORPUS / "delta-golden" / "dv-partitioned-with-checkpoint"

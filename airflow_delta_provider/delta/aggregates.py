@@ -181,6 +181,114 @@ class TombstoneSummary:
         }
 
 
+#: Most (partition, deletionTimestamp) groups a `FileDigest` keeps before it gives up (`complete`
+#: False): tombstones share a timestamp per commit, so real tables stay far below it.
+MAX_DIGEST_GROUPS = 100_000
+
+
+@dataclass
+class TombstoneGroup:
+    """Tombstones of one partition deleted at one timestamp."""
+
+    count: int = 0
+    size_bytes: int = 0
+    without_size: int = 0
+
+
+@dataclass
+class FileDigest:
+    """A file state's `FileSummary` and its tombstones grouped by (partition, `deletionTimestamp`).
+
+    Holds no cutoff: `tombstone_summary` and `count_tombstones_after` answer any retention cutoff
+    from it, so one pass over the files serves a snapshot report and a tombstone report together.
+    Past `max_groups` groups it stops grouping (`complete` False) and callers ask the files again.
+    """
+
+    files: FileSummary
+    partition_columns: tuple[str, ...] = ()
+    groups: dict[tuple[str, int | None], TombstoneGroup] = field(default_factory=dict)
+    complete: bool = True
+    max_groups: int = MAX_DIGEST_GROUPS
+
+    def add_tombstone(
+        self, partition_values: Mapping[str, str | None] | None, size: int | None, deleted_ms: int | None
+    ) -> None:
+        key = partition_key(partition_values, self.partition_columns)
+        self.add_group(key, deleted_ms, 1, size or 0, int(size is None))
+
+    def add_group(self, partition: str, deleted_ms: int | None, count: int, size_bytes: int, without_size: int) -> None:
+        """Count `count` tombstones of `partition` deleted at `deleted_ms` (already aggregated)."""
+        if not self.complete:
+            return
+        group = self.groups.get((partition, deleted_ms))
+        if group is None:
+            if len(self.groups) >= self.max_groups:
+                self.complete, self.groups = False, {}
+                return
+            group = self.groups[(partition, deleted_ms)] = TombstoneGroup()
+        group.count += count
+        group.size_bytes += size_bytes
+        group.without_size += without_size
+
+    def merge(self, other: FileDigest) -> FileDigest:
+        if other.partition_columns != self.partition_columns:
+            raise ValueError("cannot merge file digests with different partition columns")
+        out = FileDigest(self.files.merge(other.files), self.partition_columns, max_groups=self.max_groups)
+        for source in (self, other):
+            if not source.complete:
+                out.complete, out.groups = False, {}
+                break
+            for (partition, deleted), g in source.groups.items():
+                out.add_group(partition, deleted, g.count, g.size_bytes, g.without_size)
+        return out
+
+    def tombstone_summary(self, cutoff_ms: int) -> TombstoneSummary:
+        """The same `TombstoneSummary` as adding every tombstone row at `cutoff_ms`."""
+        if not self.complete:
+            raise ValueError("the digest has too many tombstone groups to answer from")
+        out = TombstoneSummary(cutoff_ms, self.partition_columns)
+        for (partition, deleted), g in self.groups.items():
+            bucket = out.partitions.get(partition)
+            if bucket is None:
+                bucket = out.partitions[partition] = PartitionTombstones()
+            out.removed_without_size += g.without_size
+            if (deleted or 0) <= cutoff_ms:
+                bucket.expired += g.count
+                bucket.reclaimable_bytes += g.size_bytes
+            else:
+                bucket.retained += g.count
+                bucket.retained_bytes += g.size_bytes
+            if deleted is not None:
+                bucket.oldest_deletion_ms = _min(bucket.oldest_deletion_ms, deleted)
+                bucket.newest_deletion_ms = _max(bucket.newest_deletion_ms, deleted)
+        return out
+
+    def count_tombstones_after(self, cutoff_ms: int) -> int:
+        """Tombstones deleted after `cutoff_ms` (a missing timestamp counts as 0)."""
+        if not self.complete:
+            raise ValueError("the digest has too many tombstone groups to answer from")
+        return sum(g.count for (_, deleted), g in self.groups.items() if (deleted or 0) > cutoff_ms)
+
+
+def digest_file_rows(
+    rows: Iterable[dict[str, Any]],
+    small_file_bytes: int,
+    partition_columns: tuple[str, ...],
+    max_groups: int = MAX_DIGEST_GROUPS,
+) -> FileDigest:
+    """A `FileDigest` of `{"add": {...}}` / `{"remove": {...}}` rows."""
+    out = FileDigest(FileSummary(small_file_bytes), partition_columns, max_groups=max_groups)
+    for row in rows:
+        add = row.get("add")
+        if add is not None:
+            out.files.add(int(add.get("size") or 0))
+            continue
+        rm = row.get("remove")
+        if rm is not None:
+            out.add_tombstone(rm.get("partitionValues"), rm.get("size"), rm.get("deletionTimestamp"))
+    return out
+
+
 def summarize_file_rows(rows: Iterable[dict[str, Any]], small_file_bytes: int) -> FileSummary:
     """A `FileSummary` of `{"add": {...}}` rows (others are ignored)."""
     out = FileSummary(small_file_bytes)

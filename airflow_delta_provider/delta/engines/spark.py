@@ -34,7 +34,7 @@ from ..actions import (
     Sidecar,
     action_from_json,
 )
-from ..aggregates import DEFAULT_SMALL_FILE_BYTES, FileSummary, TombstoneSummary
+from ..aggregates import DEFAULT_SMALL_FILE_BYTES, MAX_DIGEST_GROUPS, FileDigest, FileSummary, TombstoneSummary
 from ..errors import (
     ERROR_CLASSES,
     DeltaError,
@@ -57,6 +57,7 @@ from .spark_tasks import (
     STATE_ACTIONS,
     add_path_row,
     commit_file_lines,
+    digest_task,
     file_summary_task,
     first_json,
     is_add,
@@ -140,16 +141,25 @@ class DistributedFileState:
     file lists.
     """
 
+    #: Tombstone groups the digest keeps before reports fall back to one query per cutoff.
+    max_digest_groups: int = MAX_DIGEST_GROUPS
+
     def __init__(
-        self, replayed: RDD, table: str, version: int, checkpoint: spark_frames.CheckpointFiles | None = None
+        self,
+        replayed: RDD,
+        table: str,
+        version: int,
+        checkpoint: spark_frames.CheckpointFiles | None = None,
+        partition_columns: tuple[str, ...] = (),
     ) -> None:
         self.replayed = replayed
         self.checkpoint = checkpoint
+        self.partition_columns = tuple(partition_columns)
         self._table = table
         self._version = version
         self._adds: pa.Table | None = None
         self._removes: pa.Table | None = None
-        self._summary: FileSummary | None = None
+        self._digest: FileDigest | None = None
 
     def _run(self, action: Callable[[], Any]) -> Any:
         return run_spark(action, table=self._table, version=self._version)
@@ -218,20 +228,32 @@ class DistributedFileState:
         assert self._removes is not None
         return self._removes
 
+    def digest(self) -> FileDigest:
+        """File summary and tombstones by (partition, deletion time), computed once: one Python job and
+        one JVM query answer `file_summary()`, `count_tombstones_after` and `tombstone_summary` at any cutoff."""
+        from . import spark_frames
+
+        if self._digest is None:
+            cols, small, most = self.partition_columns, DEFAULT_SMALL_FILE_BYTES, self.max_digest_groups
+            parts = self.replayed.mapPartitions(digest_task(small, cols, most))
+            self._digest = self._both(
+                lambda: parts.fold(FileDigest(FileSummary(small), cols, max_groups=most), FileDigest.merge),
+                lambda flat: spark_frames.file_digest(flat, small, cols, most),
+                FileDigest.merge,
+            )
+        return self._digest
+
     def file_summary(self, small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES) -> FileSummary:
         from . import spark_frames
 
-        if self._summary is not None and self._summary.small_file_bytes == small_file_bytes:
-            return self._summary
+        if small_file_bytes == DEFAULT_SMALL_FILE_BYTES:
+            return self.digest().files
         parts = self.replayed.mapPartitions(file_summary_task(small_file_bytes))
-        summary = self._both(
+        return self._both(
             lambda: parts.fold(FileSummary(small_file_bytes), FileSummary.merge),
             lambda flat: spark_frames.file_summary(flat, small_file_bytes),
             FileSummary.merge,
         )
-        if small_file_bytes == DEFAULT_SMALL_FILE_BYTES:
-            self._summary = summary
-        return summary
 
     @property
     def num_files(self) -> int:
@@ -255,6 +277,9 @@ class DistributedFileState:
     def count_tombstones_after(self, cutoff_ms: int) -> int:
         from . import spark_frames
 
+        digest = self.digest()
+        if digest.complete:
+            return digest.count_tombstones_after(cutoff_ms)
         return self._both(
             self.replayed.filter(removed_after(cutoff_ms)).count,
             lambda flat: spark_frames.count_tombstones_after(flat, cutoff_ms),
@@ -265,12 +290,21 @@ class DistributedFileState:
         from . import spark_frames
 
         cols = tuple(partition_columns)
+        if cols == self.partition_columns:
+            digest = self.digest()
+            if digest.complete:
+                return digest.tombstone_summary(cutoff_ms)
         parts = self.replayed.mapPartitions(tombstone_summary_task(cutoff_ms, cols))
         return self._both(
             lambda: parts.fold(TombstoneSummary(cutoff_ms, cols), TombstoneSummary.merge),
             lambda flat: spark_frames.tombstone_summary(flat, cutoff_ms, cols),
             TombstoneSummary.merge,
         )
+
+
+def _partition_columns(replay: InMemoryLogReplay) -> tuple[str, ...]:
+    metadata = replay.current_metadata
+    return () if metadata is None else tuple(metadata.partition_columns)
 
 
 def run_spark(action: Callable[[], Any], *, table: str, version: int | None = None) -> Any:
@@ -494,7 +528,9 @@ class SparkEngine:
             driver.current_metadata,
             dict(driver.transactions),
             {d.domain: d for d in driver.get_domain_metadata()},
-            DistributedFileState(files, table, segment.version, checkpoint),  # type: ignore[arg-type]
+            DistributedFileState(  # type: ignore[arg-type]
+                files, table, segment.version, checkpoint, _partition_columns(driver)
+            ),
             last_info,
             info,
         )

@@ -24,7 +24,14 @@ from pyspark.sql import types as T
 from pyspark.sql.types import DataType, StructType
 
 from ..actions import KEY_SEPARATOR
-from ..aggregates import NULL_PARTITION, FileSummary, PartitionTombstones, TombstoneSummary
+from ..aggregates import (
+    MAX_DIGEST_GROUPS,
+    NULL_PARTITION,
+    FileDigest,
+    FileSummary,
+    PartitionTombstones,
+    TombstoneSummary,
+)
 
 FILE_ACTIONS = ("add", "remove")
 
@@ -285,4 +292,40 @@ def tombstone_summary(flat: DataFrame, cutoff_ms: int, partition_columns: tuple[
             None if row["oldest"] is None else int(row["oldest"]),
             None if row["newest"] is None else int(row["newest"]),
         )
+    return out
+
+
+def file_digest(
+    flat: DataFrame, small_file_bytes: int, partition_columns: tuple[str, ...], max_groups: int = MAX_DIGEST_GROUPS
+) -> FileDigest:
+    """`FileDigest` of the flat rows in one query: the adds' `FileSummary` (one group) and the removes
+    grouped by (partition, deletionTimestamp). More than `max_groups` groups give an incomplete digest."""
+    is_add = F.col("is_add")
+    size = F.coalesce(F.col("size"), F.lit(0))
+    none = F.lit(None)
+    rows = (
+        flat.groupBy(
+            is_add,
+            F.when(is_add, none.cast("string")).otherwise(partition_key_column(partition_columns)).alias("partition"),
+            F.when(is_add, none.cast("long")).otherwise(F.col("deletion_ts")).alias("deleted"),
+        )
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum(size).alias("bytes"),
+            F.min(size).alias("lo"),
+            F.max(size).alias("hi"),
+            F.sum(F.when(size < small_file_bytes, 1).otherwise(0)).alias("small"),
+            F.sum(F.when(F.col("size").isNull(), 1).otherwise(0)).alias("no_size"),
+        )
+        .limit(max_groups + 2)  # one group of adds, up to max_groups of removes, one more to see overflow
+        .collect()
+    )
+    out = FileDigest(FileSummary(small_file_bytes), partition_columns, max_groups=max_groups)
+    for row in rows:
+        if row["is_add"]:
+            lo, hi = _int(row["lo"]), _int(row["hi"])
+            out.files = FileSummary(small_file_bytes, _int(row["n"]), _int(row["bytes"]), lo, hi, _int(row["small"]))
+        else:
+            deleted = None if row["deleted"] is None else int(row["deleted"])
+            out.add_group(row["partition"], deleted, _int(row["n"]), _int(row["bytes"]), _int(row["no_size"]))
     return out

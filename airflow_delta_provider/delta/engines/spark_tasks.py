@@ -8,7 +8,14 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..actions import AddFile, RemoveFile, action_from_json
-from ..aggregates import FileSummary, TombstoneSummary, summarize_file_rows, summarize_tombstone_rows
+from ..aggregates import (
+    FileDigest,
+    FileSummary,
+    TombstoneSummary,
+    digest_file_rows,
+    summarize_file_rows,
+    summarize_tombstone_rows,
+)
 from ..replay import InMemoryLogReplay
 
 FILE_ACTIONS = ("add", "remove")
@@ -93,6 +100,15 @@ def file_summary_task(small_file_bytes: int) -> Any:
 
     def run(rows: Iterator[dict[str, Any]]) -> Iterator[FileSummary]:
         yield summarize_file_rows(rows, small_file_bytes)
+
+    return run
+
+
+def digest_task(small_file_bytes: int, partition_columns: tuple[str, ...], max_groups: int) -> Any:
+    """`mapPartitions` function: one `FileDigest` per partition of reconciled file actions."""
+
+    def run(rows: Iterator[dict[str, Any]]) -> Iterator[FileDigest]:
+        yield digest_file_rows(rows, small_file_bytes, partition_columns, max_groups)
 
     return run
 
