@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
+import sqlite3
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,3 +65,26 @@ def airflow_db() -> str:
 
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True)
     return os.environ["AIRFLOW_HOME"]
+
+
+def metadata_db() -> sqlite3.Connection:
+    """The session's SQLite Airflow metadata DB (see `airflow_db`), for assertions on runs."""
+    return sqlite3.connect(Path(os.environ["AIRFLOW_HOME"]) / "airflow.db", timeout=30)
+
+
+def task_states(run_id: str) -> dict[str, str]:
+    """task_id -> state of a DAG run's task instances."""
+    with metadata_db() as db:
+        rows = db.execute("SELECT task_id, state FROM task_instance WHERE run_id = ?", (run_id,)).fetchall()
+    return dict(rows)
+
+
+def xcom_return(run_id: str, task_id: str) -> Any:
+    """A task's `return_value` XCom in a DAG run, decoded."""
+    with metadata_db() as db:
+        row = db.execute(
+            "SELECT value FROM xcom WHERE run_id = ? AND task_id = ? AND key = 'return_value'", (run_id, task_id)
+        ).fetchone()
+    assert row is not None, f"no XCom from {task_id}"
+    value = json.loads(row[0]) if isinstance(row[0], str | bytes) else row[0]
+    return json.loads(value) if isinstance(value, str) else value

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-from conftest import CORPUS, REPO, copy_table
+from conftest import CORPUS, REPO, copy_table, metadata_db, task_states, xcom_return
 
 pytest.importorskip("airflow")
 
@@ -37,28 +35,6 @@ def health_dag(airflow_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     bag = DagBag(dag_folder=str(REPO / "dags" / "delta_table_health.py"))
     assert bag.import_errors == {}
     return bag.dags["delta_table_health"]
-
-
-def _db() -> sqlite3.Connection:
-    import os
-
-    return sqlite3.connect(Path(os.environ["AIRFLOW_HOME"]) / "airflow.db", timeout=30)
-
-
-def _states(run_id: str) -> dict[str, str]:
-    with _db() as db:
-        rows = db.execute("SELECT task_id, state FROM task_instance WHERE run_id = ?", (run_id,)).fetchall()
-    return dict(rows)
-
-
-def _xcom(run_id: str, task_id: str) -> Any:
-    with _db() as db:
-        row = db.execute(
-            "SELECT value FROM xcom WHERE run_id = ? AND task_id = ? AND key = 'return_value'", (run_id, task_id)
-        ).fetchone()
-    assert row is not None, f"no XCom from {task_id}"
-    value = json.loads(row[0]) if isinstance(row[0], str | bytes) else row[0]
-    return json.loads(value) if isinstance(value, str) else value
 
 
 def _table(tmp_path: Path) -> DeltaLogBuilder:
@@ -108,28 +84,28 @@ def test_example_dag_end_to_end(health_dag, tmp_path: Path, monkeypatch: pytest.
     deferred = _commit_once_deferred(b, monkeypatch)
     dr = health_dag.test(run_conf={"table_uri": b.path, "newer_than": b.version, "retention_hours": 0})
     assert deferred.is_set(), "the sensor never deferred"
-    states = _states(dr.run_id)
+    states = task_states(dr.run_id)
     assert states == dict.fromkeys(
         ["wait_for_new_version", "replay_and_check", "tombstone_report", "summarize"], "success"
     ), states
 
-    sensed = _xcom(dr.run_id, "wait_for_new_version")
+    sensed = xcom_return(dr.run_id, "wait_for_new_version")
     assert sensed["version"] == 4 and sensed["operation"] == "WRITE"
-    replay = _xcom(dr.run_id, "replay_and_check")
+    replay = xcom_return(dr.run_id, "replay_and_check")
     assert replay["version"] == 4 and replay["num_files"] == 3 and replay["size_bytes"] == 4096 + 2048 + 1024
     assert replay["partition_columns"] == ["region"] and replay["engine"] == "local"
     assert replay["checks"] == {"min_files": True, "max_small_file_ratio": True, "no_duplicate_paths": True}
-    report = _xcom(dr.run_id, "tombstone_report")
+    report = xcom_return(dr.run_id, "tombstone_report")
     assert report["num_tombstones"] == 1 and report["expired"] == 1 and report["reclaimable_bytes"] == 4096
     assert report["retention"]["source"] == "override"
-    assert _xcom(dr.run_id, "summarize") == {"version": 4, "num_files": 3, "expired": 1}
+    assert xcom_return(dr.run_id, "summarize") == {"version": 4, "num_files": 3, "expired": 1}
     # full results and renderings were kept where the DAG said
     full = json.loads(Path(replay["result_uri"]).read_text())
     assert full["status"] == "success" and full["metadata"]["partition_columns"] == ["region"]
     assert Path(report["reports"]["md"]).read_text().startswith("# Tombstone report")
     assert "a.parquet" not in json.dumps(replay)  # XCom stays a summary
     # the sensor's asset event carries the version it saw
-    with _db() as db:
+    with metadata_db() as db:
         extra = db.execute("SELECT extra FROM asset_event ORDER BY id DESC LIMIT 1").fetchone()
     assert extra is not None and json.loads(extra[0])["version"] == 4
 
@@ -137,7 +113,7 @@ def test_example_dag_end_to_end(health_dag, tmp_path: Path, monkeypatch: pytest.
 def test_failed_check_fails_the_task_with_its_message(health_dag, tmp_path: Path, capfd) -> None:
     b = _table(tmp_path)
     dr = health_dag.test(run_conf={"table_uri": b.path, "newer_than": -1, "min_files": 1000})
-    states = _states(dr.run_id)
+    states = task_states(dr.run_id)
     assert states["wait_for_new_version"] == "success"
     assert states["replay_and_check"] == "failed"
     assert states["tombstone_report"] == "upstream_failed"
@@ -150,7 +126,7 @@ def test_spark_job_failure_carries_the_typed_error(health_dag, tmp_path: Path, c
         pytest.skip("reference corpus not found")
     table = copy_table("delta-rs/simple_table_features", tmp_path)
     dr = health_dag.test(run_conf={"table_uri": str(table), "newer_than": -1})
-    states = _states(dr.run_id)
+    states = task_states(dr.run_id)
     assert states["replay_and_check"] == "failed", states
     out = capfd.readouterr()
     text = out.out + out.err
