@@ -33,6 +33,7 @@ from ..delta.engines.spark import SPARK_CONF
 from ..delta.errors import DeltaError, error_from_dict
 from ..delta.storage import is_local, local_path
 from ..jobs import build_py_files_zip, job_script, runner
+from ..jobs import class_archive as cds
 from ..version_watch import as_version
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,7 +59,17 @@ def _safe(text: str) -> str:
 
 
 class DeltaJobOperator(SparkSubmitOperator):
-    """Submit the bundled Delta job for one action (base of the concrete operators)."""
+    """Submit the bundled Delta job for one action (base of the concrete operators).
+
+    `class_archive`: a path, on the machine that runs the driver, for a JDK class-data sharing archive
+    of the driver JVM (opt-in; `jobs/class_archive.py`). The first run records it at exit
+    (`-XX:ArchiveClassesAtExit`, a slower run) into a temp file moved into place only when the run
+    succeeded; later runs start with `-XX:SharedArchiveFile` (seconds less JVM class loading). Added to
+    `spark.driver.extraJavaOptions` (a value given in `conf` is kept; one that already sets CDS wins).
+    Client deploy mode only (the driver is the spark-submit process): ignored with a warning in cluster
+    mode. The path may not contain whitespace or quotes. Delete the file to re-record after upgrading
+    Spark or Java (a mismatched archive is refused with a warning and the JVM runs without it).
+    """
 
     action: str = ""
     template_fields: Sequence[str] = (
@@ -86,8 +97,11 @@ class DeltaJobOperator(SparkSubmitOperator):
         ship_library: bool = True,
         conn_id: str = "spark_default",
         retention_hours: float | str | None = None,
+        class_archive: str | None = None,
         **kwargs: Any,
     ) -> None:
+        if class_archive is not None:
+            cds.check_path(class_archive)
         if engine not in runner.ENGINES:
             raise ValueError(f"engine must be one of {runner.ENGINES}, got {engine!r}")
         if not submit and engine == "spark":
@@ -106,6 +120,7 @@ class DeltaJobOperator(SparkSubmitOperator):
         self.submit = submit
         self.ship_library = ship_library
         self.retention_hours = retention_hours
+        self.class_archive = class_archive
 
     # -- job arguments --------------------------------------------------------------------------------
     def job_arguments(self, result_uri: str) -> list[str]:
@@ -176,6 +191,28 @@ class DeltaJobOperator(SparkSubmitOperator):
             self.log.info("spark-submit not on PATH; using %s", bin_dir)
             os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
 
+    def _class_archive_conf(self, deploy_mode: str | None) -> tuple[dict[str, Any], str, str | None] | None:
+        """This run's conf with the driver JVM pointed at `class_archive` (or recording it), the archive
+        and the temp path to promote; None when there is nothing to add."""
+        if not self.class_archive:
+            return None
+        if deploy_mode == "cluster":
+            self.log.warning("class_archive is ignored in cluster deploy mode (the driver JVM runs on the cluster)")
+            return None
+        key = "spark.driver.extraJavaOptions"
+        current = None if self.conf.get(key) is None else str(self.conf[key])
+        if cds.has_user_cds_option(current):
+            self.log.info("%s already sets class-data sharing: class_archive not applied", key)
+            return None
+        archive = os.path.abspath(os.path.expanduser(self.class_archive))
+        value, tmp = cds.java_options(archive, current, recorded=cds.is_recorded(archive))
+        if tmp:
+            os.makedirs(os.path.dirname(archive), exist_ok=True)  # a JVM that cannot write it at exit fails
+            self.log.info("recording the driver's class archive %s (this run is slower)", archive)
+        else:
+            self.log.info("the driver JVM uses the class archive %s", archive)
+        return {**self.conf, key: value}, archive, tmp
+
     def _submit(self, context: Context, job_args: list[str], options: Mapping[str, Any], result_uri: str) -> None:
         self.application_args = job_args
         if self.ship_library:
@@ -198,8 +235,25 @@ class DeltaJobOperator(SparkSubmitOperator):
                     "credentials and drop storage_conn_id"
                 )
             self.env_vars = {**(self.env_vars or {}), runner.STORAGE_OPTIONS_ENV: json.dumps(options)}
+        archive_conf = self._class_archive_conf(deploy_mode)
         self._hook = None  # rebuilt by SparkSubmitOperator.execute with the final settings
-        super().execute(context)
+        if archive_conf is None:
+            super().execute(context)
+            return
+        conf = self.conf
+        self.conf, archive, tmp = archive_conf
+        try:
+            super().execute(context)
+        except BaseException:
+            if tmp:
+                cds.discard(tmp)
+            raise
+        finally:
+            self.conf = conf  # the archive option is this run's: a later execute() decides afresh
+        if tmp and cds.promote(tmp, archive):
+            self.log.info("class archive recorded: %s", archive)
+        elif tmp:
+            self.log.warning("the driver JVM wrote no class archive (a JDK without CDS?): nothing recorded")
 
     def execute(self, context: Context) -> Any:
         result_uri, tmp = self._result_target(context)
