@@ -134,6 +134,32 @@ def test_one_digest_answers_every_report(engine) -> None:
         assert snap.tombstone_summary(hours, now_ms=NOW_MS) == local.tombstone_summary(hours, now_ms=NOW_MS)
 
 
+def test_prefetched_digest_is_used_only_for_its_partition_columns(engine) -> None:
+    """The checkpoint half of the digest starts during reconstruction with the checkpoint's partition
+    columns; a digest for other columns (a commit changed them) does not use it."""
+    from concurrent.futures import Future
+
+    from airflow_delta_provider.delta.aggregates import FileDigest, FileSummary
+    from airflow_delta_provider.delta.engines.spark import SparkEngine
+
+    table = CORPUS / "delta-golden" / "dv-partitioned-with-checkpoint"
+    local = DeltaLog(str(table)).update()
+    snap = DeltaLog(str(table), engine=engine).update()
+    files = snap.state.files
+    assert files._prefetched is not None and files._prefetched[0] == files.partition_columns
+    assert snap.file_summary() == local.file_summary()
+    assert snap.tombstone_summary(now_ms=NOW_MS) == local.tombstone_summary(now_ms=NOW_MS)
+
+    wrong: Future = Future()
+    wrong.set_result(FileDigest(FileSummary(num_files=10**9)))  # would be merged in if it were used
+    files._digest, files._prefetched = None, (("not", "these"), files.max_digest_groups, wrong)
+    assert snap.file_summary() == local.file_summary()
+
+    off = DeltaLog(str(table), engine=SparkEngine(engine.spark, 4, prefetch_digest=False)).update()
+    assert off.state.files._prefetched is None
+    assert off.tombstone_summary(now_ms=NOW_MS) == local.tombstone_summary(now_ms=NOW_MS)
+
+
 def test_fast_path_keeps_checkpoint_rows_in_the_jvm(engine) -> None:
     """Checkpoint rows no commit touches are summarized as DataFrames; only commit actions are replayed."""
     table = CORPUS / "delta-golden" / "dv-partitioned-with-checkpoint"

@@ -169,7 +169,9 @@ class Job:
         from ..delta.engines.spark import SparkEngine
 
         self.spark = self.spark_factory(storage_options)
-        engine = SparkEngine(self.spark, snapshot_partitions=a.snapshot_partitions)
+        # snapshot and tombstones report from the digest: start its checkpoint half early
+        prefetch = a.action in ("snapshot", "tombstones")
+        engine = SparkEngine(self.spark, snapshot_partitions=a.snapshot_partitions, prefetch_digest=prefetch)
         return DeltaLog(a.table, storage_options=storage_options, clock=clock, engine=engine)
 
     def _snapshot(self, log: DeltaLog) -> Snapshot:

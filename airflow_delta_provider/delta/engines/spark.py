@@ -18,8 +18,10 @@ from __future__ import annotations
 import json
 import operator
 import re
+import threading
+import uuid
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
@@ -30,6 +32,7 @@ from ..actions import (
     AddFile,
     CheckpointMetadata,
     CommitInfo,
+    Metadata,
     RemoveFile,
     Sidecar,
     action_from_json,
@@ -151,6 +154,7 @@ class DistributedFileState:
         version: int,
         checkpoint: spark_frames.CheckpointFiles | None = None,
         partition_columns: tuple[str, ...] = (),
+        prefetched: tuple[tuple[str, ...], int, Future[FileDigest]] | None = None,
     ) -> None:
         self.replayed = replayed
         self.checkpoint = checkpoint
@@ -160,6 +164,8 @@ class DistributedFileState:
         self._adds: pa.Table | None = None
         self._removes: pa.Table | None = None
         self._digest: FileDigest | None = None
+        # (partition columns, max groups, the checkpoint half of the digest started during reconstruction)
+        self._prefetched = prefetched
 
     def _run(self, action: Callable[[], Any]) -> Any:
         return run_spark(action, table=self._table, version=self._version)
@@ -173,9 +179,14 @@ class DistributedFileState:
         return self.replayed.context.union([self.replayed, *rows])
 
     def _both(
-        self, replayed: Callable[[], _T], checkpoint: Callable[[DataFrame], _T], merge: Callable[[_T, _T], _T]
+        self,
+        replayed: Callable[[], _T],
+        checkpoint: Callable[[DataFrame], _T],
+        merge: Callable[[_T, _T], _T],
+        pending: Future[_T] | None = None,
     ) -> _T:
-        """`replayed()` merged with `checkpoint(flat)`, the two Spark jobs running side by side.
+        """`replayed()` merged with `checkpoint(flat)` (or with `pending`, that result already under
+        way), the two Spark jobs running side by side.
 
         The checkpoint's summary is a JVM scan of the untouched rows (one task per parquet row
         group, so often one); the replayed half fills the other cores meanwhile. The flat
@@ -184,11 +195,11 @@ class DistributedFileState:
         """
         if self.checkpoint is None:
             return self._run(replayed)
-        flat = self.checkpoint.flat
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(self._run, lambda: checkpoint(flat))
-            mine = self._run(replayed)
-            return merge(mine, pending.result())
+        if pending is None:
+            flat = self.checkpoint.flat
+            pending = in_background(lambda: self._run(lambda: checkpoint(flat)))
+        mine = self._run(replayed)
+        return merge(mine, pending.result())
 
     def _collect(self) -> None:
         if self._adds is not None and self._removes is not None:
@@ -235,11 +246,14 @@ class DistributedFileState:
 
         if self._digest is None:
             cols, small, most = self.partition_columns, DEFAULT_SMALL_FILE_BYTES, self.max_digest_groups
+            prefetched, self._prefetched = self._prefetched, None
+            pending = prefetched[2] if prefetched is not None and prefetched[:2] == (cols, most) else None
             parts = self.replayed.mapPartitions(digest_task(small, cols, most))
             self._digest = self._both(
                 lambda: parts.fold(FileDigest(FileSummary(small), cols, max_groups=most), FileDigest.merge),
                 lambda flat: spark_frames.file_digest(flat, small, cols, most),
                 FileDigest.merge,
+                pending,
             )
         return self._digest
 
@@ -302,9 +316,25 @@ class DistributedFileState:
         )
 
 
-def _partition_columns(replay: InMemoryLogReplay) -> tuple[str, ...]:
-    metadata = replay.current_metadata
+def _partition_columns(metadata: Metadata | None) -> tuple[str, ...]:
     return () if metadata is None else tuple(metadata.partition_columns)
+
+
+def in_background(action: Callable[[], _T]) -> Future[_T]:
+    """Start `action` (driver code that runs Spark jobs) in a daemon thread; its result or error
+    is the future's. Daemon, so a driver that fails meanwhile still exits."""
+    future: Future[_T] = Future()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(action())
+        except BaseException as exc:  # handed to whoever waits for the result
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="delta-spark-engine", daemon=True).start()
+    return future
 
 
 def run_spark(action: Callable[[], Any], *, table: str, version: int | None = None) -> Any:
@@ -373,19 +403,27 @@ class SparkEngine:
     checkpoint touches are final (a checkpoint is reconciled state), so only the commits' file
     actions are keyed, shuffled and replayed in Python (`spark_frames`). `plain=True` replays every
     action, checkpoint rows included, through the shuffle and `InMemoryLogReplay`: the reference
-    path the default is tested against.
+    path the default is tested against. `prefetch_digest` (default) starts the checkpoint's half of
+    the report digest (`DistributedFileState.digest`) while the commits are still being read: for
+    callers that will ask for counts or tombstones; a caller that only lists files turns it off.
     """
 
     name = "spark"
 
     def __init__(
-        self, spark: SparkSession, snapshot_partitions: int = DEFAULT_SNAPSHOT_PARTITIONS, *, plain: bool = False
+        self,
+        spark: SparkSession,
+        snapshot_partitions: int = DEFAULT_SNAPSHOT_PARTITIONS,
+        *,
+        plain: bool = False,
+        prefetch_digest: bool = True,
     ) -> None:
         if snapshot_partitions < 1:
             raise ValueError("snapshot_partitions must be >= 1")
         self.spark = spark
         self.snapshot_partitions = snapshot_partitions
         self.plain = plain
+        self.prefetch_digest = prefetch_digest
 
     # -- reading --------------------------------------------------------------------------------------
     def _checkpoint_lines(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> RDD | None:
@@ -506,16 +544,25 @@ class SparkEngine:
             else self.spark.sparkContext.emptyRDD()
         )
         keyed = parsed.filter(is_file_action).map(key_by_file)
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            planned = None
-            if fast:
-                assert cp is not None
-                keyed = keyed.persist(StorageLevel.MEMORY_AND_DISK)  # feeds the broadcast keys and the replay
-                sidecar_paths = self._sidecar_paths(table, log_dir, store, cp.version, sidecar_names)
-                # planning the checkpoint's DataFrames is driver work: it overlaps the job below
-                planned = pool.submit(self._checkpoint_files, store, keyed, parquet_parts, sidecar_paths)
+        planned: Future[tuple[spark_frames.CheckpointFiles | None, Any]] | None = None
+        group = f"delta-checkpoint-{uuid.uuid4().hex}"
+        if fast:
+            assert cp is not None
+            keyed = keyed.persist(StorageLevel.MEMORY_AND_DISK)  # feeds the broadcast keys and the replay
+            sidecar_paths = self._sidecar_paths(table, log_dir, store, cp.version, sidecar_names)
+            # planning the checkpoint's DataFrames (and starting its report query) overlaps the job below
+            cols = _partition_columns(next((a for a in reversed(driver_actions) if isinstance(a, Metadata)), None))
+            planned = in_background(
+                lambda: self._plan_checkpoint(
+                    table, segment.version, store, keyed, parquet_parts, sidecar_paths, cols, group
+                )
+            )
+        try:
             driver, last_info = self._state_actions(table, segment, parsed, driver_actions)
-            checkpoint = None if planned is None else planned.result()
+        except BaseException:
+            self.spark.sparkContext.cancelJobGroup(group)
+            raise
+        checkpoint, prefetched = (None, None) if planned is None else planned.result()
         files = (
             keyed.partitionBy(self.snapshot_partitions)
             .mapPartitions(reconcile_partition)
@@ -529,7 +576,7 @@ class SparkEngine:
             dict(driver.transactions),
             {d.domain: d for d in driver.get_domain_metadata()},
             DistributedFileState(  # type: ignore[arg-type]
-                files, table, segment.version, checkpoint, _partition_columns(driver)
+                files, table, segment.version, checkpoint, _partition_columns(driver.current_metadata), prefetched
             ),
             last_info,
             info,
@@ -561,6 +608,34 @@ class SparkEngine:
         if driver.current_protocol is not None:
             check_can_read(driver.current_protocol, table=table, version=segment.version)
         return driver, last_info
+
+    def _plan_checkpoint(
+        self,
+        table: str,
+        version: int,
+        store: LogStore,
+        keyed: RDD,
+        parts: list[str],
+        sidecars: list[str],
+        partition_columns: tuple[str, ...],
+        group: str,
+    ) -> tuple[spark_frames.CheckpointFiles | None, tuple[tuple[str, ...], int, Future[FileDigest]] | None]:
+        """The checkpoint's DataFrames and, when `prefetch_digest`, their half of the `FileDigest`
+        already running (job group `group`), for `partition_columns` (the checkpoint's; a commit
+        that changes them makes the report ask again)."""
+        from . import spark_frames
+
+        files = self._checkpoint_files(store, keyed, parts, sidecars)
+        if files is None or not self.prefetch_digest:
+            return files, None
+        most = DistributedFileState.max_digest_groups
+        flat = files.flat
+
+        def query() -> FileDigest:
+            self.spark.sparkContext.setJobGroup(group, "checkpoint file digest", interruptOnCancel=True)
+            return spark_frames.file_digest(flat, DEFAULT_SMALL_FILE_BYTES, partition_columns, most)
+
+        return files, (partition_columns, most, in_background(lambda: run_spark(query, table=table, version=version)))
 
     def _checkpoint_files(
         self, store: LogStore, keyed: RDD, parts: list[str], sidecars: list[str]
