@@ -12,6 +12,12 @@ Measured on the generated S/M/L logs (bench/generate.py; missing ones are genera
   and the duration of every Spark stage (parsed from spark-submit's INFO log).
 * **JVM floor**: `spark-submit` of a no-op script that only creates the same SparkSession and runs
   one 2-task Python RDD job (so Python workers start too), then exits.
+* **with class archive** (unless `--no-class-archive`): the no-op and, per scale, the snapshot job (first
+  `--partitions` value) and the tombstones job again, their driver JVM started with
+  `-XX:SharedArchiveFile` (JDK class-data sharing, what the operators' `class_archive` does). The
+  archive is recorded once before the timed rounds (untimed; `-XX:ArchiveClassesAtExit`, through
+  `airflow_delta_provider.jobs.class_archive`) by the snapshot job on the smallest scale, and deleted
+  after them.
 * **warm query**: one long-lived child process holds a `local[2]` SparkSession (the engine's
   `SPARK_CONF`, UI off); per scale it times `DeltaLog(p, engine=SparkEngine(spark, N)).update()`
   then `num_files`, `size_in_bytes` and `tombstone_summary(...)`, `--warm-runs` times; the first
@@ -61,6 +67,9 @@ TARGET_WHOLE_JOB_S = 20.0
 #: older test, comparing the marginal cost per action of S->M with M->L, divides by noise once the
 #: S->M difference is a fraction of a second.)
 CHORD_FRACTION = 0.90
+#: Key suffix of the configurations whose driver JVM uses a class-data sharing archive.
+CDS_KEY = "cds"
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 # ---------------------------------------------------------------------------------------------------
 # Child programs
@@ -181,10 +190,29 @@ class JobConfig:
     partitions: int
     samples: list[JobSample] = field(default_factory=list)
     discarded: list[str] = field(default_factory=list)  # runs redone because other processes were busy
+    cds: bool = False  # the driver JVM maps a class-data sharing archive (-XX:SharedArchiveFile)
 
     @property
     def key(self) -> str:
-        return "noop" if self.action == "noop" else f"{self.scale}/{self.action}/p{self.partitions}"
+        key = "noop" if self.action == "noop" else f"{self.scale}/{self.action}/p{self.partitions}"
+        return f"{key}/{CDS_KEY}" if self.cds else key
+
+    @property
+    def label(self) -> str:
+        """The key for people: `S/snapshot/p8 with class archive`."""
+        return self.key.removesuffix(f"/{CDS_KEY}") + (" with class archive" if self.cds else "")
+
+    @classmethod
+    def from_key(cls, key: str) -> JobConfig:
+        """The configuration a `key` names (the inverse of `key`)."""
+        parts = key.split("/")
+        cds = parts[-1] == CDS_KEY
+        if cds:
+            parts.pop()
+        if parts == ["noop"]:
+            return cls("", "noop", 0, cds=cds)
+        scale, action, partitions = parts
+        return cls(scale, action, int(partitions[1:]), cds=cds)
 
     def med(self, attr: str) -> float:
         return statistics.median(getattr(s, attr) for s in self.samples)
@@ -462,13 +490,19 @@ def bench_jobs(
     root: Path,
     py_files: str,
     quiet: Any,
-) -> list[JobConfig]:
-    from airflow_delta_provider.jobs import job_script
+) -> tuple[list[JobConfig], str]:
+    """The whole-job configurations, timed; and how the class archive was recorded."""
+    from airflow_delta_provider.jobs import class_archive, job_script
 
     configs = [JobConfig("", "noop", 0)]
+    if not args.no_class_archive:
+        configs.append(JobConfig("", "noop", 0, cds=True))
     for s in scales:
         configs += [JobConfig(s, "snapshot", n) for n in args.partitions]
         configs.append(JobConfig(s, "tombstones", args.tombstone_partitions))
+        if not args.no_class_archive:
+            configs.append(JobConfig(s, "snapshot", args.partitions[0], cds=True))
+            configs.append(JobConfig(s, "tombstones", args.tombstone_partitions, cds=True))
     env = spark_env(root)
     work = Path(tempfile.mkdtemp(prefix="jobs-", dir=SPARK_DIR))
     noop_script = work / "noop_job.py"
@@ -476,34 +510,66 @@ def bench_jobs(
     submit = [str(Path(env["SPARK_HOME"]) / "bin" / "spark-submit"), "--master", "local[2]", "--py-files", py_files]
     if args.driver_memory:
         submit += ["--driver-memory", args.driver_memory]
-    submit += spark_conf_args()
+
+    def argv_of(cfg: JobConfig, out: Path, java_options: str | None = None) -> list[str]:
+        conf = spark_conf_args({JAVA_OPTIONS: java_options} if java_options else None)
+        if cfg.action == "noop":
+            return [*submit, *conf, str(noop_script), str(out)]
+        m = manifests[cfg.scale]
+        argv = [
+            *submit,
+            *conf,
+            job_script(),
+            "--table",
+            str(benchlib.table_dir(cfg.scale, args.data)),
+            "--action",
+            cfg.action,
+            "--engine",
+            "spark",
+            "--snapshot-partitions",
+            str(cfg.partitions),
+            "--now-ms",
+            str(m["now_ms"]),
+            "--result-uri",
+            str(out),
+        ]
+        if cfg.action == "tombstones":
+            argv += ["--retention-hours", str(m["retention_hours"])]
+        return argv
+
+    archive = work / "driver-classes.jsa"
+    archive_note, use_archive = "not measured (--no-class-archive)", None
+    if not args.no_class_archive:  # record the archive once, untimed, as the operators' first run does
+        smallest = min(scales, key=lambda s: manifests[s]["num_files"])
+        cfg = JobConfig(smallest, "snapshot", args.partitions[0])
+        options, tmp = class_archive.java_options(str(archive), None, recorded=False)
+        out = work / "record-class-archive.json"
+        print(f"class archive: recording with {cfg.key} (untimed)", file=sys.stderr, flush=True)
+        wall, _, _, code, stderr, _ = timed_process(argv_of(cfg, out, options), env, work, args.timeout)
+        (work / "record-class-archive.log").write_text(stderr)
+        try:
+            mismatch = check_job(cfg, json.loads(out.read_text()), expected[smallest])
+        except (OSError, ValueError):
+            mismatch = "no result"
+        if code == 0 and not mismatch and tmp and class_archive.promote(tmp, str(archive)):
+            use_archive = class_archive.java_options(str(archive), None, recorded=True)[0]
+            archive_note = (
+                f"recorded once before the timed runs by {cfg.key} (-XX:ArchiveClassesAtExit): "
+                f"{wall:.1f} s wall, {archive.stat().st_size / 2**20:.0f} MiB; deleted after the runs"
+            )
+        else:
+            if tmp:
+                class_archive.discard(tmp)
+            archive_note = f"recording failed (exit {code}; {mismatch or 'no archive written'}): configs skipped"
+            configs = [c for c in configs if not c.cds]
+        print(f"class archive: {archive_note}", file=sys.stderr, flush=True)
+
     print(f"whole job: {len(configs)} spark-submits x {args.reps} rounds", file=sys.stderr)
     for r in range(args.reps):
         shift = r % len(configs)
         for cfg in configs[shift:] + configs[:shift]:
             out = work / f"{cfg.key.replace('/', '-')}-{r}.json"
-            if cfg.action == "noop":
-                argv = [*submit, str(noop_script), str(out)]
-            else:
-                m = manifests[cfg.scale]
-                argv = [
-                    *submit,
-                    job_script(),
-                    "--table",
-                    str(benchlib.table_dir(cfg.scale, args.data)),
-                    "--action",
-                    cfg.action,
-                    "--engine",
-                    "spark",
-                    "--snapshot-partitions",
-                    str(cfg.partitions),
-                    "--now-ms",
-                    str(m["now_ms"]),
-                    "--result-uri",
-                    str(out),
-                ]
-                if cfg.action == "tombstones":
-                    argv += ["--retention-hours", str(m["retention_hours"])]
+            argv = argv_of(cfg, out, use_archive if cfg.cds else None)
             for attempt in range(args.retries + 1):
                 busy = benchlib.wait_for_quiet(*quiet) if quiet else -1.0
                 load1 = loadavg1()
@@ -531,7 +597,8 @@ def bench_jobs(
                     cfg.samples.append(sample)
                     break
                 cfg.discarded.append(f"{wall:.1f} s (others {sample.others:.2f} cores)")
-    return configs
+    archive.unlink(missing_ok=True)  # ~100 MiB
+    return configs, archive_note
 
 
 def bench_warm(
@@ -607,7 +674,7 @@ def stage_growth(scales: list[str], actions: dict[str, dict], jobs: list[JobConf
     by_scale = {
         c.scale: c.stage_med()
         for c in jobs
-        if c.action == "snapshot" and c.partitions == partitions and c.samples and c.scale in scales
+        if c.action == "snapshot" and c.partitions == partitions and c.samples and c.scale in scales and not c.cds
     }
     present = [s for s in scales if s in by_scale]
     if len(present) < 2 or len({len(by_scale[s]) for s in present}) != 1:
@@ -684,7 +751,7 @@ def report(
             )
             base[s]["ok"] = ok
             all_ok &= ok
-    noop = next((c for c in jobs or [] if c.action == "noop"), None)
+    noop = next((c for c in jobs or [] if c.action == "noop" and not c.cds), None)
     floor = noop.med("wall") if noop and noop.samples else float("nan")
 
     if jobs:
@@ -706,11 +773,12 @@ def report(
                 fmt(c.med("others")),
                 "yes" if ok else "**NO**: " + next(s.mismatch for s in c.samples if not s.ok),
             ]
+            with_archive = ", with class archive" if c.cds else ""
             if c.action == "noop":
                 rows.append(
                     [
                         "-",
-                        "no-op: SparkSession + 2-task Python job",
+                        f"no-op: SparkSession + 2-task Python job{with_archive}",
                         "-",
                         *common,
                         "-",
@@ -728,7 +796,7 @@ def report(
             rows.append(
                 [
                     c.scale,
-                    c.action,
+                    c.action + with_archive,
                     str(c.partitions),
                     *common,
                     fmt(c.med("wall") / d, 1) + "x",
@@ -770,6 +838,22 @@ def report(
             "`os.wait4`, plus the PySpark workers polled from /proc); peak RSS is the JVM's. \"Other "
             "processes' cores\" is the machine's busy CPU time during the run minus that tree's, per second."
         )
+        if any(c.cds for c in jobs):
+            parts.append(
+                f'\nRows "with class archive": the same spark-submit with `{JAVA_OPTIONS}='
+                "-XX:SharedArchiveFile=<archive>`: the driver JVM maps a JDK class-data sharing archive instead "
+                "of loading those classes (what the operators' `class_archive` does after their first run). The "
+                f"archive: {machine.get('class archive', 'n/a')}."
+            )
+            rows = []
+            for c in jobs:
+                base_cfg = next((d for d in jobs if d.key == c.key.removesuffix(f"/{CDS_KEY}")), None)
+                if c.cds and c.samples and base_cfg and base_cfg.samples:
+                    w, b = c.med("wall"), base_cfg.med("wall")
+                    rows.append([base_cfg.label, fmt(b), fmt(w), fmt(b - w), f"{(b - w) / b:.0%}"])
+            if rows:
+                parts.append("\nEffect of the class archive (median wall s):\n")
+                parts.append(table(["job", "default", "with class archive", "saved s", "saved"], rows))
         redone = [f"{c.key}: {', '.join(c.discarded)}" for c in jobs if c.discarded]
         parts.append(
             f"\nRuns redone because other processes used more than {args.max_others:g} cores during them "
@@ -792,14 +876,14 @@ def report(
                     ]
                     for label, sec, (n, longest, total) in c.stage_detail()
                 ]
-                parts.append(f"\n{c.key}:\n")
+                parts.append(f"\n{c.label}:\n")
                 parts.append(
                     table(["stage", "s", "tasks", "longest task s", "cores busy (task s / stage s)", "what"], rows)
                 )
             rows = []
             for c in big:
                 st = c.stage_med()
-                rows.append([c.key, fmt(sum(x for _, x in st)), " + ".join(fmt(x, 1) for _, x in st)])
+                rows.append([c.label, fmt(sum(x for _, x in st)), " + ".join(fmt(x, 1) for _, x in st)])
             parts.append("\nAll configurations (stage seconds in order):\n")
             parts.append(table(["job", "sum of stages s", "stages"], rows))
             parts.append(stage_growth(scales, actions, jobs, args.partitions[0]))
@@ -876,7 +960,7 @@ def report(
             b = base[s]
             d = b["delta-rs"]
             best = min(
-                (c for c in jobs or [] if c.scale == s and c.action == "snapshot" and c.samples),
+                (c for c in jobs or [] if c.scale == s and c.action == "snapshot" and c.samples and not c.cds),
                 key=lambda c: c.med("wall"),
                 default=None,
             )
@@ -933,14 +1017,13 @@ def report(
         for c in jobs:
             if c.action != "noop" and c.samples:
                 work = c.rmed("timings", "replay_s") + c.rmed("timings", "report_s")
-                series.setdefault(f"job work (replay_s + report_s), {c.action} p{c.partitions}", ({}, True))[0][
-                    c.scale
-                ] = work
+                name = f"job work (replay_s + report_s), {c.action} p{c.partitions}"
+                name += ", with class archive" if c.cds else ""
+                series.setdefault(name, ({}, not c.cds))[0][c.scale] = work
         for c in jobs:
             if c.action != "noop" and c.samples:
-                series.setdefault(f"whole job wall, {c.action} p{c.partitions}", ({}, False))[0][c.scale] = c.med(
-                    "wall"
-                )
+                name = f"whole job wall, {c.action} p{c.partitions}" + (", with class archive" if c.cds else "")
+                series.setdefault(name, ({}, False))[0][c.scale] = c.med("wall")
         if warm:
             for s in scales:
                 w = warm["scales"].get(s)
@@ -1007,9 +1090,10 @@ def report(
         for c in jobs:
             if c.scale == "L" and c.samples:
                 w = c.med("wall")
+                with_archive = ", with class archive" if c.cds else ""
                 targets.append(
                     [
-                        f"L whole job ({c.action}, p{c.partitions}) <= {TARGET_WHOLE_JOB_S:g} s",
+                        f"L whole job ({c.action}, p{c.partitions}{with_archive}) <= {TARGET_WHOLE_JOB_S:g} s",
                         f"{fmt(w)} s ({w / TARGET_WHOLE_JOB_S:.1f}x the target, +{fmt(w - TARGET_WHOLE_JOB_S)} s over)"
                         if w > TARGET_WHOLE_JOB_S
                         else f"{fmt(w)} s",
@@ -1051,8 +1135,7 @@ def rerender(args: argparse.Namespace) -> int:
             setattr(args, key, raw["args"][key])
     jobs = []
     for key, samples in raw["jobs"].items():
-        scale, action, parts = ("", "noop", "p0") if key == "noop" else key.split("/")
-        cfg = JobConfig(scale, action, int(parts[1:]))
+        cfg = JobConfig.from_key(key)
         for x in samples:
             x["stages"] = [tuple(t) for t in x["stages"]]
             x["tasks"] = [tuple(t) for t in x.get("tasks", [])]
@@ -1094,6 +1177,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-jobs", action="store_true")
     parser.add_argument("--skip-warm", action="store_true")
     parser.add_argument("--skip-baselines", action="store_true")
+    parser.add_argument(
+        "--no-class-archive",
+        action="store_true",
+        help="skip the whole-job configurations whose driver JVM uses a class-data sharing archive",
+    )
     parser.add_argument("--timeout", type=float, default=900, help="seconds per spark-submit")
     benchlib.add_quiet_options(parser, max_wait=60.0)
     parser.add_argument(
@@ -1155,7 +1243,9 @@ def main(argv: list[str] | None = None) -> int:
         ]:
             raise SystemExit(f"{s}: the local engine disagrees with the manifest")
     baselines = None if args.skip_baselines else bench_baselines(args.scales, manifests, args, quiet)
-    jobs = None if args.skip_jobs else bench_jobs(args.scales, manifests, expected, args, root, py_files, quiet)
+    jobs = None
+    if not args.skip_jobs:
+        jobs, machine["class archive"] = bench_jobs(args.scales, manifests, expected, args, root, py_files, quiet)
     warm = None if args.skip_warm else bench_warm(args.scales, manifests, args, root, quiet)
 
     machine["loadavg (start -> end)"] = f"{load_start} -> {benchlib.loadavg()}"
