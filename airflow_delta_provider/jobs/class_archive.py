@@ -4,8 +4,9 @@ A driver JVM started with `-XX:ArchiveClassesAtExit=F` writes the classes it loa
 later JVMs started with `-XX:SharedArchiveFile=F` map them instead of loading and verifying each class
 (seconds of a Spark driver's start-up). Measured with JDK 17.0.15 (`-Xshare:auto`, the default):
 
-* an archive recorded with another classpath (or JVM) is refused with a warning on stdout
-  (`[cds,dynamic] Unable to use shared archive`) and the JVM runs without it;
+* an archive recorded with another classpath is refused with a warning on stdout
+  (`[cds,dynamic] Unable to use shared archive`) and the JVM runs without it (the JDK's header check
+  does the same for another JVM build; not tried here, one JDK);
 * a file that is not an archive (garbage, empty) is ignored silently, but then even the JDK's default
   CDS archive is off; with `-Xlog:cds` such a file crashes the JVM (SIGSEGV);
 * a truncated archive crashes the JVM (SIGBUS, exit 134) before `main`.
