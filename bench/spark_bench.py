@@ -9,7 +9,9 @@ Measured on the generated S/M/L logs (bench/generate.py; missing ones are genera
   (`jobs/delta_job.py --engine spark`), `--action snapshot` with each `--partitions` value and
   `--action tombstones`; wall clock of the whole process (JVM start included), its CPU and peak
   RSS (`os.wait4`), the job's own JSON result (`duration_s`, `timings.listing_s/replay_s/report_s`)
-  and the duration of every Spark stage (parsed from spark-submit's INFO log).
+  and the duration of every Spark stage (parsed from spark-submit's INFO log). The driver JVM gets
+  the operators' default options (`-XX:TieredStopAtLevel=1`, `jobs/driver_jvm.py`, as with
+  `quick_start_driver=True`); `--jvm-defaults` runs every spark-submit with the JVM's own defaults.
 * **JVM floor**: `spark-submit` of a no-op script that only creates the same SparkSession and runs
   one 2-task Python RDD job (so Python workers start too), then exits.
 * **with class archive** (unless `--no-class-archive`): the no-op and, per scale, the snapshot job (first
@@ -287,6 +289,12 @@ def spark_env(root: Path) -> dict[str, str]:
     return env
 
 
+def driver_jvm_options() -> str:
+    from airflow_delta_provider.jobs import driver_jvm
+
+    return driver_jvm.quick_start(None)
+
+
 def spark_conf_args(extra: dict[str, str] | None = None) -> list[str]:
     from airflow_delta_provider.delta.engines.spark import SPARK_CONF
 
@@ -511,7 +519,10 @@ def bench_jobs(
     if args.driver_memory:
         submit += ["--driver-memory", args.driver_memory]
 
-    def argv_of(cfg: JobConfig, out: Path, java_options: str | None = None) -> list[str]:
+    # the operators' default driver JVM options (quick_start_driver), unless --jvm-defaults
+    base_options = None if args.jvm_defaults else driver_jvm_options()
+
+    def argv_of(cfg: JobConfig, out: Path, java_options: str | None = base_options) -> list[str]:
         conf = spark_conf_args({JAVA_OPTIONS: java_options} if java_options else None)
         if cfg.action == "noop":
             return [*submit, *conf, str(noop_script), str(out)]
@@ -542,7 +553,7 @@ def bench_jobs(
     if not args.no_class_archive:  # record the archive once, untimed, as the operators' first run does
         smallest = min(scales, key=lambda s: manifests[s]["num_files"])
         cfg = JobConfig(smallest, "snapshot", args.partitions[0])
-        options, tmp = class_archive.java_options(str(archive), None, recorded=False)
+        options, tmp = class_archive.java_options(str(archive), base_options, recorded=False)
         out = work / "record-class-archive.json"
         print(f"class archive: recording with {cfg.key} (untimed)", file=sys.stderr, flush=True)
         wall, _, _, code, stderr, _ = timed_process(argv_of(cfg, out, options), env, work, args.timeout)
@@ -552,7 +563,7 @@ def bench_jobs(
         except (OSError, ValueError):
             mismatch = "no result"
         if code == 0 and not mismatch and tmp and class_archive.promote(tmp, str(archive)):
-            use_archive = class_archive.java_options(str(archive), None, recorded=True)[0]
+            use_archive = class_archive.java_options(str(archive), base_options, recorded=True)[0]
             archive_note = (
                 f"recorded once before the timed runs by {cfg.key} (-XX:ArchiveClassesAtExit): "
                 f"{wall:.1f} s wall, {archive.stat().st_size / 2**20:.0f} MiB; deleted after the runs"
@@ -569,7 +580,7 @@ def bench_jobs(
         shift = r % len(configs)
         for cfg in configs[shift:] + configs[:shift]:
             out = work / f"{cfg.key.replace('/', '-')}-{r}.json"
-            argv = argv_of(cfg, out, use_archive if cfg.cds else None)
+            argv = argv_of(cfg, out, use_archive if cfg.cds else base_options)
             for attempt in range(args.retries + 1):
                 busy = benchlib.wait_for_quiet(*quiet) if quiet else -1.0
                 load1 = loadavg1()
@@ -1182,6 +1193,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="skip the whole-job configurations whose driver JVM uses a class-data sharing archive",
     )
+    parser.add_argument(
+        "--jvm-defaults",
+        action="store_true",
+        help="start every driver JVM with the JVM's defaults, not the operators' quick_start_driver option",
+    )
     parser.add_argument("--timeout", type=float, default=900, help="seconds per spark-submit")
     benchlib.add_quiet_options(parser, max_wait=60.0)
     parser.add_argument(
@@ -1229,6 +1245,9 @@ def main(argv: list[str] | None = None) -> int:
     machine["java"] = java[0] if java else "?"
     machine["date (UTC)"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
     machine["command"] = f"`{command_line}`"
+    machine["driver JVM options (whole job)"] = (
+        "JVM defaults (--jvm-defaults)" if args.jvm_defaults else f"`{driver_jvm_options()}` (operators' default)"
+    )
     load_start = machine.pop("loadavg")
     started = time.time()
 

@@ -1,0 +1,36 @@
+"""The driver JVM's quick-start JIT option (`jobs/driver_jvm.py`) and the operators' `quick_start_driver`."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_delta_provider.jobs.driver_jvm import QUICK_START, quick_start
+
+KEY = "spark.driver.extraJavaOptions"
+
+
+@pytest.mark.parametrize(
+    ("given", "want"),
+    [
+        (None, QUICK_START),
+        ("", QUICK_START),
+        ("  -Dx=1 ", f"-Dx=1 {QUICK_START}"),
+        (QUICK_START, QUICK_START),  # idempotent: a re-run operator does not add it twice
+        ("-XX:TieredStopAtLevel=4 -Dx=1", "-XX:TieredStopAtLevel=4 -Dx=1"),  # the user's JIT choice stands
+        ("-XX:-TieredCompilation", "-XX:-TieredCompilation"),
+        ("-Xint", "-Xint"),
+    ],
+)
+def test_quick_start_adds_c1_only_unless_a_jit_is_chosen(given: str | None, want: str) -> None:
+    assert quick_start(given) == want
+
+
+def test_operator_adds_it_by_default_and_can_leave_it_out() -> None:
+    pytest.importorskip("airflow")
+    from airflow_delta_provider.operators.delta import SnapshotReplayOperator
+
+    on = SnapshotReplayOperator(task_id="on", table_uri="/t")
+    assert on._quick_start_conf({KEY: "-Dx=1", "a": "b"}) == {KEY: f"-Dx=1 {QUICK_START}", "a": "b"}
+    assert on._quick_start_conf({}) == {KEY: QUICK_START}
+    off = SnapshotReplayOperator(task_id="off", table_uri="/t", quick_start_driver=False)
+    assert off._quick_start_conf({"a": "b"}) == {"a": "b"}
