@@ -160,6 +160,26 @@ def test_prefetched_digest_is_used_only_for_its_partition_columns(engine) -> Non
     assert off.tombstone_summary(now_ms=NOW_MS) == local.tombstone_summary(now_ms=NOW_MS)
 
 
+def test_update_uncaches_the_snapshot_it_replaces(engine, tmp_path) -> None:
+    """As Delta's SnapshotManagement: the replaced snapshot's persisted RDDs are released; it stays usable."""
+    from airflow_delta_provider.testing import DeltaLogBuilder
+
+    b = DeltaLogBuilder(tmp_path / "t", schema={"id": "long"})
+    b.create()
+    b.append(["a.parquet"], size=10)
+    b.checkpoint()
+    b.append(["b.parquet"], size=20)
+    log = DeltaLog(b.uri, engine=engine)
+    first = log.update()
+    persisted = first.state.files._persisted
+    assert first.num_files == 2 and all(r.is_cached for r in persisted)
+    b.remove(["a.parquet"])
+    second = log.update()
+    assert (second.version, second.num_files, second.size_in_bytes) == (first.version + 1, 1, 20)
+    assert not any(r.is_cached for r in persisted) and all(r.is_cached for r in second.state.files._persisted)
+    assert sorted(a.path for a in first.all_files()) == ["a.parquet", "b.parquet"]  # recomputed from the log
+
+
 def test_fast_path_keeps_checkpoint_rows_in_the_jvm(engine) -> None:
     """Checkpoint rows no commit touches are summarized as DataFrames; only commit actions are replayed."""
     table = CORPUS / "delta-golden" / "dv-partitioned-with-checkpoint"

@@ -254,6 +254,8 @@ class DeltaLog:
                 snapshot = self._load()
             else:
                 snapshot = self._update_from(current)
+                if snapshot is not current:
+                    current.uncache()  # its cluster memory (Spark engine); it stays usable
             self._current = snapshot
             self.last_update_timestamp = self.clock()
             return snapshot

@@ -559,6 +559,9 @@ class FileState:
         out.small_files = int(pc.sum(pc.less(sizes, int64_scalar(small_file_bytes))).as_py() or 0)
         return out
 
+    def uncache(self) -> None:
+        """Nothing to release: the local state is plain memory of this process."""
+
     def num_distinct_paths(self) -> int:
         """Distinct paths among active files (fewer than `num_files` means one path is active twice)."""
         return int(pc.count_distinct(self.adds.column("path")).as_py()) if self.adds.num_rows else 0

@@ -256,6 +256,12 @@ class Snapshot:
             table = pc.filter(table, pc.greater(ts, int64_scalar(cutoff)))
         return list(iter_removes(table))
 
+    def uncache(self) -> None:
+        """Release the cluster memory this snapshot's state holds (the Spark engine's persisted RDDs;
+        the local engine holds none). The snapshot stays usable: Spark recomputes what it reads again.
+        `DeltaLog.update()` does this for the snapshot it replaces, as Delta's `SnapshotManagement` does."""
+        self.state.files.uncache()
+
     def num_tombstones(self, retention_hours: float | None = None, *, now_ms: int | None = None) -> int:
         """How many tombstones are still inside retention."""
         return self.state.files.count_tombstones_after(self.retention_cutoff(retention_hours, now_ms))

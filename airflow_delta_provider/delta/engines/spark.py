@@ -155,8 +155,10 @@ class DistributedFileState:
         checkpoint: spark_frames.CheckpointFiles | None = None,
         partition_columns: tuple[str, ...] = (),
         prefetched: tuple[tuple[str, ...], int, Future[FileDigest]] | None = None,
+        persisted: tuple[RDD, ...] = (),
     ) -> None:
         self.replayed = replayed
+        self._persisted = (*persisted, replayed)
         self.checkpoint = checkpoint
         self.partition_columns = tuple(partition_columns)
         self._table = table
@@ -169,6 +171,12 @@ class DistributedFileState:
 
     def _run(self, action: Callable[[], Any]) -> Any:
         return run_spark(action, table=self._table, version=self._version)
+
+    def uncache(self) -> None:
+        """Unpersist the RDDs this state persisted (parsed log lines, keyed and replayed file actions);
+        later reads recompute them from the log."""
+        for rdd in self._persisted:
+            rdd.unpersist(blocking=False)
 
     @property
     def rdd(self) -> RDD:
@@ -576,7 +584,13 @@ class SparkEngine:
             dict(driver.transactions),
             {d.domain: d for d in driver.get_domain_metadata()},
             DistributedFileState(  # type: ignore[arg-type]
-                files, table, segment.version, checkpoint, _partition_columns(driver.current_metadata), prefetched
+                files,
+                table,
+                segment.version,
+                checkpoint,
+                _partition_columns(driver.current_metadata),
+                prefetched,
+                (parsed, keyed),
             ),
             last_info,
             info,
