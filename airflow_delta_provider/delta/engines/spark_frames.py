@@ -217,30 +217,32 @@ def _int(value: Any) -> int:
     return int(value) if value is not None else 0
 
 
-def file_summary(flat: DataFrame, small_file_bytes: int) -> FileSummary:
-    """`FileSummary` of the flat rows' adds (a missing size counts as 0, as in `summarize_file_rows`)."""
+def _file_aggregates(small_file_bytes: int) -> list[Column]:
+    """`FileSummary`'s aggregates (`n`, `bytes`, `lo`, `hi`, `small`); a missing size counts as 0, as
+    in `summarize_file_rows`."""
     size = F.coalesce(F.col("size"), F.lit(0))
-    row = (
-        flat.where(F.col("is_add"))
-        .agg(
-            F.count(F.lit(1)).alias("n"),
-            F.sum(size).alias("bytes"),
-            F.min(size).alias("lo"),
-            F.max(size).alias("hi"),
-            F.sum(F.when(size < small_file_bytes, 1).otherwise(0)).alias("small"),
-        )
-        .first()
-    )
-    assert row is not None
+    return [
+        F.count(F.lit(1)).alias("n"),
+        F.sum(size).alias("bytes"),
+        F.min(size).alias("lo"),
+        F.max(size).alias("hi"),
+        F.sum(F.when(size < small_file_bytes, 1).otherwise(0)).alias("small"),
+    ]
+
+
+def _file_summary_row(row: Any, small_file_bytes: int) -> FileSummary:
+    """The `FileSummary` of one row of `_file_aggregates`."""
     n = _int(row["n"])
-    return FileSummary(
-        small_file_bytes,
-        n,
-        _int(row["bytes"]),
-        None if n == 0 else _int(row["lo"]),
-        None if n == 0 else _int(row["hi"]),
-        _int(row["small"]),
-    )
+    if n == 0:
+        return FileSummary(small_file_bytes)
+    return FileSummary(small_file_bytes, n, _int(row["bytes"]), _int(row["lo"]), _int(row["hi"]), _int(row["small"]))
+
+
+def file_summary(flat: DataFrame, small_file_bytes: int) -> FileSummary:
+    """`FileSummary` of the flat rows' adds."""
+    row = flat.where(F.col("is_add")).agg(*_file_aggregates(small_file_bytes)).first()
+    assert row is not None
+    return _file_summary_row(row, small_file_bytes)
 
 
 def _deleted() -> Column:
@@ -301,7 +303,6 @@ def file_digest(
     """`FileDigest` of the flat rows in one query: the adds' `FileSummary` (one group) and the removes
     grouped by (partition, deletionTimestamp). More than `max_groups` groups give an incomplete digest."""
     is_add = F.col("is_add")
-    size = F.coalesce(F.col("size"), F.lit(0))
     none = F.lit(None)
     rows = (
         flat.groupBy(
@@ -310,11 +311,7 @@ def file_digest(
             F.when(is_add, none.cast("long")).otherwise(F.col("deletion_ts")).alias("deleted"),
         )
         .agg(
-            F.count(F.lit(1)).alias("n"),
-            F.sum(size).alias("bytes"),
-            F.min(size).alias("lo"),
-            F.max(size).alias("hi"),
-            F.sum(F.when(size < small_file_bytes, 1).otherwise(0)).alias("small"),
+            *_file_aggregates(small_file_bytes),
             F.sum(F.when(F.col("size").isNull(), 1).otherwise(0)).alias("no_size"),
         )
         .limit(max_groups + 2)  # one group of adds, up to max_groups of removes, one more to see overflow
@@ -323,8 +320,7 @@ def file_digest(
     out = FileDigest(FileSummary(small_file_bytes), partition_columns, max_groups=max_groups)
     for row in rows:
         if row["is_add"]:
-            lo, hi = _int(row["lo"]), _int(row["hi"])
-            out.files = FileSummary(small_file_bytes, _int(row["n"]), _int(row["bytes"]), lo, hi, _int(row["small"]))
+            out.files = _file_summary_row(row, small_file_bytes)
         else:
             deleted = None if row["deleted"] is None else int(row["deleted"])
             out.add_group(row["partition"], deleted, _int(row["n"]), _int(row["bytes"]), _int(row["no_size"]))
