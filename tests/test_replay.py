@@ -129,3 +129,23 @@ def test_chained_lazy_updates_fold_instead_of_nesting():
         live.add(f"f{v}")
     assert set(state.adds.column("path").to_pylist()) == live
     assert len(state.removes) == 2999
+
+
+def test_executor_commit_lines_split_on_newline_only():
+    """A JSON string may hold U+2028 (or another Unicode line boundary) unescaped: the executors'
+    line splitter and the driver's key reader split at `\\n` only, as the local engine does."""
+    import json
+
+    from airflow_delta_provider.delta.engines.spark_tasks import commit_file_keys, commit_file_lines, parse_line
+
+    odd = "date=2024\u2028x/part\u0085-0.parquet"
+    text = (
+        json.dumps({"commitInfo": {}}) + "\r\n"
+        + json.dumps({"add": {"path": odd, "size": 1, "partitionValues": {}}}, ensure_ascii=False) + "\n\n"
+        + json.dumps({"remove": {"path": "/abs/b.parquet"}})
+    )
+    lines = list(commit_file_lines(("file:/t/_delta_log/00000000000000000007.json", text)))
+    assert [(v, p) for v, p, _ in lines] == [(7, 0), (7, 1), (7, 3)]
+    assert parse_line(lines[1])[3]["path"] == odd
+    keys = list(commit_file_keys("s3://b/t/_delta_log/00000000000000000007.json", text))
+    assert keys == [canonical_path(odd), canonical_path("/abs/b.parquet")] == [odd, "file:/abs/b.parquet"]

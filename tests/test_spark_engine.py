@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import CORPUS
@@ -97,12 +98,75 @@ CHECKPOINT_TABLES = [
 @pytest.mark.skipif(not ORACLE, reason="reference corpus not found")
 @pytest.mark.parametrize("root", CHECKPOINT_TABLES)
 def test_plain_spark_path_equals_fast_path(engine, root: str) -> None:
-    """`plain=True` shuffles and replays every checkpoint row: the reference for the JVM fast path."""
+    """`plain=True` shuffles and replays every checkpoint row: the reference for the JVM fast path,
+    whose touched keys come from the driver (default) or from the executors (`driver_keys_max_bytes=0`)."""
     from airflow_delta_provider.delta.engines.spark import SparkEngine
 
     assert root in ORACLE
     plain = SparkEngine(engine.spark, snapshot_partitions=4, plain=True)
+    executor_keys = SparkEngine(engine.spark, snapshot_partitions=4, driver_keys_max_bytes=0)
     assert _fingerprint(root, plain) == _fingerprint(root, engine) == _fingerprint(root, None)
+    assert _fingerprint(root, executor_keys) == _fingerprint(root, None)
+
+
+@pytest.mark.skipif(not ORACLE, reason="reference corpus not found")
+def test_driver_keys_equal_the_executors_keys_on_corpus(engine) -> None:
+    """The keys the driver reads from the commits after the checkpoint are exactly the ones the
+    executors' replay keys (same multiset), on every corpus table with a checkpoint and commits."""
+    from airflow_delta_provider.delta.engines.spark_tasks import key_by_file, parse_line
+
+    compared = 0
+    for root in sorted(ORACLE):
+        log = DeltaLog(str(CORPUS / root), engine=engine)
+        try:
+            segment = log.log_segment()
+        except DeltaError:
+            continue
+        if segment.checkpoint is None or not segment.commits:
+            continue
+        driver = engine._driver_keys(log.store, segment)
+        lines = engine._commit_lines(segment)
+        executors = lines.map(parse_line).filter(lambda p: p[0] in ("add", "remove")).map(key_by_file).keys()
+        assert driver is not None, root
+        assert sorted(driver) == sorted(executors.collect()), root
+        compared += 1
+    assert compared >= 20
+
+
+def test_driver_keys_fall_back_to_the_executors(engine, tmp_path) -> None:
+    """Past `driver_keys_max_bytes` the executors supply the keys. A line that is not JSON, or a file
+    action that is not valid, is skipped by the driver and reported by the executors' parse as the
+    typed error naming its version, when the snapshot is loaded (as the local engine does)."""
+    import shutil
+
+    from airflow_delta_provider.delta import MalformedCommitError
+    from airflow_delta_provider.delta.engines.spark import SparkEngine
+
+    table = tmp_path / "t"
+    shutil.copytree(CORPUS / "delta-golden" / "checkpoint", table)
+    log = DeltaLog(str(table), engine=engine)
+    segment = log.log_segment()
+    assert segment.checkpoint is not None and segment.commits
+    small = SparkEngine(engine.spark, 4, driver_keys_max_bytes=sum(c.file.size for c in segment.commits) - 1)
+    assert small._driver_keys(log.store, segment) is None
+    keys = engine._driver_keys(log.store, segment)
+    assert keys
+    last = segment.commits[-1]
+    intact = Path(last.file.path).read_bytes()
+    Path(last.file.path).write_bytes(intact + b'{"add": {"path": "truncated\n')
+    assert engine._driver_keys(log.store, segment) == keys
+    with pytest.raises(MalformedCommitError) as info:
+        DeltaLog(str(table), engine=engine).update()
+    assert info.value.version == last.version
+    # an add without a size: invalid to the driver and the executors alike, and to the local engine
+    Path(last.file.path).write_bytes(intact + b'{"add": {"path": "no-size.parquet"}}\n')
+    assert engine._driver_keys(log.store, segment) == keys
+    for spark in (engine, small):
+        with pytest.raises(MalformedCommitError, match=r"add\.size is required") as info:
+            DeltaLog(str(table), engine=spark).update()
+        assert info.value.version == last.version
+    with pytest.raises(MalformedCommitError, match=r"add\.size is required"):
+        DeltaLog(str(table)).update()
 
 
 @pytest.mark.skipif(not ORACLE, reason="reference corpus not found")

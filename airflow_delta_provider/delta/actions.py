@@ -571,6 +571,10 @@ _ACTION_TYPES: dict[str, Any] = {
 }
 
 
+#: What `action_from_json` raises for a JSON object that is not a valid action.
+INVALID_ACTION_ERRORS = (KeyError, TypeError, ValueError, AttributeError, OverflowError)
+
+
 def action_from_json(obj: Mapping[str, Any]) -> Action | None:
     """The action one log line (or checkpoint row) holds; `None` for unknown or empty actions."""
     for name, value in obj.items():

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from .. import arrow_compute as pc
 from ..actions import (
+    INVALID_ACTION_ERRORS,
     Action,
     AddFile,
     CheckpointMetadata,
@@ -126,7 +127,7 @@ def read_commit(store: LogStore, table: str, commit: ParsedLogPath) -> list[Acti
     for obj in objs:
         try:
             action = action_from_json(obj)
-        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        except INVALID_ACTION_ERRORS as exc:
             raise MalformedCommitError(
                 f"Invalid action {sorted(obj)}: {exc}", table=table, version=commit.version, file=commit.name
             ) from None

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..actions import (
+    INVALID_ACTION_ERRORS,
     Action,
     AddFile,
     CheckpointMetadata,
@@ -50,7 +51,7 @@ from ..errors import (
 from ..file_state import adds_to_table, removes_to_table
 from ..log_segment import LogSegment
 from ..replay import InMemoryLogReplay
-from ..storage import LogStore, is_local, local_path, s3fs_options
+from ..storage import LocalLogStore, LogStore, is_local, local_path, s3fs_options
 from ..table_features import check_can_read
 from ..table_state import TableState
 from .local import _NON_FILE_COLUMNS, _non_file_actions, _read_parquet, checkpoint_read_errors, sidecar_path
@@ -59,6 +60,7 @@ from .spark_tasks import (
     FILE_ACTIONS,
     STATE_ACTIONS,
     add_path_row,
+    commit_file_keys,
     commit_file_lines,
     digest_task,
     file_summary_task,
@@ -86,6 +88,11 @@ _VERSION_IN = re.compile(r"version=(?P<v>\d+)")
 _HADOOP_GLOB_CHARS = ",{}[]*?\\"
 
 DEFAULT_SNAPSHOT_PARTITIONS = 50
+#: Commits after the checkpoint, in total bytes, up to which the driver reads them for their file keys
+#: (`SparkEngine.driver_keys_max_bytes`).
+DEFAULT_DRIVER_KEYS_MAX_BYTES = 64 << 20
+#: Threads the driver reads commit files with from an object store.
+_DRIVER_READ_THREADS = 8
 
 _T = TypeVar("_T")
 
@@ -414,6 +421,12 @@ class SparkEngine:
     path the default is tested against. `prefetch_digest` (default) starts the checkpoint's half of
     the report digest (`DistributedFileState.digest`) while the commits are still being read: for
     callers that will ask for counts or tombstones; a caller that only lists files turns it off.
+
+    The checkpoint's rows are filtered by the keys the commits touch. When the commits after the
+    checkpoint total at most `driver_keys_max_bytes`, the driver reads them for those keys itself (the
+    same parsing the executors run; a few milliseconds per MB), so the checkpoint's scan starts at once,
+    beside the commits' replay, instead of after it. Larger commit tails (or any commit the driver
+    cannot parse: the executors then report it) take the keys from the executors' replay; 0 always does.
     """
 
     name = "spark"
@@ -425,6 +438,7 @@ class SparkEngine:
         *,
         plain: bool = False,
         prefetch_digest: bool = True,
+        driver_keys_max_bytes: int = DEFAULT_DRIVER_KEYS_MAX_BYTES,
     ) -> None:
         if snapshot_partitions < 1:
             raise ValueError("snapshot_partitions must be >= 1")
@@ -432,6 +446,7 @@ class SparkEngine:
         self.snapshot_partitions = snapshot_partitions
         self.plain = plain
         self.prefetch_digest = prefetch_digest
+        self.driver_keys_max_bytes = driver_keys_max_bytes
 
     # -- reading --------------------------------------------------------------------------------------
     def _checkpoint_lines(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> RDD | None:
@@ -561,9 +576,7 @@ class SparkEngine:
             # planning the checkpoint's DataFrames (and starting its report query) overlaps the job below
             cols = _partition_columns(next((a for a in reversed(driver_actions) if isinstance(a, Metadata)), None))
             planned = in_background(
-                lambda: self._plan_checkpoint(
-                    table, segment.version, store, keyed, parquet_parts, sidecar_paths, cols, group
-                )
+                lambda: self._plan_checkpoint(table, segment, store, keyed, parquet_parts, sidecar_paths, cols, group)
             )
         try:
             driver, last_info = self._state_actions(table, segment, parsed, driver_actions)
@@ -611,7 +624,13 @@ class SparkEngine:
             if name == BAD_LINE:
                 path = next((c.file.path for c in segment.commits if c.version == version), None)
                 raise MalformedCommitError(body["message"], table=table, version=version, file=path)
-            action = action_from_json({name: body})
+            try:
+                action = action_from_json({name: body})
+            except INVALID_ACTION_ERRORS as exc:
+                path = next((c.file.path for c in segment.commits if c.version == version), None)
+                raise MalformedCommitError(
+                    f"Invalid action {[name]}: {exc}", table=table, version=version, file=path
+                ) from None
             if isinstance(action, CommitInfo):
                 if version == segment.version:
                     last_info = action
@@ -626,7 +645,7 @@ class SparkEngine:
     def _plan_checkpoint(
         self,
         table: str,
-        version: int,
+        segment: LogSegment,
         store: LogStore,
         keyed: RDD,
         parts: list[str],
@@ -639,7 +658,8 @@ class SparkEngine:
         that changes them makes the report ask again)."""
         from . import spark_frames
 
-        files = self._checkpoint_files(store, keyed, parts, sidecars)
+        version = segment.version
+        files = self._checkpoint_files(store, keyed, parts, sidecars, self._driver_keys(store, segment))
         if files is None or not self.prefetch_digest:
             return files, None
         most = DistributedFileState.max_digest_groups
@@ -651,10 +671,35 @@ class SparkEngine:
 
         return files, (partition_columns, most, in_background(lambda: run_spark(query, table=table, version=version)))
 
+    def _driver_keys(self, store: LogStore, segment: LogSegment) -> list[str] | None:
+        """The keys of the file actions in the segment's commits, read on the driver; `None` when the
+        commits exceed `driver_keys_max_bytes` or one cannot be read or parsed here (the executors'
+        replay then supplies the keys, and reports what is wrong)."""
+        commits = segment.commits
+        if sum(c.file.size for c in commits) > self.driver_keys_max_bytes:
+            return None
+
+        def keys(commit: Any) -> list[str]:
+            return list(commit_file_keys(commit.file.path, store.read_bytes(commit.file.path).decode("utf-8")))
+
+        try:
+            if isinstance(store, LocalLogStore) or len(commits) < 2:
+                per_commit = [keys(c) for c in commits]
+            else:
+                from concurrent.futures import ThreadPoolExecutor
+
+                with ThreadPoolExecutor(_DRIVER_READ_THREADS, thread_name_prefix="delta-commit-keys") as pool:
+                    per_commit = list(pool.map(keys, commits))
+        except Exception:  # the executors read the same commits and raise the typed error
+            return None
+        return [key for group in per_commit for key in group]
+
     def _checkpoint_files(
-        self, store: LogStore, keyed: RDD, parts: list[str], sidecars: list[str]
+        self, store: LogStore, keyed: RDD, parts: list[str], sidecars: list[str], keys: list[str] | None = None
     ) -> spark_frames.CheckpointFiles | None:
-        """The checkpoint's parquet file actions (parts, then sidecars) minus the keys `keyed` touches.
+        """The checkpoint's parquet file actions (parts, then sidecars) minus the keys the commits touch:
+        `keys` when the driver read them (an Arrow table handed to the JVM: no Python job), else the
+        keys of `keyed`.
 
         Parts and sidecars are read apart (a V2 part may hold no file actions at all), each with a
         read schema taken from its first footer, so Spark neither infers schemas nor reads stats.
@@ -667,7 +712,11 @@ class SparkEngine:
             schema = spark_frames.summary_read_schema(_footer_schema(store, group[0]))
             reader = self.spark.read if schema is None else self.spark.read.schema(schema)
             sources.append(reader.parquet(*[spark_path(p) for p in group]))
-        touched = self.spark.createDataFrame(keyed.map(key_row), "key string")
+        touched: DataFrame | None
+        if keys is None:
+            touched = self.spark.createDataFrame(keyed.map(key_row), "key string")
+        else:
+            touched = self.spark.createDataFrame(pa.table({"key": pa.array(keys, pa.string())})) if keys else None
         return spark_frames.checkpoint_files(
             sources, lambda: [self.spark.read.parquet(*[spark_path(p) for p in group]) for group in groups], touched
         )

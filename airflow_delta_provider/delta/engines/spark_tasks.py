@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..actions import AddFile, RemoveFile, action_from_json
+from ..actions import INVALID_ACTION_ERRORS, AddFile, RemoveFile, action_from_json
 from ..aggregates import (
     FileDigest,
     FileSummary,
@@ -41,19 +41,33 @@ def tagger(version: int) -> Any:
 
 
 def commit_file_lines(item: tuple[str, str]) -> Iterator[tuple[int, int, str]]:
-    """(version, position, line) of each line of one whole commit file (`wholeTextFiles` record)."""
+    """(version, position, line) of each line of one whole commit file (`wholeTextFiles` record).
+
+    Lines end at `\n` only (a trailing `\r` is blank space to JSON): `str.splitlines` would also
+    split inside a JSON string holding U+2028 or another Unicode line boundary.
+    """
     path, text = item
     version = int(path.rstrip("/").rsplit("/", 1)[-1].split(".", 1)[0])
-    for pos, line in enumerate(text.splitlines()):
+    for pos, line in enumerate(text.split("\n")):
         if line.strip():
             yield (version, pos, line)
+
+
+def commit_file_keys(path: str, text: str) -> Iterator[str]:
+    """The keys of one commit file's file actions, exactly as the executors key them (`key_by_file`);
+    malformed lines are skipped (the executors' replay reports them)."""
+    for record in commit_file_lines((path, text)):
+        parsed = parse_line(record)
+        if is_file_action(parsed):
+            yield key_by_file(parsed)[0]
 
 
 def parse_line(record: tuple[int, int, str]) -> Parsed:
     """(action name, version, position, body) of one log line; unknown actions give ("", ...).
 
-    A line that is not a JSON object gives (BAD_LINE, ..., {"message": ...}): executors do not
-    raise, the driver turns it into a typed error naming the version.
+    A line that is not a JSON object, or a file action that is not valid (no path, no size, ...),
+    gives (BAD_LINE, ..., {"message": ...}): executors do not raise, the driver collects these with
+    the state actions and raises the typed error naming the version, as the local engine does.
     """
     version, pos, line = record
     try:
@@ -64,6 +78,11 @@ def parse_line(record: tuple[int, int, str]) -> Parsed:
         return BAD_LINE, version, pos, {"message": "Line is not a JSON object"}
     for name, body in obj.items():
         if body is not None and name in _KNOWN:
+            if name in FILE_ACTIONS:
+                try:
+                    action_from_json({name: body})
+                except INVALID_ACTION_ERRORS as exc:
+                    return BAD_LINE, version, pos, {"message": f"Invalid action {sorted(obj)}: {exc}"}
             return name, version, pos, body
     return "", version, pos, {}
 
