@@ -88,3 +88,26 @@ def xcom_return(run_id: str, task_id: str) -> Any:
     assert row is not None, f"no XCom from {task_id}"
     value = json.loads(row[0]) if isinstance(row[0], str | bytes) else row[0]
     return json.loads(value) if isinstance(value, str) else value
+
+
+@pytest.fixture
+def spark_local2(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+
+
+@pytest.fixture
+def submitted(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """Every spark-submit argv the Spark provider's hook builds (a spy: the hook runs unchanged)."""
+    pytest.importorskip("airflow")
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    commands: list[list[str]] = []
+    original = SparkSubmitHook._build_spark_submit_command
+
+    def spy(self: SparkSubmitHook, application: str) -> list[str]:
+        cmd = original(self, application)
+        commands.append(list(cmd))
+        return cmd
+
+    monkeypatch.setattr(SparkSubmitHook, "_build_spark_submit_command", spy)
+    return commands

@@ -115,11 +115,6 @@ def test_promote_drops_an_empty_recording_and_keeps_nothing(tmp_path: Path) -> N
 # -- the operator (no JVM) ------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def spark_local2(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
-
-
 def test_operator_refuses_a_path_with_spaces() -> None:
     pytest.importorskip("airflow")
     from airflow_delta_provider.operators.delta import SnapshotReplayOperator, TombstoneReportOperator
@@ -149,24 +144,6 @@ def test_hook_passes_java_options_with_spaces_as_one_argv_item(spark_local2: Non
 
 
 # -- real spark-submit ----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def submitted(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    """Every spark-submit argv the Spark provider's hook builds (a spy: the hook runs unchanged)."""
-    pytest.importorskip("airflow")
-    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
-    commands: list[list[str]] = []
-    original = SparkSubmitHook._build_spark_submit_command
-
-    def spy(self: SparkSubmitHook, application: str) -> list[str]:
-        cmd = original(self, application)
-        commands.append(list(cmd))
-        return cmd
-
-    monkeypatch.setattr(SparkSubmitHook, "_build_spark_submit_command", spy)
-    return commands
 
 
 def _java_options(cmd: list[str]) -> str:
