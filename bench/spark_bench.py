@@ -92,6 +92,8 @@ print(json.dumps({"version": s.version, "num_files": s.num_files, "size_in_bytes
 NOOP_JOB = """
 import json, sys, time
 t0 = time.perf_counter()
+from airflow_delta_provider.jobs.pyspark_path import prefer_installed_pyspark
+prefer_installed_pyspark()  # as the job's entry point does
 from pyspark.sql import SparkSession
 from airflow_delta_provider.delta.engines.spark import SPARK_CONF
 builder = SparkSession.builder.appName("spark-bench-noop")
@@ -500,7 +502,7 @@ def bench_jobs(
     quiet: Any,
 ) -> tuple[list[JobConfig], str]:
     """The whole-job configurations, timed; and how the class archive was recorded."""
-    from airflow_delta_provider.jobs import class_archive, job_script
+    from airflow_delta_provider.jobs import DAEMON_MODULE_CONF, WORKER_DAEMON_MODULE, class_archive, job_script
 
     configs = [JobConfig("", "noop", 0)]
     if not args.no_class_archive:
@@ -522,8 +524,11 @@ def bench_jobs(
     # the operators' default driver JVM options (quick_start_driver), unless --jvm-defaults
     base_options = None if args.jvm_defaults else driver_jvm_options()
 
+    # the operators' default worker daemon for local masters (quick_start_workers), unless --pyspark-daemon
+    worker_conf = {} if args.pyspark_daemon else {DAEMON_MODULE_CONF: WORKER_DAEMON_MODULE}
+
     def argv_of(cfg: JobConfig, out: Path, java_options: str | None = base_options) -> list[str]:
-        conf = spark_conf_args({JAVA_OPTIONS: java_options} if java_options else None)
+        conf = spark_conf_args({**worker_conf, **({JAVA_OPTIONS: java_options} if java_options else {})})
         if cfg.action == "noop":
             return [*submit, *conf, str(noop_script), str(out)]
         m = manifests[cfg.scale]
@@ -1198,6 +1203,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="start every driver JVM with the JVM's defaults, not the operators' quick_start_driver option",
     )
+    parser.add_argument(
+        "--pyspark-daemon",
+        action="store_true",
+        help="start Python workers with PySpark's own daemon, not the operators' quick_start_workers one",
+    )
     parser.add_argument("--timeout", type=float, default=900, help="seconds per spark-submit")
     benchlib.add_quiet_options(parser, max_wait=60.0)
     parser.add_argument(
@@ -1247,6 +1257,11 @@ def main(argv: list[str] | None = None) -> int:
     machine["command"] = f"`{command_line}`"
     machine["driver JVM options (whole job)"] = (
         "JVM defaults (--jvm-defaults)" if args.jvm_defaults else f"`{driver_jvm_options()}` (operators' default)"
+    )
+    machine["Python worker daemon (whole job)"] = (
+        "PySpark's (--pyspark-daemon)"
+        if args.pyspark_daemon
+        else "`airflow_delta_provider.jobs.worker_daemon` (operators' default for local masters)"
     )
     load_start = machine.pop("loadavg")
     started = time.time()
