@@ -181,10 +181,14 @@ class CheckpointData:
 
 
 def _open_native(store: LogStore, path: str) -> Any:
-    """A local file opened by Arrow itself (reads release the GIL, so the checkpoint read overlaps the
-    commit replay); other stores, and subclasses that may wrap reads, go through `store.open`."""
+    """A local file memory-mapped by Arrow: reads release the GIL (the checkpoint read overlaps the
+    commit replay) and allocate no read buffers (copying a 161 MB checkpoint into fresh memory cost
+    0.1-0.7 s of kernel time in page faults in one load out of three on this project's VM;
+    `bench/RESULTS.md`). Other stores, and subclasses that may wrap reads, go through `store.open`.
+    Checkpoints are immutable once written: a file truncated in place while mapped (which no Delta
+    writer does) would fault the process."""
     if type(store) is LocalLogStore:
-        return pa.OSFile(local_path(path))
+        return pa.memory_map(local_path(path))
     return store.open(path)
 
 
