@@ -49,6 +49,7 @@ from ..errors import (
     error_from_dict,
 )
 from ..file_state import adds_to_table, removes_to_table
+from ..filenames import ParsedLogPath
 from ..log_segment import LogSegment
 from ..replay import InMemoryLogReplay
 from ..storage import LocalLogStore, LogStore, is_local, local_path, s3fs_options
@@ -559,28 +560,36 @@ class SparkEngine:
                     parquet_parts.append(part.file.path)
         else:
             sources.append(self._checkpoint_lines(table, log_dir, store, segment))
-        sources.append(self._commit_lines(segment))
-        sources = [r for r in sources if r is not None]
-        parsed = (
-            self.spark.sparkContext.union(sources).map(parse_line).persist(StorageLevel.MEMORY_AND_DISK)
-            if sources
-            else self.spark.sparkContext.emptyRDD()
-        )
-        keyed = parsed.filter(is_file_action).map(key_by_file)
         planned: Future[tuple[spark_frames.CheckpointFiles | None, Any]] | None = None
         group = f"delta-checkpoint-{uuid.uuid4().hex}"
+        keyed_rdd: Future[RDD] = Future()  # the executors' keys, for a plan whose driver keys fall back
         if fast:
             assert cp is not None
-            keyed = keyed.persist(StorageLevel.MEMORY_AND_DISK)  # feeds the broadcast keys and the replay
             sidecar_paths = self._sidecar_paths(table, log_dir, store, cp.version, sidecar_names)
-            # planning the checkpoint's DataFrames (and starting its report query) overlaps the job below
+            # planning the checkpoint's DataFrames (and starting its report query) overlaps building the
+            # commits' RDDs and the job below
             cols = _partition_columns(next((a for a in reversed(driver_actions) if isinstance(a, Metadata)), None))
             planned = in_background(
-                lambda: self._plan_checkpoint(table, segment, store, keyed, parquet_parts, sidecar_paths, cols, group)
+                lambda: self._plan_checkpoint(
+                    table, segment, store, keyed_rdd, parquet_parts, sidecar_paths, cols, group
+                )
             )
         try:
+            sources.append(self._commit_lines(segment))
+            sources = [r for r in sources if r is not None]
+            parsed = (
+                self.spark.sparkContext.union(sources).map(parse_line).persist(StorageLevel.MEMORY_AND_DISK)
+                if sources
+                else self.spark.sparkContext.emptyRDD()
+            )
+            keyed = parsed.filter(is_file_action).map(key_by_file)
+            if fast:  # feeds the replay and, when the driver's keys fall back, the broadcast keys
+                keyed = keyed.persist(StorageLevel.MEMORY_AND_DISK)
+            keyed_rdd.set_result(keyed)
             driver, last_info = self._state_actions(table, segment, parsed, driver_actions)
-        except BaseException:
+        except BaseException as exc:
+            if not keyed_rdd.done():
+                keyed_rdd.set_exception(exc)
             self.spark.sparkContext.cancelJobGroup(group)
             raise
         checkpoint, prefetched = (None, None) if planned is None else planned.result()
@@ -647,7 +656,7 @@ class SparkEngine:
         table: str,
         segment: LogSegment,
         store: LogStore,
-        keyed: RDD,
+        keyed: Future[RDD],
         parts: list[str],
         sidecars: list[str],
         partition_columns: tuple[str, ...],
@@ -659,7 +668,7 @@ class SparkEngine:
         from . import spark_frames
 
         version = segment.version
-        files = self._checkpoint_files(store, keyed, parts, sidecars, self._driver_keys(store, segment))
+        files = self._checkpoint_files(store, segment, keyed, parts, sidecars)
         if files is None or not self.prefetch_digest:
             return files, None
         most = DistributedFileState.max_digest_groups
@@ -679,7 +688,7 @@ class SparkEngine:
         if sum(c.file.size for c in commits) > self.driver_keys_max_bytes:
             return None
 
-        def keys(commit: Any) -> list[str]:
+        def keys(commit: ParsedLogPath) -> list[str]:
             return list(commit_file_keys(commit.file.path, store.read_bytes(commit.file.path).decode("utf-8")))
 
         try:
@@ -694,31 +703,37 @@ class SparkEngine:
             return None
         return [key for group in per_commit for key in group]
 
+    def _touched(self, store: LogStore, segment: LogSegment, keyed: Future[RDD]) -> DataFrame | None:
+        """The keys the commits after the checkpoint touch, as a one-column DataFrame: read by the
+        driver (an Arrow table handed to the JVM: no Python job) or, past `driver_keys_max_bytes`, the
+        keys of the executors' `keyed` RDD; `None` when there are none."""
+        keys = self._driver_keys(store, segment)
+        if keys is None:
+            return self.spark.createDataFrame(keyed.result().map(key_row), "key string")
+        return self.spark.createDataFrame(pa.table({"key": pa.array(keys, pa.string())})) if keys else None
+
     def _checkpoint_files(
-        self, store: LogStore, keyed: RDD, parts: list[str], sidecars: list[str], keys: list[str] | None = None
+        self, store: LogStore, segment: LogSegment, keyed: Future[RDD], parts: list[str], sidecars: list[str]
     ) -> spark_frames.CheckpointFiles | None:
-        """The checkpoint's parquet file actions (parts, then sidecars) minus the keys the commits touch:
-        `keys` when the driver read them (an Arrow table handed to the JVM: no Python job), else the
-        keys of `keyed`.
+        """The checkpoint's parquet file actions (parts, then sidecars) minus the keys the commits touch
+        (`_touched`, built beside the checkpoint's DataFrames).
 
         Parts and sidecars are read apart (a V2 part may hold no file actions at all), each with a
         read schema taken from its first footer, so Spark neither infers schemas nor reads stats.
         """
         from . import spark_frames
 
+        touched_frame = in_background(lambda: self._touched(store, segment, keyed))
         groups = [group for group in (parts, sidecars) if group]
         sources = []
         for group in groups:
             schema = spark_frames.summary_read_schema(_footer_schema(store, group[0]))
             reader = self.spark.read if schema is None else self.spark.read.schema(schema)
             sources.append(reader.parquet(*[spark_path(p) for p in group]))
-        touched: DataFrame | None
-        if keys is None:
-            touched = self.spark.createDataFrame(keyed.map(key_row), "key string")
-        else:
-            touched = self.spark.createDataFrame(pa.table({"key": pa.array(keys, pa.string())})) if keys else None
         return spark_frames.checkpoint_files(
-            sources, lambda: [self.spark.read.parquet(*[spark_path(p) for p in group]) for group in groups], touched
+            sources,
+            lambda: [self.spark.read.parquet(*[spark_path(p) for p in group]) for group in groups],
+            touched_frame.result(),
         )
 
     # -- Engine protocol ------------------------------------------------------------------------------
