@@ -58,5 +58,8 @@ def test_local_workers_start_through_the_library_daemon_unless_told_otherwise() 
         "spark.pyspark.driver.python": sys.executable
     }
     assert on._interpreter_conf({}, "yarn", "cluster") == {}
+    # workers on another Python may not have the provider: PySpark's daemon stays
+    other = on._interpreter_conf({"spark.pyspark.python": "/opt/py/bin/python"}, "local[2]", None)
+    assert DAEMON_MODULE_CONF not in other and other["spark.pyspark.python"] == "/opt/py/bin/python"
     off = SnapshotReplayOperator(task_id="off", table_uri="/t", quick_start_workers=False)
     assert DAEMON_MODULE_CONF not in off._interpreter_conf({}, "local[2]", None)

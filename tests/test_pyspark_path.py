@@ -122,8 +122,8 @@ def test_spark_submit_driver_and_workers_import_installed_pyspark(tmp_path: Path
     assert proc.returncode == 0, proc.stderr[-3000:]
     where = json.loads(out.read_text())
     installed = str(Path(__import__("pyspark").__file__).resolve())
-    assert where["driver"] == installed  # not .../python/lib/pyspark.zip/pyspark/__init__.py
-    assert (where["worker"][0] == installed) is daemon
+    assert str(Path(where["driver"]).resolve()) == installed  # not .../python/lib/pyspark.zip/pyspark/...
+    assert (str(Path(where["worker"][0]).resolve()) == installed) is daemon
     assert "pyspark.zip" in where["worker"][0] or daemon
     if not daemon:  # (the library's daemon imports it before the worker adds the --py-files zip)
         assert where["worker"][1] == "zipimporter"  # the library comes from the --py-files zip

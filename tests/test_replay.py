@@ -149,3 +149,5 @@ def test_executor_commit_lines_split_on_newline_only():
     assert parse_line(lines[1])[3]["path"] == odd
     keys = list(commit_file_keys("s3://b/t/_delta_log/00000000000000000007.json", text))
     assert keys == [canonical_path(odd), canonical_path("/abs/b.parquet")] == [odd, "file:/abs/b.parquet"]
+    with pytest.raises(ValueError, match="Invalid action"):  # the driver leaves such a commit to the executors
+        list(commit_file_keys("t/_delta_log/00000000000000000008.json", '{"add": {"path": "no-size"}}'))

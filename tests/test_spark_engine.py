@@ -133,10 +133,10 @@ def test_driver_keys_equal_the_executors_keys_on_corpus(engine) -> None:
     assert compared >= 20
 
 
-def test_driver_keys_fall_back_to_the_executors(engine, tmp_path) -> None:
-    """Past `driver_keys_max_bytes` the executors supply the keys. A line that is not JSON, or a file
-    action that is not valid, is skipped by the driver and reported by the executors' parse as the
-    typed error naming its version, when the snapshot is loaded (as the local engine does)."""
+def test_driver_keys_fall_back_and_broken_commits_stay_typed_errors(engine, tmp_path) -> None:
+    """Past `driver_keys_max_bytes`, or at a line the driver cannot parse as a valid action, the
+    executors supply the keys; their parse reports the line as the typed error naming its version
+    when the snapshot is loaded, as the local engine does."""
     import shutil
 
     from airflow_delta_provider.delta import MalformedCommitError
@@ -149,24 +149,21 @@ def test_driver_keys_fall_back_to_the_executors(engine, tmp_path) -> None:
     assert segment.checkpoint is not None and segment.commits
     small = SparkEngine(engine.spark, 4, driver_keys_max_bytes=sum(c.file.size for c in segment.commits) - 1)
     assert small._driver_keys(log.store, segment) is None
-    keys = engine._driver_keys(log.store, segment)
-    assert keys
+    assert engine._driver_keys(log.store, segment)
     last = segment.commits[-1]
     intact = Path(last.file.path).read_bytes()
-    Path(last.file.path).write_bytes(intact + b'{"add": {"path": "truncated\n')
-    assert engine._driver_keys(log.store, segment) == keys
-    with pytest.raises(MalformedCommitError) as info:
-        DeltaLog(str(table), engine=engine).update()
-    assert info.value.version == last.version
-    # an add without a size: invalid to the driver and the executors alike, and to the local engine
-    Path(last.file.path).write_bytes(intact + b'{"add": {"path": "no-size.parquet"}}\n')
-    assert engine._driver_keys(log.store, segment) == keys
-    for spark in (engine, small):
-        with pytest.raises(MalformedCommitError, match=r"add\.size is required") as info:
-            DeltaLog(str(table), engine=spark).update()
-        assert info.value.version == last.version
-    with pytest.raises(MalformedCommitError, match=r"add\.size is required"):
-        DeltaLog(str(table)).update()
+    for broken, message in [
+        (b'{"add": {"path": "truncated\n', r"not valid JSON"),
+        (b'{"add": {"path": "no-size.parquet"}}\n', r"add\.size is required"),
+    ]:
+        Path(last.file.path).write_bytes(intact + broken)
+        assert engine._driver_keys(log.store, segment) is None
+        for spark in (engine, small):
+            with pytest.raises(MalformedCommitError, match=message) as info:
+                DeltaLog(str(table), engine=spark).update()
+            assert info.value.version == last.version
+        with pytest.raises(MalformedCommitError):
+            DeltaLog(str(table)).update()
 
 
 @pytest.mark.skipif(not ORACLE, reason="reference corpus not found")

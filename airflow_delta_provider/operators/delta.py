@@ -210,14 +210,15 @@ class DeltaJobOperator(SparkSubmitOperator):
 
     def _interpreter_conf(self, conf: dict[str, Any], master: str, deploy_mode: str | None) -> dict[str, Any]:
         """`conf` with the Pythons of a driver that runs here (this interpreter, which has the provider)
-        and, for a `local[*]` master, of its workers and their daemon (`quick_start_workers`); values
-        already in `conf` stand."""
+        and, for a `local[*]` master, of its workers and, when they run this interpreter, their daemon
+        (`quick_start_workers`); values already in `conf` stand."""
         if deploy_mode == "cluster":
             return conf
         defaults = {"spark.pyspark.driver.python": sys.executable}
         if master.startswith("local"):
             defaults["spark.pyspark.python"] = sys.executable
-            if self.quick_start_workers:
+            # only where the workers' Python is this one (which has the provider to run the daemon)
+            if self.quick_start_workers and conf.get("spark.pyspark.python", sys.executable) == sys.executable:
                 defaults[DAEMON_MODULE_CONF] = WORKER_DAEMON_MODULE
         return {**defaults, **conf}
 

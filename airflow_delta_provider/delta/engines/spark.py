@@ -91,7 +91,7 @@ _HADOOP_GLOB_CHARS = ",{}[]*?\\"
 DEFAULT_SNAPSHOT_PARTITIONS = 50
 #: Commits after the checkpoint, in total bytes, up to which the driver reads them for their file keys
 #: (`SparkEngine.driver_keys_max_bytes`).
-DEFAULT_DRIVER_KEYS_MAX_BYTES = 64 << 20
+DEFAULT_DRIVER_KEYS_MAX_BYTES = 16 << 20
 #: Threads the driver reads commit files with from an object store.
 _DRIVER_READ_THREADS = 8
 
@@ -424,10 +424,11 @@ class SparkEngine:
     callers that will ask for counts or tombstones; a caller that only lists files turns it off.
 
     The checkpoint's rows are filtered by the keys the commits touch. When the commits after the
-    checkpoint total at most `driver_keys_max_bytes`, the driver reads them for those keys itself (the
-    same parsing the executors run; a few milliseconds per MB), so the checkpoint's scan starts at once,
-    beside the commits' replay, instead of after it. Larger commit tails (or any commit the driver
-    cannot parse: the executors then report it) take the keys from the executors' replay; 0 always does.
+    checkpoint total at most `driver_keys_max_bytes` (16 MiB), the driver reads them for those keys
+    itself (the executors' `parse_line`; ~15-30 ms of driver CPU per MB, in a background thread), so the
+    checkpoint's scan starts at once, beside the commits' replay, instead of after it. Larger commit
+    tails, and any commit the driver cannot read or parse (the executors then report it), take the keys
+    from the executors' replay; 0 always does.
     """
 
     name = "spark"
@@ -562,6 +563,7 @@ class SparkEngine:
             sources.append(self._checkpoint_lines(table, log_dir, store, segment))
         planned: Future[tuple[spark_frames.CheckpointFiles | None, Any]] | None = None
         group = f"delta-checkpoint-{uuid.uuid4().hex}"
+        failed = threading.Event()  # a failed load: the checkpoint's query must not start afterwards
         keyed_rdd: Future[RDD] = Future()  # the executors' keys, for a plan whose driver keys fall back
         if fast:
             assert cp is not None
@@ -571,7 +573,7 @@ class SparkEngine:
             cols = _partition_columns(next((a for a in reversed(driver_actions) if isinstance(a, Metadata)), None))
             planned = in_background(
                 lambda: self._plan_checkpoint(
-                    table, segment, store, keyed_rdd, parquet_parts, sidecar_paths, cols, group
+                    table, segment, store, keyed_rdd, parquet_parts, sidecar_paths, cols, (group, failed)
                 )
             )
         try:
@@ -588,6 +590,7 @@ class SparkEngine:
             keyed_rdd.set_result(keyed)
             driver, last_info = self._state_actions(table, segment, parsed, driver_actions)
         except BaseException as exc:
+            failed.set()
             if not keyed_rdd.done():
                 keyed_rdd.set_exception(exc)
             self.spark.sparkContext.cancelJobGroup(group)
@@ -629,7 +632,7 @@ class SparkEngine:
         driver = InMemoryLogReplay()
         last_info: CommitInfo | None = None
         actions: list[Action] = list(checkpoint_actions)
-        for name, version, _, body in state_rows:
+        for name, version, _, body, _ in state_rows:
             if name == BAD_LINE:
                 path = next((c.file.path for c in segment.commits if c.version == version), None)
                 raise MalformedCommitError(body["message"], table=table, version=version, file=path)
@@ -660,11 +663,12 @@ class SparkEngine:
         parts: list[str],
         sidecars: list[str],
         partition_columns: tuple[str, ...],
-        group: str,
+        cancel: tuple[str, threading.Event],
     ) -> tuple[spark_frames.CheckpointFiles | None, tuple[tuple[str, ...], int, Future[FileDigest]] | None]:
         """The checkpoint's DataFrames and, when `prefetch_digest`, their half of the `FileDigest`
-        already running (job group `group`), for `partition_columns` (the checkpoint's; a commit
-        that changes them makes the report ask again)."""
+        already running, for `partition_columns` (the checkpoint's; a commit that changes them makes the
+        report ask again). `cancel`: the job group the load cancels when it fails, and the event it sets
+        first (a query that has not started by then does not start)."""
         from . import spark_frames
 
         version = segment.version
@@ -674,8 +678,12 @@ class SparkEngine:
         most = DistributedFileState.max_digest_groups
         flat = files.flat
 
+        group, failed = cancel
+
         def query() -> FileDigest:
             self.spark.sparkContext.setJobGroup(group, "checkpoint file digest", interruptOnCancel=True)
+            if failed.is_set():
+                raise EngineError("the load failed before the checkpoint's digest started", table=table)
             return spark_frames.file_digest(flat, DEFAULT_SMALL_FILE_BYTES, partition_columns, most)
 
         return files, (partition_columns, most, in_background(lambda: run_spark(query, table=table, version=version)))
@@ -697,8 +705,11 @@ class SparkEngine:
             else:
                 from concurrent.futures import ThreadPoolExecutor
 
-                with ThreadPoolExecutor(_DRIVER_READ_THREADS, thread_name_prefix="delta-commit-keys") as pool:
+                pool = ThreadPoolExecutor(_DRIVER_READ_THREADS, thread_name_prefix="delta-commit-keys")
+                try:
                     per_commit = list(pool.map(keys, commits))
+                finally:  # a failed read does not wait for the others
+                    pool.shutdown(wait=False, cancel_futures=True)
         except Exception:  # the executors read the same commits and raise the typed error
             return None
         return [key for group in per_commit for key in group]
@@ -708,9 +719,14 @@ class SparkEngine:
         driver (an Arrow table handed to the JVM: no Python job) or, past `driver_keys_max_bytes`, the
         keys of the executors' `keyed` RDD; `None` when there are none."""
         keys = self._driver_keys(store, segment)
-        if keys is None:
-            return self.spark.createDataFrame(keyed.result().map(key_row), "key string")
-        return self.spark.createDataFrame(pa.table({"key": pa.array(keys, pa.string())})) if keys else None
+        if keys is not None and not keys:
+            return None
+        if keys is not None:
+            try:
+                return self.spark.createDataFrame(pa.table({"key": pa.array(keys, pa.string())}))
+            except Exception:  # a PySpark without Arrow input (before 4.0): the executors' keys
+                pass
+        return self.spark.createDataFrame(keyed.result().map(key_row), "key string")
 
     def _checkpoint_files(
         self, store: LogStore, segment: LogSegment, keyed: Future[RDD], parts: list[str], sidecars: list[str]

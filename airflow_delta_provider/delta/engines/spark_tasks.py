@@ -24,7 +24,8 @@ STATE_ACTIONS = ("protocol", "metaData", "txn", "domainMetadata", "commitInfo")
 BAD_LINE = "!malformed"
 _KNOWN = (*FILE_ACTIONS, *STATE_ACTIONS, "sidecar", "checkpointMetadata")
 
-Parsed = tuple[str, int, int, dict[str, Any]]
+#: (action name, version, position, body, file key: "" unless a file action)
+Parsed = tuple[str, int, int, dict[str, Any], str]
 
 
 def tagger(version: int) -> Any:
@@ -54,37 +55,43 @@ def commit_file_lines(item: tuple[str, str]) -> Iterator[tuple[int, int, str]]:
 
 
 def commit_file_keys(path: str, text: str) -> Iterator[str]:
-    """The keys of one commit file's file actions, exactly as the executors key them (`key_by_file`);
-    malformed lines are skipped (the executors' replay reports them)."""
+    """The keys of one commit file's file actions, exactly as the executors key them (`parse_line`);
+    `ValueError` at a line that is not a valid action (the driver then leaves the keys to the
+    executors, whose replay reports the line)."""
     for record in commit_file_lines((path, text)):
         parsed = parse_line(record)
+        if parsed[0] == BAD_LINE:
+            raise ValueError(f"{path}: {parsed[3]['message']}")
         if is_file_action(parsed):
-            yield key_by_file(parsed)[0]
+            yield parsed[4]
 
 
 def parse_line(record: tuple[int, int, str]) -> Parsed:
-    """(action name, version, position, body) of one log line; unknown actions give ("", ...).
+    """(action name, version, position, body, file key) of one log line; unknown actions give ("", ...).
 
-    A line that is not a JSON object, or a file action that is not valid (no path, no size, ...),
-    gives (BAD_LINE, ..., {"message": ...}): executors do not raise, the driver collects these with
-    the state actions and raises the typed error naming the version, as the local engine does.
+    A file action is parsed once here, for its key (path + DV id, `actions.file_key`). A line that is
+    not a JSON object, or a file action that is not valid (no path, no size, ...), gives (BAD_LINE,
+    ..., {"message": ...}, ""): executors do not raise, the driver collects these with the state
+    actions and raises the typed error naming the version, as the local engine does.
     """
     version, pos, line = record
     try:
         obj = json.loads(line)
     except ValueError as exc:
-        return BAD_LINE, version, pos, {"message": f"Line is not valid JSON ({exc})"}
+        return BAD_LINE, version, pos, {"message": f"Line is not valid JSON ({exc})"}, ""
     if not isinstance(obj, dict):
-        return BAD_LINE, version, pos, {"message": "Line is not a JSON object"}
+        return BAD_LINE, version, pos, {"message": "Line is not a JSON object"}, ""
     for name, body in obj.items():
         if body is not None and name in _KNOWN:
-            if name in FILE_ACTIONS:
-                try:
-                    action_from_json({name: body})
-                except INVALID_ACTION_ERRORS as exc:
-                    return BAD_LINE, version, pos, {"message": f"Invalid action {sorted(obj)}: {exc}"}
-            return name, version, pos, body
-    return "", version, pos, {}
+            if name not in FILE_ACTIONS:
+                return name, version, pos, body, ""
+            try:
+                action = action_from_json({name: body})
+            except INVALID_ACTION_ERRORS as exc:
+                return BAD_LINE, version, pos, {"message": f"Invalid action {sorted(obj)}: {exc}"}, ""
+            assert isinstance(action, AddFile | RemoveFile)
+            return name, version, pos, body, action.key
+    return "", version, pos, {}, ""
 
 
 def is_file_action(p: Parsed) -> bool:
@@ -97,10 +104,8 @@ def is_state_action(p: Parsed) -> bool:
 
 
 def key_by_file(p: Parsed) -> tuple[str, tuple[int, int, str, dict[str, Any]]]:
-    name, version, pos, body = p
-    action = action_from_json({name: body})
-    assert isinstance(action, AddFile | RemoveFile)
-    return action.key, (version, pos, name, body)
+    name, version, pos, body, key = p
+    return key, (version, pos, name, body)
 
 
 def reconcile_partition(items: Iterable[tuple[str, tuple[int, int, str, dict[str, Any]]]]) -> Iterator[dict[str, Any]]:
