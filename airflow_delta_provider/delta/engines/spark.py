@@ -28,7 +28,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..actions import (
-    INVALID_ACTION_ERRORS,
     Action,
     AddFile,
     CheckpointMetadata,
@@ -633,16 +632,10 @@ class SparkEngine:
         last_info: CommitInfo | None = None
         actions: list[Action] = list(checkpoint_actions)
         for name, version, _, body, _ in state_rows:
-            if name == BAD_LINE:
+            if name == BAD_LINE:  # not JSON, or not a valid action (`parse_line`)
                 path = next((c.file.path for c in segment.commits if c.version == version), None)
                 raise MalformedCommitError(body["message"], table=table, version=version, file=path)
-            try:
-                action = action_from_json({name: body})
-            except INVALID_ACTION_ERRORS as exc:
-                path = next((c.file.path for c in segment.commits if c.version == version), None)
-                raise MalformedCommitError(
-                    f"Invalid action {[name]}: {exc}", table=table, version=version, file=path
-                ) from None
+            action = action_from_json({name: body})
             if isinstance(action, CommitInfo):
                 if version == segment.version:
                     last_info = action
@@ -719,9 +712,9 @@ class SparkEngine:
         driver (an Arrow table handed to the JVM: no Python job) or, past `driver_keys_max_bytes`, the
         keys of the executors' `keyed` RDD; `None` when there are none."""
         keys = self._driver_keys(store, segment)
-        if keys is not None and not keys:
-            return None
         if keys is not None:
+            if not keys:
+                return None
             try:
                 return self.spark.createDataFrame(pa.table({"key": pa.array(keys, pa.string())}))
             except Exception:  # a PySpark without Arrow input (before 4.0): the executors' keys

@@ -69,10 +69,11 @@ def commit_file_keys(path: str, text: str) -> Iterator[str]:
 def parse_line(record: tuple[int, int, str]) -> Parsed:
     """(action name, version, position, body, file key) of one log line; unknown actions give ("", ...).
 
-    A file action is parsed once here, for its key (path + DV id, `actions.file_key`). A line that is
-    not a JSON object, or a file action that is not valid (no path, no size, ...), gives (BAD_LINE,
-    ..., {"message": ...}, ""): executors do not raise, the driver collects these with the state
-    actions and raises the typed error naming the version, as the local engine does.
+    Every known action is validated here (`action_from_json`), and a file action's key (path + DV id,
+    `actions.file_key`) kept. A line that is not a JSON object, or an action that is not valid (an
+    add without a size, ...), gives (BAD_LINE, ..., {"message": ...}, ""): executors do not raise,
+    the driver collects these with the state actions and raises the typed error naming the version,
+    as the local engine does.
     """
     version, pos, line = record
     try:
@@ -83,14 +84,12 @@ def parse_line(record: tuple[int, int, str]) -> Parsed:
         return BAD_LINE, version, pos, {"message": "Line is not a JSON object"}, ""
     for name, body in obj.items():
         if body is not None and name in _KNOWN:
-            if name not in FILE_ACTIONS:
-                return name, version, pos, body, ""
             try:
                 action = action_from_json({name: body})
             except INVALID_ACTION_ERRORS as exc:
                 return BAD_LINE, version, pos, {"message": f"Invalid action {sorted(obj)}: {exc}"}, ""
-            assert isinstance(action, AddFile | RemoveFile)
-            return name, version, pos, body, action.key
+            key = action.key if isinstance(action, AddFile | RemoveFile) else ""
+            return name, version, pos, body, key
     return "", version, pos, {}, ""
 
 
