@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
-from . import arrow_compute as pc
 from .actions import (
     Action,
     AddFile,
@@ -20,10 +17,9 @@ from .actions import (
     SetTransaction,
 )
 from .aggregates import DEFAULT_SMALL_FILE_BYTES, FileSummary, TombstoneSummary
-from .arrow_build import int64_scalar
 from .errors import DeltaError, InvalidArgumentError, MissingMetadataError, MissingProtocolError
 from .file_index import matching_files
-from .file_state import iter_adds, iter_removes
+from .file_rows import RowFileState
 from .filenames import FileInfo, LogFileKind, ParsedLogPath, commit_name
 from .log_segment import LogSegment
 from .schema import StructType, parse_partition_value
@@ -37,6 +33,9 @@ from .table_properties import (
     set_transaction_retention_ms,
 )
 from .table_state import TableState
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
 
 Clock = Callable[[], int]
 
@@ -190,6 +189,10 @@ class Snapshot:
     def all_files(self, *, with_stats: bool = True) -> Iterator[AddFile]:
         """Every active file, made on demand (`with_stats=False` skips reading checkpoint stats)."""
         files = self.state.files
+        if isinstance(files, RowFileState):
+            return iter(list(files.active.values()))
+        from .file_state import iter_adds
+
         return iter_adds(files.adds_with_stats if with_stats else files.adds)
 
     def files(
@@ -249,7 +252,17 @@ class Snapshot:
         `retention_hours` overrides the table's `delta.deletedFileRetentionDuration`;
         `include_expired=True` returns every tombstone the log still holds.
         """
-        table = self.state.files.removes
+        files = self.state.files
+        if isinstance(files, RowFileState):
+            if include_expired:
+                return list(files.tombstones.values())
+            cutoff = self.retention_cutoff(retention_hours, now_ms)
+            return [r for r in files.tombstones.values() if (r.deletion_timestamp or 0) > cutoff]
+        from . import arrow_compute as pc
+        from .arrow_build import int64_scalar
+        from .file_state import iter_removes
+
+        table = files.removes
         if not include_expired and table.num_rows:
             cutoff = self.retention_cutoff(retention_hours, now_ms)
             ts = pc.fill_null(table.column("deletionTimestamp"), int64_scalar(0))

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .actions import CommitInfo, DomainMetadata, Metadata, Protocol, SetTransaction
-from .file_state import FileState
+from .actions import Action, CommitInfo, DomainMetadata, Metadata, Protocol, SetTransaction
 from .replay import InMemoryLogReplay
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
+
+    from .file_rows import RowFileState
+    from .file_state import FileState
 
 
 @dataclass(frozen=True)
@@ -23,12 +25,14 @@ class TableState:
     metadata: Metadata | None
     transactions: Mapping[str, SetTransaction]
     domain_metadata: Mapping[str, DomainMetadata]
-    files: FileState
+    files: FileState | RowFileState | Any  # or the Spark engine's distributed file state
     last_commit_info: CommitInfo | None = None
     commit_infos: Mapping[int, CommitInfo] = field(default_factory=dict)
 
     @classmethod
     def empty(cls) -> TableState:
+        from .file_state import FileState
+
         return cls(-1, None, None, {}, {}, FileState.empty())
 
     def apply(
@@ -57,3 +61,21 @@ class TableState:
             last_commit_info=last,
             commit_infos={**self.commit_infos, **commit_infos},
         )
+
+
+def table_state_from_actions(version: int, actions: Iterable[Action], files: Any) -> TableState:
+    """The state a checkpoint holds: its non-file actions (latest wins) and its file state."""
+    protocol: Protocol | None = None
+    metadata: Metadata | None = None
+    txns: dict[str, SetTransaction] = {}
+    domains: dict[str, DomainMetadata] = {}
+    for a in actions:
+        if isinstance(a, Protocol):
+            protocol = a
+        elif isinstance(a, Metadata):
+            metadata = a
+        elif isinstance(a, SetTransaction):
+            txns[a.app_id] = a
+        elif isinstance(a, DomainMetadata) and not a.removed:
+            domains[a.domain] = a
+    return TableState(version, protocol, metadata, txns, domains, files)

@@ -54,7 +54,8 @@ from ..replay import InMemoryLogReplay
 from ..storage import LocalLogStore, LogStore, is_local, local_path, s3fs_options
 from ..table_features import check_can_read
 from ..table_state import TableState
-from .local import _NON_FILE_COLUMNS, _non_file_actions, _read_parquet, checkpoint_read_errors, sidecar_path
+from .arrow_checkpoint import _non_file_actions, _read_parquet
+from .local import NON_FILE_COLUMNS, checkpoint_read_errors, sidecar_path
 from .spark_tasks import (
     BAD_LINE,
     FILE_ACTIONS,
@@ -499,7 +500,7 @@ class SparkEngine:
     ) -> tuple[list[Action], list[Sidecar]]:
         """Non-file actions of one checkpoint parquet file, read on the driver (small columns only)."""
         with checkpoint_read_errors(table, version, path.rsplit("/", 1)[-1]):
-            actions = _non_file_actions(_read_parquet(store, path, _NON_FILE_COLUMNS))
+            actions = _non_file_actions(_read_parquet(store, path, NON_FILE_COLUMNS))
         sidecars = [a for a in actions if isinstance(a, Sidecar)]
         return [a for a in actions if not isinstance(a, Sidecar | CheckpointMetadata)], sidecars
 

@@ -1,0 +1,299 @@
+"""Checkpoints read with pyarrow: file actions stay Arrow columns, never one Python object per file.
+
+The local engine reads checkpoints of `row_state_max_bytes` or more here (and the Spark engine's
+driver reads small parts with the same helpers); smaller ones are decoded without pyarrow by
+`checkpoint_parquet`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .. import arrow_compute as pc
+from ..actions import (
+    Action,
+    AddFile,
+    CheckpointMetadata,
+    Protocol,
+    RemoveFile,
+    Sidecar,
+    _stats_text,
+    action_from_json,
+)
+from ..arrow_build import string_array
+from ..errors import MalformedCheckpointError, StorageError
+from ..file_state import (
+    ADD_SCHEMA,
+    REMOVE_SCHEMA,
+    FileState,
+    adds_to_table,
+    conform,
+    conform_table,
+    empty_table,
+    fill_stats,
+    key_column,
+    removes_to_table,
+)
+from ..filenames import SIDECAR_DIR_NAME
+from ..log_segment import CheckpointInstance
+from ..storage import LocalLogStore, LogStore, local_path
+from ..table_state import TableState, table_state_from_actions
+from .local import NON_FILE_COLUMNS, checkpoint_read_errors, parse_commit_bytes, sidecar_path
+
+
+@dataclass
+class CheckpointData:
+    """A checkpoint's content: non-file actions as objects, file actions as Arrow tables."""
+
+    actions: list[Action]
+    adds: pa.Table
+    removes: pa.Table
+    stats_loader: Callable[[], pa.Table] | None = None
+
+    @property
+    def protocol(self) -> Protocol | None:
+        return next((a for a in self.actions if isinstance(a, Protocol)), None)
+
+
+def _open_native(store: LogStore, path: str) -> Any:
+    """A local file memory-mapped by Arrow: reads release the GIL (the checkpoint read overlaps the
+    commit replay) and allocate no read buffers (copying a 161 MB checkpoint into fresh memory cost
+    0.1-0.7 s of kernel time in page faults in one load out of three on this project's VM;
+    `bench/RESULTS.md`). Other stores, and subclasses that may wrap reads, go through `store.open`.
+    Checkpoints are immutable once written: a file truncated in place while mapped (which no Delta
+    writer does) would fault the process."""
+    if type(store) is LocalLogStore:
+        return pa.memory_map(local_path(path))
+    return store.open(path)
+
+
+def _read_parquet(store: LogStore, path: str, columns: Sequence[str] | None = None) -> pa.Table:
+    """Read `columns` (top-level names or `parent.child` leaves) that exist in the file."""
+    with _open_native(store, path) as fh:
+        pf = pq.ParquetFile(fh)
+        schema = pf.schema_arrow
+        if columns is None:
+            return pf.read()
+        wanted = []
+        for c in columns:
+            parent, _, child = c.partition(".")
+            idx = schema.get_field_index(parent)
+            if idx < 0:
+                continue
+            ptype = schema.field(idx).type
+            if child and not pa.types.is_struct(ptype):
+                # not a struct: read it whole so the caller sees (and refuses) the wrong type
+                if parent not in wanted:
+                    wanted.append(parent)
+                continue
+            if child and ptype.get_field_index(child) < 0:
+                continue
+            wanted.append(c)
+        if not wanted:
+            return pa.table({})
+        return pf.read(columns=wanted)
+
+
+#: Checkpoint `add` fields read with the file set; `stats` is read later, only when asked for.
+_ADD_FIELDS = [f.name for f in ADD_SCHEMA if f.name != "stats"]
+_REMOVE_FIELDS = [f.name for f in REMOVE_SCHEMA]
+_ACTION_COLUMNS = [
+    *NON_FILE_COLUMNS,
+    *(f"add.{f}" for f in _ADD_FIELDS),
+    *(f"remove.{f}" for f in _REMOVE_FIELDS),
+]
+
+
+def read_checkpoint_stats(store: LogStore, paths: Sequence[str]) -> pa.Table:
+    """(key, stats) of every add row in the given checkpoint/sidecar parquet files."""
+    parts = []
+    for path in paths:
+        data = _read_parquet(store, path, ["add.path", "add.deletionVector", "add.stats", "add.stats_parsed"])
+        if "add" not in data.column_names:
+            continue
+        col = data.column("add")
+        col = pc.filter(col, pc.is_valid(pc.struct_field(col, "path")))
+        names = {col.type.field(i).name for i in range(col.type.num_fields)}
+        if "stats" in names:
+            stats = pc.struct_field(col, "stats")
+        elif "stats_parsed" in names:
+            stats = string_array(
+                [
+                    None if r is None else _stats_text({"stats_parsed": r})
+                    for r in pc.struct_field(col, "stats_parsed").to_pylist()
+                ]
+            )
+        else:
+            continue
+        keyed = conform_table(col, pa.schema([ADD_SCHEMA.field("path"), ADD_SCHEMA.field("deletionVector")]))
+        parts.append(pa.table({"key": key_column(keyed), "stats": stats}))
+    if not parts:
+        return pa.table({"key": string_array([]), "stats": string_array([])})
+    return pa.concat_tables(parts)
+
+
+def _file_actions(table: pa.Table, name: str, schema: pa.Schema) -> pa.Table:
+    """The rows of action column `name` that hold a file action, as a table of `schema`.
+
+    Zero-copy where it can be: a chunk whose file-action rows are one contiguous run (checkpoint
+    writers group adds and removes) is sliced, not filtered, and children already of the target
+    type are used as they are.
+    """
+    if name not in table.column_names:
+        return empty_table(schema)
+    col = table.column(name)
+    if pa.types.is_null(col.type) or col.null_count == len(col):
+        return empty_table(schema)
+    if not pa.types.is_struct(col.type):
+        raise ValueError(f"column {name!r} has type {col.type}, expected a struct")
+    if col.type.get_field_index("path") < 0:
+        raise ValueError(f"column {name!r} has no 'path' field")
+    batches = []
+    for chunk in col.chunks:
+        rows = _file_rows(chunk)
+        if rows is not None and len(rows):
+            batches.append(_conform_batch(rows, schema))
+    if not batches:
+        return empty_table(schema)
+    return pa.Table.from_batches(batches, schema=schema)
+
+
+def _file_rows(chunk: pa.StructArray) -> pa.StructArray | None:
+    """The rows of `chunk` with a non-null `path` (a slice when they are contiguous)."""
+    valid = pc.is_valid(pc.struct_field(chunk, "path"))
+    count = valid.true_count
+    if count == 0:
+        return None
+    if count == len(chunk):
+        return chunk
+    idx = pc.indices_nonzero(valid)
+    first, last = idx[0].as_py(), idx[len(idx) - 1].as_py()
+    if last - first + 1 == count:
+        return chunk.slice(first, count)
+    return pc.take(chunk, idx)
+
+
+def _conform_batch(rows: pa.StructArray, schema: pa.Schema) -> pa.RecordBatch:
+    """A batch of `schema` from struct rows whose `path` is never null (so no parent row is null)."""
+    return pa.RecordBatch.from_struct_array(conform(rows, pa.struct(list(schema))))
+
+
+def _non_file_actions(table: pa.Table) -> list[Action]:
+    out: list[Action] = []
+    for name in NON_FILE_COLUMNS:
+        if name not in table.column_names:
+            continue
+        col = table.column(name)
+        if pa.types.is_null(col.type) or col.null_count == len(col):
+            continue
+        if not pa.types.is_struct(col.type):
+            raise ValueError(f"column {name!r} has type {col.type}, expected a struct")
+        valid = pc.filter(col, pc.is_valid(col))
+        for row in valid.to_pylist():
+            if row is None:
+                continue
+            action = action_from_json({name: row})
+            if action is not None:
+                out.append(action)
+    return out
+
+
+#: Checkpoints at least this large (parquet bytes) have their `add.stats` read only when asked for;
+#: smaller ones are read whole. Stats are most of a checkpoint's bytes and few reports need them:
+#: a 17 MB checkpoint of 110k files parses in 0.04 s without them and 0.18 s with them.
+LAZY_STATS_BYTES = 4 * 1024 * 1024
+
+
+def read_checkpoint(
+    table: str, log_dir: str, store: LogStore, checkpoint: CheckpointInstance, lazy_stats_bytes: int = LAZY_STATS_BYTES
+) -> CheckpointData:
+    """Read every file of a complete checkpoint, following V2 sidecars."""
+    actions: list[Action] = []
+    adds: list[pa.Table] = []
+    removes: list[pa.Table] = []
+    parquet_paths: list[str] = []
+    eager_stats = sum(f.file.size for f in checkpoint.files) < lazy_stats_bytes
+    columns = [*_ACTION_COLUMNS, "add.stats"] if eager_stats else _ACTION_COLUMNS
+    for part in checkpoint.files:
+        name = part.name
+        with checkpoint_read_errors(table, checkpoint.version, name):
+            if part.extension == "json":
+                objs = parse_commit_bytes(
+                    store.read_bytes(part.file.path), table=table, version=checkpoint.version, file=name
+                )
+                parsed = [a for a in (action_from_json(o) for o in objs) if a is not None]
+                actions.extend(a for a in parsed if not isinstance(a, AddFile | RemoveFile))
+                adds.append(adds_to_table(a for a in parsed if isinstance(a, AddFile)))
+                removes.append(removes_to_table(a for a in parsed if isinstance(a, RemoveFile)))
+            else:
+                data = _read_parquet(store, part.file.path, columns)
+                actions.extend(_non_file_actions(data))
+                adds.append(_file_actions(data, "add", ADD_SCHEMA))
+                removes.append(_file_actions(data, "remove", REMOVE_SCHEMA))
+                parquet_paths.append(part.file.path)
+    for sidecar in [a for a in actions if isinstance(a, Sidecar)]:
+        path = sidecar_path(store, log_dir, sidecar.path)
+        try:
+            data = _read_parquet(
+                store,
+                path,
+                [c for c in columns if c.startswith(("add.", "remove."))],
+            )
+            parquet_paths.append(path)
+        except FileNotFoundError:
+            raise MalformedCheckpointError(
+                "Sidecar named by the V2 checkpoint is missing",
+                table=table,
+                version=checkpoint.version,
+                file=f"{SIDECAR_DIR_NAME}/{sidecar.path}",
+            ) from None
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            raise MalformedCheckpointError(
+                f"Cannot read sidecar: {exc}", table=table, version=checkpoint.version, file=sidecar.path
+            ) from None
+        adds.append(_file_actions(data, "add", ADD_SCHEMA))
+        removes.append(_file_actions(data, "remove", REMOVE_SCHEMA))
+    actions = [a for a in actions if not isinstance(a, Sidecar | CheckpointMetadata)]
+    add_table = pa.concat_tables(adds)
+    loader = _stats_loader(table, checkpoint, store, parquet_paths)
+    if eager_stats and loader is not None:
+        # stats came with the first read; only struct-only stats (`stats_parsed`) still need the loader
+        if add_table.num_rows and pc.all(pc.is_null(add_table.column("stats"))).as_py():
+            add_table = fill_stats(add_table, loader())
+        loader = None
+    return CheckpointData(actions, add_table, pa.concat_tables(removes), loader)
+
+
+def _stats_loader(
+    table: str, checkpoint: CheckpointInstance, store: LogStore, paths: list[str]
+) -> Callable[[], pa.Table] | None:
+    if not paths:
+        return None
+
+    def load() -> pa.Table:
+        try:
+            return read_checkpoint_stats(store, paths)
+        except FileNotFoundError as exc:
+            raise StorageError(
+                f"Checkpoint {checkpoint.version} was removed after this snapshot was loaded, so its file "
+                f"stats can no longer be read; load the snapshot again ({exc})",
+                table=table,
+                version=checkpoint.version,
+                file=checkpoint.files[0].name,
+            ) from None
+        except (OSError, pa.ArrowException, ValueError, TypeError) as exc:
+            raise MalformedCheckpointError(
+                f"Cannot read checkpoint stats: {exc}", table=table, version=checkpoint.version
+            ) from None
+
+    return load
+
+
+def state_from_checkpoint(version: int, cp: CheckpointData) -> TableState:
+    files = FileState(cp.adds, cp.removes, stats_loader=cp.stats_loader)
+    return table_state_from_actions(version, cp.actions, files)

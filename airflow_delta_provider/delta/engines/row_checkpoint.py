@@ -1,0 +1,245 @@
+"""Small checkpoints read without pyarrow: Parquet parts decoded by `checkpoint_parquet`, JSON parts
+parsed as commits, V2 sidecars followed. File actions become `AddFile` / `RemoveFile` objects built
+straight from the columns (the checks `from_json` would make are made once per column: types by the
+Parquet schema, required values by a scan). Whatever this cannot read raises `UnsupportedParquet`
+and the local engine reads the checkpoint with pyarrow instead, which also reports malformed files.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..actions import (
+    Action,
+    AddFile,
+    CheckpointMetadata,
+    DeletionVectorDescriptor,
+    RemoveFile,
+    Sidecar,
+    action_from_json,
+)
+from ..checkpoint_parquet import (
+    Column,
+    ParquetColumns,
+    UnsupportedParquet,
+    first_leaf,
+    flat_values,
+    map_values,
+    read_columns,
+    struct_values,
+)
+from ..errors import MalformedCheckpointError
+from ..filenames import SIDECAR_DIR_NAME
+from ..log_segment import CheckpointInstance
+from ..storage import LogStore
+from .local import NON_FILE_COLUMNS, checkpoint_read_errors, parse_commit_bytes, sidecar_path
+
+_STR, _INT, _BOOL = (6,), (1, 2), (0,)  # accepted Parquet physical types (INT32 widens to int)
+_ADD_LEAVES = {
+    "path": _STR,
+    "size": _INT,
+    "modificationTime": _INT,
+    "dataChange": _BOOL,
+    "stats": _STR,
+    "baseRowId": _INT,
+    "defaultRowCommitVersion": _INT,
+    "clusteringProvider": _STR,
+}
+_REMOVE_LEAVES = {
+    "path": _STR,
+    "deletionTimestamp": _INT,
+    "dataChange": _BOOL,
+    "extendedFileMetadata": _BOOL,
+    "size": _INT,
+    "stats": _STR,
+    "baseRowId": _INT,
+    "defaultRowCommitVersion": _INT,
+}
+_MAPS = ("partitionValues", "tags")
+_DV_LEAVES = {
+    "storageType": _STR,
+    "pathOrInlineDv": _STR,
+    "offset": _INT,
+    "sizeInBytes": _INT,
+    "cardinality": _INT,
+    "maxRowIndex": _INT,
+}
+_FIELDS = [
+    *((name,) for name in NON_FILE_COLUMNS),
+    *(("add", f) for f in (*_ADD_LEAVES, *_MAPS, "deletionVector")),
+    *(("remove", f) for f in (*_REMOVE_LEAVES, *_MAPS, "deletionVector")),
+]
+
+
+def read_checkpoint_rows(
+    table: str, log_dir: str, store: LogStore, checkpoint: CheckpointInstance
+) -> tuple[list[Action], list[AddFile], list[RemoveFile]]:
+    """Non-file actions, adds and removes of every file of a complete checkpoint."""
+    actions: list[Action] = []
+    adds: list[AddFile] = []
+    removes: list[RemoveFile] = []
+    for part in checkpoint.files:
+        with checkpoint_read_errors(table, checkpoint.version, part.name):
+            data = store.read_bytes(part.file.path)
+            if part.extension == "json":
+                objs = parse_commit_bytes(data, table=table, version=checkpoint.version, file=part.name)
+                for action in (action_from_json(o) for o in objs):
+                    if isinstance(action, AddFile):
+                        adds.append(action)
+                    elif isinstance(action, RemoveFile):
+                        removes.append(action)
+                    elif action is not None:
+                        actions.append(action)
+            else:
+                _parquet_actions(data, actions, adds, removes, non_file=True)
+    for sidecar in [a for a in actions if isinstance(a, Sidecar)]:
+        path = sidecar_path(store, log_dir, sidecar.path)
+        try:
+            data = store.read_bytes(path)
+        except FileNotFoundError:
+            raise MalformedCheckpointError(
+                "Sidecar named by the V2 checkpoint is missing",
+                table=table,
+                version=checkpoint.version,
+                file=f"{SIDECAR_DIR_NAME}/{sidecar.path}",
+            ) from None
+        except OSError as exc:
+            raise MalformedCheckpointError(
+                f"Cannot read sidecar: {exc}", table=table, version=checkpoint.version, file=sidecar.path
+            ) from None
+        _parquet_actions(data, actions, adds, removes, non_file=False)
+    return [a for a in actions if not isinstance(a, Sidecar | CheckpointMetadata)], adds, removes
+
+
+def _parquet_actions(
+    data: bytes, actions: list[Action], adds: list[AddFile], removes: list[RemoveFile], *, non_file: bool
+) -> None:
+    cols = read_columns(data, _FIELDS)
+    if non_file:
+        for name in NON_FILE_COLUMNS:
+            node = cols.node(name)
+            if node is None:
+                continue
+            if node.physical is not None:
+                raise UnsupportedParquet(f"{name} is not a struct")
+            defs = first_leaf(cols, (name,)).defs
+            rows = [i for i, d in enumerate(defs) if d >= node.def_level]
+            for row in struct_values(cols, (name,), rows):
+                action = action_from_json({name: row})
+                if action is not None:
+                    actions.append(action)
+    adds.extend(_adds(cols))
+    removes.extend(_removes(cols))
+
+
+def _leaf(cols: ParquetColumns, path: tuple[str, ...], types: tuple[int, ...]) -> Column | None:
+    node = cols.node(*path)
+    if node is None:
+        return None
+    if node.physical not in types:
+        raise UnsupportedParquet(f"{'.'.join(path)} has physical type {node.physical}")
+    return cols.columns[path]
+
+
+def _file_columns(cols: ParquetColumns, name: str, leaves: dict[str, tuple[int, ...]]) -> dict[str, list[Any]] | None:
+    """The rows holding a `name` action (non-null path) and each wanted field's value in them."""
+    node = cols.node(name)
+    if node is None:
+        return None
+    if node.physical is not None:
+        raise UnsupportedParquet(f"{name} is not a struct")
+    path_col = _leaf(cols, (name, "path"), _STR)
+    if path_col is None:
+        raise UnsupportedParquet(f"{name} has no path")
+    paths = flat_values(path_col)
+    rows = [i for i, p in enumerate(paths) if p is not None]
+    if not rows:
+        return None
+    out: dict[str, list[Any]] = {}
+    for field, types in leaves.items():
+        col = _leaf(cols, (name, field), types)
+        if col is None or not col.values:
+            out[field] = [None] * len(rows)
+        elif col.defs == path_col.defs:  # defined exactly where the path is: values are the rows
+            out[field] = col.values
+        else:
+            values = flat_values(col)
+            out[field] = [values[i] for i in rows]
+    for field in _MAPS:
+        if cols.node(name, field) is None:
+            out[field] = [None] * len(rows)
+            continue
+        for leaf in cols.columns:
+            if leaf[:2] == (name, field) and cols.columns[leaf].node.physical not in _STR:
+                raise UnsupportedParquet(f"{name}.{field} is not a map of strings")
+        values = map_values(cols, (name, field)) or []
+        out[field] = [values[i] for i in rows]
+    out["deletionVector"] = _deletion_vectors(cols, name, rows)
+    return out
+
+
+def _deletion_vectors(cols: ParquetColumns, name: str, rows: list[int]) -> list[Any]:
+    node = cols.node(name, "deletionVector")
+    if node is None:
+        return [None] * len(rows)
+    if node.physical is not None:
+        raise UnsupportedParquet(f"{name}.deletionVector is not a struct")
+    for child in node.children:
+        if child.name in _DV_LEAVES:
+            _leaf(cols, (name, "deletionVector", child.name), _DV_LEAVES[child.name])
+    defs = first_leaf(cols, (name, "deletionVector")).defs
+    present = [i for i in rows if defs[i] >= node.def_level]
+    if not present:
+        return [None] * len(rows)
+    by_row = dict(zip(present, struct_values(cols, (name, "deletionVector"), present), strict=True))
+    return [DeletionVectorDescriptor.from_json(by_row.get(i)) for i in rows]
+
+
+def _adds(cols: ParquetColumns) -> list[AddFile]:
+    c = _file_columns(cols, "add", _ADD_LEAVES)
+    if c is None:
+        return []
+    if cols.node("add", "stats") is None and cols.node("add", "stats_parsed") is not None:
+        raise UnsupportedParquet("struct-only stats (stats_parsed)")
+    if any(s is None for s in c["size"]):
+        raise UnsupportedParquet("an add without size")
+    # positional, in AddFile's field order: `from_json`'s checks hold by the column types above
+    return [
+        AddFile(path, pv or {}, size, mtime or 0, bool(dc), stats, tags, dv, row_id, row_version, clustering)
+        for path, pv, size, mtime, dc, stats, tags, dv, row_id, row_version, clustering in zip(
+            c["path"],
+            c["partitionValues"],
+            c["size"],
+            c["modificationTime"],
+            c["dataChange"],
+            c["stats"],
+            c["tags"],
+            c["deletionVector"],
+            c["baseRowId"],
+            c["defaultRowCommitVersion"],
+            c["clusteringProvider"],
+            strict=True,
+        )
+    ]
+
+
+def _removes(cols: ParquetColumns) -> list[RemoveFile]:
+    c = _file_columns(cols, "remove", _REMOVE_LEAVES)
+    if c is None:
+        return []
+    return [
+        RemoveFile(
+            path=c["path"][i],
+            deletion_timestamp=c["deletionTimestamp"][i],
+            data_change=bool(c["dataChange"][i]),
+            extended_file_metadata=c["extendedFileMetadata"][i],
+            partition_values=c["partitionValues"][i],
+            size=c["size"][i],
+            stats=c["stats"][i],
+            tags=c["tags"][i],
+            deletion_vector=c["deletionVector"][i],
+            base_row_id=c["baseRowId"][i],
+            default_row_commit_version=c["defaultRowCommitVersion"][i],
+        )
+        for i in range(len(c["path"]))
+    ]
