@@ -42,6 +42,7 @@ from s3_server import (
 
 from airflow_delta_provider.cli import main as cli_main
 from airflow_delta_provider.delta import DeltaLog
+from airflow_delta_provider.delta.engines.local import LocalEngine
 from airflow_delta_provider.delta.errors import (
     DeltaError,
     StorageError,
@@ -93,8 +94,13 @@ def opts(s3_endpoint: S3Server, proxy: S3Proxy) -> dict:
     return s3_storage_options(s3_endpoint, proxy.endpoint)
 
 
-def fast_log(uri: str, options: dict, retry: RetryPolicy = FAST) -> DeltaLog:
-    return DeltaLog(uri, store=FsspecLogStore(uri, options, retry=retry))
+def fast_log(uri: str, options: dict, retry: RetryPolicy = FAST, engine: LocalEngine | None = None) -> DeltaLog:
+    return DeltaLog(uri, store=FsspecLogStore(uri, options, retry=retry), engine=engine)
+
+
+#: The local engine's two checkpoint readers: small checkpoints are fetched whole (one GET) and decoded
+#: without pyarrow; larger ones are read by pyarrow through ranged GETs (footer, then column chunks).
+ENGINES = {"rows": LocalEngine(), "arrow": LocalEngine(row_state_max_bytes=0)}
 
 
 def oracle_adds(uri: str, dl_opts: dict, version: int | None = None) -> pa.Table:
@@ -191,17 +197,22 @@ def test_hint_listing_uses_start_after_and_ranged_checkpoint_reads(table_uri, dl
     assert listing.is_list and listing.query["prefix"] == prefix and listing.query["delimiter"] == "/"
     assert prefix + "00000000000000000002.json" < listing.query["start-after"] < prefix + version_prefix(3)
 
-    proxy.reset()
-    snap = DeltaLog(table_uri, storage_options=opts).update()
-    assert (snap.version, snap.num_files) == (5, oracle_adds(table_uri, dl_opts).num_rows)
-    seen = proxy.snapshot()
-    lists = [r for r in seen if r.is_list]
-    assert len(lists) == 1 and "start-after" in lists[0].query  # no full listing
-    checkpoint = [r for r in seen if r.key.endswith(".checkpoint.parquet")]
-    assert checkpoint and all(r.method == "GET" and r.headers["range"].startswith("bytes=") for r in checkpoint)
-    assert not [r for r in seen if r.method == "HEAD"]  # sizes come from the listing
-    commits = sorted(r.key.rsplit("/", 1)[-1] for r in seen if r.key.endswith(".json"))
-    assert commits == ["00000000000000000004.json", "00000000000000000005.json"]
+    for kind, engine in ENGINES.items():
+        proxy.reset()
+        snap = DeltaLog(table_uri, storage_options=opts, engine=engine).update()
+        assert (snap.version, snap.num_files) == (5, oracle_adds(table_uri, dl_opts).num_rows)
+        seen = proxy.snapshot()
+        lists = [r for r in seen if r.is_list]
+        assert len(lists) == 1 and "start-after" in lists[0].query  # no full listing
+        checkpoint = [r for r in seen if r.key.endswith(".checkpoint.parquet")]
+        assert checkpoint and all(r.method == "GET" for r in checkpoint)
+        if kind == "rows":  # one whole-object GET
+            assert len(checkpoint) == 1 and "range" not in checkpoint[0].headers
+        else:
+            assert all(r.headers["range"].startswith("bytes=") for r in checkpoint)
+        assert not [r for r in seen if r.method == "HEAD"]  # sizes come from the listing
+        commits = sorted(r.key.rsplit("/", 1)[-1] for r in seen if r.key.endswith(".json"))
+        assert commits == ["00000000000000000004.json", "00000000000000000005.json"]
 
     proxy.reset()  # cached log, nothing new: one listing from the current version on
     log = DeltaLog.for_table(table_uri, opts)
@@ -311,17 +322,18 @@ def test_throttling_is_retried_with_the_default_policy(table_uri, dl_opts, opts,
     assert log.store.retry_count == 2
 
 
+@pytest.mark.parametrize("kind", ENGINES)
 @pytest.mark.parametrize(
     ("fault", "tries"), [(SLOW_DOWN, 1), (INTERNAL_ERROR, 2), (DROP, 2)], ids=["503-slowdown", "500", "dropped"]
 )
-def test_transient_failures_everywhere_are_survived(table_uri, dl_opts, opts, proxy, fault, tries):
+def test_transient_failures_everywhere_are_survived(table_uri, dl_opts, opts, proxy, fault, tries, kind):
     write_sample_table(table_uri, dl_opts, commits=3)
     DeltaTable(table_uri, storage_options=dl_opts).create_checkpoint()
     write_sample_table(table_uri, dl_opts, commits=2, start_id=50)
     adds = oracle_adds(table_uri, dl_opts)
     proxy.reset()
     proxy.inject(first_tries(tries, fault))  # every request fails first, reads of the checkpoint parquet too
-    log = fast_log(table_uri, opts)
+    log = fast_log(table_uri, opts, engine=ENGINES[kind])
     snap = log.update()
     assert (snap.version, snap.num_files) == (4, adds.num_rows)
     assert snap.size_in_bytes == sum(adds.column("size_bytes").to_pylist())
@@ -329,7 +341,8 @@ def test_transient_failures_everywhere_are_survived(table_uri, dl_opts, opts, pr
     seen = proxy.snapshot()
     distinct = {(r.method, r.path, json.dumps(r.query, sort_keys=True), r.headers.get("range")) for r in seen}
     assert len([r for r in seen if r.injected]) == tries * len(distinct)
-    assert any(r.key.endswith(".checkpoint.parquet") and "range" in r.headers for r in seen if r.injected)
+    ranged = kind == "arrow"
+    assert any(r.key.endswith(".checkpoint.parquet") and ("range" in r.headers) == ranged for r in seen if r.injected)
     if fault is DROP:  # aiohttp itself resends once when a reused keep-alive connection was dropped
         assert len(distinct) <= log.store.retry_count <= tries * len(distinct)
     else:

@@ -20,7 +20,7 @@ import zlib
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, compress
 from typing import Any
 
 MAGIC = b"PAR1"
@@ -298,8 +298,7 @@ class Column:
         if self.defs[row] != max_def:
             return None
         if self._positions is None:
-            present = (i for i, d in enumerate(self.defs) if d == max_def)
-            self._positions = {i: k for k, i in enumerate(present)}
+            self._positions = {i: k for k, i in enumerate(positions(self.defs, max_def))}
         return self.values[self._positions[row]]
 
 
@@ -475,6 +474,11 @@ def _read_columns(data: memoryview, fields: list[tuple[str, ...]]) -> ParquetCol
 # From levels to Python values
 
 
+def positions(levels: list[int], at_least: int) -> list[int]:
+    """Indices of the levels >= `at_least`."""
+    return list(compress(range(len(levels)), map(at_least.__le__, levels)))
+
+
 def flat_values(column: Column) -> list[Any]:
     """One value per row of a leaf with no repeated ancestor: None where it (or a parent) is null."""
     max_def = column.node.def_level
@@ -511,11 +515,17 @@ def map_values(parquet: ParquetColumns, path: tuple[str, ...]) -> list[dict[str,
     if reps.count(0) == len(reps):  # at most one entry per row (one partition column, say)
         if len(kcol.values) != defs.count(kmax) or (entry_def < kmax and defs.count(entry_def)):
             raise UnsupportedParquet(f"{'.'.join(path)}: null map key")
-        kit, vit = iter(kcol.values), iter(vcol.values)
-        return [
-            {next(kit): next(vit) if vd == vmax else None} if d >= entry_def else ({} if d >= map_def else None)
-            for d, vd in zip(defs, vcol.defs, strict=True)
-        ]
+        empty = any(defs.count(d) for d in range(map_def, entry_def))
+        out = [{} if d >= map_def else None for d in defs] if empty else [None] * len(defs)
+        where = positions(defs, entry_def)
+        if len(vcol.values) == len(where):
+            for i, k, v in zip(where, kcol.values, vcol.values, strict=True):
+                out[i] = {k: v}
+        else:
+            vit, vdefs = iter(vcol.values), vcol.defs
+            for i, k in zip(where, kcol.values, strict=True):
+                out[i] = {k: next(vit) if vdefs[i] == vmax else None}
+        return out
     out: list[dict[str, Any] | None] = []
     kit, vit = iter(kcol.values), iter(vcol.values)
     current: dict[str, Any] | None = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .actions import AddFile, FileKey, RemoveFile
+from .actions import AddFile, FileKey, RemoveFile, file_key
 from .aggregates import DEFAULT_SMALL_FILE_BYTES, FileSummary, TombstoneSummary
 from .replay import InMemoryLogReplay
 
@@ -25,18 +25,26 @@ class DuplicateFileKey(Exception):
     """A checkpoint names one file twice: only the columnar `FileState` keeps both rows."""
 
 
-def _key(action: AddFile | RemoveFile) -> FileKey:
-    """`action.key`, without the calls for the common case (a relative path and no DV)."""
-    path = action.path
-    if action.deletion_vector is None and not path.startswith(("/", "file:")):
+AddRow = tuple[Any, ...]
+"""A checkpoint add not yet made an `AddFile`: its field values in `AddFile`'s field order."""
+
+
+def _row_key(row: AddRow) -> FileKey:
+    path, dv = row[0], row[7]
+    if dv is None and not path.startswith(("/", "file:")):
         return path
-    return action.key
+    return file_key(path, dv)
+
+
+def _size(add: AddFile | AddRow) -> int:
+    return add[2] if type(add) is tuple else add.size  # type: ignore[union-attr]
 
 
 class RowFileState:
-    """Active files and tombstones of one version, as actions keyed by file identity."""
+    """Active files and tombstones of one version, keyed by file identity. A checkpoint's adds stay
+    field tuples (`AddRow`) until someone asks for the files: counts and sizes never need objects."""
 
-    def __init__(self, active: dict[FileKey, AddFile], tombstones: dict[FileKey, RemoveFile]) -> None:
+    def __init__(self, active: dict[FileKey, AddFile | AddRow], tombstones: dict[FileKey, RemoveFile]) -> None:
         self.active = active
         self.tombstones = tombstones
         self._tables: tuple[Any, Any] | None = None
@@ -46,13 +54,21 @@ class RowFileState:
         return cls({}, {})
 
     @classmethod
-    def from_checkpoint(cls, adds: Sequence[AddFile], removes: Sequence[RemoveFile]) -> RowFileState:
+    def from_checkpoint(cls, adds: Sequence[AddRow], removes: Sequence[RemoveFile]) -> RowFileState:
         """A checkpoint's file actions; `DuplicateFileKey` if one key appears twice."""
-        active = dict(zip(map(_key, adds), adds, strict=True))
-        tombstones = dict(zip(map(_key, removes), removes, strict=True))
+        active: dict[FileKey, AddFile | AddRow] = dict(zip(map(_row_key, adds), adds, strict=True))
+        tombstones = {r.key: r for r in removes}
         if len(active) != len(adds) or len(tombstones) != len(removes) or not active.keys().isdisjoint(tombstones):
             raise DuplicateFileKey("a file key appears twice in the checkpoint")
         return cls(active, tombstones)
+
+    def add_files(self) -> list[AddFile]:
+        """The active files as `AddFile` objects (made once)."""
+        active = self.active
+        for key, add in active.items():
+            if type(add) is tuple:
+                active[key] = AddFile(*add)
+        return list(active.values())  # type: ignore[arg-type]
 
     def apply(self, replay: InMemoryLogReplay, *, tables: Any = None) -> RowFileState:
         """This state with a later replay's file actions on top (each touched key moves to the end,
@@ -74,7 +90,7 @@ class RowFileState:
         if self._tables is None:
             from .file_state import adds_to_table, removes_to_table
 
-            self._tables = (adds_to_table(self.active.values()), removes_to_table(self.tombstones.values()))
+            self._tables = (adds_to_table(self.add_files()), removes_to_table(self.tombstones.values()))
         return self._tables
 
     @property
@@ -96,19 +112,19 @@ class RowFileState:
 
     @property
     def size_in_bytes(self) -> int:
-        return sum(a.size for a in self.active.values())
+        return sum(map(_size, self.active.values()))
 
     def file_summary(self, small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES) -> FileSummary:
         out = FileSummary(small_file_bytes)
-        for a in self.active.values():
-            out.add(a.size)
+        for size in map(_size, self.active.values()):
+            out.add(size)
         return out
 
     def uncache(self) -> None:
         """Nothing to release: the state is plain memory of this process."""
 
     def num_distinct_paths(self) -> int:
-        return len({a.path for a in self.active.values()})
+        return len({a[0] if type(a) is tuple else a.path for a in self.active.values()})  # type: ignore[union-attr]
 
     def count_tombstones_after(self, cutoff_ms: int) -> int:
         return sum(1 for r in self.tombstones.values() if (r.deletion_timestamp or 0) > cutoff_ms)

@@ -25,10 +25,12 @@ from ..checkpoint_parquet import (
     first_leaf,
     flat_values,
     map_values,
+    positions,
     read_columns,
     struct_values,
 )
 from ..errors import MalformedCheckpointError
+from ..file_rows import AddRow
 from ..filenames import SIDECAR_DIR_NAME
 from ..log_segment import CheckpointInstance
 from ..storage import LogStore
@@ -56,6 +58,20 @@ _REMOVE_LEAVES = {
     "defaultRowCommitVersion": _INT,
 }
 _MAPS = ("partitionValues", "tags")
+#: `AddFile`'s fields, in order, by their checkpoint names
+_ADD_ORDER = (
+    "path",
+    "partitionValues",
+    "size",
+    "modificationTime",
+    "dataChange",
+    "stats",
+    "tags",
+    "deletionVector",
+    "baseRowId",
+    "defaultRowCommitVersion",
+    "clusteringProvider",
+)
 _DV_LEAVES = {
     "storageType": _STR,
     "pathOrInlineDv": _STR,
@@ -73,10 +89,10 @@ _FIELDS = [
 
 def read_checkpoint_rows(
     table: str, log_dir: str, store: LogStore, checkpoint: CheckpointInstance
-) -> tuple[list[Action], list[AddFile], list[RemoveFile]]:
-    """Non-file actions, adds and removes of every file of a complete checkpoint."""
+) -> tuple[list[Action], list[AddRow], list[RemoveFile]]:
+    """Non-file actions, adds (as `AddRow`s) and removes of every file of a complete checkpoint."""
     actions: list[Action] = []
-    adds: list[AddFile] = []
+    adds: list[AddRow] = []
     removes: list[RemoveFile] = []
     for part in checkpoint.files:
         with checkpoint_read_errors(table, checkpoint.version, part.name):
@@ -85,7 +101,7 @@ def read_checkpoint_rows(
                 objs = parse_commit_bytes(data, table=table, version=checkpoint.version, file=part.name)
                 for action in (action_from_json(o) for o in objs):
                     if isinstance(action, AddFile):
-                        adds.append(action)
+                        adds.append(_add_row(action))
                     elif isinstance(action, RemoveFile):
                         removes.append(action)
                     elif action is not None:
@@ -111,8 +127,12 @@ def read_checkpoint_rows(
     return [a for a in actions if not isinstance(a, Sidecar | CheckpointMetadata)], adds, removes
 
 
+def _add_row(add: AddFile) -> AddRow:
+    return tuple(getattr(add, name) for name in AddFile.__dataclass_fields__)
+
+
 def _parquet_actions(
-    data: bytes, actions: list[Action], adds: list[AddFile], removes: list[RemoveFile], *, non_file: bool
+    data: bytes, actions: list[Action], adds: list[AddRow], removes: list[RemoveFile], *, non_file: bool
 ) -> None:
     cols = read_columns(data, _FIELDS)
     if non_file:
@@ -122,8 +142,7 @@ def _parquet_actions(
                 continue
             if node.physical is not None:
                 raise UnsupportedParquet(f"{name} is not a struct")
-            defs = first_leaf(cols, (name,)).defs
-            rows = [i for i, d in enumerate(defs) if d >= node.def_level]
+            rows = positions(first_leaf(cols, (name,)).defs, node.def_level)
             for row in struct_values(cols, (name,), rows):
                 action = action_from_json({name: row})
                 if action is not None:
@@ -151,8 +170,7 @@ def _file_columns(cols: ParquetColumns, name: str, leaves: dict[str, tuple[int, 
     path_col = _leaf(cols, (name, "path"), _STR)
     if path_col is None:
         raise UnsupportedParquet(f"{name} has no path")
-    paths = flat_values(path_col)
-    rows = [i for i, p in enumerate(paths) if p is not None]
+    rows = positions(path_col.defs, path_col.node.def_level)
     if not rows:
         return None
     out: dict[str, list[Any]] = {}
@@ -160,7 +178,9 @@ def _file_columns(cols: ParquetColumns, name: str, leaves: dict[str, tuple[int, 
         col = _leaf(cols, (name, field), types)
         if col is None or not col.values:
             out[field] = [None] * len(rows)
-        elif col.defs == path_col.defs:  # defined exactly where the path is: values are the rows
+        elif (
+            col.defs is path_col.defs or col.defs == path_col.defs
+        ):  # defined exactly where the path is: values are the rows
             out[field] = col.values
         else:
             values = flat_values(col)
@@ -188,39 +208,28 @@ def _deletion_vectors(cols: ParquetColumns, name: str, rows: list[int]) -> list[
         if child.name in _DV_LEAVES:
             _leaf(cols, (name, "deletionVector", child.name), _DV_LEAVES[child.name])
     defs = first_leaf(cols, (name, "deletionVector")).defs
-    present = [i for i in rows if defs[i] >= node.def_level]
+    wanted = set(rows)
+    present = [i for i in positions(defs, node.def_level) if i in wanted]
     if not present:
         return [None] * len(rows)
     by_row = dict(zip(present, struct_values(cols, (name, "deletionVector"), present), strict=True))
     return [DeletionVectorDescriptor.from_json(by_row.get(i)) for i in rows]
 
 
-def _adds(cols: ParquetColumns) -> list[AddFile]:
+def _adds(cols: ParquetColumns) -> list[AddRow]:
+    """The checkpoint's adds as `AddRow` tuples (made `AddFile`s only when someone asks for files)."""
     c = _file_columns(cols, "add", _ADD_LEAVES)
     if c is None:
         return []
     if cols.node("add", "stats") is None and cols.node("add", "stats_parsed") is not None:
         raise UnsupportedParquet("struct-only stats (stats_parsed)")
-    if any(s is None for s in c["size"]):
+    if None in c["size"]:
         raise UnsupportedParquet("an add without size")
-    # positional, in AddFile's field order: `from_json`'s checks hold by the column types above
-    return [
-        AddFile(path, pv or {}, size, mtime or 0, bool(dc), stats, tags, dv, row_id, row_version, clustering)
-        for path, pv, size, mtime, dc, stats, tags, dv, row_id, row_version, clustering in zip(
-            c["path"],
-            c["partitionValues"],
-            c["size"],
-            c["modificationTime"],
-            c["dataChange"],
-            c["stats"],
-            c["tags"],
-            c["deletionVector"],
-            c["baseRowId"],
-            c["defaultRowCommitVersion"],
-            c["clusteringProvider"],
-            strict=True,
-        )
-    ]
+    # the defaults `AddFile.from_json` applies; its type checks hold by the column types above
+    for name, default in (("partitionValues", {}), ("modificationTime", 0), ("dataChange", False)):
+        if None in c[name]:
+            c[name] = [default if v is None else v for v in c[name]]
+    return list(zip(*(c[name] for name in _ADD_ORDER), strict=True))
 
 
 def _removes(cols: ParquetColumns) -> list[RemoveFile]:
