@@ -255,3 +255,37 @@ def test_small_table_load_imports_neither_pyarrow_nor_numpy(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[0].endswith("RowFileState")
     assert out[1] == "[]"
+
+
+def test_row_path_reads_stats_only_when_asked_and_falls_back_for_them(tmp_path):
+    """Checkpoint stats stay unread at load; asked for, they are decoded from the bytes read at load,
+    or read by pyarrow when the pure reader cannot decode their encoding."""
+    from airflow_delta_provider.delta import DeltaLog
+    from airflow_delta_provider.delta.engines.local import LocalEngine
+
+    table = copy_table("delta-golden/dv-partitioned-with-checkpoint", tmp_path)  # stats and deletion vectors
+    checkpoint = table / "_delta_log" / "00000000000000000010.checkpoint.parquet"
+    plain = DeltaLog(str(table), engine=LocalEngine(plain=True)).update()
+    expected = sorted((a.path, a.stats) for a in plain.all_files())
+    assert any(stats for _, stats in expected)
+
+    snap = DeltaLog(str(table)).update()
+    files = snap.state.files
+    assert type(files).__name__ == "RowFileState"
+    checkpoint_paths = {a.path for a in plain.all_files()} - {
+        a.path for a in snap.state.files.active.values() if not isinstance(a, tuple)
+    }
+    assert checkpoint_paths and all(
+        a.stats is None for a in snap.all_files(with_stats=False) if a.path in checkpoint_paths
+    )
+    assert sorted((a.path, a.stats) for a in snap.all_files()) == expected
+    assert files.adds_with_stats.column("stats").to_pylist() == [a.stats for a in snap.all_files()]
+
+    # the same checkpoint with its stats in an encoding only pyarrow decodes
+    data = pq.read_table(checkpoint)
+    pq.write_table(data, checkpoint, use_dictionary=False, column_encoding={"add.stats": "DELTA_LENGTH_BYTE_ARRAY"})
+    with pytest.raises(cpq.UnsupportedParquet, match="encoding 6"):
+        cpq.read_columns(checkpoint.read_bytes(), [("add", "stats")])
+    snap = DeltaLog(str(table)).update()
+    assert type(snap.state.files).__name__ == "RowFileState"  # the load itself never decodes stats
+    assert sorted((a.path, a.stats) for a in snap.all_files()) == expected

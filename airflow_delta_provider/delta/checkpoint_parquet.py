@@ -290,16 +290,14 @@ class Column:
     defs: list[int]  # one per entry; max_def everywhere when the column is required
     reps: list[int] | None  # None when no ancestor repeats (one entry per row)
     values: list[Any]
-    _positions: dict[int, int] | None = field(default=None, repr=False)
 
     def value_at(self, row: int) -> Any:
-        """The value of a flat leaf in one row (None where it or a parent is null)."""
+        """The value of a flat leaf in one row (None where it or a parent is null). Meant for the few
+        rows of non-file actions: each call counts the values before `row`."""
         max_def = self.node.def_level
         if self.defs[row] != max_def:
             return None
-        if self._positions is None:
-            self._positions = {i: k for k, i in enumerate(positions(self.defs, max_def))}
-        return self.values[self._positions[row]]
+        return self.values[self.defs[:row].count(max_def) if len(self.values) < len(self.defs) else row]
 
 
 def _read_chunk(data: bytes | memoryview, node: SchemaNode, meta: dict[int, Any], num_rows: int) -> Column:

@@ -10,7 +10,8 @@ tombstone counts, summaries) come from the actions; `adds` / `removes` build the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from operator import itemgetter, methodcaller
 from typing import TYPE_CHECKING, Any
 
 from .actions import AddFile, FileKey, RemoveFile, file_key
@@ -28,12 +29,17 @@ class DuplicateFileKey(Exception):
 AddRow = tuple[Any, ...]
 """A checkpoint add not yet made an `AddFile`: its field values in `AddFile`'s field order."""
 
+StatsLoader = Callable[[], Mapping[FileKey, "str | None"]]
+"""Returns the stats of the checkpoint's adds by file key (read only when someone asks for them)."""
 
-def _row_key(row: AddRow) -> FileKey:
-    path, dv = row[0], row[7]
-    if dv is None and not path.startswith(("/", "file:")):
-        return path
-    return file_key(path, dv)
+_STATS = 5  # index of `stats` in an AddRow
+
+
+def row_keys(paths: Sequence[str], dvs: Sequence[Any]) -> list[FileKey]:
+    """The file key of each (path, deletion vector): the paths themselves when none is absolute or has a DV."""
+    if any(dvs) or any(map(methodcaller("startswith", ("/", "file:")), paths)):
+        return [file_key(p, dv) for p, dv in zip(paths, dvs, strict=True)]
+    return list(paths)
 
 
 def _size(add: AddFile | AddRow) -> int:
@@ -42,33 +48,54 @@ def _size(add: AddFile | AddRow) -> int:
 
 class RowFileState:
     """Active files and tombstones of one version, keyed by file identity. A checkpoint's adds stay
-    field tuples (`AddRow`) until someone asks for the files: counts and sizes never need objects."""
+    field tuples (`AddRow`) until someone asks for the files: counts and sizes never need objects.
+    Their stats may be left unread (`stats_loader`), as `FileState` leaves them."""
 
-    def __init__(self, active: dict[FileKey, AddFile | AddRow], tombstones: dict[FileKey, RemoveFile]) -> None:
+    def __init__(
+        self,
+        active: dict[FileKey, AddFile | AddRow],
+        tombstones: dict[FileKey, RemoveFile],
+        stats_loader: StatsLoader | None = None,
+    ) -> None:
         self.active = active
         self.tombstones = tombstones
-        self._tables: tuple[Any, Any] | None = None
+        self._stats_loader = stats_loader
+        self._files: dict[bool, list[AddFile]] = {}
+        self._tables: dict[bool, Any] = {}
+        self._removes: Any = None
 
     @classmethod
     def empty(cls) -> RowFileState:
         return cls({}, {})
 
     @classmethod
-    def from_checkpoint(cls, adds: Sequence[AddRow], removes: Sequence[RemoveFile]) -> RowFileState:
+    def from_checkpoint(
+        cls, adds: Sequence[AddRow], removes: Sequence[RemoveFile], stats_loader: StatsLoader | None = None
+    ) -> RowFileState:
         """A checkpoint's file actions; `DuplicateFileKey` if one key appears twice."""
-        active: dict[FileKey, AddFile | AddRow] = dict(zip(map(_row_key, adds), adds, strict=True))
+        keys = row_keys(list(map(itemgetter(0), adds)), list(map(itemgetter(7), adds)))
+        active: dict[FileKey, AddFile | AddRow] = dict(zip(keys, adds, strict=True))
         tombstones = {r.key: r for r in removes}
         if len(active) != len(adds) or len(tombstones) != len(removes) or not active.keys().isdisjoint(tombstones):
             raise DuplicateFileKey("a file key appears twice in the checkpoint")
-        return cls(active, tombstones)
+        return cls(active, tombstones, stats_loader)
 
-    def add_files(self) -> list[AddFile]:
-        """The active files as `AddFile` objects (made once)."""
-        active = self.active
-        for key, add in active.items():
-            if type(add) is tuple:
-                active[key] = AddFile(*add)
-        return list(active.values())  # type: ignore[arg-type]
+    def add_files(self, with_stats: bool = True) -> list[AddFile]:
+        """The active files as `AddFile` objects (`with_stats=False` leaves unread checkpoint stats unread)."""
+        with_stats = with_stats and self._stats_loader is not None
+        files = self._files.get(with_stats)
+        if files is None:
+            stats = self._stats_loader() if with_stats and self._stats_loader is not None else None
+            files = []
+            for key, add in self.active.items():
+                if type(add) is not tuple:
+                    files.append(add)  # type: ignore[arg-type]
+                elif stats is not None and add[_STATS] is None:
+                    files.append(AddFile(*add[:_STATS], stats.get(key), *add[_STATS + 1 :]))
+                else:
+                    files.append(AddFile(*add))
+            self._files[with_stats] = files
+        return files
 
     def apply(self, replay: InMemoryLogReplay, *, tables: Any = None) -> RowFileState:
         """This state with a later replay's file actions on top (each touched key moves to the end,
@@ -84,27 +111,33 @@ class RowFileState:
             active.pop(key, None)
             tombstones.pop(key, None)
             tombstones[key] = remove
-        return RowFileState(active, tombstones)
+        return RowFileState(active, tombstones, self._stats_loader)
 
-    def _arrow(self) -> tuple[pa.Table, pa.Table]:
-        if self._tables is None:
-            from .file_state import adds_to_table, removes_to_table
+    def _adds_table(self, with_stats: bool) -> pa.Table:
+        with_stats = with_stats and self._stats_loader is not None
+        if with_stats not in self._tables:
+            from .file_state import adds_to_table
 
-            self._tables = (adds_to_table(self.add_files()), removes_to_table(self.tombstones.values()))
-        return self._tables
+            self._tables[with_stats] = adds_to_table(self.add_files(with_stats))
+        return self._tables[with_stats]
 
     @property
     def adds(self) -> pa.Table:
-        """Active files as an ADD_SCHEMA table (stats included: small checkpoints are read whole)."""
-        return self._arrow()[0]
+        """Active files as an ADD_SCHEMA table; `stats` may be null for checkpoint rows, see `adds_with_stats`."""
+        return self._adds_table(False)
 
     @property
     def removes(self) -> pa.Table:
-        return self._arrow()[1]
+        if self._removes is None:
+            from .file_state import removes_to_table
+
+            self._removes = removes_to_table(self.tombstones.values())
+        return self._removes
 
     @property
     def adds_with_stats(self) -> pa.Table:
-        return self.adds
+        """Active files with every stats string (reads checkpoint stats on first use)."""
+        return self._adds_table(True)
 
     @property
     def num_files(self) -> int:

@@ -190,7 +190,7 @@ class Snapshot:
         """Every active file, made on demand (`with_stats=False` skips reading checkpoint stats)."""
         files = self.state.files
         if isinstance(files, RowFileState):
-            return iter(files.add_files())
+            return iter(files.add_files(with_stats))
         from .file_state import iter_adds
 
         return iter_adds(files.adds_with_stats if with_stats else files.adds)

@@ -260,7 +260,7 @@ def read_checkpoint(
         removes.append(_file_actions(data, "remove", REMOVE_SCHEMA))
     actions = [a for a in actions if not isinstance(a, Sidecar | CheckpointMetadata)]
     add_table = pa.concat_tables(adds)
-    loader = _stats_loader(table, checkpoint, store, parquet_paths)
+    loader = stats_loader(table, checkpoint, store, parquet_paths)
     if eager_stats and loader is not None:
         # stats came with the first read; only struct-only stats (`stats_parsed`) still need the loader
         if add_table.num_rows and pc.all(pc.is_null(add_table.column("stats"))).as_py():
@@ -269,7 +269,7 @@ def read_checkpoint(
     return CheckpointData(actions, add_table, pa.concat_tables(removes), loader)
 
 
-def _stats_loader(
+def stats_loader(
     table: str, checkpoint: CheckpointInstance, store: LogStore, paths: list[str]
 ) -> Callable[[], pa.Table] | None:
     if not paths:

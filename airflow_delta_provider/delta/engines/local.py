@@ -294,12 +294,12 @@ class LocalEngine:
         if checkpoint is None:
             base = TableState(-1, None, None, {}, {}, RowFileState.empty())
         else:
-            actions, adds, removes = read_checkpoint_rows(table, log_dir, store, checkpoint)
-            protocol = next((a for a in actions if isinstance(a, Protocol)), None)
+            cp = read_checkpoint_rows(table, log_dir, store, checkpoint)
+            protocol = next((a for a in cp.actions if isinstance(a, Protocol)), None)
             if replay.current_protocol is None and protocol is not None:
                 check_can_read(protocol, table=table, version=segment.version)
-            files = RowFileState.from_checkpoint(adds, removes)
-            base = table_state_from_actions(checkpoint.version, actions, files)
+            files = RowFileState.from_checkpoint(cp.adds, cp.removes, cp.stats_loader)
+            base = table_state_from_actions(checkpoint.version, cp.actions, files)
         return base.apply(replay, infos)
 
     def _load_plain(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> TableState:

@@ -1,12 +1,17 @@
 """Small checkpoints read without pyarrow: Parquet parts decoded by `checkpoint_parquet`, JSON parts
-parsed as commits, V2 sidecars followed. File actions become `AddFile` / `RemoveFile` objects built
-straight from the columns (the checks `from_json` would make are made once per column: types by the
-Parquet schema, required values by a scan). Whatever this cannot read raises `UnsupportedParquet`
-and the local engine reads the checkpoint with pyarrow instead, which also reports malformed files.
+parsed as commits, V2 sidecars followed.
+
+Adds become `AddRow` tuples built straight from the columns (the checks `from_json` would make are
+made once per column: types by the Parquet schema, required values by a scan); `add.stats` is decoded
+only when someone asks for it, from the bytes already read, as the Arrow path leaves large
+checkpoints' stats unread. Whatever this cannot read raises `UnsupportedParquet` and the local engine
+reads the checkpoint with pyarrow instead, which also reports malformed files.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from ..actions import (
@@ -14,6 +19,7 @@ from ..actions import (
     AddFile,
     CheckpointMetadata,
     DeletionVectorDescriptor,
+    FileKey,
     RemoveFile,
     Sidecar,
     action_from_json,
@@ -30,7 +36,7 @@ from ..checkpoint_parquet import (
     struct_values,
 )
 from ..errors import MalformedCheckpointError
-from ..file_rows import AddRow
+from ..file_rows import AddRow, StatsLoader, row_keys
 from ..filenames import SIDECAR_DIR_NAME
 from ..log_segment import CheckpointInstance
 from ..storage import LogStore
@@ -57,6 +63,7 @@ _REMOVE_LEAVES = {
     "baseRowId": _INT,
     "defaultRowCommitVersion": _INT,
 }
+_ADD_NOW = {k: v for k, v in _ADD_LEAVES.items() if k != "stats"}  # stats: see `_stats_loader`
 _MAPS = ("partitionValues", "tags")
 #: `AddFile`'s fields, in order, by their checkpoint names
 _ADD_ORDER = (
@@ -82,18 +89,27 @@ _DV_LEAVES = {
 }
 _FIELDS = [
     *((name,) for name in NON_FILE_COLUMNS),
-    *(("add", f) for f in (*_ADD_LEAVES, *_MAPS, "deletionVector")),
+    *(("add", f) for f in (*_ADD_LEAVES, *_MAPS, "deletionVector") if f != "stats"),
     *(("remove", f) for f in (*_REMOVE_LEAVES, *_MAPS, "deletionVector")),
 ]
 
 
-def read_checkpoint_rows(
-    table: str, log_dir: str, store: LogStore, checkpoint: CheckpointInstance
-) -> tuple[list[Action], list[AddRow], list[RemoveFile]]:
-    """Non-file actions, adds (as `AddRow`s) and removes of every file of a complete checkpoint."""
+@dataclass
+class CheckpointRows:
+    """A small checkpoint's content: non-file actions, adds as `AddRow`s (stats unread), removes."""
+
+    actions: list[Action]
+    adds: list[AddRow]
+    removes: list[RemoveFile]
+    stats_loader: StatsLoader | None
+
+
+def read_checkpoint_rows(table: str, log_dir: str, store: LogStore, checkpoint: CheckpointInstance) -> CheckpointRows:
+    """Every file of a complete checkpoint, V2 sidecars followed."""
     actions: list[Action] = []
     adds: list[AddRow] = []
     removes: list[RemoveFile] = []
+    with_stats: dict[str, bytes] = {}  # parquet files whose adds' stats are still unread, by path
     for part in checkpoint.files:
         with checkpoint_read_errors(table, checkpoint.version, part.name):
             data = store.read_bytes(part.file.path)
@@ -106,8 +122,8 @@ def read_checkpoint_rows(
                         removes.append(action)
                     elif action is not None:
                         actions.append(action)
-            else:
-                _parquet_actions(data, actions, adds, removes, non_file=True)
+            elif _parquet_actions(data, actions, adds, removes, non_file=True):
+                with_stats[part.file.path] = data
     for sidecar in [a for a in actions if isinstance(a, Sidecar)]:
         path = sidecar_path(store, log_dir, sidecar.path)
         try:
@@ -123,8 +139,38 @@ def read_checkpoint_rows(
             raise MalformedCheckpointError(
                 f"Cannot read sidecar: {exc}", table=table, version=checkpoint.version, file=sidecar.path
             ) from None
-        _parquet_actions(data, actions, adds, removes, non_file=False)
-    return [a for a in actions if not isinstance(a, Sidecar | CheckpointMetadata)], adds, removes
+        if _parquet_actions(data, actions, adds, removes, non_file=False):
+            with_stats[path] = data
+    actions = [a for a in actions if not isinstance(a, Sidecar | CheckpointMetadata)]
+    loader = _stats_loader(table, checkpoint, store, with_stats) if with_stats else None
+    return CheckpointRows(actions, adds, removes, loader)
+
+
+def _stats_loader(table: str, checkpoint: CheckpointInstance, store: LogStore, files: dict[str, bytes]) -> StatsLoader:
+    """Stats by file key, decoded once from the bytes read at load; with pyarrow (re-reading the
+    files) if the pure reader cannot decode them."""
+    loaded: list[dict[FileKey, str | None]] = []
+
+    def load() -> dict[FileKey, str | None]:
+        if not loaded:
+            try:
+                loaded.append({k: v for data in files.values() for k, v in _stats_by_key(data)})
+            except UnsupportedParquet:
+                from .arrow_checkpoint import stats_loader
+
+                got = stats_loader(table, checkpoint, store, list(files))()
+                loaded.append(dict(zip(got.column("key").to_pylist(), got.column("stats").to_pylist(), strict=True)))
+        return loaded[0]
+
+    return load
+
+
+def _stats_by_key(data: bytes) -> Iterator[tuple[FileKey, str | None]]:
+    cols = read_columns(data, [("add", "path"), ("add", "stats"), ("add", "deletionVector")])
+    c = _file_columns(cols, "add", {"path": _STR, "stats": _STR}, maps=())
+    if c is None:
+        return iter(())
+    return zip(row_keys(c["path"], c["deletionVector"]), c["stats"], strict=True)
 
 
 def _add_row(add: AddFile) -> AddRow:
@@ -133,7 +179,8 @@ def _add_row(add: AddFile) -> AddRow:
 
 def _parquet_actions(
     data: bytes, actions: list[Action], adds: list[AddRow], removes: list[RemoveFile], *, non_file: bool
-) -> None:
+) -> bool:
+    """Decode one Parquet checkpoint file into the lists; True if its adds' stats are still to read."""
     cols = read_columns(data, _FIELDS)
     if non_file:
         for name in NON_FILE_COLUMNS:
@@ -147,8 +194,10 @@ def _parquet_actions(
                 action = action_from_json({name: row})
                 if action is not None:
                     actions.append(action)
-    adds.extend(_adds(cols))
+    new_adds = _adds(cols)
+    adds.extend(new_adds)
     removes.extend(_removes(cols))
+    return bool(new_adds) and cols.node("add", "stats") is not None
 
 
 def _leaf(cols: ParquetColumns, path: tuple[str, ...], types: tuple[int, ...]) -> Column | None:
@@ -160,7 +209,9 @@ def _leaf(cols: ParquetColumns, path: tuple[str, ...], types: tuple[int, ...]) -
     return cols.columns[path]
 
 
-def _file_columns(cols: ParquetColumns, name: str, leaves: dict[str, tuple[int, ...]]) -> dict[str, list[Any]] | None:
+def _file_columns(
+    cols: ParquetColumns, name: str, leaves: dict[str, tuple[int, ...]], maps: tuple[str, ...] = _MAPS
+) -> dict[str, list[Any]] | None:
     """The rows holding a `name` action (non-null path) and each wanted field's value in them."""
     node = cols.node(name)
     if node is None:
@@ -185,7 +236,7 @@ def _file_columns(cols: ParquetColumns, name: str, leaves: dict[str, tuple[int, 
         else:
             values = flat_values(col)
             out[field] = [values[i] for i in rows]
-    for field in _MAPS:
+    for field in maps:
         if cols.node(name, field) is None:
             out[field] = [None] * len(rows)
             continue
@@ -217,12 +268,16 @@ def _deletion_vectors(cols: ParquetColumns, name: str, rows: list[int]) -> list[
 
 
 def _adds(cols: ParquetColumns) -> list[AddRow]:
-    """The checkpoint's adds as `AddRow` tuples (made `AddFile`s only when someone asks for files)."""
-    c = _file_columns(cols, "add", _ADD_LEAVES)
+    """The checkpoint's adds as `AddRow` tuples, `stats` unread (made `AddFile`s only when asked for)."""
+    c = _file_columns(cols, "add", _ADD_NOW)
     if c is None:
         return []
-    if cols.node("add", "stats") is None and cols.node("add", "stats_parsed") is not None:
+    stats = cols.node("add", "stats")
+    if stats is None and cols.node("add", "stats_parsed") is not None:
         raise UnsupportedParquet("struct-only stats (stats_parsed)")
+    if stats is not None and stats.physical not in _STR:
+        raise UnsupportedParquet("add.stats is not a string")
+    c["stats"] = [None] * len(c["path"])
     if None in c["size"]:
         raise UnsupportedParquet("an add without size")
     # the defaults `AddFile.from_json` applies; its type checks hold by the column types above
