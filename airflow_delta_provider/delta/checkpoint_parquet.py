@@ -20,7 +20,8 @@ import zlib
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, compress
+from functools import cache
+from itertools import accumulate, chain, compress
 from typing import Any
 
 MAGIC = b"PAR1"
@@ -188,7 +189,10 @@ def _decompress(codec: int, data: bytes | memoryview, size: int) -> bytes | memo
     raise UnsupportedParquet(f"compression codec {codec}")
 
 
-_LUTS = {w: [tuple((b >> s) & ((1 << w) - 1) for s in range(0, 8, w)) for b in range(256)] for w in (1, 2, 4)}
+@cache
+def _lut(width: int) -> list[tuple[int, ...]]:
+    """Byte -> the `8 // width` values it packs, LSB first (widths 1, 2 and 4)."""
+    return [tuple((b >> s) & ((1 << width) - 1) for s in range(0, 8, width)) for b in range(256)]
 
 
 def _bitpacked(buf: bytes | memoryview, pos: int, groups: int, width: int) -> list[int]:
@@ -198,9 +202,8 @@ def _bitpacked(buf: bytes | memoryview, pos: int, groups: int, width: int) -> li
         return [0] * (groups * 8)
     if width == 8:
         return list(buf[pos:end])
-    lut = _LUTS.get(width)
-    if lut is not None:
-        return list(chain.from_iterable(map(lut.__getitem__, buf[pos:end])))
+    if width in (1, 2, 4):
+        return list(chain.from_iterable(map(_lut(width).__getitem__, buf[pos:end])))
     mask = (1 << width) - 1
     shifts = range(0, 8 * width, width)
     frm = int.from_bytes
@@ -287,8 +290,8 @@ class Column:
     """One leaf column: levels per entry and the non-null values in order (strings decoded)."""
 
     node: SchemaNode
-    defs: list[int]  # one per entry; max_def everywhere when the column is required
-    reps: list[int] | None  # None when no ancestor repeats (one entry per row)
+    defs: bytes  # one level per entry (levels are small ints); max_def everywhere when required
+    reps: bytes | None  # None when no ancestor repeats (one entry per row)
     values: list[Any]
 
     def value_at(self, row: int) -> Any:
@@ -314,8 +317,8 @@ def _read_chunk(data: bytes | memoryview, node: SchemaNode, meta: dict[int, Any]
     if end > len(data):
         raise UnsupportedParquet("column chunk past the end of the file")
     dictionary: list[Any] | None = None
-    defs: list[int] = []
-    reps: list[int] = []
+    defs = bytearray()
+    reps = bytearray()
     values: list[Any] = []
     while len(defs) < num_values and pos < end:
         reader = _Thrift(data, pos)
@@ -339,7 +342,7 @@ def _read_chunk(data: bytes | memoryview, node: SchemaNode, meta: dict[int, Any]
                 if dh.get(4, _RLE) != _RLE:
                     raise UnsupportedParquet("repetition level encoding")
                 (n,) = struct.unpack_from("<i", body, p)
-                reps += _hybrid(body, p + 4, p + 4 + n, rep_width, count)
+                reps.extend(_hybrid(body, p + 4, p + 4 + n, rep_width, count))
                 p += 4 + n
             if max_def:
                 if dh.get(3, _RLE) != _RLE:
@@ -349,7 +352,7 @@ def _read_chunk(data: bytes | memoryview, node: SchemaNode, meta: dict[int, Any]
                 p += 4 + n
             else:
                 page_defs = [0] * count
-            defs += page_defs
+            defs.extend(page_defs)
             present = page_defs.count(max_def)
             values += _values(dh[2], physical, body, p, len(body), present, dictionary)
         elif kind == _DATA_PAGE_V2:
@@ -357,9 +360,9 @@ def _read_chunk(data: bytes | memoryview, node: SchemaNode, meta: dict[int, Any]
             count, encoding = dh[1], dh[4]
             dlen, rlen = dh[5], dh[6]
             if max_rep:
-                reps += _hybrid(page, 0, rlen, rep_width, count)
+                reps.extend(_hybrid(page, 0, rlen, rep_width, count))
             page_defs = _hybrid(page, rlen, rlen + dlen, def_width, count) if max_def else [0] * count
-            defs += page_defs
+            defs.extend(page_defs)
             rest = page[rlen + dlen :]
             if dh.get(7, True):
                 rest = _decompress(codec, rest, size - rlen - dlen)
@@ -371,7 +374,7 @@ def _read_chunk(data: bytes | memoryview, node: SchemaNode, meta: dict[int, Any]
         raise UnsupportedParquet("column chunk holds fewer values than its metadata says")
     if not max_rep and num_values != num_rows:
         raise UnsupportedParquet("flat column with a value count other than its row count")
-    return Column(node, defs, reps if max_rep else None, values)
+    return Column(node, bytes(defs), bytes(reps) if max_rep else None, values)
 
 
 @dataclass
@@ -461,8 +464,8 @@ def _read_columns(data: memoryview, fields: list[tuple[str, ...]]) -> ParquetCol
         first = chunks[0]
         columns[path] = Column(
             first.node,
-            [d for c in chunks for d in c.defs],
-            None if first.reps is None else [r for c in chunks for r in c.reps or ()],
+            b"".join(c.defs for c in chunks),
+            None if first.reps is None else b"".join(c.reps or b"" for c in chunks),
             [v for c in chunks for v in c.values],
         )
     return ParquetColumns(root, num_rows, columns)
@@ -472,22 +475,49 @@ def _read_columns(data: memoryview, fields: list[tuple[str, ...]]) -> ParquetCol
 # From levels to Python values
 
 
-def positions(levels: list[int], at_least: int) -> list[int]:
-    """Indices of the levels >= `at_least`."""
-    return list(compress(range(len(levels)), map(at_least.__le__, levels)))
+@cache
+def _at_least(floor: int) -> bytes:
+    """A `bytes.translate` table: level -> 1 if level >= floor else 0."""
+    return bytes(floor - 1 < level for level in range(256))
+
+
+_FLIP = bytes([1, 0] + [0] * 254)
+
+
+def positions(levels: bytes, at_least: int) -> list[int]:
+    """Indices of the levels >= `at_least` (no Python call per level)."""
+    if at_least <= 0:
+        return list(range(len(levels)))
+    return list(compress(range(len(levels)), levels.translate(_at_least(min(at_least, 255)))))
 
 
 def flat_values(column: Column) -> list[Any]:
     """One value per row of a leaf with no repeated ancestor: None where it (or a parent) is null."""
-    max_def = column.node.def_level
     if column.reps is not None:
         raise UnsupportedParquet("flat_values on a repeated column")
-    if not column.values:
-        return [None] * len(column.defs)
-    if len(column.values) == len(column.defs):
-        return list(column.values)
-    it = iter(column.values)
-    return [next(it) if d == max_def else None for d in column.defs]
+    values, n = column.values, len(column.defs)
+    if not values:
+        return [None] * n
+    if len(values) == n:
+        return list(values)
+    out: list[Any] = [None] * n
+    for i, v in zip(positions(column.defs, column.node.def_level), values, strict=True):
+        out[i] = v
+    return out
+
+
+def _rows_of(defs: bytes, reps: bytes, present: int, make: Callable[[], Any]) -> tuple[list[Any], list[int] | None]:
+    """For a repeated leaf: one container per row (`make()` where defined at `present`, else None),
+    and each level's row number (None when every row has one level)."""
+    first = reps.translate(_at_least(1)).translate(_FLIP)  # 1 where a row starts
+    if first.count(0) == 0:
+        row_defs, rank = defs, None
+    else:
+        row_defs = bytes(compress(defs, first))
+        rank = list(accumulate(first, initial=-1))[1:]
+    if not any(row_defs.translate(_at_least(min(present, 255)))):
+        return [None] * len(row_defs), rank
+    return [make() if d >= present else None for d in row_defs], rank
 
 
 def map_values(parquet: ParquetColumns, path: tuple[str, ...]) -> list[dict[str, Any] | None] | None:
@@ -505,43 +535,23 @@ def map_values(parquet: ParquetColumns, path: tuple[str, ...]) -> list[dict[str,
     vcol = parquet.columns[(*path, kv.name, value_node.name)]
     if kcol.reps is None or vcol.reps is None or len(kcol.defs) != len(vcol.defs):
         raise UnsupportedParquet(f"{'.'.join(path)}: key and value levels differ")
-    map_def, entry_def = node.def_level, kv.def_level
-    kmax, vmax = key_node.def_level, value_node.def_level
-    defs, reps = kcol.defs, kcol.reps
-    if not kcol.values:  # no entries anywhere: each row is empty or null
-        return [{} if d >= map_def else None for d in defs]
-    if reps.count(0) == len(reps):  # at most one entry per row (one partition column, say)
-        if len(kcol.values) != defs.count(kmax) or (entry_def < kmax and defs.count(entry_def)):
-            raise UnsupportedParquet(f"{'.'.join(path)}: null map key")
-        empty = any(defs.count(d) for d in range(map_def, entry_def))
-        out = [{} if d >= map_def else None for d in defs] if empty else [None] * len(defs)
-        where = positions(defs, entry_def)
-        if len(vcol.values) == len(where):
-            for i, k, v in zip(where, kcol.values, vcol.values, strict=True):
-                out[i] = {k: v}
-        else:
-            vit, vdefs = iter(vcol.values), vcol.defs
-            for i, k in zip(where, kcol.values, strict=True):
-                out[i] = {k: next(vit) if vdefs[i] == vmax else None}
-        return out
-    out: list[dict[str, Any] | None] = []
-    kit, vit = iter(kcol.values), iter(vcol.values)
-    current: dict[str, Any] | None = None
-    for d, r, vd in zip(defs, reps, vcol.defs, strict=True):
-        if r == 0:
-            current = {} if d >= map_def else None
-            out.append(current)
-        if d >= entry_def:
-            if d < kmax:
-                raise UnsupportedParquet(f"{'.'.join(path)}: null map key")
-            value = next(vit) if vd == vmax else None
-            assert current is not None
-            current[next(kit)] = value
+    out, rank = _rows_of(kcol.defs, kcol.reps, node.def_level, dict)
+    entries = positions(kcol.defs, kv.def_level)
+    if len(kcol.values) != len(entries):
+        raise UnsupportedParquet(f"{'.'.join(path)}: null map key")
+    rows = entries if rank is None else [rank[i] for i in entries]
+    if len(vcol.values) == len(entries):
+        for row, k, v in zip(rows, kcol.values, vcol.values, strict=True):
+            out[row][k] = v
+    else:
+        vit, vdefs, vmax = iter(vcol.values), vcol.defs, value_node.def_level
+        for i, row, k in zip(entries, rows, kcol.values, strict=True):
+            out[row][k] = next(vit) if vdefs[i] == vmax else None
     return out
 
 
 def list_values(parquet: ParquetColumns, path: tuple[str, ...]) -> list[list[Any] | None] | None:
-    """One list (or None) per row for the 3-level LIST of primitives at `path`."""
+    """One list (or None) per row for the 3-level (or legacy 2-level) LIST of primitives at `path`."""
     node = parquet.node(*path)
     if node is None:
         return None
@@ -558,17 +568,16 @@ def list_values(parquet: ParquetColumns, path: tuple[str, ...]) -> list[list[Any
         raise UnsupportedParquet(f"{'.'.join(path)} is not a list of primitives")
     col = parquet.columns[leaf_path]
     assert col.reps is not None
-    list_def, entry_def, emax = node.def_level, rep.def_level, element.def_level
-    out: list[list[Any] | None] = []
-    it = iter(col.values)
-    current: list[Any] | None = None
-    for d, r in zip(col.defs, col.reps, strict=True):
-        if r == 0:
-            current = [] if d >= list_def else None
-            out.append(current)
-        if d >= entry_def:
-            assert current is not None
-            current.append(next(it) if d == emax else None)
+    out, rank = _rows_of(col.defs, col.reps, node.def_level, list)
+    entries = positions(col.defs, rep.def_level)
+    rows = entries if rank is None else [rank[i] for i in entries]
+    if len(col.values) == len(entries):
+        for row, v in zip(rows, col.values, strict=True):
+            out[row].append(v)
+    else:
+        it, defs, emax = iter(col.values), col.defs, element.def_level
+        for i, row in zip(entries, rows, strict=True):
+            out[row].append(next(it) if defs[i] == emax else None)
     return out
 
 

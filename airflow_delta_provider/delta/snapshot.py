@@ -18,11 +18,9 @@ from .actions import (
 )
 from .aggregates import DEFAULT_SMALL_FILE_BYTES, FileSummary, TombstoneSummary
 from .errors import DeltaError, InvalidArgumentError, MissingMetadataError, MissingProtocolError
-from .file_index import matching_files
 from .file_rows import RowFileState
 from .filenames import FileInfo, LogFileKind, ParsedLogPath, commit_name
 from .log_segment import LogSegment
-from .schema import StructType, parse_partition_value
 from .storage import LogStore
 from .table_features import check_can_read
 from .table_properties import (
@@ -36,6 +34,8 @@ from .table_state import TableState
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
+
+    from .schema import StructType
 
 Clock = Callable[[], int]
 
@@ -91,6 +91,8 @@ class Snapshot:
 
     @cached_property
     def schema(self) -> StructType:
+        from .schema import StructType
+
         return StructType.from_json(self.metadata.schema_json)
 
     @property
@@ -177,6 +179,8 @@ class Snapshot:
 
         Reads physical names under column mapping; `""` and missing values are None.
         """
+        from .schema import parse_partition_value
+
         out: dict[str, Any] = {}
         mapped = self.column_mapping_mode != "none"
         for name in self.partition_columns:
@@ -203,6 +207,8 @@ class Snapshot:
         """Active files that may hold matching rows (partition pruning + conservative data skipping)."""
         if not partition_filters and not data_filters:
             return list(self.all_files())
+        from .file_index import matching_files
+
         return matching_files(
             self.all_files(with_stats=bool(data_filters)),
             self.schema,

@@ -44,7 +44,6 @@ import inspect
 import io
 import logging
 import os
-import random
 import re
 import threading
 import time
@@ -185,6 +184,8 @@ class RetryPolicy:
 
     def delay(self, retry: int) -> float:
         """Seconds to wait before retry number `retry` (1 for the first retry): full jitter."""
+        import random
+
         return random.uniform(0.0, min(self.max_delay, self.base_delay * 2 ** (retry - 1)))
 
 
