@@ -11,9 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Files smaller than this count as small (Delta's OPTIMIZE bin-packs files under 1 GiB towards a
-#: 1 GiB target; 32 MiB is the usual "too small to scan efficiently" line). Overridable per check.
-DEFAULT_SMALL_FILE_BYTES = 32 * 1024 * 1024
+from .table_properties import DEFAULT_SMALL_FILE_BYTES
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 

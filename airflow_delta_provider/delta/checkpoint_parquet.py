@@ -19,7 +19,6 @@ import sys
 import zlib
 from array import array
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from functools import cache
 from itertools import accumulate, chain, compress
 from typing import Any
@@ -122,17 +121,22 @@ class _Thrift:
 # Schema
 
 
-@dataclass
 class SchemaNode:
-    """One schema element, with the definition/repetition level at which it is present."""
+    """One schema element, with the definition/repetition level at which it is present.
+    (Plain classes here, not dataclasses: each dataclass costs ~1.5 ms of import.)"""
 
-    name: str
-    repetition: int
-    physical: int | None  # None for groups
-    converted: int | None
-    children: list[SchemaNode] = field(default_factory=list)
-    def_level: int = 0  # definition level at which this node is non-null
-    rep_level: int = 0  # repetition levels of this node and its ancestors
+    __slots__ = ("children", "converted", "def_level", "name", "physical", "rep_level", "repetition")
+
+    def __init__(
+        self, name: str, repetition: int, physical: int | None, converted: int | None, def_level: int, rep_level: int
+    ) -> None:
+        self.name = name
+        self.repetition = repetition
+        self.physical = physical  # None for groups
+        self.converted = converted
+        self.children: list[SchemaNode] = []
+        self.def_level = def_level  # definition level at which this node is non-null
+        self.rep_level = rep_level  # repetition levels of this node and its ancestors
 
     def child(self, name: str) -> SchemaNode | None:
         return next((c for c in self.children if c.name == name), None)
@@ -285,14 +289,16 @@ def _values(
     raise UnsupportedParquet(f"encoding {encoding}")
 
 
-@dataclass
 class Column:
     """One leaf column: levels per entry and the non-null values in order (strings decoded)."""
 
-    node: SchemaNode
-    defs: bytes  # one level per entry (levels are small ints); max_def everywhere when required
-    reps: bytes | None  # None when no ancestor repeats (one entry per row)
-    values: list[Any]
+    __slots__ = ("defs", "node", "reps", "values")
+
+    def __init__(self, node: SchemaNode, defs: bytes, reps: bytes | None, values: list[Any]) -> None:
+        self.node = node
+        self.defs = defs  # one level per entry (levels are small ints); max_def everywhere when required
+        self.reps = reps  # None when no ancestor repeats (one entry per row)
+        self.values = values
 
     def value_at(self, row: int) -> Any:
         """The value of a flat leaf in one row (None where it or a parent is null). Meant for the few
@@ -377,14 +383,16 @@ def _read_chunk(data: bytes | memoryview, node: SchemaNode, meta: dict[int, Any]
     return Column(node, bytes(defs), bytes(reps) if max_rep else None, values)
 
 
-@dataclass
 class ParquetColumns:
     """Some leaf columns of a Parquet file, every row group concatenated."""
 
-    schema: SchemaNode
-    num_rows: int
-    columns: dict[tuple[str, ...], Column]
-    _assembled: dict[tuple[str, ...], list[Any]] = field(default_factory=dict, repr=False)
+    __slots__ = ("_assembled", "columns", "num_rows", "schema")
+
+    def __init__(self, schema: SchemaNode, num_rows: int, columns: dict[tuple[str, ...], Column]) -> None:
+        self.schema = schema
+        self.num_rows = num_rows
+        self.columns = columns
+        self._assembled: dict[tuple[str, ...], list[Any]] = {}
 
     def assembled(self, path: tuple[str, ...], build: Callable[[ParquetColumns, tuple[str, ...]], Any]) -> list[Any]:
         """`build(self, path)`, computed once per path (a map or list column, one value per row)."""

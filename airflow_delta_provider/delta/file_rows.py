@@ -15,11 +15,13 @@ from operator import itemgetter, methodcaller
 from typing import TYPE_CHECKING, Any
 
 from .actions import AddFile, FileKey, RemoveFile, file_key
-from .aggregates import DEFAULT_SMALL_FILE_BYTES, FileSummary, TombstoneSummary
 from .replay import InMemoryLogReplay
+from .table_properties import DEFAULT_SMALL_FILE_BYTES
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
+
+    from .aggregates import FileSummary, TombstoneSummary
 
 
 class DuplicateFileKey(Exception):
@@ -148,6 +150,8 @@ class RowFileState:
         return sum(map(_size, self.active.values()))
 
     def file_summary(self, small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES) -> FileSummary:
+        from .aggregates import FileSummary
+
         out = FileSummary(small_file_bytes)
         for size in map(_size, self.active.values()):
             out.add(size)
@@ -163,6 +167,8 @@ class RowFileState:
         return sum(1 for r in self.tombstones.values() if (r.deletion_timestamp or 0) > cutoff_ms)
 
     def tombstone_summary(self, cutoff_ms: int, partition_columns: tuple[str, ...]) -> TombstoneSummary:
+        from .aggregates import TombstoneSummary
+
         out = TombstoneSummary(cutoff_ms, tuple(partition_columns))
         for r in self.tombstones.values():
             out.add(dict(r.partition_values) if r.partition_values else None, r.size, r.deletion_timestamp)

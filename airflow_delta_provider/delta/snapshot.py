@@ -16,7 +16,6 @@ from .actions import (
     RemoveFile,
     SetTransaction,
 )
-from .aggregates import DEFAULT_SMALL_FILE_BYTES, FileSummary, TombstoneSummary
 from .errors import DeltaError, InvalidArgumentError, MissingMetadataError, MissingProtocolError
 from .file_rows import RowFileState
 from .filenames import FileInfo, LogFileKind, ParsedLogPath, commit_name
@@ -24,6 +23,7 @@ from .log_segment import LogSegment
 from .storage import LogStore
 from .table_features import check_can_read
 from .table_properties import (
+    DEFAULT_SMALL_FILE_BYTES,
     column_mapping_mode,
     deleted_file_retention_ms,
     ict_enablement_version,
@@ -35,6 +35,7 @@ from .table_state import TableState
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
+    from .aggregates import FileSummary, TombstoneSummary
     from .schema import StructType
 
 Clock = Callable[[], int]

@@ -11,6 +11,10 @@ from collections.abc import Mapping
 
 from .errors import InvalidArgumentError
 
+#: Files smaller than this count as small (Delta's OPTIMIZE bin-packs files under 1 GiB towards a
+#: 1 GiB target; 32 MiB is the usual "too small to scan efficiently" line). Overridable per check.
+DEFAULT_SMALL_FILE_BYTES = 32 * 1024 * 1024
+
 DELETED_FILE_RETENTION = "delta.deletedFileRetentionDuration"
 LOG_RETENTION = "delta.logRetentionDuration"
 SET_TRANSACTION_RETENTION = "delta.setTransactionRetentionDuration"

@@ -11,7 +11,6 @@ reads the checkpoint with pyarrow instead, which also reports malformed files.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from ..actions import (
@@ -94,14 +93,18 @@ _FIELDS = [
 ]
 
 
-@dataclass
 class CheckpointRows:
     """A small checkpoint's content: non-file actions, adds as `AddRow`s (stats unread), removes."""
 
-    actions: list[Action]
-    adds: list[AddRow]
-    removes: list[RemoveFile]
-    stats_loader: StatsLoader | None
+    __slots__ = ("actions", "adds", "removes", "stats_loader")
+
+    def __init__(
+        self, actions: list[Action], adds: list[AddRow], removes: list[RemoveFile], stats_loader: StatsLoader | None
+    ) -> None:
+        self.actions = actions
+        self.adds = adds
+        self.removes = removes
+        self.stats_loader = stats_loader
 
 
 def read_checkpoint_rows(table: str, log_dir: str, store: LogStore, checkpoint: CheckpointInstance) -> CheckpointRows:
