@@ -20,6 +20,7 @@ from conftest import CORPUS, copy_table
 
 from airflow_delta_provider.delta import checkpoint_parquet as cpq
 from airflow_delta_provider.delta.engines.row_checkpoint import _FIELDS
+from airflow_delta_provider.testing import _checkpoint_schema
 
 CHECKPOINTS = sorted(CORPUS.glob("**/_delta_log/**/*.parquet")) if CORPUS.exists() else []
 
@@ -113,73 +114,7 @@ def _checkpoint_table() -> pa.Table:
     txn = {"appId": "app", "version": 4, "lastUpdated": None}
     rows = [{"protocol": protocol}, {"metaData": metadata}, {"txn": txn}]
     rows += [{"add": a} for a in adds] + [{"remove": r} for r in removes]
-    smap = pa.map_(pa.string(), pa.string())
-    dv = pa.struct(
-        [
-            ("storageType", pa.string()),
-            ("pathOrInlineDv", pa.string()),
-            ("offset", pa.int32()),
-            ("sizeInBytes", pa.int32()),
-            ("cardinality", pa.int64()),
-        ]
-    )
-    schema = pa.schema(
-        [
-            (
-                "protocol",
-                pa.struct(
-                    [
-                        ("minReaderVersion", pa.int32()),
-                        ("minWriterVersion", pa.int32()),
-                        ("readerFeatures", pa.list_(pa.string())),
-                        ("writerFeatures", pa.list_(pa.string())),
-                    ]
-                ),
-            ),
-            (
-                "metaData",
-                pa.struct(
-                    [
-                        ("id", pa.string()),
-                        ("format", pa.struct([("provider", pa.string()), ("options", smap)])),
-                        ("schemaString", pa.string()),
-                        ("partitionColumns", pa.list_(pa.string())),
-                        ("configuration", smap),
-                        ("createdTime", pa.int64()),
-                    ]
-                ),
-            ),
-            ("txn", pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])),
-            (
-                "add",
-                pa.struct(
-                    [
-                        ("path", pa.string()),
-                        ("partitionValues", smap),
-                        ("size", pa.int64()),
-                        ("modificationTime", pa.int64()),
-                        ("dataChange", pa.bool_()),
-                        ("stats", pa.string()),
-                        ("tags", smap),
-                        ("deletionVector", dv),
-                    ]
-                ),
-            ),
-            (
-                "remove",
-                pa.struct(
-                    [
-                        ("path", pa.string()),
-                        ("deletionTimestamp", pa.int64()),
-                        ("dataChange", pa.bool_()),
-                        ("extendedFileMetadata", pa.bool_()),
-                        ("partitionValues", smap),
-                        ("size", pa.int64()),
-                    ]
-                ),
-            ),
-        ]
-    )
+    schema = _checkpoint_schema(pa)  # the full Delta checkpoint schema, as the test table builder writes it
     return pa.Table.from_pylist(rows, schema=schema)
 
 

@@ -39,11 +39,10 @@ from ..file_state import (
     key_column,
     removes_to_table,
 )
-from ..filenames import SIDECAR_DIR_NAME
 from ..log_segment import CheckpointInstance
 from ..storage import LocalLogStore, LogStore, local_path
 from ..table_state import TableState, table_state_from_actions
-from .local import NON_FILE_COLUMNS, checkpoint_read_errors, parse_commit_bytes, sidecar_path
+from .local import NON_FILE_COLUMNS, checkpoint_read_errors, parse_commit_bytes, sidecar_path, sidecar_read_errors
 
 
 @dataclass
@@ -238,24 +237,9 @@ def read_checkpoint(
                 parquet_paths.append(part.file.path)
     for sidecar in [a for a in actions if isinstance(a, Sidecar)]:
         path = sidecar_path(store, log_dir, sidecar.path)
-        try:
-            data = _read_parquet(
-                store,
-                path,
-                [c for c in columns if c.startswith(("add.", "remove."))],
-            )
+        with sidecar_read_errors(table, checkpoint.version, sidecar.path):
+            data = _read_parquet(store, path, [c for c in columns if c.startswith(("add.", "remove."))])
             parquet_paths.append(path)
-        except FileNotFoundError:
-            raise MalformedCheckpointError(
-                "Sidecar named by the V2 checkpoint is missing",
-                table=table,
-                version=checkpoint.version,
-                file=f"{SIDECAR_DIR_NAME}/{sidecar.path}",
-            ) from None
-        except (OSError, pa.ArrowException, ValueError) as exc:
-            raise MalformedCheckpointError(
-                f"Cannot read sidecar: {exc}", table=table, version=checkpoint.version, file=sidecar.path
-            ) from None
         adds.append(_file_actions(data, "add", ADD_SCHEMA))
         removes.append(_file_actions(data, "remove", REMOVE_SCHEMA))
     actions = [a for a in actions if not isinstance(a, Sidecar | CheckpointMetadata)]

@@ -183,6 +183,26 @@ def checkpoint_read_errors(table: str, version: int, file: str) -> Iterator[None
         ) from None
 
 
+@contextmanager
+def sidecar_read_errors(table: str, version: int, sidecar: str) -> Iterator[None]:
+    """Reading a V2 checkpoint's sidecar: a missing or unreadable one is a malformed checkpoint."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise MalformedCheckpointError(
+            "Sidecar named by the V2 checkpoint is missing",
+            table=table,
+            version=version,
+            file=f"{SIDECAR_DIR_NAME}/{sidecar}",
+        ) from None
+    except Exception as exc:
+        if not isinstance(exc, OSError | ValueError) and not _is_arrow_error(exc):
+            raise
+        raise MalformedCheckpointError(
+            f"Cannot read sidecar: {exc}", table=table, version=version, file=sidecar
+        ) from None
+
+
 def _is_arrow_error(exc: BaseException) -> bool:
     """An `ArrowException` (checked without importing pyarrow: only pyarrow can have raised one)."""
     return any(c.__name__ == "ArrowException" and c.__module__.startswith("pyarrow") for c in type(exc).__mro__)

@@ -34,12 +34,10 @@ from ..checkpoint_parquet import (
     read_columns,
     struct_values,
 )
-from ..errors import MalformedCheckpointError
 from ..file_rows import AddRow, StatsLoader, row_keys
-from ..filenames import SIDECAR_DIR_NAME
 from ..log_segment import CheckpointInstance
 from ..storage import LogStore
-from .local import NON_FILE_COLUMNS, checkpoint_read_errors, parse_commit_bytes, sidecar_path
+from .local import NON_FILE_COLUMNS, checkpoint_read_errors, parse_commit_bytes, sidecar_path, sidecar_read_errors
 
 _STR, _INT, _BOOL = (6,), (1, 2), (0,)  # accepted Parquet physical types (INT32 widens to int)
 _ADD_LEAVES = {
@@ -129,19 +127,8 @@ def read_checkpoint_rows(table: str, log_dir: str, store: LogStore, checkpoint: 
                 with_stats[part.file.path] = data
     for sidecar in [a for a in actions if isinstance(a, Sidecar)]:
         path = sidecar_path(store, log_dir, sidecar.path)
-        try:
+        with sidecar_read_errors(table, checkpoint.version, sidecar.path):
             data = store.read_bytes(path)
-        except FileNotFoundError:
-            raise MalformedCheckpointError(
-                "Sidecar named by the V2 checkpoint is missing",
-                table=table,
-                version=checkpoint.version,
-                file=f"{SIDECAR_DIR_NAME}/{sidecar.path}",
-            ) from None
-        except OSError as exc:
-            raise MalformedCheckpointError(
-                f"Cannot read sidecar: {exc}", table=table, version=checkpoint.version, file=sidecar.path
-            ) from None
         if _parquet_actions(data, actions, adds, removes, non_file=False):
             with_stats[path] = data
     actions = [a for a in actions if not isinstance(a, Sidecar | CheckpointMetadata)]
