@@ -18,11 +18,13 @@ from typing import Any
 import pyarrow as pa
 from pyarrow import _compute as _c
 
+from .arrow_memory import POOL
+
 Datum = Any
 
 
 def _call(name: str, args: list[Datum], options: Any = None) -> Any:
-    return _c.call_function(name, args, options)
+    return _c.call_function(name, args, options, memory_pool=POOL)
 
 
 def take(data: Datum, indices: Datum) -> Any:

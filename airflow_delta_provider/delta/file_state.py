@@ -28,6 +28,7 @@ from .actions import (
 )
 from .aggregates import DEFAULT_SMALL_FILE_BYTES, FileSummary, TombstoneSummary
 from .arrow_build import bools_from_bytes, column, int64_scalar, int_array, string_array, string_scalar
+from .arrow_memory import POOL
 from .replay import InMemoryLogReplay
 
 _STR_MAP = pa.map_(pa.string(), pa.string())
@@ -75,7 +76,7 @@ REMOVE_SCHEMA = pa.schema(
 
 def empty_table(schema: pa.Schema) -> pa.Table:
     """An empty table of `schema` (`Schema.empty_table()` imports pandas)."""
-    return pa.Table.from_arrays([pa.nulls(0, type=f.type) for f in schema], schema=schema)
+    return pa.Table.from_arrays([pa.nulls(0, type=f.type, memory_pool=POOL) for f in schema], schema=schema)
 
 
 def conform(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array | pa.ChunkedArray:
@@ -92,7 +93,7 @@ def conform(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array 
             if f.name in names:
                 children.append(conform(array.field(f.name), f.type))
             else:
-                children.append(pa.nulls(len(array), type=f.type))
+                children.append(pa.nulls(len(array), type=f.type, memory_pool=POOL))
         if array.null_count == 0:
             return pa.StructArray.from_arrays(children, fields=list(target))
         if array.offset == 0:  # reuse the validity bitmap (a `mask=` goes through pyarrow.compute)
@@ -106,7 +107,7 @@ def conform_table(struct_column: pa.ChunkedArray | pa.Array, schema: pa.Schema) 
     target = pa.struct(list(schema))
     conformed = conform(struct_column, target)
     if isinstance(conformed, pa.ChunkedArray):
-        conformed = conformed.combine_chunks() if conformed.num_chunks != 1 else conformed.chunk(0)
+        conformed = conformed.combine_chunks(POOL) if conformed.num_chunks != 1 else conformed.chunk(0)
     if len(conformed) == 0:
         return empty_table(schema)
     table = pa.Table.from_struct_array(conformed)
@@ -287,7 +288,8 @@ def take_rows(table: pa.Table, indices: pa.Array) -> pa.Table:
     """
     n = len(indices)
     columns = [
-        pa.nulls(n, type=col.type) if col.null_count == len(col) else pc.take(col, indices) for col in table.columns
+        pa.nulls(n, type=col.type, memory_pool=POOL) if col.null_count == len(col) else pc.take(col, indices)
+        for col in table.columns
     ]
     return pa.Table.from_arrays(columns, schema=table.schema)
 
@@ -342,7 +344,7 @@ def _replace_rows(table: pa.Table, keys: Collection[str], rows: pa.Table) -> pa.
     """`table` without the rows keyed in `keys`, then `rows` (chunks combined now and then)."""
     kept = _drop_keys(table, list(keys))
     out = pa.concat_tables([kept, rows]) if rows.num_rows else kept
-    return out.combine_chunks() if out.column(0).num_chunks > 32 else out
+    return out.combine_chunks(POOL) if out.column(0).num_chunks > 32 else out
 
 
 def _touched(replay: InMemoryLogReplay) -> set[str]:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .. import arrow_compute as pc
 from ..actions import (
@@ -26,6 +25,7 @@ from ..actions import (
     action_from_json,
 )
 from ..arrow_build import string_array
+from ..arrow_memory import ParquetSource
 from ..errors import MalformedCheckpointError, StorageError
 from ..file_state import (
     ADD_SCHEMA,
@@ -74,7 +74,7 @@ def _open_native(store: LogStore, path: str) -> Any:
 def _read_parquet(store: LogStore, path: str, columns: Sequence[str] | None = None) -> pa.Table:
     """Read `columns` (top-level names or `parent.child` leaves) that exist in the file."""
     with _open_native(store, path) as fh:
-        pf = pq.ParquetFile(fh)
+        pf = ParquetSource(fh)
         schema = pf.schema_arrow
         if columns is None:
             return pf.read()
