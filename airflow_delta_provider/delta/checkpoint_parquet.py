@@ -416,6 +416,30 @@ def _leaves(node: SchemaNode, prefix: tuple[str, ...]) -> Iterable[tuple[tuple[s
             yield from _leaves(child, path)
 
 
+def footer_length(tail: bytes) -> int:
+    """The footer's length from a file's last 8 bytes (the footer itself precedes them)."""
+    if len(tail) != 8 or tail[4:] != MAGIC:
+        raise UnsupportedParquet("not a Parquet file")
+    return int.from_bytes(tail[:4], "little")
+
+
+def uncompressed_sizes(footer: bytes | memoryview) -> tuple[int, dict[tuple[str, ...], int]]:
+    """(rows, uncompressed bytes per leaf column path) from a footer's FileMetaData, all row groups."""
+    try:
+        meta = _Thrift(memoryview(footer), 0).struct()
+        sizes: dict[tuple[str, ...], int] = {}
+        for group in meta.get(4, []):
+            for chunk in group[1]:
+                cmeta = chunk[3]
+                path = tuple(p.decode("utf-8") for p in cmeta[3])
+                sizes[path] = sizes.get(path, 0) + cmeta[6]
+        return meta[3], sizes
+    except UnsupportedParquet:
+        raise
+    except (IndexError, KeyError, ValueError, TypeError, AttributeError) as exc:
+        raise UnsupportedParquet(f"cannot decode the footer: {type(exc).__name__}: {exc}") from None
+
+
 def read_columns(data: bytes | memoryview, fields: Iterable[tuple[str, ...]]) -> ParquetColumns:
     """Every leaf under the named fields (paths from the root; missing ones are skipped)."""
     try:

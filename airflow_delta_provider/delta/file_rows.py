@@ -28,6 +28,10 @@ class DuplicateFileKey(Exception):
     """A checkpoint names one file twice: only the columnar `FileState` keeps both rows."""
 
 
+class CheckpointTooLarge(Exception):
+    """A checkpoint's parts and sidecars together exceed the row path's size: read it as Arrow."""
+
+
 AddRow = tuple[Any, ...]
 """A checkpoint add not yet made an `AddFile`: its field values in `AddFile`'s field order."""
 

@@ -30,7 +30,9 @@ from ..checks import evaluate_checks, failed_checks_message, small_file_bytes, v
 from ..cli import files_where, storage_options_from_env
 from ..delta.actions import action_to_json
 from ..delta.delta_log import DeltaLog
-from ..delta.errors import DeltaError, InvalidArgumentError
+from ..delta.engines.local import LocalEngine
+from ..delta.errors import DeltaError, InvalidArgumentError, ResourceLimitError
+from ..delta.log_segment import LogSegment
 from ..delta.results import file_dict, snapshot_dict, tombstone_report
 from ..delta.storage import is_local, local_path
 from ..reports import tombstone_html, tombstone_markdown
@@ -93,11 +95,21 @@ def job_storage_options(table: str, environ: Mapping[str, str] | None = None) ->
     return storage_options_from_env(table, explicit)
 
 
-def choose_engine(requested: str, log_bytes: int, threshold_mb: float) -> str:
-    """The engine `--engine auto` picks for a log segment of `log_bytes`."""
+def choose_engine(requested: str, log_bytes: int, threshold_mb: float, fits_locally: bool = True) -> str:
+    """The engine `--engine auto` picks for a log segment of `log_bytes`: Spark from `threshold_mb`
+    of log, or below it when the local engine's memory limit would not hold the state."""
     if requested != "auto":
         return requested
-    return "spark" if log_bytes >= threshold_mb * 1024 * 1024 else "local"
+    return "spark" if log_bytes >= threshold_mb * 1024 * 1024 or not fits_locally else "local"
+
+
+def fits_locally(log: DeltaLog, segment: LogSegment) -> bool:
+    """Whether the local engine's memory limit holds `segment`'s state (at most a footer read or two)."""
+    try:
+        LocalEngine().memory_budget(log.table_uri, log.store, segment)
+    except ResourceLimitError:
+        return False
+    return True
 
 
 def default_spark_session(storage_options: Mapping[str, Any]) -> SparkSession:
@@ -163,7 +175,9 @@ class Job:
         t0 = time.perf_counter()
         segment = probe.log_segment(a.version)
         self.timings["listing_s"] = round(time.perf_counter() - t0, 4)
-        self.engine = choose_engine(a.engine, segment.size_in_bytes, a.auto_threshold_mb)
+        below = segment.size_in_bytes < a.auto_threshold_mb * 1024 * 1024
+        fits = fits_locally(probe, segment) if a.engine == "auto" and below else True
+        self.engine = choose_engine(a.engine, segment.size_in_bytes, a.auto_threshold_mb, fits)
         if self.engine == "local":
             return probe
         from ..delta.engines.spark import SparkEngine

@@ -42,7 +42,14 @@ from ..file_state import (
 from ..log_segment import CheckpointInstance
 from ..storage import LocalLogStore, LogStore, local_path
 from ..table_state import TableState, table_state_from_actions
-from .local import NON_FILE_COLUMNS, checkpoint_read_errors, parse_commit_bytes, sidecar_path, sidecar_read_errors
+from .local import (
+    NON_FILE_COLUMNS,
+    SidecarCheck,
+    checkpoint_read_errors,
+    parse_commit_bytes,
+    sidecar_path,
+    sidecar_read_errors,
+)
 
 
 @dataclass
@@ -209,9 +216,15 @@ LAZY_STATS_BYTES = 4 * 1024 * 1024
 
 
 def read_checkpoint(
-    table: str, log_dir: str, store: LogStore, checkpoint: CheckpointInstance, lazy_stats_bytes: int = LAZY_STATS_BYTES
+    table: str,
+    log_dir: str,
+    store: LogStore,
+    checkpoint: CheckpointInstance,
+    lazy_stats_bytes: int = LAZY_STATS_BYTES,
+    check_sidecars: SidecarCheck | None = None,
 ) -> CheckpointData:
-    """Read every file of a complete checkpoint, following V2 sidecars."""
+    """Read every file of a complete checkpoint, following V2 sidecars (`check_sidecars` sees them
+    before they are read)."""
     actions: list[Action] = []
     adds: list[pa.Table] = []
     removes: list[pa.Table] = []
@@ -235,9 +248,13 @@ def read_checkpoint(
                 adds.append(_file_actions(data, "add", ADD_SCHEMA))
                 removes.append(_file_actions(data, "remove", REMOVE_SCHEMA))
                 parquet_paths.append(part.file.path)
-    for sidecar in [a for a in actions if isinstance(a, Sidecar)]:
-        path = sidecar_path(store, log_dir, sidecar.path)
-        with sidecar_read_errors(table, checkpoint.version, sidecar.path):
+    sidecars = [
+        (sidecar_path(store, log_dir, a.path), a.size_in_bytes, a.path) for a in actions if isinstance(a, Sidecar)
+    ]
+    if sidecars and check_sidecars is not None:
+        check_sidecars(sidecars)
+    for path, _, name in sidecars:
+        with sidecar_read_errors(table, checkpoint.version, name):
             data = _read_parquet(store, path, [c for c in columns if c.startswith(("add.", "remove."))])
             parquet_paths.append(path)
         adds.append(_file_actions(data, "add", ADD_SCHEMA))

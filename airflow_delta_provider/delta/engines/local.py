@@ -10,7 +10,8 @@ Commits are parsed in bulk (one `json.loads` per commit file, not per line) and 
   (`FileState.apply`). A small checkpoint the pure reader cannot decode is read this way too.
 
 The newest protocol is checked before any checkpoint file action is read, so a table this reader
-cannot read is refused early.
+cannot read is refused early; a state over `memory_limit_bytes` (`memory_budget`) is refused before
+anything but Parquet footers is read.
 """
 
 from __future__ import annotations
@@ -19,14 +20,15 @@ import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from ..actions import INVALID_ACTION_ERRORS, Action, CommitInfo, Protocol, action_from_json
-from ..checkpoint_parquet import UnsupportedParquet
+from ..checkpoint_parquet import UnsupportedParquet, footer_length, uncompressed_sizes
 from ..errors import DeltaError, MalformedCheckpointError, MalformedCommitError, StorageError
-from ..file_rows import DuplicateFileKey, RowFileState
+from ..file_rows import CheckpointTooLarge, DuplicateFileKey, RowFileState
 from ..filenames import SIDECAR_DIR_NAME, LogFileKind, ParsedLogPath
 from ..log_segment import CheckpointInstance, LogSegment
+from ..memory_budget import decoded_bytes, default_memory_limit, estimate, over_limit, upper_bound
 from ..replay import InMemoryLogReplay
 from ..storage import LogStore
 from ..table_features import check_can_read
@@ -208,6 +210,64 @@ def _is_arrow_error(exc: BaseException) -> bool:
     return any(c.__name__ == "ArrowException" and c.__module__.startswith("pyarrow") for c in type(exc).__mro__)
 
 
+#: A V2 checkpoint's sidecars, as (path to read, size in bytes, name in the log), before they are read.
+SidecarCheck = Callable[[list[tuple[str, int, str]]], None]
+
+
+class MemoryBudget:
+    """One load's check against the local engine's memory limit (`memory_budget`): the segment's
+    commits and checkpoint parts first, then a V2 checkpoint's sidecars as they are found. Footers
+    are read only when file sizes cannot rule the limit out; a footer that cannot be read leaves the
+    check to the read itself, which then reports the file."""
+
+    def __init__(self, limit: int, table: str, version: int, store: LogStore, non_file: Sequence[str]) -> None:
+        self.limit = limit
+        self.table = table
+        self.version = version
+        self.store = store
+        self.non_file = non_file
+        self.json_bytes = 0
+        self.parquet: dict[str, int] = {}  # path -> file size
+        self.decoded: dict[str, int] = {}  # path -> decoded column bytes, once its footer was read
+
+    def add(self, parquet: Sequence[tuple[str, int]], json_bytes: int = 0, *, file: str | None = None) -> None:
+        """Count more files; raises `ResourceLimitError` when the load would exceed the limit."""
+        self.json_bytes += json_bytes
+        for path, size in parquet:
+            self.parquet[path] = size
+        if upper_bound(sum(self.parquet.values()), self.json_bytes) <= self.limit:
+            return
+        for path, size in self.parquet.items():
+            if path not in self.decoded:
+                got = self._footer_bytes(path, size)
+                if got is None:
+                    return
+                self.decoded[path] = got
+        needed = estimate(sum(self.decoded.values()), self.json_bytes)
+        if needed > self.limit:
+            raise over_limit(self.table, self.version, needed, self.limit, file=file)
+
+    def sidecars(self, sidecars: list[tuple[str, int, str]]) -> None:
+        sized = []
+        for path, size, _ in sidecars:
+            if size <= 0:
+                info = self.store.head(path)
+                size = info.size if info is not None else 0
+            sized.append((path, size))
+        self.add(sized, file=sidecars[0][2] if len(sidecars) == 1 else None)
+
+    def _footer_bytes(self, path: str, size: int) -> int | None:
+        try:
+            with self.store.open(path) as fh:
+                fh.seek(size - 8)
+                length = footer_length(fh.read(8))
+                fh.seek(size - 8 - length)
+                _, sizes = uncompressed_sizes(fh.read(length))
+        except (OSError, ValueError, UnsupportedParquet):
+            return None
+        return decoded_bytes(sizes, self.non_file)
+
+
 #: Checkpoints (all parts) under this many bytes are decoded in pure Python and held as actions.
 ROW_STATE_MAX_BYTES = 4 * 1024 * 1024
 #: The Arrow reader's default (`arrow_checkpoint.LAZY_STATS_BYTES`), repeated to keep pyarrow unimported.
@@ -235,19 +295,38 @@ class LocalEngine:
         lazy_stats_bytes: int = _LAZY_STATS_BYTES,
         threaded: bool = True,
         row_state_max_bytes: int = ROW_STATE_MAX_BYTES,
+        memory_limit_bytes: int | Literal["auto"] | None = "auto",
     ) -> None:
         self.plain = plain
         self.lazy_stats_bytes = lazy_stats_bytes
         self.threaded = threaded
         self.row_state_max_bytes = row_state_max_bytes
+        self.memory_limit_bytes = default_memory_limit() if memory_limit_bytes == "auto" else memory_limit_bytes
+
+    def memory_budget(self, table: str, store: LogStore, segment: LogSegment) -> MemoryBudget | None:
+        """The segment checked against `memory_limit_bytes` (None: no limit); raises
+        `ResourceLimitError` before anything but footers is read when it would not fit."""
+        if self.memory_limit_bytes is None:
+            return None
+        budget = MemoryBudget(self.memory_limit_bytes, table, segment.version, store, NON_FILE_COLUMNS)
+        parts = segment.checkpoint.files if segment.checkpoint is not None else []
+        json_bytes = sum(c.file.size for c in segment.commits)
+        json_bytes += sum(p.file.size for p in parts if p.extension == "json")
+        budget.add([(p.file.path, p.file.size) for p in parts if p.extension != "json"], json_bytes)
+        return budget
 
     def read_checkpoint(
-        self, table: str, log_dir: str, store: LogStore, checkpoint: CheckpointInstance
+        self,
+        table: str,
+        log_dir: str,
+        store: LogStore,
+        checkpoint: CheckpointInstance,
+        check_sidecars: SidecarCheck | None = None,
     ) -> CheckpointData:
         """Read every file of a complete checkpoint with pyarrow, following V2 sidecars."""
         from .arrow_checkpoint import read_checkpoint
 
-        return read_checkpoint(table, log_dir, store, checkpoint, self.lazy_stats_bytes)
+        return read_checkpoint(table, log_dir, store, checkpoint, self.lazy_stats_bytes, check_sidecars)
 
     def replay_commits(
         self, table: str, store: LogStore, commits: Sequence[ParsedLogPath]
@@ -265,21 +344,23 @@ class LocalEngine:
         return replay, infos
 
     def load_state(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> TableState:
+        budget = self.memory_budget(table, store, segment)
+        check = budget.sidecars if budget is not None else None
         if self.plain:
-            return self._load_plain(table, log_dir, store, segment)
+            return self._load_plain(table, log_dir, store, segment, check)
         checkpoint = segment.checkpoint
         if checkpoint is None or sum(f.file.size for f in checkpoint.files) < self.row_state_max_bytes:
             try:
-                return self._load_rows(table, log_dir, store, segment)
-            except (UnsupportedParquet, DuplicateFileKey):
-                pass  # a shape only pyarrow reads (or a file named twice): the columnar path below
+                return self._load_rows(table, log_dir, store, segment, check)
+            except (UnsupportedParquet, DuplicateFileKey, CheckpointTooLarge):
+                pass  # a shape only pyarrow reads, a file named twice, large sidecars: the columnar path
         from ..file_state import adds_to_table, removes_to_table
         from .arrow_checkpoint import state_from_checkpoint
 
         pending: _Background[CheckpointData] | None = None
         if checkpoint is not None and segment.commits and self.threaded:
             # Parquet decoding releases the GIL: read the checkpoint while the commits are replayed.
-            pending = _Background(lambda: self.read_checkpoint(table, log_dir, store, checkpoint))
+            pending = _Background(lambda: self.read_checkpoint(table, log_dir, store, checkpoint, check))
         try:
             replay, infos = self.replay_commits(table, store, segment.commits)
             if replay.current_protocol is not None:
@@ -297,13 +378,18 @@ class LocalEngine:
                 except BaseException:
                     pending.discard()
                     raise
-            cp = pending.result() if pending is not None else self.read_checkpoint(table, log_dir, store, checkpoint)
+            if pending is not None:
+                cp = pending.result()
+            else:
+                cp = self.read_checkpoint(table, log_dir, store, checkpoint, check)
             if replay.current_protocol is None and cp.protocol is not None:
                 check_can_read(cp.protocol, table=table, version=segment.version)
             base = state_from_checkpoint(checkpoint.version, cp)
         return base.apply(replay, infos, file_tables=tables)
 
-    def _load_rows(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> TableState:
+    def _load_rows(
+        self, table: str, log_dir: str, store: LogStore, segment: LogSegment, check: SidecarCheck | None
+    ) -> TableState:
         """The load of a small table, without pyarrow: the checkpoint's files become actions."""
         from .row_checkpoint import read_checkpoint_rows
 
@@ -314,7 +400,7 @@ class LocalEngine:
         if checkpoint is None:
             base = TableState(-1, None, None, {}, {}, RowFileState.empty())
         else:
-            cp = read_checkpoint_rows(table, log_dir, store, checkpoint)
+            cp = read_checkpoint_rows(table, log_dir, store, checkpoint, self.row_state_max_bytes, check)
             protocol = next((a for a in cp.actions if isinstance(a, Protocol)), None)
             if replay.current_protocol is None and protocol is not None:
                 check_can_read(protocol, table=table, version=segment.version)
@@ -322,13 +408,15 @@ class LocalEngine:
             base = table_state_from_actions(checkpoint.version, cp.actions, files)
         return base.apply(replay, infos)
 
-    def _load_plain(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> TableState:
+    def _load_plain(
+        self, table: str, log_dir: str, store: LogStore, segment: LogSegment, check: SidecarCheck | None
+    ) -> TableState:
         from ..file_state import FileState, iter_adds, iter_removes
 
         replay = InMemoryLogReplay()
         infos: dict[int, CommitInfo] = {}
         if segment.checkpoint is not None:
-            cp = self.read_checkpoint(table, log_dir, store, segment.checkpoint)
+            cp = self.read_checkpoint(table, log_dir, store, segment.checkpoint, check)
             state = FileState(cp.adds, cp.removes, stats_loader=cp.stats_loader)
             actions: list[Action] = [*cp.actions, *iter_adds(state.adds_with_stats), *iter_removes(cp.removes)]
             replay.append(segment.checkpoint.version, actions)

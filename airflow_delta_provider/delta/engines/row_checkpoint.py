@@ -34,10 +34,17 @@ from ..checkpoint_parquet import (
     read_columns,
     struct_values,
 )
-from ..file_rows import AddRow, StatsLoader, row_keys
+from ..file_rows import AddRow, CheckpointTooLarge, StatsLoader, row_keys
 from ..log_segment import CheckpointInstance
 from ..storage import LogStore
-from .local import NON_FILE_COLUMNS, checkpoint_read_errors, parse_commit_bytes, sidecar_path, sidecar_read_errors
+from .local import (
+    NON_FILE_COLUMNS,
+    SidecarCheck,
+    checkpoint_read_errors,
+    parse_commit_bytes,
+    sidecar_path,
+    sidecar_read_errors,
+)
 
 _STR, _INT, _BOOL = (6,), (1, 2), (0,)  # accepted Parquet physical types (INT32 widens to int)
 _ADD_LEAVES = {
@@ -105,8 +112,16 @@ class CheckpointRows:
         self.stats_loader = stats_loader
 
 
-def read_checkpoint_rows(table: str, log_dir: str, store: LogStore, checkpoint: CheckpointInstance) -> CheckpointRows:
-    """Every file of a complete checkpoint, V2 sidecars followed."""
+def read_checkpoint_rows(
+    table: str,
+    log_dir: str,
+    store: LogStore,
+    checkpoint: CheckpointInstance,
+    max_bytes: int | None = None,
+    check_sidecars: SidecarCheck | None = None,
+) -> CheckpointRows:
+    """Every file of a complete checkpoint, V2 sidecars followed. `CheckpointTooLarge` when the
+    parts and the sidecars they name reach `max_bytes` (checked before any sidecar is read)."""
     actions: list[Action] = []
     adds: list[AddRow] = []
     removes: list[RemoveFile] = []
@@ -125,9 +140,16 @@ def read_checkpoint_rows(table: str, log_dir: str, store: LogStore, checkpoint: 
                         actions.append(action)
             elif _parquet_actions(data, actions, adds, removes, non_file=True):
                 with_stats[part.file.path] = data
-    for sidecar in [a for a in actions if isinstance(a, Sidecar)]:
-        path = sidecar_path(store, log_dir, sidecar.path)
-        with sidecar_read_errors(table, checkpoint.version, sidecar.path):
+    sidecars = [
+        (sidecar_path(store, log_dir, a.path), a.size_in_bytes, a.path) for a in actions if isinstance(a, Sidecar)
+    ]
+    if sidecars and max_bytes is not None:
+        if sum(f.file.size for f in checkpoint.files) + sum(size for _, size, _ in sidecars) >= max_bytes:
+            raise CheckpointTooLarge(f"{len(sidecars)} sidecars of {sum(s for _, s, _ in sidecars)} bytes")
+    if sidecars and check_sidecars is not None:
+        check_sidecars(sidecars)
+    for path, _, name in sidecars:
+        with sidecar_read_errors(table, checkpoint.version, name):
             data = store.read_bytes(path)
         if _parquet_actions(data, actions, adds, removes, non_file=False):
             with_stats[path] = data

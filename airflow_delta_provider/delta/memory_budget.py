@@ -1,0 +1,101 @@
+"""How much memory a local replay needs, estimated before any state is read.
+
+The local engine holds a table's file state in this process. A state that does not fit is the Spark
+engine's job: rather than read it and swap the machine, a load whose estimate exceeds
+`LocalEngine(memory_limit_bytes=...)` fails first with a `ResourceLimitError` naming the Spark engine.
+
+The estimate is `CHECKPOINT_FACTOR` times the uncompressed bytes of the checkpoint columns a load
+decodes (every add and remove field but the stats, and the non-file actions), from the Parquet
+footers, plus `JSON_FACTOR` times the bytes of JSON (commits and JSON checkpoint parts). Measured on
+`bench/` L (1.03M files): the library's Arrow pool peaked at 2.7x the 96 MiB of decoded columns, and
+replayed commits held 1.9-2.0x their JSON as actions, before their Arrow rows. Footers are read only
+when the file sizes alone cannot rule the limit out (`MAX_PARQUET_EXPANSION`). Stats read later
+(data skipping, `all_files()`) and incremental updates are not part of the estimate. Pure: sizes in,
+bytes out; the engine reads the footers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+
+from .errors import ResourceLimitError
+
+CHECKPOINT_FACTOR = 3
+JSON_FACTOR = 4
+#: Uncompressed column bytes per Parquet file byte, at most, for the bound that spares the footers.
+MAX_PARQUET_EXPANSION = 16
+#: The share of this process's memory (physical, or its cgroup's limit) the default limit allows.
+DEFAULT_SHARE = 0.5
+
+_LAZY_LEAVES = (("add", "stats"), ("add", "stats_parsed"))
+_FILE_ACTIONS = ("add", "remove")
+
+
+def decoded_bytes(sizes: Mapping[tuple[str, ...], int], non_file: Iterable[str], *, with_stats: bool = False) -> int:
+    """Uncompressed bytes of the leaf columns a load decodes, from `uncompressed_sizes`' map."""
+    tops = {*_FILE_ACTIONS, *non_file}
+    total = 0
+    for path, size in sizes.items():
+        if path[0] not in tops:
+            continue
+        if not with_stats and path[:2] in _LAZY_LEAVES:
+            continue
+        total += size
+    return total
+
+
+def estimate(parquet_decoded: int, json_bytes: int) -> int:
+    """Bytes a replay holds at its peak for that much decoded checkpoint and JSON."""
+    return CHECKPOINT_FACTOR * parquet_decoded + JSON_FACTOR * json_bytes
+
+
+def upper_bound(parquet_file_bytes: int, json_bytes: int) -> int:
+    """An estimate no footer can exceed, from file sizes alone."""
+    return estimate(MAX_PARQUET_EXPANSION * parquet_file_bytes, json_bytes)
+
+
+def over_limit(table: str, version: int, needed: int, limit: int, *, file: str | None = None) -> ResourceLimitError:
+    mib = 1024 * 1024
+    return ResourceLimitError(
+        f"Replaying this log in this process needs about {needed / mib:,.0f} MiB, over the local engine's "
+        f"memory limit of {limit / mib:,.0f} MiB (LocalEngine(memory_limit_bytes=...)). Use the Spark engine "
+        "for a log this size (engine='spark' on the operators, --engine spark in the CLI, "
+        "SparkEngine in the library), or raise the limit",
+        table=table,
+        version=version,
+        file=file,
+    )
+
+
+CGROUP_LIMIT_FILES = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")  # v2, v1
+
+
+def cgroup_limit(files: Iterable[str] = CGROUP_LIMIT_FILES) -> int | None:
+    """This process's cgroup memory limit, if it has one."""
+    for path in files:
+        try:
+            with open(path) as fh:
+                raw = fh.read().strip()
+        except OSError:
+            continue
+        if raw.isdigit() and int(raw) < 1 << 60:  # "max" or a huge number: no limit
+            return int(raw)
+    return None
+
+
+def available_memory() -> int | None:
+    """Memory this process may use: physical memory, or its cgroup's limit when lower."""
+    try:
+        physical: int | None = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        physical = None
+    cgroup = cgroup_limit()
+    known = [m for m in (physical, cgroup) if m]
+    return min(known) if known else None
+
+
+def default_memory_limit() -> int | None:
+    """`DEFAULT_SHARE` of `available_memory()`; None (no limit) where it cannot be known."""
+    memory = available_memory()
+    return None if memory is None else int(memory * DEFAULT_SHARE)

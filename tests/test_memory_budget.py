@@ -1,0 +1,235 @@
+"""The local engine's memory limit: a load whose estimate exceeds `memory_limit_bytes` fails with a
+`ResourceLimitError` naming the Spark engine before any state is read; loads under it are unchanged.
+
+Reads are observed with spies on the engine's own readers (not mocks: the real readers run when the
+limit allows). The estimate's parts are checked against pyarrow's view of the same footers.
+"""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+from conftest import CORPUS, copy_table
+
+from airflow_delta_provider.delta import DeltaLog, ResourceLimitError
+from airflow_delta_provider.delta import memory_budget as mb
+from airflow_delta_provider.delta.checkpoint_parquet import UnsupportedParquet, footer_length, uncompressed_sizes
+from airflow_delta_provider.delta.engines import arrow_checkpoint, local
+from airflow_delta_provider.delta.engines.local import NON_FILE_COLUMNS, LocalEngine
+from airflow_delta_provider.delta.storage import LocalLogStore
+
+pytestmark = pytest.mark.skipif(not CORPUS.exists(), reason="reference corpus not found")
+
+CHECKPOINTS = sorted(CORPUS.glob("**/_delta_log/**/*.parquet")) if CORPUS.exists() else []
+V2 = "delta-golden/v2-checkpoint-parquet"
+CLASSIC = "delta-golden/checkpoint"
+
+
+def _footer(path) -> bytes:
+    data = path.read_bytes()
+    n = footer_length(data[-8:])
+    return data[-8 - n : -8]
+
+
+def test_footer_sizes_match_pyarrow_on_the_corpus():
+    for path in CHECKPOINTS:
+        rows, sizes = uncompressed_sizes(_footer(path))
+        meta = pq.ParquetFile(path).metadata
+        expected: dict[tuple[str, ...], int] = {}
+        for g in range(meta.num_row_groups):
+            for c in range(meta.row_group(g).num_columns):
+                col = meta.row_group(g).column(c)
+                key = tuple(col.path_in_schema.split("."))
+                expected[key] = expected.get(key, 0) + col.total_uncompressed_size
+        assert rows == meta.num_rows, path
+        assert sizes == expected, path
+
+
+def test_damaged_footers_are_refused():
+    with pytest.raises(UnsupportedParquet):
+        footer_length(b"1234XXXX")
+    with pytest.raises(UnsupportedParquet):
+        uncompressed_sizes(b"\x19\x0c\xff\xff")
+
+
+def test_decoded_bytes_counts_only_what_a_load_decodes():
+    sizes = {
+        ("add", "path"): 10,
+        ("add", "stats"): 1000,
+        ("add", "stats_parsed", "numRecords"): 500,
+        ("add", "partitionValues", "key_value", "key"): 3,
+        ("remove", "path"): 5,
+        ("metaData", "id"): 7,
+        ("unknownAction", "x"): 10_000,
+    }
+    assert mb.decoded_bytes(sizes, NON_FILE_COLUMNS) == 10 + 3 + 5 + 7
+    assert mb.decoded_bytes(sizes, NON_FILE_COLUMNS, with_stats=True) == 10 + 1000 + 500 + 3 + 5 + 7
+
+
+def test_default_limit_is_half_the_available_memory(tmp_path, monkeypatch):
+    v2 = tmp_path / "memory.max"
+    v2.write_text("max\n")
+    v1 = tmp_path / "memory.limit_in_bytes"
+    v1.write_text("2147483648\n")
+    assert mb.cgroup_limit([str(v2)]) is None
+    assert mb.cgroup_limit([str(tmp_path / "missing"), str(v1)]) == 2 << 30
+    monkeypatch.setattr(mb, "cgroup_limit", lambda: 2 << 30)
+    assert mb.available_memory() == 2 << 30  # the cgroup's limit is below this machine's memory
+    assert mb.default_memory_limit() == 1 << 30
+    assert LocalEngine().memory_limit_bytes == 1 << 30
+    assert LocalEngine(memory_limit_bytes=None).memory_limit_bytes is None
+
+
+class _Spy:
+    """Records the engine's reads: `read_commit`, `read <file>` (whole-file reads: commits, row-path
+    checkpoints and sidecars), `parquet <file>` (Arrow reads) and `open <file>` (footer reads)."""
+
+    def __init__(self, monkeypatch):
+        self.calls: list[str] = []
+        original_commit = local.read_commit
+        original_parquet = arrow_checkpoint._read_parquet
+        original_read, original_open = LocalLogStore.read_bytes, LocalLogStore.open
+
+        def read_commit(*args, **kwargs):
+            self.calls.append("read_commit")
+            return original_commit(*args, **kwargs)
+
+        def read_parquet(store, path, *args, **kwargs):
+            self.calls.append(f"parquet {_name(path)}")
+            return original_parquet(store, path, *args, **kwargs)
+
+        def read_bytes(store, path):
+            self.calls.append(f"read {_name(path)}")
+            return original_read(store, path)
+
+        def open_(store, path):
+            self.calls.append(f"open {_name(path)}")
+            return original_open(store, path)
+
+        monkeypatch.setattr(local, "read_commit", read_commit)
+        monkeypatch.setattr(arrow_checkpoint, "_read_parquet", read_parquet)
+        monkeypatch.setattr(LocalLogStore, "read_bytes", read_bytes)
+        monkeypatch.setattr(LocalLogStore, "open", open_)
+
+    def state_reads(self) -> list[str]:
+        """Reads of commits and checkpoint data (not footers, not `_last_checkpoint`, read to list)."""
+        return [c for c in self.calls if not c.startswith("open ") and c != "read _last_checkpoint"]
+
+
+def _name(path: str) -> str:
+    """The file's name, with `_sidecars/` for a sidecar."""
+    parent, _, name = path.rstrip("/").rpartition("/")
+    return f"_sidecars/{name}" if parent.endswith("_sidecars") else name
+
+
+def _estimate(table, *, sidecars: bool) -> int:
+    """The estimate `memory_budget` should reach, from pyarrow's footers and the file sizes."""
+    log = table / "_delta_log"
+    parquet = [p for p in log.glob("*.checkpoint*.parquet")]
+    if sidecars:
+        parquet += list((log / "_sidecars").glob("*.parquet"))
+    decoded = 0
+    for path in parquet:
+        meta = pq.ParquetFile(path).metadata
+        sizes: dict[tuple[str, ...], int] = {}
+        for g in range(meta.num_row_groups):
+            for c in range(meta.row_group(g).num_columns):
+                col = meta.row_group(g).column(c)
+                key = tuple(col.path_in_schema.split("."))
+                sizes[key] = sizes.get(key, 0) + col.total_uncompressed_size
+        decoded += mb.decoded_bytes(sizes, NON_FILE_COLUMNS)
+    checkpoint_version = int(next(iter(log.glob("*.checkpoint*.parquet"))).name[:20])
+    json_bytes = sum(p.stat().st_size for p in log.glob("*.json") if int(p.name[:20]) > checkpoint_version)
+    return mb.estimate(decoded, json_bytes)
+
+
+@pytest.mark.parametrize("row_state_max_bytes", [0, 4 << 20], ids=["arrow", "rows"])
+def test_over_the_limit_fails_before_any_state_is_read(tmp_path, monkeypatch, row_state_max_bytes):
+    table = copy_table(CLASSIC, tmp_path)
+    needed = _estimate(table, sidecars=False)
+    spy = _Spy(monkeypatch)
+    engine = LocalEngine(memory_limit_bytes=needed - 1, row_state_max_bytes=row_state_max_bytes)
+    with pytest.raises(ResourceLimitError) as err:
+        DeltaLog(str(table), engine=engine).update()
+    assert spy.state_reads() == []
+    assert any(c.startswith("open ") and ".checkpoint." in c for c in spy.calls)  # the footer
+    message = str(err.value)
+    assert "Spark engine" in message and "engine='spark'" in message and "--engine spark" in message
+    assert "memory_limit_bytes" in message
+    assert err.value.table == str(table) or err.value.table.endswith(str(table))
+    assert err.value.version == DeltaLog(str(table)).latest_version()
+    assert err.value.to_dict()["error_class"] == "ResourceLimitError"
+
+
+@pytest.mark.parametrize("row_state_max_bytes", [0, 4 << 20], ids=["arrow", "rows"])
+def test_at_the_limit_the_load_is_unchanged(tmp_path, monkeypatch, row_state_max_bytes):
+    table = copy_table(CLASSIC, tmp_path)
+    needed = _estimate(table, sidecars=False)
+    spy = _Spy(monkeypatch)
+    limited = DeltaLog(
+        str(table), engine=LocalEngine(memory_limit_bytes=needed, row_state_max_bytes=row_state_max_bytes)
+    ).update()
+    assert spy.state_reads()  # loaded for real
+    plain = DeltaLog(str(table), engine=LocalEngine(plain=True, memory_limit_bytes=None)).update()
+    assert (limited.version, limited.num_files, limited.size_in_bytes, limited.num_tombstones(now_ms=0)) == (
+        plain.version,
+        plain.num_files,
+        plain.size_in_bytes,
+        plain.num_tombstones(now_ms=0),
+    )
+
+
+def test_footers_are_read_only_when_file_sizes_cannot_rule_the_limit_out(tmp_path, monkeypatch):
+    table = copy_table(CLASSIC, tmp_path)
+    spy = _Spy(monkeypatch)
+    DeltaLog(str(table), engine=LocalEngine(memory_limit_bytes=1 << 40, row_state_max_bytes=0)).update()
+    # the Arrow reader memory-maps local files (no store.open): any open here would be a footer read
+    assert not [c for c in spy.calls if c.startswith("open ")]
+
+
+@pytest.mark.parametrize("row_state_max_bytes", [0, 4 << 20], ids=["arrow", "rows"])
+def test_v2_sidecars_are_checked_before_they_are_read(tmp_path, monkeypatch, row_state_max_bytes):
+    table = copy_table(V2, tmp_path)
+    top, everything = _estimate(table, sidecars=False), _estimate(table, sidecars=True)
+    assert top < everything
+    spy = _Spy(monkeypatch)
+    engine = LocalEngine(memory_limit_bytes=(top + everything) // 2, row_state_max_bytes=row_state_max_bytes)
+    with pytest.raises(ResourceLimitError, match="Spark engine"):
+        DeltaLog(str(table), engine=engine).update()
+    sidecar_calls = [c for c in spy.calls if "_sidecars/" in c]
+    assert sidecar_calls and all(c.startswith("open ") for c in sidecar_calls)  # their footers, no data
+    fits = LocalEngine(memory_limit_bytes=everything, row_state_max_bytes=row_state_max_bytes)
+    plain = LocalEngine(plain=True, memory_limit_bytes=None)
+    assert DeltaLog(str(table), engine=fits).update().num_files == DeltaLog(str(table), engine=plain).update().num_files
+
+
+def test_row_path_hands_large_sidecars_to_the_arrow_reader(tmp_path):
+    """A small V2 checkpoint whose sidecars take the total over `row_state_max_bytes` is read as Arrow."""
+    table = copy_table(V2, tmp_path)
+    log = table / "_delta_log"
+    top = sum(p.stat().st_size for p in log.glob("*.checkpoint*.parquet"))
+    side = sum(p.stat().st_size for p in (log / "_sidecars").glob("*.parquet"))
+    between = DeltaLog(str(table), engine=LocalEngine(row_state_max_bytes=top + side // 2)).update()
+    above = DeltaLog(str(table), engine=LocalEngine(row_state_max_bytes=top + side + 1)).update()
+    assert type(between.state.files).__name__ == "FileState"
+    assert type(above.state.files).__name__ == "RowFileState"
+    assert sorted(f.path for f in between.all_files()) == sorted(f.path for f in above.all_files())
+
+
+def test_auto_engine_distributes_a_log_the_local_limit_cannot_hold(tmp_path, monkeypatch):
+    """The spark-submit job's `--engine auto`: local below the size threshold while the state fits
+    the local engine's default limit, Spark when it does not (or from the threshold up)."""
+    from airflow_delta_provider.jobs.runner import choose_engine, fits_locally
+
+    table = copy_table(CLASSIC, tmp_path)
+    log = DeltaLog(str(table))
+    segment = log.log_segment()
+    needed = _estimate(table, sidecars=False)
+    monkeypatch.setattr(local, "default_memory_limit", lambda: needed)
+    assert fits_locally(log, segment)
+    assert choose_engine("auto", segment.size_in_bytes, 1024.0, fits_locally(log, segment)) == "local"
+    monkeypatch.setattr(local, "default_memory_limit", lambda: needed - 1)
+    assert not fits_locally(log, segment)
+    assert choose_engine("auto", segment.size_in_bytes, 1024.0, fits_locally(log, segment)) == "spark"
+    assert choose_engine("local", segment.size_in_bytes, 1024.0, False) == "local"  # asked for: the load says why
+    assert choose_engine("auto", 2 << 30, 1024.0, True) == "spark"
