@@ -31,18 +31,21 @@ def _footer(path) -> bytes:
     return data[-8 - n : -8]
 
 
+def _pyarrow_sizes(path) -> tuple[int, dict[tuple[str, ...], int]]:
+    """(rows, uncompressed bytes per leaf path) as pyarrow's metadata reports them."""
+    meta = pq.ParquetFile(path).metadata
+    sizes: dict[tuple[str, ...], int] = {}
+    for g in range(meta.num_row_groups):
+        for c in range(meta.row_group(g).num_columns):
+            col = meta.row_group(g).column(c)
+            key = tuple(col.path_in_schema.split("."))
+            sizes[key] = sizes.get(key, 0) + col.total_uncompressed_size
+    return meta.num_rows, sizes
+
+
 def test_footer_sizes_match_pyarrow_on_the_corpus():
     for path in CHECKPOINTS:
-        rows, sizes = uncompressed_sizes(_footer(path))
-        meta = pq.ParquetFile(path).metadata
-        expected: dict[tuple[str, ...], int] = {}
-        for g in range(meta.num_row_groups):
-            for c in range(meta.row_group(g).num_columns):
-                col = meta.row_group(g).column(c)
-                key = tuple(col.path_in_schema.split("."))
-                expected[key] = expected.get(key, 0) + col.total_uncompressed_size
-        assert rows == meta.num_rows, path
-        assert sizes == expected, path
+        assert uncompressed_sizes(_footer(path)) == _pyarrow_sizes(path), path
 
 
 def test_damaged_footers_are_refused():
@@ -130,14 +133,7 @@ def _estimate(table, *, sidecars: bool) -> int:
         parquet += list((log / "_sidecars").glob("*.parquet"))
     decoded = 0
     for path in parquet:
-        meta = pq.ParquetFile(path).metadata
-        sizes: dict[tuple[str, ...], int] = {}
-        for g in range(meta.num_row_groups):
-            for c in range(meta.row_group(g).num_columns):
-                col = meta.row_group(g).column(c)
-                key = tuple(col.path_in_schema.split("."))
-                sizes[key] = sizes.get(key, 0) + col.total_uncompressed_size
-        decoded += mb.decoded_bytes(sizes, NON_FILE_COLUMNS)
+        decoded += mb.decoded_bytes(_pyarrow_sizes(path)[1], NON_FILE_COLUMNS)
     checkpoint_version = int(next(iter(log.glob("*.checkpoint*.parquet"))).name[:20])
     json_bytes = sum(p.stat().st_size for p in log.glob("*.json") if int(p.name[:20]) > checkpoint_version)
     return mb.estimate(decoded, json_bytes)
