@@ -1,7 +1,8 @@
 """`deltalog`: inspect a Delta table's transaction log from a shell.
 
     deltalog version PATH
-    deltalog snapshot PATH [--version N | --timestamp T] [--engine local|spark] [--master URL] [--json]
+    deltalog snapshot PATH [--version N | --timestamp T] [--engine local|spark] [--master URL]
+                      [--memory-limit-mb MB] [--json]
     deltalog files PATH [--version N | --timestamp T] [--where EXPR] [--engine ...] [--json]
     deltalog tombstones PATH [--retention-hours H] [--engine ...] [--json]
     deltalog history PATH [--limit N] [--json]
@@ -116,8 +117,14 @@ def _spark_engine(master: str, options: dict[str, Any]) -> Any:
 
 def _load(args: argparse.Namespace) -> tuple[DeltaLog, Snapshot]:
     options = storage_options_from_env(args.path, dict(args.storage_option or []))
+    limit_mb = getattr(args, "memory_limit_mb", None)
     if getattr(args, "engine", "local") == "spark":
         log = DeltaLog(args.path, storage_options=options, engine=_spark_engine(args.master, options))
+    elif limit_mb is not None:
+        from .delta.engines.local import LocalEngine
+
+        limit = int(limit_mb * 1024 * 1024) if limit_mb > 0 else None
+        log = DeltaLog(args.path, storage_options=options, engine=LocalEngine(memory_limit_bytes=limit))
     else:
         log = DeltaLog.for_table(args.path, options)
     version = getattr(args, "version", None)
@@ -294,6 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
             help="replay with pyarrow in this process (local) or distributed on Spark (spark)",
         )
         p.add_argument("--master", default="local[*]", help="Spark master URL for --engine spark (default local[*])")
+        p.add_argument(
+            "--memory-limit-mb",
+            type=float,
+            help="local engine: refuse (before reading) a state estimated over this many MiB "
+            "(default: half the memory this process may use; 0: no limit)",
+        )
         g = p.add_mutually_exclusive_group()
         g.add_argument("--version", type=int, help="time travel to this version")
         g.add_argument("--timestamp", help="time travel to the latest commit at or before (ISO-8601 or epoch ms)")

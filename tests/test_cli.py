@@ -154,3 +154,14 @@ def test_s3_options_from_standard_env(monkeypatch):
     assert opts["endpoint_url"] == "http://127.0.0.1:9000"
     assert opts["client_kwargs"] == {"region_name": "eu-west-1"} and opts["anon"] == "false"
     assert storage_options_from_env("/local/path") == {}
+
+
+def test_memory_limit_refuses_a_state_it_cannot_hold(sample):
+    """`--memory-limit-mb`: over it, one typed line naming the Spark engine; 0 lifts the limit."""
+    code, out, err = run("snapshot", sample, "--memory-limit-mb", "0.001", "--json")
+    assert code == 2 and out == ""
+    assert err.startswith("deltalog: error: ResourceLimitError:") and "Spark engine" in err and "--engine spark" in err
+    expected = json.loads(run("snapshot", sample, "--json")[1])["num_files"]
+    for limit in ("0", "64"):
+        code, out, _ = run("snapshot", sample, "--memory-limit-mb", limit, "--json")
+        assert code == 0 and json.loads(out)["num_files"] == expected
