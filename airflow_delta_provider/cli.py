@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from .delta import DeltaError, DeltaLog, Snapshot
+from .delta import DeltaError, DeltaLog, InvalidArgumentError, Snapshot
 from .delta.actions import AddFile, action_to_json
 from .delta.history import format_ms
 from .delta.results import file_dict, snapshot_dict, snapshot_summary, tombstone_report
@@ -55,6 +56,17 @@ def _kv(text: str) -> tuple[str, str]:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     key, value = text.split("=", 1)
     return key.strip(), value
+
+
+def _mebibytes(text: str) -> float:
+    """A finite, non-negative number of MiB."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or value < 0 or value * 1024 * 1024 >= 2**63:
+        raise argparse.ArgumentTypeError(f"expected a number of MiB >= 0, got {text!r}")
+    return value
 
 
 _COND_RE = re.compile(
@@ -118,6 +130,8 @@ def _spark_engine(master: str, options: dict[str, Any]) -> Any:
 def _load(args: argparse.Namespace) -> tuple[DeltaLog, Snapshot]:
     options = storage_options_from_env(args.path, dict(args.storage_option or []))
     limit_mb = getattr(args, "memory_limit_mb", None)
+    if getattr(args, "engine", "local") == "spark" and limit_mb is not None:
+        raise InvalidArgumentError("--memory-limit-mb limits the local engine; drop it with --engine spark")
     if getattr(args, "engine", "local") == "spark":
         log = DeltaLog(args.path, storage_options=options, engine=_spark_engine(args.master, options))
     elif limit_mb is not None:
@@ -303,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--master", default="local[*]", help="Spark master URL for --engine spark (default local[*])")
         p.add_argument(
             "--memory-limit-mb",
-            type=float,
+            type=_mebibytes,
             help="local engine: refuse (before reading) a state estimated over this many MiB "
             "(default: half the memory this process may use; 0: no limit)",
         )

@@ -165,3 +165,15 @@ def test_memory_limit_refuses_a_state_it_cannot_hold(sample):
     for limit in ("0", "64"):
         code, out, _ = run("snapshot", sample, "--memory-limit-mb", limit, "--json")
         assert code == 0 and json.loads(out)["num_files"] == expected
+
+
+@pytest.mark.parametrize("bad", ["inf", "nan", "-1", "lots", "1e30"])
+def test_memory_limit_must_be_a_finite_size(sample, bad, capsys):
+    with pytest.raises(SystemExit) as exc:
+        run("snapshot", sample, "--memory-limit-mb", bad)
+    assert exc.value.code == 2 and "expected a number of MiB" in capsys.readouterr().err
+
+
+def test_memory_limit_is_refused_with_the_spark_engine(sample):
+    code, _, err = run("snapshot", sample, "--engine", "spark", "--memory-limit-mb", "64")
+    assert code == 2 and "InvalidArgumentError" in err and "--engine spark" in err

@@ -128,14 +128,15 @@ def _name(path: str) -> str:
 def _estimate(table, *, sidecars: bool) -> int:
     """The estimate `memory_budget` should reach, from pyarrow's footers and the file sizes."""
     log = table / "_delta_log"
-    parquet = [p for p in log.glob("*.checkpoint*.parquet")]
+    every = [p for p in log.glob("0*.checkpoint*") if p.suffix in (".parquet", ".json")]
+    checkpoint_version = max(int(p.name[:20]) for p in every)
+    parts = [p for p in every if int(p.name[:20]) == checkpoint_version]
+    parquet = [p for p in parts if p.suffix == ".parquet"]
     if sidecars:
-        parquet += list((log / "_sidecars").glob("*.parquet"))
-    decoded = 0
-    for path in parquet:
-        decoded += mb.decoded_bytes(_pyarrow_sizes(path)[1], NON_FILE_COLUMNS)
-    checkpoint_version = int(next(iter(log.glob("*.checkpoint*.parquet"))).name[:20])
+        parquet += list((log / "_sidecars").glob("0*.parquet"))
+    decoded = sum(mb.decoded_bytes(_pyarrow_sizes(path)[1], NON_FILE_COLUMNS) for path in parquet)
     json_bytes = sum(p.stat().st_size for p in log.glob("*.json") if int(p.name[:20]) > checkpoint_version)
+    json_bytes += sum(p.stat().st_size for p in parts if p.suffix == ".json")
     return mb.estimate(decoded, json_bytes)
 
 
@@ -229,3 +230,84 @@ def test_auto_engine_distributes_a_log_the_local_limit_cannot_hold(tmp_path, mon
     assert choose_engine("auto", segment.size_in_bytes, 1024.0, fits_locally(log, segment)) == "spark"
     assert choose_engine("local", segment.size_in_bytes, 1024.0, False) == "local"  # asked for: the load says why
     assert choose_engine("auto", 2 << 30, 1024.0, True) == "spark"
+
+
+class _SparkChosen(Exception):
+    pass
+
+
+def test_auto_job_switches_to_spark_when_sidecars_do_not_fit(tmp_path, monkeypatch):
+    """The listing of a V2 table shows only its small top-level checkpoint, so `--engine auto` starts
+    locally; the sidecars, checked before they are read, do not fit, and the job turns to Spark. The
+    Spark session factory is a spy that stops the job there (the Spark run itself is
+    tests/test_spark_job.py's)."""
+    from airflow_delta_provider.jobs.runner import Job, build_parser
+
+    table = copy_table(V2, tmp_path)
+    top, everything = _estimate(table, sidecars=False), _estimate(table, sidecars=True)
+    monkeypatch.setattr(local, "default_memory_limit", lambda: (top + everything) // 2)
+    calls = []
+
+    def spark_factory(options):
+        calls.append(options)
+        raise _SparkChosen
+
+    args = ["--table", str(table), "--action", "snapshot", "--result-uri", str(tmp_path / "r.json")]
+    job = Job(build_parser().parse_args([*args, "--engine", "auto"]), spark_factory, storage_options={})
+    with pytest.raises(_SparkChosen):
+        job.run()
+    assert calls and job.engine == "spark"
+    local_job = Job(build_parser().parse_args([*args, "--engine", "local"]), spark_factory, storage_options={})
+    with pytest.raises(ResourceLimitError):  # asked for local: the limit's error, no Spark
+        local_job.run()
+    assert len(calls) == 1
+
+
+def _rewrite_sidecar_sizes(table, size: int) -> None:
+    """Set every sidecar action's sizeInBytes in the table's JSON V2 checkpoint to `size`."""
+    import json
+
+    for path in (table / "_delta_log").glob("*.checkpoint.*.json"):
+        lines = []
+        for line in path.read_text().splitlines():
+            obj = json.loads(line)
+            if "sidecar" in obj:
+                obj["sidecar"]["sizeInBytes"] = size
+            lines.append(json.dumps(obj))
+        path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("logged", [0, 1, 10**9], ids=["zero", "too-small", "too-large"])
+def test_a_wrong_logged_sidecar_size_does_not_lift_the_limit(tmp_path, logged):
+    """Footers are found from the file's end, and unknown sizes are asked of the store."""
+    table = copy_table("delta-golden/v2-checkpoint-json", tmp_path)
+    _rewrite_sidecar_sizes(table, logged)
+    top, everything = _estimate(table, sidecars=False), _estimate(table, sidecars=True)
+    assert top < everything
+    with pytest.raises(ResourceLimitError):
+        DeltaLog(str(table), engine=LocalEngine(memory_limit_bytes=(top + everything) // 2)).update()
+    fits = DeltaLog(str(table), engine=LocalEngine(memory_limit_bytes=everything)).update()
+    assert (
+        fits.num_files
+        == DeltaLog(str(table), engine=LocalEngine(plain=True, memory_limit_bytes=None)).update().num_files
+    )
+
+
+def test_row_path_hands_sidecars_of_unknown_size_to_the_arrow_reader(tmp_path):
+    table = copy_table("delta-golden/v2-checkpoint-json", tmp_path)
+    _rewrite_sidecar_sizes(table, 0)
+    log = table / "_delta_log"
+    top = sum(p.stat().st_size for p in log.glob("*.checkpoint*"))
+    side = sum(p.stat().st_size for p in (log / "_sidecars").glob("*.parquet"))
+    between = DeltaLog(str(table), engine=LocalEngine(row_state_max_bytes=top + side // 2)).update()
+    assert type(between.state.files).__name__ == "FileState"  # sizes asked of the store: too large for rows
+
+
+@pytest.mark.parametrize(
+    "footer",
+    [b"\x17\x00", b"\x1b" + b"\xff\xff\xff\x7f" + b"\x11", b"\x1c" * 5000],
+    ids=["short-double", "map-of-bools", "nested-structs"],
+)
+def test_damaged_footers_never_hang_or_leak(footer):
+    with pytest.raises(UnsupportedParquet):
+        uncompressed_sizes(footer)

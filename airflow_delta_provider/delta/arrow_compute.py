@@ -22,6 +22,8 @@ from .arrow_memory import POOL
 
 Datum = Any
 
+_TRUE = pa.Array.from_buffers(pa.bool_(), 1, [None, pa.py_buffer(b"\x01")])[0]  # `pa.scalar` imports pandas
+
 
 def _call(name: str, args: list[Datum], options: Any = None) -> Any:
     return _c.call_function(name, args, options, memory_pool=POOL)
@@ -66,6 +68,11 @@ def binary_join_element_wise(*strings: Datum) -> Any:
 
 def fill_null(values: Datum, fill_value: pa.Scalar) -> Any:
     return _call("coalesce", [values, fill_value])
+
+
+def first_true(mask: Datum) -> int:
+    """The position of the first true value of a boolean array (-1 if none)."""
+    return _call("index", [mask], _c.IndexOptions(_TRUE)).as_py()
 
 
 def search_sorted(values: Datum, needles: Datum, side: str = "left") -> Any:

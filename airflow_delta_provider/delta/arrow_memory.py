@@ -14,7 +14,8 @@ default pool alone: other code in the process keeps whatever it had. A host that
 Checkpoints are read through `pyarrow._parquet.ParquetReader`, the reader `pyarrow.parquet.ParquetFile`
 wraps: it takes a memory pool (`ParquetFile` does not), and `import pyarrow.parquet` costs 12-14 ms
 (it imports `pyarrow.fs`, which imports `ssl` and the S3 bindings) that the reader alone does not.
-If a pyarrow release changes that private class, reads go through `ParquetFile` instead.
+If a pyarrow release changes that private class, reads go through `ParquetFile` instead. Pages are
+still decompressed into buffers of pyarrow's default pool: the reader's properties offer no pool.
 """
 
 from __future__ import annotations
@@ -54,7 +55,10 @@ class ParquetSource:
         except (ImportError, TypeError, AttributeError):  # a pyarrow whose private reader differs
             import pyarrow.parquet as pq
 
-            self._file = pq.ParquetFile(source)
+            try:  # as the private reader opens files: Parquet JSON/UUID columns as plain Arrow types
+                self._file = pq.ParquetFile(source, arrow_extensions_enabled=False)
+            except TypeError:  # a pyarrow older than that option
+                self._file = pq.ParquetFile(source)
             self._reader = self._file.reader
 
     @property

@@ -87,6 +87,8 @@ class _Thrift:
             size, elem = head >> 4, head & 0x0F
             if size == 15:
                 size = self.varint()
+            if size > len(self.buf) - self.pos:  # every element takes at least a byte
+                raise UnsupportedParquet("thrift list longer than its bytes")
             if elem in (1, 2):  # booleans in collections are one byte each
                 out = [self.buf[self.pos + i] == 1 for i in range(size)]
                 self.pos += size
@@ -98,10 +100,19 @@ class _Thrift:
                 return {}
             kinds = self.buf[self.pos]
             self.pos += 1
-            return {self.value(kinds >> 4): self.value(kinds & 0x0F) for _ in range(size)}
+            if 2 * size > len(self.buf) - self.pos:  # every key and value takes at least a byte
+                raise UnsupportedParquet("thrift map longer than its bytes")
+            return {self._element(kinds >> 4): self._element(kinds & 0x0F) for _ in range(size)}
         if kind == 12:
             return self.struct()
         raise UnsupportedParquet(f"unknown thrift type {kind}")
+
+    def _element(self, kind: int) -> Any:
+        """A map key or value: booleans in collections are one byte each."""
+        if kind in (1, 2):
+            self.pos += 1
+            return self.buf[self.pos - 1] == 1
+        return self.value(kind)
 
     def struct(self) -> dict[int, Any]:
         out: dict[int, Any] = {}
@@ -436,7 +447,7 @@ def uncompressed_sizes(footer: bytes | memoryview) -> tuple[int, dict[tuple[str,
         return meta[3], sizes
     except UnsupportedParquet:
         raise
-    except (IndexError, KeyError, ValueError, TypeError, AttributeError) as exc:
+    except Exception as exc:  # IndexError, KeyError, struct.error, RecursionError, ... on a damaged footer
         raise UnsupportedParquet(f"cannot decode the footer: {type(exc).__name__}: {exc}") from None
 
 

@@ -180,8 +180,14 @@ class Job:
         self.engine = choose_engine(a.engine, segment.size_in_bytes, a.auto_threshold_mb, fits)
         if self.engine == "local":
             return probe
+        return self._spark_log(storage_options)
+
+    def _spark_log(self, storage_options: Mapping[str, Any]) -> DeltaLog:
         from ..delta.engines.spark import SparkEngine
 
+        a = self.args
+        clock = None if a.now_ms is None else (lambda: a.now_ms)
+        self.engine = "spark"
         self.spark = self.spark_factory(storage_options)
         # snapshot and tombstones report from the digest: start its checkpoint half early
         prefetch = a.action in ("snapshot", "tombstones")
@@ -213,7 +219,13 @@ class Job:
                 for v, actions in log.get_changes(start, fail_on_data_loss=a.fail_on_data_loss)
             ]
             return {"table": log.table_uri, "start_version": start, "changes": changes}
-        snap = self._snapshot(log)
+        try:
+            snap = self._snapshot(log)
+        except ResourceLimitError:
+            # `auto` chose local from the listing; a V2 checkpoint's sidecars, seen only now, do not fit
+            if a.engine != "auto" or self.engine != "local":
+                raise
+            snap = self._snapshot(self._spark_log(options))
         t0 = time.perf_counter()
         if a.action == "snapshot":
             out = snapshot_dict(snap, include_files=a.include_files)

@@ -177,11 +177,10 @@ def _file_rows(chunk: pa.StructArray) -> pa.StructArray | None:
         return None
     if count == len(chunk):
         return chunk
-    idx = pc.indices_nonzero(valid)
-    first, last = idx[0].as_py(), idx[len(idx) - 1].as_py()
-    if last - first + 1 == count:
+    first = pc.first_true(valid)
+    if valid.slice(first, count).true_count == count:  # bit counts: no index array is allocated
         return chunk.slice(first, count)
-    return pc.take(chunk, idx)
+    return pc.filter(chunk, valid)
 
 
 def _conform_batch(rows: pa.StructArray, schema: pa.Schema) -> pa.RecordBatch:

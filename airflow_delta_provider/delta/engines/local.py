@@ -17,6 +17,7 @@ anything but Parquet footers is read.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -214,11 +215,26 @@ def _is_arrow_error(exc: BaseException) -> bool:
 SidecarCheck = Callable[[list[tuple[str, int, str]]], None]
 
 
+def sidecar_sizes(store: LogStore, sidecars: list[tuple[str, int, str]]) -> list[int | None]:
+    """Each sidecar's size: as logged (`sizeInBytes`), else from the store; None if neither says.
+    A sidecar the store cannot stat is left to the read, which reports it."""
+    sizes: list[int | None] = []
+    for path, size, _ in sidecars:
+        if size <= 0:
+            try:
+                info = store.head(path)
+            except (OSError, ValueError):
+                info = None
+            size = info.size if info is not None and info.size > 0 else 0
+        sizes.append(size or None)
+    return sizes
+
+
 class MemoryBudget:
     """One load's check against the local engine's memory limit (`memory_budget`): the segment's
     commits and checkpoint parts first, then a V2 checkpoint's sidecars as they are found. Footers
-    are read only when file sizes cannot rule the limit out; a footer that cannot be read leaves the
-    check to the read itself, which then reports the file."""
+    are read unless file sizes rule the limit out by far; a footer that cannot be read is left out
+    of the estimate (the read itself then reports the file)."""
 
     def __init__(self, limit: int, table: str, version: int, store: LogStore, non_file: Sequence[str]) -> None:
         self.limit = limit
@@ -227,41 +243,39 @@ class MemoryBudget:
         self.store = store
         self.non_file = non_file
         self.json_bytes = 0
-        self.parquet: dict[str, int] = {}  # path -> file size
+        self.parquet: dict[str, int | None] = {}  # path -> file size (None: unknown)
         self.decoded: dict[str, int] = {}  # path -> decoded column bytes, once its footer was read
 
-    def add(self, parquet: Sequence[tuple[str, int]], json_bytes: int = 0, *, file: str | None = None) -> None:
+    def add(self, parquet: Sequence[tuple[str, int | None]], json_bytes: int = 0, *, file: str | None = None) -> None:
         """Count more files; raises `ResourceLimitError` when the load would exceed the limit."""
         self.json_bytes += json_bytes
         for path, size in parquet:
             self.parquet[path] = size
-        if upper_bound(sum(self.parquet.values()), self.json_bytes) <= self.limit:
+        sizes = list(self.parquet.values())
+        if None not in sizes and upper_bound(sum(s or 0 for s in sizes), self.json_bytes) <= self.limit:
             return
-        for path, size in self.parquet.items():
+        for path in self.parquet:
             if path not in self.decoded:
-                got = self._footer_bytes(path, size)
-                if got is None:
-                    return
-                self.decoded[path] = got
+                got = self._footer_bytes(path)
+                if got is not None:
+                    self.decoded[path] = got
         needed = estimate(sum(self.decoded.values()), self.json_bytes)
         if needed > self.limit:
             raise over_limit(self.table, self.version, needed, self.limit, file=file)
 
     def sidecars(self, sidecars: list[tuple[str, int, str]]) -> None:
-        sized = []
-        for path, size, _ in sidecars:
-            if size <= 0:
-                info = self.store.head(path)
-                size = info.size if info is not None else 0
-            sized.append((path, size))
+        sized = list(zip([path for path, _, _ in sidecars], sidecar_sizes(self.store, sidecars), strict=True))
         self.add(sized, file=sidecars[0][2] if len(sidecars) == 1 else None)
 
-    def _footer_bytes(self, path: str, size: int) -> int | None:
+    def _footer_bytes(self, path: str) -> int | None:
+        """Decoded column bytes from the file's footer (read from its end: a wrong logged size
+        does not matter); None when the footer cannot be read."""
         try:
             with self.store.open(path) as fh:
-                fh.seek(size - 8)
+                end = fh.seek(0, os.SEEK_END)
+                fh.seek(end - 8)
                 length = footer_length(fh.read(8))
-                fh.seek(size - 8 - length)
+                fh.seek(end - 8 - length)
                 _, sizes = uncompressed_sizes(fh.read(length))
         except (OSError, ValueError, UnsupportedParquet):
             return None

@@ -44,6 +44,7 @@ from .local import (
     parse_commit_bytes,
     sidecar_path,
     sidecar_read_errors,
+    sidecar_sizes,
 )
 
 _STR, _INT, _BOOL = (6,), (1, 2), (0,)  # accepted Parquet physical types (INT32 widens to int)
@@ -144,8 +145,11 @@ def read_checkpoint_rows(
         (sidecar_path(store, log_dir, a.path), a.size_in_bytes, a.path) for a in actions if isinstance(a, Sidecar)
     ]
     if sidecars and max_bytes is not None:
-        if sum(f.file.size for f in checkpoint.files) + sum(size for _, size, _ in sidecars) >= max_bytes:
-            raise CheckpointTooLarge(f"{len(sidecars)} sidecars of {sum(s for _, s, _ in sidecars)} bytes")
+        sizes = sidecar_sizes(store, sidecars)
+        if None in sizes:  # of unknown size: the Arrow reader reads it (and reports it if unreadable)
+            raise CheckpointTooLarge("a sidecar of unknown size")
+        if sum(f.file.size for f in checkpoint.files) + sum(s or 0 for s in sizes) >= max_bytes:
+            raise CheckpointTooLarge(f"{len(sidecars)} sidecars of {sum(s or 0 for s in sizes)} bytes")
     if sidecars and check_sidecars is not None:
         check_sidecars(sidecars)
     for path, _, name in sidecars:
