@@ -130,9 +130,10 @@ def _spark_engine(master: str, options: dict[str, Any]) -> Any:
 def _load(args: argparse.Namespace) -> tuple[DeltaLog, Snapshot]:
     options = storage_options_from_env(args.path, dict(args.storage_option or []))
     limit_mb = getattr(args, "memory_limit_mb", None)
-    if getattr(args, "engine", "local") == "spark" and limit_mb is not None:
+    spark = getattr(args, "engine", "local") == "spark"
+    if spark and limit_mb is not None:
         raise InvalidArgumentError("--memory-limit-mb limits the local engine; drop it with --engine spark")
-    if getattr(args, "engine", "local") == "spark":
+    if spark:
         log = DeltaLog(args.path, storage_options=options, engine=_spark_engine(args.master, options))
     elif limit_mb is not None:
         from .delta.engines.local import LocalEngine

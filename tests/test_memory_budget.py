@@ -213,27 +213,41 @@ def test_row_path_hands_large_sidecars_to_the_arrow_reader(tmp_path):
     assert sorted(f.path for f in between.all_files()) == sorted(f.path for f in above.all_files())
 
 
-def test_auto_engine_distributes_a_log_the_local_limit_cannot_hold(tmp_path, monkeypatch):
-    """The spark-submit job's `--engine auto`: local below the size threshold while the state fits
-    the local engine's default limit, Spark when it does not (or from the threshold up)."""
-    from airflow_delta_provider.jobs.runner import choose_engine, fits_locally
-
-    table = copy_table(CLASSIC, tmp_path)
-    log = DeltaLog(str(table))
-    segment = log.log_segment()
-    needed = _estimate(table, sidecars=False)
-    monkeypatch.setattr(local, "default_memory_limit", lambda: needed)
-    assert fits_locally(log, segment)
-    assert choose_engine("auto", segment.size_in_bytes, 1024.0, fits_locally(log, segment)) == "local"
-    monkeypatch.setattr(local, "default_memory_limit", lambda: needed - 1)
-    assert not fits_locally(log, segment)
-    assert choose_engine("auto", segment.size_in_bytes, 1024.0, fits_locally(log, segment)) == "spark"
-    assert choose_engine("local", segment.size_in_bytes, 1024.0, False) == "local"  # asked for: the load says why
-    assert choose_engine("auto", 2 << 30, 1024.0, True) == "spark"
-
-
 class _SparkChosen(Exception):
     pass
+
+
+def test_auto_engine_distributes_a_log_the_local_limit_cannot_hold(tmp_path, monkeypatch):
+    """The spark-submit job's `--engine auto`: local below the size threshold while the state fits
+    the local engine's default limit, Spark when it does not (or from the threshold up). The Spark
+    session factory is a spy that stops the job there (the Spark run itself is tests/test_spark_job.py's)."""
+    from airflow_delta_provider.jobs.runner import Job, build_parser, choose_engine
+
+    table = copy_table(CLASSIC, tmp_path)
+    needed = _estimate(table, sidecars=False)
+    calls = []
+
+    def spark_factory(options):
+        calls.append(options)
+        raise _SparkChosen
+
+    def job(engine: str) -> Job:
+        argv = ["--table", str(table), "--action", "snapshot", "--result-uri", str(tmp_path / "r.json")]
+        return Job(build_parser().parse_args([*argv, "--engine", engine]), spark_factory, storage_options={})
+
+    monkeypatch.setattr(local, "default_memory_limit", lambda: needed)
+    fits = job("auto")
+    assert fits.run()["num_files"] == DeltaLog(str(table)).update().num_files
+    assert fits.engine == "local" and not calls
+    monkeypatch.setattr(local, "default_memory_limit", lambda: needed - 1)
+    over = job("auto")
+    with pytest.raises(_SparkChosen):
+        over.run()
+    assert over.engine == "spark" and len(calls) == 1
+    with pytest.raises(ResourceLimitError):  # asked for local: the limit's error, no Spark
+        job("local").run()
+    assert len(calls) == 1
+    assert choose_engine("auto", 2 << 30, 1024.0) == "spark"
 
 
 def test_auto_job_switches_to_spark_when_sidecars_do_not_fit(tmp_path, monkeypatch):

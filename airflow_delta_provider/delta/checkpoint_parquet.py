@@ -464,10 +464,9 @@ def read_columns(data: bytes | memoryview, fields: Iterable[tuple[str, ...]]) ->
 
 
 def _read_columns(data: memoryview, fields: list[tuple[str, ...]]) -> ParquetColumns:
-    if len(data) < 12 or data[:4] != MAGIC or data[-4:] != MAGIC:
+    if len(data) < 12 or data[:4] != MAGIC:
         raise UnsupportedParquet("not a Parquet file")
-    footer_len = int.from_bytes(data[-8:-4], "little")
-    start = len(data) - 8 - footer_len
+    start = len(data) - 8 - footer_length(bytes(data[-8:]))
     if start < 4:
         raise UnsupportedParquet("footer length out of range")
     meta = _Thrift(data, start).struct()

@@ -30,9 +30,7 @@ from ..checks import evaluate_checks, failed_checks_message, small_file_bytes, v
 from ..cli import files_where, storage_options_from_env
 from ..delta.actions import action_to_json
 from ..delta.delta_log import DeltaLog
-from ..delta.engines.local import LocalEngine
 from ..delta.errors import DeltaError, InvalidArgumentError, ResourceLimitError
-from ..delta.log_segment import LogSegment
 from ..delta.results import file_dict, snapshot_dict, tombstone_report
 from ..delta.storage import is_local, local_path
 from ..reports import tombstone_html, tombstone_markdown
@@ -95,21 +93,12 @@ def job_storage_options(table: str, environ: Mapping[str, str] | None = None) ->
     return storage_options_from_env(table, explicit)
 
 
-def choose_engine(requested: str, log_bytes: int, threshold_mb: float, fits_locally: bool = True) -> str:
-    """The engine `--engine auto` picks for a log segment of `log_bytes`: Spark from `threshold_mb`
-    of log, or below it when the local engine's memory limit would not hold the state."""
+def choose_engine(requested: str, log_bytes: int, threshold_mb: float) -> str:
+    """The engine `--engine auto` picks for a log segment of `log_bytes` (and the local engine's
+    memory limit can still turn it to Spark: `Job.run`)."""
     if requested != "auto":
         return requested
-    return "spark" if log_bytes >= threshold_mb * 1024 * 1024 or not fits_locally else "local"
-
-
-def fits_locally(log: DeltaLog, segment: LogSegment) -> bool:
-    """Whether the local engine's memory limit holds `segment`'s state (at most a footer read or two)."""
-    try:
-        LocalEngine().memory_budget(log.table_uri, log.store, segment)
-    except ResourceLimitError:
-        return False
-    return True
+    return "spark" if log_bytes >= threshold_mb * 1024 * 1024 else "local"
 
 
 def default_spark_session(storage_options: Mapping[str, Any]) -> SparkSession:
@@ -175,9 +164,7 @@ class Job:
         t0 = time.perf_counter()
         segment = probe.log_segment(a.version)
         self.timings["listing_s"] = round(time.perf_counter() - t0, 4)
-        below = segment.size_in_bytes < a.auto_threshold_mb * 1024 * 1024
-        fits = fits_locally(probe, segment) if a.engine == "auto" and below else True
-        self.engine = choose_engine(a.engine, segment.size_in_bytes, a.auto_threshold_mb, fits)
+        self.engine = choose_engine(a.engine, segment.size_in_bytes, a.auto_threshold_mb)
         if self.engine == "local":
             return probe
         return self._spark_log(storage_options)
@@ -222,7 +209,8 @@ class Job:
         try:
             snap = self._snapshot(log)
         except ResourceLimitError:
-            # `auto` chose local from the listing; a V2 checkpoint's sidecars, seen only now, do not fit
+            # `auto` chose local from the log's size, but its state would not fit the local engine's
+            # memory limit (checked before any state is read, V2 sidecars included): distribute it
             if a.engine != "auto" or self.engine != "local":
                 raise
             snap = self._snapshot(self._spark_log(options))

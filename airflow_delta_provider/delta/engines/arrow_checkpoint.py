@@ -46,8 +46,8 @@ from .local import (
     NON_FILE_COLUMNS,
     SidecarCheck,
     checkpoint_read_errors,
+    checkpoint_sidecars,
     parse_commit_bytes,
-    sidecar_path,
     sidecar_read_errors,
 )
 
@@ -247,9 +247,7 @@ def read_checkpoint(
                 adds.append(_file_actions(data, "add", ADD_SCHEMA))
                 removes.append(_file_actions(data, "remove", REMOVE_SCHEMA))
                 parquet_paths.append(part.file.path)
-    sidecars = [
-        (sidecar_path(store, log_dir, a.path), a.size_in_bytes, a.path) for a in actions if isinstance(a, Sidecar)
-    ]
+    sidecars = checkpoint_sidecars(store, log_dir, actions)
     if sidecars and check_sidecars is not None:
         check_sidecars(sidecars)
     for path, _, name in sidecars:

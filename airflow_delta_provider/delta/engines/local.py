@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from ..actions import INVALID_ACTION_ERRORS, Action, CommitInfo, Protocol, action_from_json
+from ..actions import INVALID_ACTION_ERRORS, Action, CommitInfo, Protocol, Sidecar, action_from_json
 from ..checkpoint_parquet import UnsupportedParquet, footer_length, uncompressed_sizes
 from ..errors import DeltaError, MalformedCheckpointError, MalformedCommitError, StorageError
 from ..file_rows import CheckpointTooLarge, DuplicateFileKey, RowFileState
@@ -211,23 +211,29 @@ def _is_arrow_error(exc: BaseException) -> bool:
     return any(c.__name__ == "ArrowException" and c.__module__.startswith("pyarrow") for c in type(exc).__mro__)
 
 
-#: A V2 checkpoint's sidecars, as (path to read, size in bytes, name in the log), before they are read.
-SidecarCheck = Callable[[list[tuple[str, int, str]]], None]
+#: A V2 checkpoint's sidecar to read: (path, size in bytes or None when unknown, name in the log).
+SidecarRef = tuple[str, int | None, str]
+#: Called with a V2 checkpoint's sidecars before they are read (the memory limit's check).
+SidecarCheck = Callable[[list[SidecarRef]], None]
 
 
-def sidecar_sizes(store: LogStore, sidecars: list[tuple[str, int, str]]) -> list[int | None]:
-    """Each sidecar's size: as logged (`sizeInBytes`), else from the store; None if neither says.
-    A sidecar the store cannot stat is left to the read, which reports it."""
-    sizes: list[int | None] = []
-    for path, size, _ in sidecars:
+def checkpoint_sidecars(store: LogStore, log_dir: str, actions: Sequence[Action]) -> list[SidecarRef]:
+    """The sidecars a V2 checkpoint's actions name, with their sizes: as logged (`sizeInBytes`), else
+    from the store, else None. A sidecar the store cannot stat is left to the read, which reports it."""
+    out: list[SidecarRef] = []
+    for action in actions:
+        if not isinstance(action, Sidecar):
+            continue
+        path = sidecar_path(store, log_dir, action.path)
+        size: int | None = action.size_in_bytes
         if size <= 0:
             try:
                 info = store.head(path)
             except (OSError, ValueError):
                 info = None
-            size = info.size if info is not None and info.size > 0 else 0
-        sizes.append(size or None)
-    return sizes
+            size = info.size if info is not None and info.size > 0 else None
+        out.append((path, size, action.path))
+    return out
 
 
 class MemoryBudget:
@@ -263,9 +269,8 @@ class MemoryBudget:
         if needed > self.limit:
             raise over_limit(self.table, self.version, needed, self.limit, file=file)
 
-    def sidecars(self, sidecars: list[tuple[str, int, str]]) -> None:
-        sized = list(zip([path for path, _, _ in sidecars], sidecar_sizes(self.store, sidecars), strict=True))
-        self.add(sized, file=sidecars[0][2] if len(sidecars) == 1 else None)
+    def sidecars(self, sidecars: list[SidecarRef]) -> None:
+        self.add([(path, size) for path, size, _ in sidecars], file=sidecars[0][2] if len(sidecars) == 1 else None)
 
     def _footer_bytes(self, path: str) -> int | None:
         """Decoded column bytes from the file's footer (read from its end: a wrong logged size

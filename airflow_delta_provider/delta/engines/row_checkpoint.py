@@ -41,10 +41,9 @@ from .local import (
     NON_FILE_COLUMNS,
     SidecarCheck,
     checkpoint_read_errors,
+    checkpoint_sidecars,
     parse_commit_bytes,
-    sidecar_path,
     sidecar_read_errors,
-    sidecar_sizes,
 )
 
 _STR, _INT, _BOOL = (6,), (1, 2), (0,)  # accepted Parquet physical types (INT32 widens to int)
@@ -141,11 +140,9 @@ def read_checkpoint_rows(
                         actions.append(action)
             elif _parquet_actions(data, actions, adds, removes, non_file=True):
                 with_stats[part.file.path] = data
-    sidecars = [
-        (sidecar_path(store, log_dir, a.path), a.size_in_bytes, a.path) for a in actions if isinstance(a, Sidecar)
-    ]
+    sidecars = checkpoint_sidecars(store, log_dir, actions)
     if sidecars and max_bytes is not None:
-        sizes = sidecar_sizes(store, sidecars)
+        sizes = [size for _, size, _ in sidecars]
         if None in sizes:  # of unknown size: the Arrow reader reads it (and reports it if unreadable)
             raise CheckpointTooLarge("a sidecar of unknown size")
         if sum(f.file.size for f in checkpoint.files) + sum(s or 0 for s in sizes) >= max_bytes:
