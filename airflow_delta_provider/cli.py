@@ -18,37 +18,16 @@ import argparse
 import json
 import math
 import os
-import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-from .delta import DeltaError, DeltaLog, InvalidArgumentError, Snapshot
-from .delta.actions import AddFile, action_to_json
-from .delta.history import format_ms
-from .delta.results import file_dict, snapshot_dict, snapshot_summary, tombstone_report
-from .delta.storage import s3fs_options
-from .reports import human_bytes
+from .commands.command import Request, run, storage_options_from_env
+from .commands.reports import human_bytes
+from .delta.errors import DeltaError, InvalidArgumentError
+from .delta.protocol.history import format_ms
 
 EXIT_ERROR = 2
-
-
-_S3_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL")
-
-
-def storage_options_from_env(uri: str, explicit: dict[str, str] | None = None) -> dict[str, Any]:
-    """Storage options for `uri`: the store's standard environment variables, then explicit ones.
-
-    For S3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (or
-    AWS_DEFAULT_REGION), AWS_ENDPOINT_URL, translated to s3fs options by `storage.s3fs_options`.
-    """
-    if not uri.startswith(("s3://", "s3a://")):
-        return dict(explicit or {})
-    env = {name: os.environ[name] for name in _S3_ENV if os.environ.get(name)}
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    if region:
-        env["AWS_REGION"] = region
-    return s3fs_options({**env, **(explicit or {})})
 
 
 def _kv(text: str) -> tuple[str, str]:
@@ -69,86 +48,47 @@ def _mebibytes(text: str) -> float:
     return value
 
 
-_COND_RE = re.compile(
-    r"^\s*(?P<col>[A-Za-z_][\w.]*|`[^`]+`)\s*"
-    r"(?:(?P<null>is\s+not\s+null|is\s+null)|(?P<op>>=|<=|!=|<>|==|=|<|>|not\s+in|in)\s*(?P<val>.+?))\s*$",
-    re.IGNORECASE,
-)
+def _spark_factory(master: str) -> Any:
+    """Builds an in-process SparkSession at `master` for `--engine spark`."""
+
+    def factory(options: Mapping[str, Any]) -> Any:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        from pyspark.sql import SparkSession
+
+        from .delta.engines.spark import SPARK_CONF, hadoop_s3a_conf
+
+        builder = SparkSession.builder.master(master).appName("deltalog")
+        for key, value in {**SPARK_CONF, **hadoop_s3a_conf(options), "spark.ui.enabled": "false"}.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
+        return spark
+
+    return factory
 
 
-def _value(text: str) -> Any:
-    t = text.strip()
-    if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"":
-        return t[1:-1]
-    if re.fullmatch(r"-?\d+", t):
-        return int(t)
-    if re.fullmatch(r"-?\d+\.\d*(e-?\d+)?", t, re.IGNORECASE):
-        return float(t)
-    if t.lower() in ("true", "false"):
-        return t.lower() == "true"
-    return t
-
-
-def parse_where(expr: str) -> list[tuple[str, str, Any]]:
-    """`a = 1 AND b IN ('x', 'y') AND c IS NULL` as filter tuples (AND only)."""
-    out: list[tuple[str, str, Any]] = []
-    for part in re.split(r"\s+and\s+", expr.strip(), flags=re.IGNORECASE):
-        m = _COND_RE.match(part)
-        if not m:
-            raise ValueError(f"cannot parse condition {part!r} (use: col OP value [AND ...])")
-        col = m["col"].strip("`")
-        if m["null"]:
-            out.append((col, " ".join(m["null"].lower().split()), None))
-            continue
-        op = " ".join(m["op"].lower().split())
-        op = "!=" if op == "<>" else op
-        val = m["val"].strip()
-        if op in ("in", "not in"):
-            if not (val.startswith("(") and val.endswith(")")):
-                raise ValueError(f"{op.upper()} needs a parenthesised list, got {val!r}")
-            out.append((col, op, [_value(v) for v in val[1:-1].split(",") if v.strip()]))
-        else:
-            out.append((col, op, _value(val)))
-    return out
-
-
-def _spark_engine(master: str, options: dict[str, Any]) -> Any:
-    """A SparkEngine on an in-process SparkSession at `master` (`--engine spark`)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    from .delta.engines.spark import SPARK_CONF, SparkEngine, hadoop_s3a_conf
-
-    builder = SparkSession.builder.master(master).appName("deltalog")
-    for key, value in {**SPARK_CONF, **hadoop_s3a_conf(options), "spark.ui.enabled": "false"}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return SparkEngine(spark)
-
-
-def _load(args: argparse.Namespace) -> tuple[DeltaLog, Snapshot]:
+def _run(args: argparse.Namespace, action: str, **fields: Any) -> dict[str, Any]:
+    """Run `action` through the command layer; the body with the engine that ran it."""
     options = storage_options_from_env(args.path, dict(args.storage_option or []))
     limit_mb = getattr(args, "memory_limit_mb", None)
-    spark = getattr(args, "engine", "local") == "spark"
-    if spark and limit_mb is not None:
+    engine = getattr(args, "engine", "local")
+    if engine == "spark" and limit_mb is not None:
         raise InvalidArgumentError("--memory-limit-mb limits the local engine; drop it with --engine spark")
-    if spark:
-        log = DeltaLog(args.path, storage_options=options, engine=_spark_engine(args.master, options))
-    elif limit_mb is not None:
-        from .delta.engines.local import LocalEngine
-
+    limit: int | str | None = "auto"
+    if limit_mb is not None:
         limit = int(limit_mb * 1024 * 1024) if limit_mb > 0 else None
-        log = DeltaLog(args.path, storage_options=options, engine=LocalEngine(memory_limit_bytes=limit))
-    else:
-        log = DeltaLog.for_table(args.path, options)
-    version = getattr(args, "version", None)
-    timestamp = getattr(args, "timestamp", None)
-    if version is not None:
-        return log, log.snapshot_at(version=version)
-    if timestamp is not None:
-        return log, log.snapshot_at(timestamp=timestamp, can_return_last_commit=True)
-    return log, log.update()
+    request = Request(
+        table=args.path,
+        action=action,
+        version=getattr(args, "version", None),
+        timestamp=getattr(args, "timestamp", None),
+        engine=engine,
+        storage_options=options,
+        memory_limit_bytes=limit,
+        **fields,
+    )
+    outcome = run(request, _spark_factory(args.master) if engine == "spark" else None)
+    return {**outcome.body, "engine": outcome.engine}
 
 
 def _print_json(obj: Any, out: TextIO) -> None:
@@ -164,20 +104,18 @@ def _table(rows: list[list[str]], headers: list[str], out: TextIO) -> None:
 
 
 def cmd_version(args: argparse.Namespace, out: TextIO) -> None:
-    options = storage_options_from_env(args.path, dict(args.storage_option or []))
-    version = DeltaLog.for_table(args.path, options).latest_version()
+    body = _run(args, "version")
     if args.json:
-        _print_json({"version": version}, out)
+        _print_json({"version": body["version"]}, out)
     else:
-        out.write(f"{version}\n")
+        out.write(f"{body['version']}\n")
 
 
 def cmd_snapshot(args: argparse.Namespace, out: TextIO) -> None:
-    _, snap = _load(args)
+    s = _run(args, "snapshot", include_files=args.json)
     if args.json:
-        _print_json({**snapshot_dict(snap), "engine": snap.engine_name}, out)
+        _print_json(s, out)
         return
-    s = snapshot_summary(snap)
     p = s["protocol"]
     proto = f"reader {p['min_reader_version']}, writer {p['min_writer_version']}"
     features = sorted(set(p["reader_features"] or []) | set(p["writer_features"] or []))
@@ -202,43 +140,30 @@ def cmd_snapshot(args: argparse.Namespace, out: TextIO) -> None:
         out.write(f"{k.ljust(width)}  {v}\n")
 
 
-def files_where(snap: Snapshot, where: str | None) -> list[AddFile]:
-    """Active files matching a `--where` expression (partition pruning + stats skipping), by path."""
-    pfilters: list[tuple[str, str, Any]] = []
-    dfilters: list[tuple[str, str, Any]] = []
-    if where:
-        parts = {c.lower() for c in snap.partition_columns}
-        for f in parse_where(where):
-            (pfilters if f[0].lower() in parts else dfilters).append(f)
-    return sorted(snap.files(partition_filters=pfilters, data_filters=dfilters), key=lambda a: a.path)
-
-
 def cmd_files(args: argparse.Namespace, out: TextIO) -> None:
-    _, snap = _load(args)
-    files = files_where(snap, args.where)
+    body = _run(args, "files", where=args.where)
     if args.json:
-        listed = [file_dict(a) for a in files]
-        _print_json({"table": snap.table, "version": snap.version, "files": listed, "engine": snap.engine_name}, out)
+        _print_json({k: body[k] for k in ("table", "version", "files", "engine")}, out)
         return
+    files = body["files"]
     rows = [
         [
-            a.path,
-            str(a.size),
-            ",".join(f"{k}={v}" for k, v in a.partition_values.items()) or "-",
-            format_ms(a.modification_time),
-            "yes" if a.deletion_vector else "-",
+            a["path"],
+            str(a["size"]),
+            ",".join(f"{k}={v}" for k, v in a["partition_values"].items()) or "-",
+            format_ms(a["modification_time"]),
+            "yes" if a["deletion_vector"] else "-",
         ]
         for a in files
     ]
     _table(rows, ["path", "size", "partition", "modified", "dv"], out)
-    out.write(f"{len(files)} of {snap.num_files} files at version {snap.version}\n")
+    out.write(f"{len(files)} of {body['num_files']} files at version {body['version']}\n")
 
 
 def cmd_tombstones(args: argparse.Namespace, out: TextIO) -> None:
-    _, snap = _load(args)
-    report = tombstone_report(snap, args.retention_hours)
+    report = _run(args, "tombstones", retention_hours=args.retention_hours, include_files=True)
     if args.json:
-        _print_json({**report, "engine": snap.engine_name}, out)
+        _print_json(report, out)
         return
     r = report["retention"]
     out.write(
@@ -261,8 +186,7 @@ def cmd_tombstones(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def cmd_history(args: argparse.Namespace, out: TextIO) -> None:
-    options = storage_options_from_env(args.path, dict(args.storage_option or []))
-    entries = DeltaLog.for_table(args.path, options).history(args.limit)
+    entries = _run(args, "history", limit=args.limit)["history"]
     if args.json:
         _print_json(entries, out)
         return
@@ -274,12 +198,8 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def cmd_changes(args: argparse.Namespace, out: TextIO) -> None:
-    options = storage_options_from_env(args.path, dict(args.storage_option or []))
-    log = DeltaLog.for_table(args.path, options)
-    changes = [
-        {"version": v, "actions": [action_to_json(a) for a in actions]}
-        for v, actions in log.get_changes(args.start, fail_on_data_loss=args.fail_on_data_loss)
-    ]
+    args.version = args.start
+    changes = _run(args, "changes", fail_on_data_loss=args.fail_on_data_loss)["changes"]
     if args.json:
         _print_json(changes, out)
         return

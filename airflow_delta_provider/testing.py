@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
-from airflow_delta_provider.delta.actions import DeletionVectorDescriptor, file_key
+from airflow_delta_provider.delta.protocol.actions import DeletionVectorDescriptor, file_key
 
 __all__ = ["ENGINE_INFO", "DeltaLogBuilder", "FileSpec", "partition_path"]
 

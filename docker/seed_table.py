@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from airflow_delta_provider.cli import storage_options_from_env
+from airflow_delta_provider.commands.command import storage_options_from_env
 from airflow_delta_provider.delta import DeltaLog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # sample_table.py sits beside this file in the image

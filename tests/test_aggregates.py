@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from airflow_delta_provider.delta.aggregates import (
+from airflow_delta_provider.delta.read.aggregates import (
     FileDigest,
     FileSummary,
     digest_file_rows,

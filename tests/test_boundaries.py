@@ -10,7 +10,7 @@ import pytest
 
 @pytest.mark.parametrize(
     "module",
-    ["airflow_delta_provider.delta", "airflow_delta_provider.cli", "airflow_delta_provider.delta.results"],
+    ["airflow_delta_provider.delta", "airflow_delta_provider.cli", "airflow_delta_provider.commands.results"],
 )
 def test_library_imports_no_airflow_or_pyspark(module):
     code = (

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import CORPUS
 
-from airflow_delta_provider.cli import main, parse_where, storage_options_from_env
+from airflow_delta_provider.cli import main
+from airflow_delta_provider.commands.command import storage_options_from_env
+from airflow_delta_provider.commands.where import parse_where
 
 DEMO_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "sample_table.py"
 

@@ -1,8 +1,7 @@
-"""Both fast paths give exactly the snapshots of plain replay, on the whole corpus.
+"""The columnar path gives exactly the snapshots of plain replay, on the whole corpus.
 
-Plain replay = every action (checkpoint rows included) through `InMemoryLogReplay`. The fast paths:
-the row path (small checkpoints decoded without pyarrow, held as actions) and the columnar path
-(pyarrow, Arrow tables), the latter with eager and lazy stats, threaded and sequential. Also checks that
+Plain replay = every action (checkpoint rows included) through `InMemoryLogReplay`. The columnar
+path (pyarrow, Arrow tables) runs with eager and lazy stats, threaded and sequential. Also checks that
 `latest_version()` (the sensor's probe) and incremental `update()` agree with full loads.
 """
 
@@ -15,7 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import CORPUS
 
-from airflow_delta_provider.delta import DeltaError, DeltaLog, file_state
+from airflow_delta_provider.delta import DeltaError, DeltaLog
+from airflow_delta_provider.delta.read import file_state
 from airflow_delta_provider.delta.engines.local import LocalEngine
 
 ORACLE = json.loads((CORPUS / "ORACLE-deltalake-1.6.6.json").read_text())["tables"] if CORPUS.exists() else {}
@@ -60,10 +60,8 @@ def _fingerprint(snap):
     }
 
 
-def _load(root: str, plain: bool, lazy_stats_bytes: int = 1 << 40, threaded: bool = True, rows: bool = False):
-    engine = LocalEngine(
-        plain=plain, lazy_stats_bytes=lazy_stats_bytes, threaded=threaded, row_state_max_bytes=(1 << 40) * rows
-    )
+def _load(root: str, plain: bool, lazy_stats_bytes: int = 1 << 40, threaded: bool = True):
+    engine = LocalEngine(plain=plain, lazy_stats_bytes=lazy_stats_bytes, threaded=threaded)
     log = DeltaLog(str(CORPUS / root), engine=engine)
     try:
         return _fingerprint(log.update())
@@ -73,40 +71,15 @@ def _load(root: str, plain: bool, lazy_stats_bytes: int = 1 << 40, threaded: boo
 
 @pytest.mark.skipif(not ROOTS, reason="reference corpus not found")
 @pytest.mark.parametrize(
-    ("rows", "lazy_stats", "threaded"),
-    [(True, False, True), (False, False, True), (False, True, True), (False, False, False)],
-    ids=["rows", "arrow-eager-stats", "arrow-lazy-stats", "arrow-sequential"],
+    ("lazy_stats", "threaded"),
+    [(False, True), (True, True), (False, False)],
+    ids=["arrow-eager-stats", "arrow-lazy-stats", "arrow-sequential"],
 )
 @pytest.mark.parametrize("root", ROOTS)
-def test_fast_path_equals_plain_replay(root, rows, lazy_stats, threaded):
+def test_fast_path_equals_plain_replay(root, lazy_stats, threaded):
     """Same snapshot (or the same error type) as plain replay; the threaded checkpoint read included."""
-    fast = _load(root, False, 0 if lazy_stats else 1 << 40, threaded, rows)
+    fast = _load(root, False, 0 if lazy_stats else 1 << 40, threaded)
     assert fast == _load(root, True)
-
-
-#: Corpus tables whose checkpoint the row path hands to pyarrow, and why.
-ROW_PATH_FALLBACKS = {
-    root: "struct-only stats (`stats_parsed` without `stats`): rendering them as JSON needs typed Parquet values"
-    for root in (
-        "delta-rs/delta-1.2.1-only-struct-stats",
-        "delta-rs/delta-checkpoint-stats-optional",
-        "delta-spark/transaction_log_schema_evolvability",
-    )
-}
-
-
-@pytest.mark.skipif(not ROOTS, reason="reference corpus not found")
-@pytest.mark.parametrize("root", ROOTS)
-def test_row_path_reads_the_corpus_without_pyarrow(root):
-    """Every loadable corpus table loads on the row path itself (no silent fallback to pyarrow),
-    except the listed ones."""
-    log = DeltaLog(str(CORPUS / root), engine=LocalEngine(row_state_max_bytes=1 << 40))
-    try:
-        snap = log.update()
-    except DeltaError:
-        pytest.skip("not a loadable table")
-    kind = type(snap.state.files).__name__
-    assert kind == ("FileState" if root in ROW_PATH_FALLBACKS else "RowFileState")
 
 
 #: `latest_version()` probes commit names forward from `_last_checkpoint`, relying on the protocol's
@@ -159,7 +132,7 @@ def test_lazy_stats_after_checkpoint_cleanup_is_a_clear_error(tmp_path):
 
     table = tmp_path / "t"
     shutil.copytree(CORPUS / "delta-golden" / "checkpoint", table)
-    snap = DeltaLog(str(table), engine=LocalEngine(lazy_stats_bytes=0, row_state_max_bytes=0)).update()
+    snap = DeltaLog(str(table), engine=LocalEngine(lazy_stats_bytes=0)).update()
     assert snap.num_files == 1  # file set known without stats
     (table / "_delta_log" / "00000000000000000010.checkpoint.parquet").unlink()
     with pytest.raises(StorageError, match="load the snapshot again"):

@@ -11,8 +11,8 @@ from airflow_delta_provider.delta.errors import (
     TruncatedLogError,
     VersionNotFoundError,
 )
-from airflow_delta_provider.delta.filenames import FileInfo, LogFileKind, parse_log_path
-from airflow_delta_provider.delta.log_segment import (
+from airflow_delta_provider.delta.protocol.filenames import FileInfo, LogFileKind, parse_log_path
+from airflow_delta_provider.delta.protocol.log_segment import (
     build_log_segment,
     earliest_recreatable_version,
     latest_version_in,

@@ -11,11 +11,13 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import CORPUS, copy_table
 
+from airflow_delta_provider.commands.command import Request, execute
 from airflow_delta_provider.delta import DeltaLog, ResourceLimitError
-from airflow_delta_provider.delta import memory_budget as mb
-from airflow_delta_provider.delta.checkpoint_parquet import UnsupportedParquet, footer_length, uncompressed_sizes
-from airflow_delta_provider.delta.engines import arrow_checkpoint, local
-from airflow_delta_provider.delta.engines.local import NON_FILE_COLUMNS, LocalEngine
+from airflow_delta_provider.delta.engines import local
+from airflow_delta_provider.delta.engines.local import LocalEngine
+from airflow_delta_provider.delta.protocol.checkpoints import NON_FILE_COLUMNS
+from airflow_delta_provider.delta.read import checkpoint
+from airflow_delta_provider.delta.read import memory_budget as mb
 from airflow_delta_provider.delta.storage import LocalLogStore
 
 pytestmark = pytest.mark.skipif(not CORPUS.exists(), reason="reference corpus not found")
@@ -23,12 +25,6 @@ pytestmark = pytest.mark.skipif(not CORPUS.exists(), reason="reference corpus no
 CHECKPOINTS = sorted(CORPUS.glob("**/_delta_log/**/*.parquet")) if CORPUS.exists() else []
 V2 = "delta-golden/v2-checkpoint-parquet"
 CLASSIC = "delta-golden/checkpoint"
-
-
-def _footer(path) -> bytes:
-    data = path.read_bytes()
-    n = footer_length(data[-8:])
-    return data[-8 - n : -8]
 
 
 def _pyarrow_sizes(path) -> tuple[int, dict[tuple[str, ...], int]]:
@@ -43,16 +39,19 @@ def _pyarrow_sizes(path) -> tuple[int, dict[tuple[str, ...], int]]:
     return meta.num_rows, sizes
 
 
-def test_footer_sizes_match_pyarrow_on_the_corpus():
+def test_footer_sizes_are_pyarrows_on_the_corpus():
     for path in CHECKPOINTS:
-        assert uncompressed_sizes(_footer(path)) == _pyarrow_sizes(path), path
+        with open(path, "rb") as fh:
+            assert mb.footer_column_sizes(fh) == _pyarrow_sizes(path)[1], path
 
 
-def test_damaged_footers_are_refused():
-    with pytest.raises(UnsupportedParquet):
-        footer_length(b"1234XXXX")
-    with pytest.raises(UnsupportedParquet):
-        uncompressed_sizes(b"\x19\x0c\xff\xff")
+def test_a_damaged_footer_is_left_out_of_the_estimate(tmp_path):
+    """An unreadable footer counts nothing (the read itself then reports the file)."""
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"PAR1" + b"\x00" * 64 + b"\x10\x00\x00\x00PAR1")
+    budget = mb.MemoryBudget(1, "t", 0, LocalLogStore(), NON_FILE_COLUMNS)
+    budget.add([(str(bad), None)])
+    assert budget.decoded == {}
 
 
 def test_decoded_bytes_counts_only_what_a_load_decodes():
@@ -84,13 +83,13 @@ def test_default_limit_is_half_the_available_memory(tmp_path, monkeypatch):
 
 
 class _Spy:
-    """Records the engine's reads: `read_commit`, `read <file>` (whole-file reads: commits, row-path
-    checkpoints and sidecars), `parquet <file>` (Arrow reads) and `open <file>` (footer reads)."""
+    """Records the engine's reads: `read_commit`, `read <file>` (whole-file reads: commits and JSON
+    checkpoint parts), `parquet <file>` (Arrow reads) and `open <file>` (footer reads)."""
 
     def __init__(self, monkeypatch):
         self.calls: list[str] = []
         original_commit = local.read_commit
-        original_parquet = arrow_checkpoint._read_parquet
+        original_parquet = checkpoint.read_parquet
         original_read, original_open = LocalLogStore.read_bytes, LocalLogStore.open
 
         def read_commit(*args, **kwargs):
@@ -110,7 +109,7 @@ class _Spy:
             return original_open(store, path)
 
         monkeypatch.setattr(local, "read_commit", read_commit)
-        monkeypatch.setattr(arrow_checkpoint, "_read_parquet", read_parquet)
+        monkeypatch.setattr(checkpoint, "read_parquet", read_parquet)
         monkeypatch.setattr(LocalLogStore, "read_bytes", read_bytes)
         monkeypatch.setattr(LocalLogStore, "open", open_)
 
@@ -140,12 +139,11 @@ def _estimate(table, *, sidecars: bool) -> int:
     return mb.estimate(decoded, json_bytes)
 
 
-@pytest.mark.parametrize("row_state_max_bytes", [0, 4 << 20], ids=["arrow", "rows"])
-def test_over_the_limit_fails_before_any_state_is_read(tmp_path, monkeypatch, row_state_max_bytes):
+def test_over_the_limit_fails_before_any_state_is_read(tmp_path, monkeypatch):
     table = copy_table(CLASSIC, tmp_path)
     needed = _estimate(table, sidecars=False)
     spy = _Spy(monkeypatch)
-    engine = LocalEngine(memory_limit_bytes=needed - 1, row_state_max_bytes=row_state_max_bytes)
+    engine = LocalEngine(memory_limit_bytes=needed - 1)
     with pytest.raises(ResourceLimitError) as err:
         DeltaLog(str(table), engine=engine).update()
     assert spy.state_reads() == []
@@ -158,13 +156,12 @@ def test_over_the_limit_fails_before_any_state_is_read(tmp_path, monkeypatch, ro
     assert err.value.to_dict()["error_class"] == "ResourceLimitError"
 
 
-@pytest.mark.parametrize("row_state_max_bytes", [0, 4 << 20], ids=["arrow", "rows"])
-def test_at_the_limit_the_load_is_unchanged(tmp_path, monkeypatch, row_state_max_bytes):
+def test_at_the_limit_the_load_is_unchanged(tmp_path, monkeypatch):
     table = copy_table(CLASSIC, tmp_path)
     needed = _estimate(table, sidecars=False)
     spy = _Spy(monkeypatch)
     limited = DeltaLog(
-        str(table), engine=LocalEngine(memory_limit_bytes=needed, row_state_max_bytes=row_state_max_bytes)
+        str(table), engine=LocalEngine(memory_limit_bytes=needed)
     ).update()
     assert spy.state_reads()  # loaded for real
     plain = DeltaLog(str(table), engine=LocalEngine(plain=True, memory_limit_bytes=None)).update()
@@ -179,101 +176,73 @@ def test_at_the_limit_the_load_is_unchanged(tmp_path, monkeypatch, row_state_max
 def test_footers_are_read_only_when_file_sizes_cannot_rule_the_limit_out(tmp_path, monkeypatch):
     table = copy_table(CLASSIC, tmp_path)
     spy = _Spy(monkeypatch)
-    DeltaLog(str(table), engine=LocalEngine(memory_limit_bytes=1 << 40, row_state_max_bytes=0)).update()
+    DeltaLog(str(table), engine=LocalEngine(memory_limit_bytes=1 << 40)).update()
     # the Arrow reader memory-maps local files (no store.open): any open here would be a footer read
     assert not [c for c in spy.calls if c.startswith("open ")]
 
 
-@pytest.mark.parametrize("row_state_max_bytes", [0, 4 << 20], ids=["arrow", "rows"])
-def test_v2_sidecars_are_checked_before_they_are_read(tmp_path, monkeypatch, row_state_max_bytes):
+def test_v2_sidecars_are_checked_before_they_are_read(tmp_path, monkeypatch):
     table = copy_table(V2, tmp_path)
     top, everything = _estimate(table, sidecars=False), _estimate(table, sidecars=True)
     assert top < everything
     spy = _Spy(monkeypatch)
-    engine = LocalEngine(memory_limit_bytes=(top + everything) // 2, row_state_max_bytes=row_state_max_bytes)
+    engine = LocalEngine(memory_limit_bytes=(top + everything) // 2)
     with pytest.raises(ResourceLimitError, match="Spark engine"):
         DeltaLog(str(table), engine=engine).update()
     sidecar_calls = [c for c in spy.calls if "_sidecars/" in c]
     assert sidecar_calls and all(c.startswith("open ") for c in sidecar_calls)  # their footers, no data
-    fits = LocalEngine(memory_limit_bytes=everything, row_state_max_bytes=row_state_max_bytes)
+    fits = LocalEngine(memory_limit_bytes=everything)
     plain = LocalEngine(plain=True, memory_limit_bytes=None)
     assert DeltaLog(str(table), engine=fits).update().num_files == DeltaLog(str(table), engine=plain).update().num_files
-
-
-def test_row_path_hands_large_sidecars_to_the_arrow_reader(tmp_path):
-    """A small V2 checkpoint whose sidecars take the total over `row_state_max_bytes` is read as Arrow."""
-    table = copy_table(V2, tmp_path)
-    log = table / "_delta_log"
-    top = sum(p.stat().st_size for p in log.glob("*.checkpoint*.parquet"))
-    side = sum(p.stat().st_size for p in (log / "_sidecars").glob("*.parquet"))
-    between = DeltaLog(str(table), engine=LocalEngine(row_state_max_bytes=top + side // 2)).update()
-    above = DeltaLog(str(table), engine=LocalEngine(row_state_max_bytes=top + side + 1)).update()
-    assert type(between.state.files).__name__ == "FileState"
-    assert type(above.state.files).__name__ == "RowFileState"
-    assert sorted(f.path for f in between.all_files()) == sorted(f.path for f in above.all_files())
 
 
 class _SparkChosen(Exception):
     pass
 
 
+def _spark_stops_here(calls):
+    def spark_factory(options):
+        calls.append(options)
+        raise _SparkChosen
+
+    return spark_factory
+
+
 def test_auto_engine_distributes_a_log_the_local_limit_cannot_hold(tmp_path, monkeypatch):
-    """The spark-submit job's `--engine auto`: local below the size threshold while the state fits
-    the local engine's default limit, Spark when it does not (or from the threshold up). The Spark
-    session factory is a spy that stops the job there (the Spark run itself is tests/test_spark_job.py's)."""
-    from airflow_delta_provider.jobs.runner import Job, build_parser, choose_engine
+    """The command layer's `engine="auto"`: local below the size threshold while the state fits the
+    local engine's default limit, Spark when it does not. The Spark session factory is a spy that
+    stops the run there (the Spark run itself is tests/jobs' job tests')."""
+    from airflow_delta_provider.commands.command import choose_engine
 
     table = copy_table(CLASSIC, tmp_path)
     needed = _estimate(table, sidecars=False)
     calls = []
-
-    def spark_factory(options):
-        calls.append(options)
-        raise _SparkChosen
-
-    def job(engine: str) -> Job:
-        argv = ["--table", str(table), "--action", "snapshot", "--result-uri", str(tmp_path / "r.json")]
-        return Job(build_parser().parse_args([*argv, "--engine", engine]), spark_factory, storage_options={})
-
+    factory = _spark_stops_here(calls)
     monkeypatch.setattr(local, "default_memory_limit", lambda: needed)
-    fits = job("auto")
-    assert fits.run()["num_files"] == DeltaLog(str(table)).update().num_files
-    assert fits.engine == "local" and not calls
+    _, fits = execute(Request(str(table), "snapshot", engine="auto"), spark_factory=factory)
+    assert fits["num_files"] == DeltaLog(str(table)).update().num_files
+    assert fits["engine"] == "local" and not calls
     monkeypatch.setattr(local, "default_memory_limit", lambda: needed - 1)
-    over = job("auto")
-    with pytest.raises(_SparkChosen):
-        over.run()
-    assert over.engine == "spark" and len(calls) == 1
-    with pytest.raises(ResourceLimitError):  # asked for local: the limit's error, no Spark
-        job("local").run()
+    _, over = execute(Request(str(table), "snapshot", engine="auto"), spark_factory=factory)
+    assert over["error_class"] == "_SparkChosen" and over["engine"] == "spark" and len(calls) == 1
+    _, asked_local = execute(Request(str(table), "snapshot", engine="local"), spark_factory=factory)
+    assert asked_local["error_class"] == "ResourceLimitError"  # asked for local: the limit's error, no Spark
     assert len(calls) == 1
     assert choose_engine("auto", 2 << 30, 1024.0) == "spark"
 
 
-def test_auto_job_switches_to_spark_when_sidecars_do_not_fit(tmp_path, monkeypatch):
-    """The listing of a V2 table shows only its small top-level checkpoint, so `--engine auto` starts
-    locally; the sidecars, checked before they are read, do not fit, and the job turns to Spark. The
-    Spark session factory is a spy that stops the job there (the Spark run itself is
-    tests/test_spark_job.py's)."""
-    from airflow_delta_provider.jobs.runner import Job, build_parser
-
+def test_auto_run_switches_to_spark_when_sidecars_do_not_fit(tmp_path, monkeypatch):
+    """The listing of a V2 table shows only its small top-level checkpoint, so `auto` starts locally;
+    the sidecars, checked before they are read, do not fit, and the run turns to Spark."""
     table = copy_table(V2, tmp_path)
     top, everything = _estimate(table, sidecars=False), _estimate(table, sidecars=True)
     monkeypatch.setattr(local, "default_memory_limit", lambda: (top + everything) // 2)
     calls = []
-
-    def spark_factory(options):
-        calls.append(options)
-        raise _SparkChosen
-
-    args = ["--table", str(table), "--action", "snapshot", "--result-uri", str(tmp_path / "r.json")]
-    job = Job(build_parser().parse_args([*args, "--engine", "auto"]), spark_factory, storage_options={})
-    with pytest.raises(_SparkChosen):
-        job.run()
-    assert calls and job.engine == "spark"
-    local_job = Job(build_parser().parse_args([*args, "--engine", "local"]), spark_factory, storage_options={})
-    with pytest.raises(ResourceLimitError):  # asked for local: the limit's error, no Spark
-        local_job.run()
+    factory = _spark_stops_here(calls)
+    _, result = execute(Request(str(table), "snapshot", engine="auto"), spark_factory=factory)
+    assert calls and result["engine"] == "spark" and result["error_class"] == "_SparkChosen"
+    _, asked_local = execute(Request(str(table), "snapshot", engine="local"), spark_factory=factory)
+    assert asked_local["error_class"] == "ResourceLimitError"
     assert len(calls) == 1
 
 
@@ -305,23 +274,3 @@ def test_a_wrong_logged_sidecar_size_does_not_lift_the_limit(tmp_path, logged):
         fits.num_files
         == DeltaLog(str(table), engine=LocalEngine(plain=True, memory_limit_bytes=None)).update().num_files
     )
-
-
-def test_row_path_hands_sidecars_of_unknown_size_to_the_arrow_reader(tmp_path):
-    table = copy_table("delta-golden/v2-checkpoint-json", tmp_path)
-    _rewrite_sidecar_sizes(table, 0)
-    log = table / "_delta_log"
-    top = sum(p.stat().st_size for p in log.glob("*.checkpoint*"))
-    side = sum(p.stat().st_size for p in (log / "_sidecars").glob("*.parquet"))
-    between = DeltaLog(str(table), engine=LocalEngine(row_state_max_bytes=top + side // 2)).update()
-    assert type(between.state.files).__name__ == "FileState"  # sizes asked of the store: too large for rows
-
-
-@pytest.mark.parametrize(
-    "footer",
-    [b"\x17\x00", b"\x1b" + b"\xff\xff\xff\x7f" + b"\x11", b"\x1c" * 5000],
-    ids=["short-double", "map-of-bools", "nested-structs"],
-)
-def test_damaged_footers_never_hang_or_leak(footer):
-    with pytest.raises(UnsupportedParquet):
-        uncompressed_sizes(footer)

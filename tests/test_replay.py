@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_delta_provider.delta.actions import (
+from airflow_delta_provider.delta.protocol.actions import (
     AddFile,
     CommitInfo,
     DeletionVectorDescriptor,
@@ -15,8 +15,8 @@ from airflow_delta_provider.delta.actions import (
     SetTransaction,
     canonical_path,
 )
-from airflow_delta_provider.delta.file_state import FileState
-from airflow_delta_provider.delta.replay import InMemoryLogReplay
+from airflow_delta_provider.delta.read.file_state import FileState
+from airflow_delta_provider.delta.protocol.replay import InMemoryLogReplay
 
 
 def add(path: str, dv: DeletionVectorDescriptor | None = None, mtime: int = 1) -> AddFile:

@@ -49,7 +49,7 @@ from airflow_delta_provider.delta.errors import (
     TableNotFoundError,
     TimestampOutOfRangeError,
 )
-from airflow_delta_provider.delta.filenames import version_prefix
+from airflow_delta_provider.delta.protocol.filenames import version_prefix
 from airflow_delta_provider.delta.storage import (
     FsspecLogStore,
     LocalLogStore,
@@ -98,9 +98,9 @@ def fast_log(uri: str, options: dict, retry: RetryPolicy = FAST, engine: LocalEn
     return DeltaLog(uri, store=FsspecLogStore(uri, options, retry=retry), engine=engine)
 
 
-#: The local engine's two checkpoint readers: small checkpoints are fetched whole (one GET) and decoded
-#: without pyarrow; larger ones are read by pyarrow through ranged GETs (footer, then column chunks).
-ENGINES = {"rows": LocalEngine(), "arrow": LocalEngine(row_state_max_bytes=0)}
+#: The local engine reads checkpoints with pyarrow through ranged GETs (footer, then column chunks),
+#: with stats read at load or later.
+ENGINES = {"eager-stats": LocalEngine(), "lazy-stats": LocalEngine(lazy_stats_bytes=0)}
 
 
 def oracle_adds(uri: str, dl_opts: dict, version: int | None = None) -> pa.Table:
@@ -206,10 +206,7 @@ def test_hint_listing_uses_start_after_and_ranged_checkpoint_reads(table_uri, dl
         assert len(lists) == 1 and "start-after" in lists[0].query  # no full listing
         checkpoint = [r for r in seen if r.key.endswith(".checkpoint.parquet")]
         assert checkpoint and all(r.method == "GET" for r in checkpoint)
-        if kind == "rows":  # one whole-object GET
-            assert len(checkpoint) == 1 and "range" not in checkpoint[0].headers
-        else:
-            assert all(r.headers["range"].startswith("bytes=") for r in checkpoint)
+        assert all(r.headers["range"].startswith("bytes=") for r in checkpoint)
         assert not [r for r in seen if r.method == "HEAD"]  # sizes come from the listing
         commits = sorted(r.key.rsplit("/", 1)[-1] for r in seen if r.key.endswith(".json"))
         assert commits == ["00000000000000000004.json", "00000000000000000005.json"]
@@ -341,8 +338,7 @@ def test_transient_failures_everywhere_are_survived(table_uri, dl_opts, opts, pr
     seen = proxy.snapshot()
     distinct = {(r.method, r.path, json.dumps(r.query, sort_keys=True), r.headers.get("range")) for r in seen}
     assert len([r for r in seen if r.injected]) == tries * len(distinct)
-    ranged = kind == "arrow"
-    assert any(r.key.endswith(".checkpoint.parquet") and ("range" in r.headers) == ranged for r in seen if r.injected)
+    assert any(r.key.endswith(".checkpoint.parquet") and "range" in r.headers for r in seen if r.injected)
     if fault is DROP:  # aiohttp itself resends once when a reused keep-alive connection was dropped
         assert len(distinct) <= log.store.retry_count <= tries * len(distinct)
     else:

@@ -200,7 +200,7 @@ def test_prefetched_digest_is_used_only_for_its_partition_columns(engine) -> Non
     columns; a digest for other columns (a commit changed them) does not use it."""
     from concurrent.futures import Future
 
-    from airflow_delta_provider.delta.aggregates import FileDigest, FileSummary
+    from airflow_delta_provider.delta.read.aggregates import FileDigest, FileSummary
     from airflow_delta_provider.delta.engines.spark import SparkEngine
 
     table = CORPUS / "delta-golden" / "dv-partitioned-with-checkpoint"
@@ -259,7 +259,7 @@ def test_key_column_equals_file_key(engine) -> None:
     """The JVM file identity (anti-join key) is `actions.file_key`, DV ids and path forms included."""
     from pyspark.sql import Row
 
-    from airflow_delta_provider.delta.actions import AddFile
+    from airflow_delta_provider.delta.protocol.actions import AddFile
     from airflow_delta_provider.delta.engines.spark_frames import key_column
 
     dv = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb", "offset": 4, "sizeInBytes": 40, "cardinality": 6}
@@ -282,7 +282,7 @@ def test_key_column_equals_file_key(engine) -> None:
 
 
 def test_reconstruct_aggregates_without_collecting(engine):
-    from airflow_delta_provider.delta.log_segment import build_log_segment
+    from airflow_delta_provider.delta.protocol.log_segment import build_log_segment
 
     log = DeltaLog(str(CORPUS / "delta-golden" / "checkpoint"))
     segment = build_log_segment(log.table_uri, log.list_log(0))
@@ -324,8 +324,8 @@ def test_cli_engines_print_the_same_json(engine, command: list[str]) -> None:
 def test_s3a_without_hadoop_aws_says_so(engine) -> None:
     """pyspark ships no hadoop-aws: reading an s3:// table on Spark must say that, as a typed error."""
     from airflow_delta_provider.delta import EngineError
-    from airflow_delta_provider.delta.filenames import FileInfo
-    from airflow_delta_provider.delta.log_segment import build_log_segment
+    from airflow_delta_provider.delta.protocol.filenames import FileInfo
+    from airflow_delta_provider.delta.protocol.log_segment import build_log_segment
     from airflow_delta_provider.delta.storage import LocalLogStore
 
     table = "s3://bucket/table"

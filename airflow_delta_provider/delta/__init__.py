@@ -1,7 +1,11 @@
 """A Delta Lake transaction log reader: `DeltaLog`, `Snapshot`, `InMemoryLogReplay`.
 
 Never imports Airflow or pyspark. Names are loaded on first use (PEP 562), so importing a pure
-submodule (`actions`, `replay`, used on Spark executors) does not import pyarrow.
+submodule (`protocol.actions`, `protocol.replay`, used on Spark executors) does not import pyarrow.
+
+Layout: `protocol/` (pure protocol decisions), `storage/` (stores only move bytes), `read/` (commit
+and checkpoint reading into file sets), `engines/` (where a replay runs: local or Spark), `txn/` and
+`maintenance/` (writes); `DeltaLog` and `Snapshot` are the entry points.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ _EXPORTS: dict[str, str] = {
             "RemoveFile",
             "SetTransaction",
         ],
-        "actions",
+        "protocol.actions",
     ),
     **dict.fromkeys(
         [
@@ -48,25 +52,14 @@ _EXPORTS: dict[str, str] = {
         "errors",
     ),
     "DeltaLog": "delta_log",
-    "LogSegment": "log_segment",
-    "InMemoryLogReplay": "replay",
+    "LogSegment": "protocol.log_segment",
+    "InMemoryLogReplay": "protocol.replay",
     "Snapshot": "snapshot",
-    "check_can_read": "table_features",
-    "check_can_write": "table_features",
+    "check_can_read": "protocol.table_features",
+    "check_can_write": "protocol.table_features",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .actions import (
-        AddCDCFile,
-        AddFile,
-        CommitInfo,
-        DeletionVectorDescriptor,
-        DomainMetadata,
-        Metadata,
-        Protocol,
-        RemoveFile,
-        SetTransaction,
-    )
     from .delta_log import DeltaLog
     from .errors import (
         DeltaError,
@@ -88,10 +81,21 @@ if TYPE_CHECKING:  # pragma: no cover
         UnsupportedFeatureError,
         VersionNotFoundError,
     )
-    from .log_segment import LogSegment
-    from .replay import InMemoryLogReplay
+    from .protocol.actions import (
+        AddCDCFile,
+        AddFile,
+        CommitInfo,
+        DeletionVectorDescriptor,
+        DomainMetadata,
+        Metadata,
+        Protocol,
+        RemoveFile,
+        SetTransaction,
+    )
+    from .protocol.log_segment import LogSegment
+    from .protocol.replay import InMemoryLogReplay
+    from .protocol.table_features import check_can_read, check_can_write
     from .snapshot import Snapshot
-    from .table_features import check_can_read, check_can_write
 
 
 def __getattr__(name: str) -> Any:

@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterator, Mapping
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .actions import Action, CommitInfo
 from .errors import (
     DeltaError,
     LogGapError,
@@ -31,7 +30,8 @@ from .errors import (
     TruncatedLogError,
     VersionNotFoundError,
 )
-from .filenames import (
+from .protocol.actions import Action, CommitInfo
+from .protocol.filenames import (
     LAST_CHECKPOINT_NAME,
     LOG_DIR_NAME,
     FileInfo,
@@ -40,20 +40,20 @@ from .filenames import (
     commit_name,
     version_prefix,
 )
-from .history import active_commit_at, to_epoch_ms
-from .last_checkpoint import LastCheckpointHint, parse_last_checkpoint
-from .log_segment import (
+from .protocol.history import active_commit_at, to_epoch_ms
+from .protocol.last_checkpoint import LastCheckpointHint, parse_last_checkpoint
+from .protocol.log_segment import (
     LogSegment,
     build_log_segment,
     earliest_recreatable_version,
     latest_version_in,
     parse_listing,
 )
+from .protocol.table_properties import ict_enablement_version, in_commit_timestamps_enabled
 from .storage import LocalLogStore, LogStore, normalize_table_uri, store_for
-from .table_properties import ict_enablement_version, in_commit_timestamps_enabled
 
 if TYPE_CHECKING:  # pragma: no cover - pyarrow-backed modules load on first replay, not on import
-    from .engine import Engine
+    from .engines import Engine
     from .snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -380,7 +380,7 @@ class DeltaLog:
         return sorted((f for f in files if f.kind is LogFileKind.COMMIT), key=lambda f: f.version)
 
     def _commit_info(self, commit: ParsedLogPath) -> CommitInfo | None:
-        from .engines.local import read_commit
+        from .read.commits import read_commit
 
         for action in read_commit(self.store, self.table_uri, commit):
             if isinstance(action, CommitInfo):
@@ -452,7 +452,7 @@ class DeltaLog:
             (f for f in parse_listing(listing) if f.kind is LogFileKind.COMMIT and f.version >= start_version),
             key=lambda f: f.version,
         )
-        from .engines.local import read_commit as _read_commit
+        from .read.commits import read_commit as _read_commit
 
         expected = start_version
         for c in commits:

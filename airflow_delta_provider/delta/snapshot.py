@@ -6,7 +6,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from .actions import (
+from .errors import DeltaError, InvalidArgumentError, MissingMetadataError, MissingProtocolError
+from .protocol.actions import (
     Action,
     AddFile,
     CommitInfo,
@@ -16,13 +17,10 @@ from .actions import (
     RemoveFile,
     SetTransaction,
 )
-from .errors import DeltaError, InvalidArgumentError, MissingMetadataError, MissingProtocolError
-from .file_rows import RowFileState
-from .filenames import FileInfo, LogFileKind, ParsedLogPath, commit_name
-from .log_segment import LogSegment
-from .storage import LogStore
-from .table_features import check_can_read
-from .table_properties import (
+from .protocol.filenames import FileInfo, LogFileKind, ParsedLogPath, commit_name
+from .protocol.log_segment import LogSegment
+from .protocol.table_features import check_can_read
+from .protocol.table_properties import (
     DEFAULT_SMALL_FILE_BYTES,
     column_mapping_mode,
     deleted_file_retention_ms,
@@ -30,13 +28,14 @@ from .table_properties import (
     in_commit_timestamps_enabled,
     set_transaction_retention_ms,
 )
-from .table_state import TableState
+from .read.table_state import TableState
+from .storage import LogStore
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-    from .aggregates import FileSummary, TombstoneSummary
-    from .schema import StructType
+    from .protocol.schema import StructType
+    from .read.aggregates import FileSummary, TombstoneSummary
 
 Clock = Callable[[], int]
 
@@ -92,7 +91,7 @@ class Snapshot:
 
     @cached_property
     def schema(self) -> StructType:
-        from .schema import StructType
+        from .protocol.schema import StructType
 
         return StructType.from_json(self.metadata.schema_json)
 
@@ -113,7 +112,7 @@ class Snapshot:
         """The commitInfo of the commit at this version (read on demand when replay did not see it)."""
         if self.state.last_commit_info is not None:
             return self.state.last_commit_info
-        from .engines.local import read_commit
+        from .read.commits import read_commit
 
         path = self._store.join(self.log_dir, commit_name(self.version))
         commit = ParsedLogPath(FileInfo(path, 0, 0), self.version, LogFileKind.COMMIT)
@@ -180,7 +179,7 @@ class Snapshot:
 
         Reads physical names under column mapping; `""` and missing values are None.
         """
-        from .schema import parse_partition_value
+        from .protocol.schema import parse_partition_value
 
         out: dict[str, Any] = {}
         mapped = self.column_mapping_mode != "none"
@@ -194,9 +193,7 @@ class Snapshot:
     def all_files(self, *, with_stats: bool = True) -> Iterator[AddFile]:
         """Every active file, made on demand (`with_stats=False` skips reading checkpoint stats)."""
         files = self.state.files
-        if isinstance(files, RowFileState):
-            return iter(files.add_files(with_stats))
-        from .file_state import iter_adds
+        from .read.file_state import iter_adds
 
         return iter_adds(files.adds_with_stats if with_stats else files.adds)
 
@@ -208,7 +205,7 @@ class Snapshot:
         """Active files that may hold matching rows (partition pruning + conservative data skipping)."""
         if not partition_filters and not data_filters:
             return list(self.all_files())
-        from .file_index import matching_files
+        from .read.file_index import matching_files
 
         return matching_files(
             self.all_files(with_stats=bool(data_filters)),
@@ -260,14 +257,9 @@ class Snapshot:
         `include_expired=True` returns every tombstone the log still holds.
         """
         files = self.state.files
-        if isinstance(files, RowFileState):
-            if include_expired:
-                return list(files.tombstones.values())
-            cutoff = self.retention_cutoff(retention_hours, now_ms)
-            return [r for r in files.tombstones.values() if (r.deletion_timestamp or 0) > cutoff]
-        from . import arrow_compute as pc
-        from .arrow_build import int64_scalar
-        from .file_state import iter_removes
+        from .read import arrow_compute as pc
+        from .read.arrow_build import int64_scalar
+        from .read.file_state import iter_removes
 
         table = files.removes
         if not include_expired and table.num_rows:

@@ -5,10 +5,7 @@ spark-submit --py-files airflow_delta_provider.zip delta_job.py --table URI --ac
 
 import sys
 
-from airflow_delta_provider.jobs.pyspark_path import prefer_installed_pyspark
+from airflow_delta_provider.jobs.runner import main
 
 if __name__ == "__main__":
-    prefer_installed_pyspark()  # before anything imports pyspark
-    from airflow_delta_provider.jobs.runner import main
-
     sys.exit(main())

@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -28,12 +29,12 @@ try:
 except ImportError:  # pragma: no cover
     from airflow.exceptions import AirflowFailException
 
-from ..checks import failed_checks_message, validate_checks
+from ..commands.checks import failed_checks_message, validate_checks
+from ..commands.command import ENGINES, Request, execute, plan_engine, read_result
 from ..delta.engines.spark import SPARK_CONF
 from ..delta.errors import DeltaError, error_from_dict
-from ..delta.storage import is_local, local_path
-from ..jobs import DAEMON_MODULE_CONF, WORKER_DAEMON_MODULE, build_py_files_zip, driver_jvm, job_script, runner
-from ..jobs import class_archive as cds
+from ..jobs import build_py_files_zip, job_script
+from ..jobs.runner import STORAGE_OPTIONS_ENV, job_argv
 from ..version_watch import as_version
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,30 +59,32 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=-]+", "_", text)
 
 
+def spark_target(conn_id: str, deploy_mode: str | None = None) -> tuple[str, str | None, str]:
+    """(master, deploy mode, spark-submit binary) of a SparkSubmit connection, read from the connection
+    as the Spark provider reads it (host holds the master URL; port appended; `deploy-mode` and
+    `spark-binary` extras). An undefined connection is an error here, not a silent `--master yarn`."""
+    from airflow.providers.common.compat.sdk import BaseHook
+
+    conn = BaseHook.get_connection(conn_id)
+    if conn.conn_type == "spark" and conn.host and ("://" in conn.host or not conn.port):
+        master = conn.host
+    else:
+        master = f"{conn.conn_type}://{conn.host or ''}"
+    if conn.port:
+        master = f"{master}:{conn.port}"
+    extra = conn.extra_dejson
+    return master, deploy_mode or extra.get("deploy-mode"), extra.get("spark-binary") or "spark-submit"
+
+
 class DeltaJobOperator(SparkSubmitOperator):
-    """Submit the bundled Delta job for one action (base of the concrete operators).
+    """Run one command-layer action on a table (base of the concrete operators).
 
-    `class_archive`: a path, on the machine that runs the driver, for a JDK class-data sharing archive
-    of the driver JVM (opt-in; `jobs/class_archive.py`). The first run records it at exit
-    (`-XX:ArchiveClassesAtExit`, a slower run) into a temp file moved into place only when the run
-    succeeded; later runs start with `-XX:SharedArchiveFile` (seconds less JVM class loading). Added to
-    `spark.driver.extraJavaOptions` (a value given in `conf` is kept; one that already sets CDS wins).
-    Client deploy mode only (the driver is the spark-submit process): ignored with a warning in cluster
-    mode. The path may not contain whitespace or quotes. Delete the file to re-record after upgrading
-    Spark or Java (a mismatched archive is refused with a warning and the JVM runs without it).
-
-    `quick_start_driver` (default True) starts the driver JVM with the C1 JIT only
-    (`-XX:TieredStopAtLevel=1`, `jobs/driver_jvm.py`): the job's driver is short-lived, and the C2
-    compiler's work would not pay off (the L benchmark job: 25 s to 21 s on 2 cores). Kept out when
-    `spark.driver.extraJavaOptions` in `conf` already chooses a JIT; turn it off for long `local[*]` jobs,
-    whose driver JVM is also the executor.
-
-    `quick_start_workers` (default True) starts the Python worker daemon of a `local[*]` master as
-    `airflow_delta_provider.jobs.worker_daemon` (`spark.python.daemon.module`), which loads PySpark
-    from its installed, byte-compiled copy when that is the version of Spark's `pyspark.zip`: each
-    Python worker then skips compiling PySpark (~0.4 s of CPU each here). A daemon module given in
-    `conf` stands. Cluster masters are left alone: a daemon module must be importable before the
-    `--py-files` arrive, so set it in `conf` only where the workers' Python has this provider installed.
+    Where it runs: `engine="local"` (or `submit=False`) runs the command in the worker process with
+    the local engine, no JVM; `engine="spark"` submits the bundled job (spark-submit on the
+    connection `conn_id`, conn type `spark`) with the Spark engine; `engine="auto"` (default) reads the
+    log listing first and runs in process when the local engine will do it (the log segment is under
+    `auto_threshold_mb` and its state fits the local memory limit), else submits with the Spark
+    engine. The task log says which engine ran, why, and where the result went.
     """
 
     action: str = ""
@@ -110,19 +113,15 @@ class DeltaJobOperator(SparkSubmitOperator):
         ship_library: bool = True,
         conn_id: str = "spark_default",
         retention_hours: float | str | None = None,
-        class_archive: str | None = None,
-        quick_start_driver: bool = True,
-        quick_start_workers: bool = True,
+        deploy_mode: str | None = None,
         **kwargs: Any,
     ) -> None:
-        if class_archive is not None:
-            cds.check_path(class_archive)
-        if engine not in runner.ENGINES:
-            raise ValueError(f"engine must be one of {runner.ENGINES}, got {engine!r}")
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
         if not submit and engine == "spark":
             raise ValueError("submit=False runs the job in the worker process: use engine='local' or 'auto'")
         kwargs.setdefault("name", f"airflow-delta-{self.action}")
-        super().__init__(application=job_script(), conn_id=conn_id, **kwargs)
+        super().__init__(application=job_script(), conn_id=conn_id, deploy_mode=deploy_mode, **kwargs)
         self.table_uri = table_uri
         self.version = version
         self.timestamp = timestamp
@@ -135,31 +134,39 @@ class DeltaJobOperator(SparkSubmitOperator):
         self.submit = submit
         self.ship_library = ship_library
         self.retention_hours = retention_hours
-        self.class_archive = class_archive
-        self.quick_start_driver = quick_start_driver
-        self.quick_start_workers = quick_start_workers
+        self.spark_conn_id = conn_id
+        self.spark_deploy_mode = deploy_mode
 
-    # -- job arguments --------------------------------------------------------------------------------
-    def job_arguments(self, result_uri: str) -> list[str]:
-        """The job's argv (no secrets: credentials travel in the environment)."""
-        args = ["--table", self.table_uri, "--action", self.action, "--result-uri", result_uri]
-        version = as_version(self.version, "version")
-        if version is not None:
-            args += ["--version", str(version)]
-        elif self.timestamp:
-            args += ["--timestamp", str(self.timestamp)]
-        args += ["--engine", self.engine if self.submit else "local"]
-        args += ["--snapshot-partitions", str(self.snapshot_partitions)]
-        if self.include_files:
-            args.append("--include-files")
+    # -- the request ----------------------------------------------------------------------------------
+    def build_request(self, storage_options: Mapping[str, Any]) -> Request:
+        """The command-layer request this task runs (templates already rendered)."""
+        fields: dict[str, Any] = {}
         if self.auto_threshold_mb is not None:
-            args += ["--auto-threshold-mb", str(self.auto_threshold_mb)]
+            fields["auto_threshold_mb"] = float(self.auto_threshold_mb)
         if self.retention_hours not in (None, ""):
-            args += ["--retention-hours", str(float(self.retention_hours))]
-        return args + self.extra_job_arguments()
+            fields["retention_hours"] = float(self.retention_hours)  # type: ignore[arg-type]
+        return Request(
+            table=self.table_uri,
+            action=self.action,
+            version=as_version(self.version, "version"),
+            timestamp=None if as_version(self.version, "version") is not None else (self.timestamp or None),
+            engine=self.engine if self.submit else "local",
+            storage_options=storage_options,
+            include_files=self.include_files,
+            snapshot_partitions=self.snapshot_partitions,
+            **fields,
+            **self.extra_request_fields(),
+        )
 
-    def extra_job_arguments(self) -> list[str]:
-        return []
+    def extra_request_fields(self) -> dict[str, Any]:
+        return {}
+
+    def report_formats_for(self, result_uri: str | None) -> Sequence[str]:
+        return ()
+
+    def job_arguments(self, result_uri: str, storage_options: Mapping[str, Any] | None = None) -> list[str]:
+        """The spark-submit job's argv for this task (no secrets: credentials travel in the environment)."""
+        return job_argv(self.build_request(storage_options or {}), result_uri, self.report_formats_for(result_uri))
 
     def _storage_options(self) -> dict[str, Any]:
         if not self.storage_conn_id:
@@ -179,24 +186,11 @@ class DeltaJobOperator(SparkSubmitOperator):
         tmp = tempfile.mkdtemp(prefix="airflow-delta-")
         return os.path.join(tmp, "result.json"), tmp
 
-    @staticmethod
-    def _read_result(uri: str, options: Mapping[str, Any]) -> dict[str, Any] | None:
-        try:
-            if is_local(uri):
-                with open(local_path(uri), encoding="utf-8") as fh:
-                    return json.load(fh)
-            import fsspec
-
-            fs, path = fsspec.core.url_to_fs(uri, **dict(options))
-            return json.loads(fs.cat_file(path))
-        except (FileNotFoundError, ValueError):
-            return None
-
     # -- execution ------------------------------------------------------------------------------------
-    def _ensure_spark_submit_on_path(self) -> None:
+    def _ensure_spark_submit_on_path(self, binary: str) -> None:
         """Find `spark-submit` in the pyspark installation when PATH lacks it (a venv used without
         activation): the Spark provider runs the binary by name."""
-        if shutil.which(self._spark_binary or "spark-submit"):
+        if shutil.which(binary):
             return
         import importlib.util
 
@@ -204,118 +198,91 @@ class DeltaJobOperator(SparkSubmitOperator):
         if spec is None or not spec.origin:
             return
         bin_dir = os.path.join(os.path.dirname(spec.origin), "bin")
-        if os.path.exists(os.path.join(bin_dir, "spark-submit")):
-            self.log.info("spark-submit not on PATH; using %s", bin_dir)
+        if os.path.exists(os.path.join(bin_dir, binary)):
+            self.log.info("%s not on PATH; using %s", binary, bin_dir)
             os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
 
-    def _interpreter_conf(self, conf: dict[str, Any], master: str, deploy_mode: str | None) -> dict[str, Any]:
-        """`conf` with the Pythons of a driver that runs here (this interpreter, which has the provider)
-        and, for a `local[*]` master, of its workers and, when they run this interpreter, their daemon
-        (`quick_start_workers`); values already in `conf` stand."""
-        if deploy_mode == "cluster":
-            return conf
-        defaults = {"spark.pyspark.driver.python": sys.executable}
-        if master.startswith("local"):
-            defaults["spark.pyspark.python"] = sys.executable
-            # only where the workers' Python is this one (which has the provider to run the daemon)
-            if self.quick_start_workers and conf.get("spark.pyspark.python", sys.executable) == sys.executable:
-                defaults[DAEMON_MODULE_CONF] = WORKER_DAEMON_MODULE
-        return {**defaults, **conf}
-
-    def _quick_start_conf(self, conf: dict[str, Any]) -> dict[str, Any]:
-        """`conf` with the driver JVM's C1-only JIT added (`quick_start_driver`)."""
-        if not self.quick_start_driver:
-            return conf
-        key = "spark.driver.extraJavaOptions"
-        return {**conf, key: driver_jvm.quick_start(None if conf.get(key) is None else str(conf[key]))}
-
-    def _class_archive_conf(self, deploy_mode: str | None) -> tuple[dict[str, Any], str, str | None] | None:
-        """This run's conf with the driver JVM pointed at `class_archive` (or recording it), the archive
-        and the temp path to promote; None when there is nothing to add."""
-        if not self.class_archive:
-            return None
-        if deploy_mode == "cluster":
-            self.log.warning("class_archive is ignored in cluster deploy mode (the driver JVM runs on the cluster)")
-            return None
-        key = "spark.driver.extraJavaOptions"
-        current = None if self.conf.get(key) is None else str(self.conf[key])
-        if cds.has_user_cds_option(current):
-            self.log.info("%s already sets class-data sharing: class_archive not applied", key)
-            return None
-        archive = os.path.abspath(os.path.expanduser(self.class_archive))
-        value, tmp = cds.java_options(archive, current, recorded=cds.is_recorded(archive))
-        if tmp:
-            os.makedirs(os.path.dirname(archive), exist_ok=True)  # a JVM that cannot write it at exit fails
-            self.log.info("recording the driver's class archive %s (this run is slower)", archive)
-        else:
-            self.log.info("the driver JVM uses the class archive %s", archive)
-        return {**self.conf, key: value}, archive, tmp
-
-    def _submit(self, context: Context, job_args: list[str], options: Mapping[str, Any], result_uri: str) -> None:
-        self.application_args = job_args
-        if self.ship_library:
-            self.py_files = ",".join(filter(None, [self.py_files, build_py_files_zip()]))
-        self.conf = {**SPARK_CONF, **(self.conf or {})}
-        self._ensure_spark_submit_on_path()
-        hook = self._get_hook()
-        deploy_mode = hook._connection.get("deploy_mode")
+    def _submit(self, context: Context, request: Request, options: Mapping[str, Any], result_uri: str) -> None:
+        master, deploy_mode, binary = spark_target(self.spark_conn_id, self.spark_deploy_mode)
         if deploy_mode == "cluster" and not self.result_uri:
             raise ValueError("result_uri is required in cluster deploy mode (the driver runs on the cluster)")
-        self.conf = self._interpreter_conf(self.conf, str(hook._connection.get("master", "")), deploy_mode)
+        self.application_args = job_argv(request, result_uri, self.report_formats_for(self.result_uri))
+        if self.ship_library:
+            self.py_files = ",".join(filter(None, [self.py_files, build_py_files_zip()]))
+        conf = {**SPARK_CONF, **(self.conf or {})}
+        if deploy_mode != "cluster":  # a driver that runs here runs this interpreter, which has the provider
+            defaults = {"spark.pyspark.driver.python": sys.executable}
+            if master.startswith("local"):
+                defaults["spark.pyspark.python"] = sys.executable
+            conf = {**defaults, **conf}
+        self.conf = conf
+        self._ensure_spark_submit_on_path(binary)
         if options:
-            if hook._is_yarn or hook._is_kubernetes or deploy_mode == "cluster":
+            if "yarn" in master or "k8s" in master or deploy_mode == "cluster":
                 raise AirflowException(
                     "storage credentials can only be handed to a client-mode driver outside YARN/Kubernetes "
                     "(elsewhere spark-submit would put them on its command line); give the cluster its own "
                     "credentials and drop storage_conn_id"
                 )
-            self.env_vars = {**(self.env_vars or {}), runner.STORAGE_OPTIONS_ENV: json.dumps(options)}
-        self.conf = self._quick_start_conf(self.conf)
-        archive_conf = self._class_archive_conf(deploy_mode)
-        self._hook = None  # rebuilt by SparkSubmitOperator.execute with the final settings
-        if archive_conf is None:
-            super().execute(context)
-            return
-        conf = self.conf
-        self.conf, archive, tmp = archive_conf
+            self.env_vars = {**(self.env_vars or {}), STORAGE_OPTIONS_ENV: json.dumps(options)}
+        self.log.info("running %s on Spark (%s): spark-submit to %s", self.action, request.engine, master)
+        super().execute(context)
+
+    def _run_submitted(
+        self, context: Context, request: Request, options: Mapping[str, Any], result_uri: str
+    ) -> dict[str, Any]:
         try:
-            super().execute(context)
-        except BaseException:
-            if tmp:
-                cds.discard(tmp)
+            self._submit(context, request, options, result_uri)
+        except AirflowException as exc:
+            result = read_result(result_uri, options)
+            if result is not None and result.get("status") == "error":
+                raise DeltaJobError(error_from_dict(result), result) from exc
             raise
-        finally:
-            self.conf = conf  # the archive option is this run's: a later execute() decides afresh
-        if tmp and cds.promote(tmp, archive):
-            self.log.info("class archive recorded: %s", archive)
-        elif tmp:
-            self.log.warning("the driver JVM wrote no class archive (a JDK without CDS?): nothing recorded")
+        result = read_result(result_uri, options)
+        if result is None:
+            raise AirflowException(f"the Delta job finished but wrote no result at {result_uri}")
+        return result
+
+    def _run_here(self, request: Request, result_uri: str, why: str) -> dict[str, Any]:
+        self.log.info("running %s in this process with the local engine (%s)", self.action, why)
+        _, result = execute(request, result_uri=result_uri, report_formats=self.report_formats_for(self.result_uri))
+        return result
 
     def execute(self, context: Context) -> Any:
         result_uri, tmp = self._result_target(context)
-        job_args = self.job_arguments(result_uri)
         options = self._storage_options()
+        request = self.build_request(options)
         try:
-            if not self.submit:
-                _, result = runner.run(job_args, storage_options=options)
+            if request.engine == "local":
+                why = "submit=False" if not self.submit else "engine='local'"
+                result = self._run_here(request, result_uri, why)
+            elif request.engine == "spark":
+                result = self._run_submitted(context, request, options, result_uri)
             else:
-                try:
-                    self._submit(context, job_args, options, result_uri)
-                except AirflowException as exc:
-                    result = self._read_result(result_uri, options)
-                    if result is not None and result.get("status") == "error":
-                        error = error_from_dict(result)
-                        raise DeltaJobError(error, result) from exc
-                    raise
-                result = self._read_result(result_uri, options)
-                if result is None:
-                    raise AirflowException(f"the Delta job finished but wrote no result at {result_uri}")
+                result = self._run_auto(context, request, options, result_uri)
             if result.get("status") != "success":
                 raise DeltaJobError(error_from_dict(result), result)
+            self.log.info("%s ran on the %s engine; result at %s", self.action, result.get("engine"), result_uri)
             return self.summarize(result, context, None if tmp else result_uri)
         finally:
             if tmp:
                 shutil.rmtree(tmp, ignore_errors=True)
+
+    def _run_auto(
+        self, context: Context, request: Request, options: Mapping[str, Any], result_uri: str
+    ) -> dict[str, Any]:
+        """`engine="auto"`: in process when the listing says the local engine will do, else Spark."""
+        try:
+            planned = plan_engine(request)
+        except DeltaError:
+            planned = "local"  # the in-process run reports the error (table not found, ...) as a result
+        if planned == "local":
+            local = replace(request, engine="local")
+            result = self._run_here(local, result_uri, "engine='auto': the log segment is under the threshold")
+            if result.get("error_class") != "ResourceLimitError":
+                return result
+            self.log.info("the state would not fit the local engine's memory limit: submitting to Spark")
+        return self._run_submitted(context, replace(request, engine="spark"), options, result_uri)
 
     def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
         raise NotImplementedError
@@ -326,7 +293,7 @@ class SnapshotReplayOperator(DeltaJobOperator):
 
     XCom: `{table_uri, version, timestamp, operation, num_files, size_bytes, num_tombstones,
     protocol, partition_columns, set_transactions, checkpoint_version, engine, spark_app_id,
-    checks, result_uri}`. `checks` (see `airflow_delta_provider.checks`) fail the task with every
+    checks, result_uri}`. `checks` (see `airflow_delta_provider.commands.checks`) fail the task with every
     failed check's message (`DeltaCheckFailed`, not retried).
     """
 
@@ -339,8 +306,8 @@ class SnapshotReplayOperator(DeltaJobOperator):
         if self.checks:
             validate_checks(self.checks, allow_templates=True)  # fail at parse time on typos
 
-    def extra_job_arguments(self) -> list[str]:
-        return ["--checks", json.dumps(validate_checks(self.checks))] if self.checks else []
+    def extra_request_fields(self) -> dict[str, Any]:
+        return {"checks": validate_checks(self.checks)} if self.checks else {}
 
     def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
         summary = {
@@ -392,10 +359,8 @@ class TombstoneReportOperator(DeltaJobOperator):
         super().__init__(**kwargs)
         self.report_formats = tuple(report_formats)
 
-    def extra_job_arguments(self) -> list[str]:
-        if not self.report_formats or not self.result_uri:  # renderings live beside a kept result
-            return []
-        return ["--report-formats", ",".join(self.report_formats)]
+    def report_formats_for(self, result_uri: str | None) -> Sequence[str]:
+        return self.report_formats if result_uri else ()  # renderings live beside a kept result
 
     def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
         keys = (

@@ -27,17 +27,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..actions import (
-    Action,
-    AddFile,
-    CheckpointMetadata,
-    CommitInfo,
-    Metadata,
-    RemoveFile,
-    Sidecar,
-    action_from_json,
-)
-from ..aggregates import DEFAULT_SMALL_FILE_BYTES, MAX_DIGEST_GROUPS, FileDigest, FileSummary, TombstoneSummary
 from ..errors import (
     ERROR_CLASSES,
     DeltaError,
@@ -47,15 +36,26 @@ from ..errors import (
     StorageError,
     error_from_dict,
 )
-from ..file_state import adds_to_table, removes_to_table
-from ..filenames import ParsedLogPath
-from ..log_segment import LogSegment
-from ..replay import InMemoryLogReplay
+from ..protocol.actions import (
+    Action,
+    AddFile,
+    CheckpointMetadata,
+    CommitInfo,
+    Metadata,
+    RemoveFile,
+    Sidecar,
+    action_from_json,
+)
+from ..protocol.checkpoints import NON_FILE_COLUMNS, sidecar_path
+from ..protocol.filenames import ParsedLogPath
+from ..protocol.log_segment import LogSegment
+from ..protocol.replay import InMemoryLogReplay
+from ..protocol.table_features import check_can_read
+from ..read.aggregates import DEFAULT_SMALL_FILE_BYTES, MAX_DIGEST_GROUPS, FileDigest, FileSummary, TombstoneSummary
+from ..read.checkpoint import checkpoint_read_errors, non_file_actions, read_parquet
+from ..read.file_state import adds_to_table, removes_to_table
+from ..read.table_state import TableState
 from ..storage import LocalLogStore, LogStore, is_local, local_path, s3fs_options
-from ..table_features import check_can_read
-from ..table_state import TableState
-from .arrow_checkpoint import _non_file_actions, _read_parquet
-from .local import NON_FILE_COLUMNS, checkpoint_read_errors, sidecar_path
 from .spark_tasks import (
     BAD_LINE,
     FILE_ACTIONS,
@@ -500,7 +500,7 @@ class SparkEngine:
     ) -> tuple[list[Action], list[Sidecar]]:
         """Non-file actions of one checkpoint parquet file, read on the driver (small columns only)."""
         with checkpoint_read_errors(table, version, path.rsplit("/", 1)[-1]):
-            actions = _non_file_actions(_read_parquet(store, path, NON_FILE_COLUMNS))
+            actions = non_file_actions(read_parquet(store, path, NON_FILE_COLUMNS))
         sidecars = [a for a in actions if isinstance(a, Sidecar)]
         return [a for a in actions if not isinstance(a, Sidecar | CheckpointMetadata)], sidecars
 
@@ -508,7 +508,7 @@ class SparkEngine:
     def _sidecar_paths(table: str, log_dir: str, store: LogStore, version: int, names: list[str]) -> list[str]:
         paths = []
         for name in names:
-            path = sidecar_path(store, log_dir, name)
+            path = sidecar_path(store.join, log_dir, name)
             if store.head(path) is None:
                 raise MalformedCheckpointError(
                     "Sidecar named by the V2 checkpoint is missing", table=table, version=version, file=name

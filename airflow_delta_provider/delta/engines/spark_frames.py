@@ -23,8 +23,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.types import DataType, StructType
 
-from ..actions import KEY_SEPARATOR
-from ..aggregates import (
+from ..protocol.actions import KEY_SEPARATOR
+from ..read.aggregates import (
     MAX_DIGEST_GROUPS,
     NULL_PARTITION,
     FileDigest,

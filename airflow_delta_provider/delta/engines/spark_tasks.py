@@ -7,8 +7,9 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..actions import INVALID_ACTION_ERRORS, AddFile, RemoveFile, action_from_json
-from ..aggregates import (
+from ..protocol.actions import INVALID_ACTION_ERRORS, AddFile, RemoveFile, action_from_json
+from ..protocol.replay import InMemoryLogReplay
+from ..read.aggregates import (
     FileDigest,
     FileSummary,
     TombstoneSummary,
@@ -16,7 +17,6 @@ from ..aggregates import (
     summarize_file_rows,
     summarize_tombstone_rows,
 )
-from ..replay import InMemoryLogReplay
 
 FILE_ACTIONS = ("add", "remove")
 STATE_ACTIONS = ("protocol", "metaData", "txn", "domainMetadata", "commitInfo")

@@ -25,10 +25,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .delta.aggregates import DEFAULT_SMALL_FILE_BYTES
-from .delta.errors import InvalidArgumentError
-from .delta.schema import StructType
-from .delta.snapshot import Snapshot
+from ..delta.errors import InvalidArgumentError
+from ..delta.protocol.schema import StructType
+from ..delta.read.aggregates import DEFAULT_SMALL_FILE_BYTES
+from ..delta.snapshot import Snapshot
 
 KNOWN_CHECKS = (
     "protocol",

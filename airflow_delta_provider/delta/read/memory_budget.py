@@ -10,16 +10,17 @@ footers, plus `JSON_FACTOR` times the bytes of JSON (commits and JSON checkpoint
 `bench/` L (1.03M files): the library's Arrow pool peaked at 2.7x the 96 MiB of decoded columns, and
 replayed commits held 1.9-2.0x their JSON as actions, before their Arrow rows. Footers are read
 unless the file sizes alone rule the limit out by far (`MAX_PARQUET_EXPANSION`). Stats read later
-(data skipping, `all_files()`) and incremental updates are not part of the estimate. Pure: sizes in,
-bytes out; the engine reads the footers.
+(data skipping, `all_files()`) and incremental updates are not part of the estimate. The functions
+are pure (sizes in, bytes out); `MemoryBudget` reads the footers for one load.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
-from .errors import ResourceLimitError
+from ..errors import ResourceLimitError
+from ..storage import LogStore
 
 CHECKPOINT_FACTOR = 3
 JSON_FACTOR = 4
@@ -37,7 +38,7 @@ _FILE_ACTIONS = ("add", "remove")
 
 
 def decoded_bytes(sizes: Mapping[tuple[str, ...], int], non_file: Iterable[str], *, with_stats: bool = False) -> int:
-    """Uncompressed bytes of the leaf columns a load decodes, from `uncompressed_sizes`' map."""
+    """Uncompressed bytes of the leaf columns a load decodes, from a map of leaf column path to bytes."""
     tops = {*_FILE_ACTIONS, *non_file}
     total = 0
     for path, size in sizes.items():
@@ -103,3 +104,68 @@ def default_memory_limit() -> int | None:
     """`DEFAULT_SHARE` of `available_memory()`; None (no limit) where it cannot be known."""
     memory = available_memory()
     return None if memory is None else int(memory * DEFAULT_SHARE)
+
+
+def footer_column_sizes(fh: object) -> dict[tuple[str, ...], int]:
+    """Uncompressed bytes per leaf column path of an open Parquet file, from its footer alone."""
+    import pyarrow.parquet as pq
+
+    meta = pq.read_metadata(fh)
+    sizes: dict[tuple[str, ...], int] = {}
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            column = group.column(c)
+            path = tuple(column.path_in_schema.split("."))
+            sizes[path] = sizes.get(path, 0) + column.total_uncompressed_size
+    return sizes
+
+
+class MemoryBudget:
+    """One load's check against the local engine's memory limit: the segment's commits and checkpoint
+    parts first, then a V2 checkpoint's sidecars as they are found. Footers are read unless file sizes
+    rule the limit out by far; a footer that cannot be read is left out of the estimate (the read
+    itself then reports the file)."""
+
+    def __init__(self, limit: int, table: str, version: int, store: LogStore, non_file: Sequence[str]) -> None:
+        self.limit = limit
+        self.table = table
+        self.version = version
+        self.store = store
+        self.non_file = non_file
+        self.json_bytes = 0
+        self.parquet: dict[str, int | None] = {}  # path -> file size (None: unknown)
+        self.decoded: dict[str, int] = {}  # path -> decoded column bytes, once its footer was read
+
+    def add(self, parquet: Sequence[tuple[str, int | None]], json_bytes: int = 0, *, file: str | None = None) -> None:
+        """Count more files; raises `ResourceLimitError` when the load would exceed the limit."""
+        self.json_bytes += json_bytes
+        for path, size in parquet:
+            self.parquet[path] = size
+        sizes = list(self.parquet.values())
+        if None not in sizes and upper_bound(sum(s or 0 for s in sizes), self.json_bytes) <= self.limit:
+            return
+        for path in self.parquet:
+            if path not in self.decoded:
+                got = self._footer_bytes(path)
+                if got is not None:
+                    self.decoded[path] = got
+        needed = estimate(sum(self.decoded.values()), self.json_bytes)
+        if needed > self.limit:
+            raise over_limit(self.table, self.version, needed, self.limit, file=file)
+
+    def sidecars(self, sidecars: Sequence[tuple[str, int | None, str]]) -> None:
+        """Count a V2 checkpoint's sidecars (path, size, name) before they are read."""
+        self.add([(path, size) for path, size, _ in sidecars], file=sidecars[0][2] if len(sidecars) == 1 else None)
+
+    def _footer_bytes(self, path: str) -> int | None:
+        """Decoded column bytes from the file's footer (found from the file's end: a wrong logged
+        size does not matter); None when the footer cannot be read."""
+        import pyarrow as pa
+
+        try:
+            with self.store.open(path) as fh:
+                sizes = footer_column_sizes(fh)
+        except (OSError, ValueError, pa.ArrowException):
+            return None
+        return decoded_bytes(sizes, self.non_file)

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .table_properties import DEFAULT_SMALL_FILE_BYTES
+from ..protocol.table_properties import DEFAULT_SMALL_FILE_BYTES
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 

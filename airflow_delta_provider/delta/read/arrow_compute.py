@@ -1,11 +1,8 @@
-"""The Arrow compute kernels the local engine uses, called without importing `pyarrow.compute`.
+"""The Arrow compute kernels the local engine uses, each allocating from the library's pool.
 
-`import pyarrow.compute` generates a Python wrapper, docstring included, for each of ~400 kernels:
-about 40 ms of every snapshot load, a fifth of the whole small-table process. The kernels themselves
-live in `pyarrow._compute` and `call_function` runs them directly. Array and table methods that go
-through `pyarrow.compute` (`take`, `filter`, `cast`) are replaced by the functions here on the load
-path for the same reason. Semantics are those of the `pyarrow.compute` function of the same name
-with its default options.
+`pyarrow.compute.call_function` runs a kernel with an explicit memory pool (`arrow_memory.POOL`);
+the wrappers `pyarrow.compute` generates take no pool. Semantics are those of the `pyarrow.compute`
+function of the same name with its default options.
 
 Arguments must already be Arrow values: a plain Python value would be converted with `pa.scalar`,
 which imports pandas (see `arrow_build`).
@@ -16,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
-from pyarrow import _compute as _c
+import pyarrow.compute as _c
 
 from .arrow_memory import POOL
 

@@ -4,16 +4,55 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Protocol as TypingProtocol
 
-from .actions import Action, CommitInfo, DomainMetadata, Metadata, Protocol, SetTransaction
-from .replay import InMemoryLogReplay
+from ..protocol.actions import Action, CommitInfo, DomainMetadata, Metadata, Protocol, SetTransaction
+from ..protocol.replay import InMemoryLogReplay
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-    from .file_rows import RowFileState
+    from .aggregates import FileSummary, TombstoneSummary
     from .file_state import FileState
+
+
+class FileSet(TypingProtocol):
+    """A reconciled file set: active files and tombstones of one version. `FileState` holds it in
+    this process (Arrow tables); the Spark engine's `DistributedFileState` on the cluster."""
+
+    @property
+    def adds(self) -> pa.Table:
+        """Active files, without stats."""
+        ...
+
+    @property
+    def adds_with_stats(self) -> pa.Table:
+        """Active files with stats as raw JSON."""
+        ...
+
+    @property
+    def removes(self) -> pa.Table:
+        """Every tombstone replay holds (expired ones included)."""
+        ...
+
+    @property
+    def num_files(self) -> int: ...
+
+    @property
+    def size_in_bytes(self) -> int: ...
+
+    def num_distinct_paths(self) -> int: ...
+
+    def count_tombstones_after(self, cutoff_ms: int) -> int: ...
+
+    def file_summary(self, small_file_bytes: int) -> FileSummary: ...
+
+    def tombstone_summary(self, cutoff_ms: int, partition_columns: tuple[str, ...]) -> TombstoneSummary: ...
+
+    def uncache(self) -> None:
+        """Release cluster memory held for this set (no-op in process)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -25,7 +64,7 @@ class TableState:
     metadata: Metadata | None
     transactions: Mapping[str, SetTransaction]
     domain_metadata: Mapping[str, DomainMetadata]
-    files: FileState | RowFileState | Any  # or the Spark engine's distributed file state
+    files: FileSet
     last_commit_info: CommitInfo | None = None
     commit_infos: Mapping[int, CommitInfo] = field(default_factory=dict)
 
@@ -45,7 +84,9 @@ class TableState:
         """This state with the replay of later commits on top (the replay holds their final actions).
 
         `file_tables` are the replay's adds and removes as tables, when the caller built them already.
+        Only an in-process `FileState` is extended this way.
         """
+        files: FileState = self.files  # type: ignore[assignment]
         txns = {**self.transactions, **replay.transactions}
         domains = {**self.domain_metadata, **replay.domain_metadata}
         domains = {k: v for k, v in domains.items() if not v.removed}
@@ -57,13 +98,13 @@ class TableState:
             metadata=replay.current_metadata or self.metadata,
             transactions=txns,
             domain_metadata=domains,
-            files=self.files.apply(replay, tables=file_tables),
+            files=files.apply(replay, tables=file_tables),
             last_commit_info=last,
             commit_infos={**self.commit_infos, **commit_infos},
         )
 
 
-def table_state_from_actions(version: int, actions: Iterable[Action], files: Any) -> TableState:
+def table_state_from_actions(version: int, actions: Iterable[Action], files: FileSet) -> TableState:
     """The state a checkpoint holds: its non-file actions (latest wins) and its file state."""
     protocol: Protocol | None = None
     metadata: Metadata | None = None

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from .errors import (
+from ..errors import (
     IncompleteCheckpointError,
     LogGapError,
     TableNotFoundError,

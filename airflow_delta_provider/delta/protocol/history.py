@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
-from .errors import InvalidArgumentError, TimestampOutOfRangeError
+from ..errors import InvalidArgumentError, TimestampOutOfRangeError
 
 
 def to_epoch_ms(value: int | float | str | dt.datetime | dt.date) -> int:

@@ -14,9 +14,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .actions import AddFile
-from .errors import InvalidArgumentError
-from .schema import StructField, StructType, parse_partition_value
+from ..errors import InvalidArgumentError
+from ..protocol.actions import AddFile
+from ..protocol.schema import StructField, StructType, parse_partition_value
 
 Filter = tuple[str, str, Any]
 OPS = frozenset({"=", "==", "!=", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null"})

@@ -52,8 +52,8 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol, TypeVar, cast
 from urllib.parse import unquote, urlparse
 
-from .errors import DeltaError, StorageError
-from .filenames import FileInfo
+from ..errors import DeltaError, StorageError
+from ..protocol.filenames import FileInfo
 
 log = logging.getLogger(__name__)
 

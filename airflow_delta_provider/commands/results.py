@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .actions import AddFile, CommitInfo, Metadata, Protocol, RemoveFile
-from .history import format_ms
-from .snapshot import Snapshot
-from .table_properties import DELETED_FILE_RETENTION
+from ..delta.protocol.actions import AddFile, CommitInfo, Metadata, Protocol, RemoveFile
+from ..delta.protocol.history import format_ms
+from ..delta.protocol.table_properties import DELETED_FILE_RETENTION
+from ..delta.snapshot import Snapshot
 
 
 def protocol_dict(p: Protocol) -> dict[str, Any]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..errors import OperationNotAllowedError, UnsupportedFeatureError
 from .actions import Metadata, Protocol
-from .errors import OperationNotAllowedError, UnsupportedFeatureError
 
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7

@@ -1,20 +1,23 @@
-"""Checkpoints read with pyarrow: file actions stay Arrow columns, never one Python object per file.
+"""Checkpoints read with pyarrow: the one home for checkpoint reading (classic single-file,
+multi-part, V2 with JSON or Parquet top-level files and sidecars).
 
-The local engine reads checkpoints of `row_state_max_bytes` or more here (and the Spark engine's
-driver reads small parts with the same helpers); smaller ones are decoded without pyarrow by
-`checkpoint_parquet`.
+File actions stay Arrow columns, never one Python object per file; non-file actions become action
+objects. Failures become typed errors naming the table, version and file. The local engine reads
+whole checkpoints here; the Spark engine's driver reads non-file actions and sidecar names with the
+same helpers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from .. import arrow_compute as pc
-from ..actions import (
+from ..errors import DeltaError, MalformedCheckpointError, StorageError
+from ..protocol.actions import (
     Action,
     AddFile,
     CheckpointMetadata,
@@ -24,10 +27,15 @@ from ..actions import (
     _stats_text,
     action_from_json,
 )
-from ..arrow_build import string_array
-from ..arrow_memory import ParquetSource
-from ..errors import MalformedCheckpointError, StorageError
-from ..file_state import (
+from ..protocol.checkpoints import NON_FILE_COLUMNS, sidecar_path
+from ..protocol.commits import parse_commit_bytes
+from ..protocol.filenames import SIDECAR_DIR_NAME
+from ..protocol.log_segment import CheckpointInstance
+from ..storage import LocalLogStore, LogStore, local_path
+from . import arrow_compute as pc
+from .arrow_build import string_array
+from .arrow_memory import ParquetSource
+from .file_state import (
     ADD_SCHEMA,
     REMOVE_SCHEMA,
     FileState,
@@ -39,17 +47,78 @@ from ..file_state import (
     key_column,
     removes_to_table,
 )
-from ..log_segment import CheckpointInstance
-from ..storage import LocalLogStore, LogStore, local_path
-from ..table_state import TableState, table_state_from_actions
-from .local import (
-    NON_FILE_COLUMNS,
-    SidecarCheck,
-    checkpoint_read_errors,
-    checkpoint_sidecars,
-    parse_commit_bytes,
-    sidecar_read_errors,
-)
+from .table_state import TableState, table_state_from_actions
+
+#: A V2 checkpoint's sidecar to read: (path, size in bytes or None when unknown, name in the log).
+SidecarRef = tuple[str, int | None, str]
+#: Called with a V2 checkpoint's sidecars before they are read (the memory limit's check).
+SidecarCheck = Callable[[list[SidecarRef]], None]
+
+
+@contextmanager
+def checkpoint_read_errors(table: str, version: int, file: str) -> Iterator[None]:
+    """Reading one checkpoint file: failures become typed errors naming table, version and file.
+
+    A listed file that is gone is a malformed checkpoint; permission and connection failures are
+    storage errors (transient unless permission); anything unreadable is a malformed checkpoint.
+    """
+    try:
+        yield
+    except DeltaError:
+        raise
+    except FileNotFoundError:
+        raise MalformedCheckpointError(
+            "Checkpoint file listed but missing", table=table, version=version, file=file
+        ) from None
+    except (PermissionError, ConnectionError, TimeoutError) as exc:
+        raise StorageError(
+            f"Cannot read checkpoint: {type(exc).__name__}: {exc}",
+            table=table,
+            version=version,
+            file=file,
+            transient=not isinstance(exc, PermissionError),
+        ) from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, pa.ArrowException) as exc:
+        raise MalformedCheckpointError(
+            f"Cannot read checkpoint: {exc}", table=table, version=version, file=file
+        ) from None
+
+
+@contextmanager
+def sidecar_read_errors(table: str, version: int, sidecar: str) -> Iterator[None]:
+    """Reading a V2 checkpoint's sidecar: a missing or unreadable one is a malformed checkpoint."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise MalformedCheckpointError(
+            "Sidecar named by the V2 checkpoint is missing",
+            table=table,
+            version=version,
+            file=f"{SIDECAR_DIR_NAME}/{sidecar}",
+        ) from None
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise MalformedCheckpointError(
+            f"Cannot read sidecar: {exc}", table=table, version=version, file=sidecar
+        ) from None
+
+
+def checkpoint_sidecars(store: LogStore, log_dir: str, actions: Sequence[Action]) -> list[SidecarRef]:
+    """The sidecars a V2 checkpoint's actions name, with their sizes: as logged (`sizeInBytes`), else
+    from the store, else None. A sidecar the store cannot stat is left to the read, which reports it."""
+    out: list[SidecarRef] = []
+    for action in actions:
+        if not isinstance(action, Sidecar):
+            continue
+        path = sidecar_path(store.join, log_dir, action.path)
+        size: int | None = action.size_in_bytes
+        if size <= 0:
+            try:
+                info = store.head(path)
+            except (OSError, ValueError):
+                info = None
+            size = info.size if info is not None and info.size > 0 else None
+        out.append((path, size, action.path))
+    return out
 
 
 @dataclass
@@ -78,7 +147,7 @@ def _open_native(store: LogStore, path: str) -> Any:
     return store.open(path)
 
 
-def _read_parquet(store: LogStore, path: str, columns: Sequence[str] | None = None) -> pa.Table:
+def read_parquet(store: LogStore, path: str, columns: Sequence[str] | None = None) -> pa.Table:
     """Read `columns` (top-level names or `parent.child` leaves) that exist in the file."""
     with _open_native(store, path) as fh:
         pf = ParquetSource(fh)
@@ -119,7 +188,7 @@ def read_checkpoint_stats(store: LogStore, paths: Sequence[str]) -> pa.Table:
     """(key, stats) of every add row in the given checkpoint/sidecar parquet files."""
     parts = []
     for path in paths:
-        data = _read_parquet(store, path, ["add.path", "add.deletionVector", "add.stats", "add.stats_parsed"])
+        data = read_parquet(store, path, ["add.path", "add.deletionVector", "add.stats", "add.stats_parsed"])
         if "add" not in data.column_names:
             continue
         col = data.column("add")
@@ -188,7 +257,7 @@ def _conform_batch(rows: pa.StructArray, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_struct_array(conform(rows, pa.struct(list(schema))))
 
 
-def _non_file_actions(table: pa.Table) -> list[Action]:
+def non_file_actions(table: pa.Table) -> list[Action]:
     out: list[Action] = []
     for name in NON_FILE_COLUMNS:
         if name not in table.column_names:
@@ -242,8 +311,8 @@ def read_checkpoint(
                 adds.append(adds_to_table(a for a in parsed if isinstance(a, AddFile)))
                 removes.append(removes_to_table(a for a in parsed if isinstance(a, RemoveFile)))
             else:
-                data = _read_parquet(store, part.file.path, columns)
-                actions.extend(_non_file_actions(data))
+                data = read_parquet(store, part.file.path, columns)
+                actions.extend(non_file_actions(data))
                 adds.append(_file_actions(data, "add", ADD_SCHEMA))
                 removes.append(_file_actions(data, "remove", REMOVE_SCHEMA))
                 parquet_paths.append(part.file.path)
@@ -252,7 +321,7 @@ def read_checkpoint(
         check_sidecars(sidecars)
     for path, _, name in sidecars:
         with sidecar_read_errors(table, checkpoint.version, name):
-            data = _read_parquet(store, path, [c for c in columns if c.startswith(("add.", "remove."))])
+            data = read_parquet(store, path, [c for c in columns if c.startswith(("add.", "remove."))])
             parquet_paths.append(path)
         adds.append(_file_actions(data, "add", ADD_SCHEMA))
         removes.append(_file_actions(data, "remove", REMOVE_SCHEMA))

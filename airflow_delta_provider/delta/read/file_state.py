@@ -19,17 +19,17 @@ from typing import Any
 
 import pyarrow as pa
 
-from . import arrow_compute as pc
-from .actions import (
+from ..protocol.actions import (
     KEY_SEPARATOR,
     AddFile,
     DeletionVectorDescriptor,
     RemoveFile,
 )
+from ..protocol.replay import InMemoryLogReplay
+from . import arrow_compute as pc
 from .aggregates import DEFAULT_SMALL_FILE_BYTES, FileSummary, TombstoneSummary
 from .arrow_build import bools_from_bytes, column, int64_scalar, int_array, string_array, string_scalar
 from .arrow_memory import POOL
-from .replay import InMemoryLogReplay
 
 _STR_MAP = pa.map_(pa.string(), pa.string())
 DV_TYPE = pa.struct(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 #: Files smaller than this count as small (Delta's OPTIMIZE bin-packs files under 1 GiB towards a
 #: 1 GiB target; 32 MiB is the usual "too small to scan efficiently" line). Overridable per check.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from .delta.history import format_ms
+from ..delta.protocol.history import format_ms
 
 
 def human_bytes(n: int | None) -> str:

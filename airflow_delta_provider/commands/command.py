@@ -1,0 +1,357 @@
+"""The one command layer: a `Request` (table, version or timestamp, action, options) in, a result dict out.
+
+The `deltalog` CLI (`run`), the spark-submit job (`jobs/runner.py`, through `execute`) and the
+operators' in-process path (`execute`) all go through here, so an action is added once and reads
+the same everywhere. No Airflow import: the job runs on a bare Spark driver.
+
+`run` raises typed `DeltaError`s; `execute` never raises for a failed action: it returns (and writes
+to `result_uri`) `{"status": "error", "error_class": ..., ...}`, with the engine and timings.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..delta.delta_log import DeltaLog
+from ..delta.errors import DeltaError, InvalidArgumentError, ResourceLimitError
+from ..delta.protocol.actions import AddFile, action_to_json
+from ..delta.storage import is_local, local_path, s3fs_options
+from .checks import evaluate_checks, failed_checks_message, small_file_bytes, validate_checks
+from .reports import tombstone_html, tombstone_markdown
+from .results import file_dict, snapshot_dict, tombstone_report
+from .where import parse_where
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+    from ..delta.snapshot import Snapshot
+
+#: What a request can ask for. `version` reads only the log listing; `history` and `changes` read commits.
+ACTIONS = ("version", "snapshot", "tombstones", "files", "history", "changes")
+ENGINES = ("auto", "local", "spark")
+#: `engine="auto"` distributes when the log segment to replay (checkpoint + commits) is at least this
+#: big: below it the local engine replays faster than any cluster round trip (bench/RESULTS.md), so
+#: the line sits where driver memory, not speed, becomes the issue.
+DEFAULT_AUTO_THRESHOLD_MB = float(os.environ.get("DELTA_AUTO_THRESHOLD_MB", 1024.0))
+REPORT_FORMATS = {"md": tombstone_markdown, "html": tombstone_html}
+_S3_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL")
+
+SparkFactory = Callable[[Mapping[str, Any]], "SparkSession"]
+
+
+@dataclass(frozen=True)
+class Request:
+    """One action on one table. `storage_options` are fsspec options (never logged or returned)."""
+
+    table: str
+    action: str
+    version: int | None = None
+    timestamp: str | int | None = None
+    engine: str = "auto"
+    storage_options: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    retention_hours: float | None = None
+    include_files: bool = False
+    where: str | None = None
+    checks: Mapping[str, Any] | None = None
+    fail_on_data_loss: bool = False
+    limit: int | None = None
+    now_ms: int | None = None
+    snapshot_partitions: int = 50
+    auto_threshold_mb: float = DEFAULT_AUTO_THRESHOLD_MB
+    memory_limit_bytes: int | str | None = "auto"
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS:
+            raise InvalidArgumentError(f"action must be one of {ACTIONS}, got {self.action!r}", table=self.table)
+        if self.engine not in ENGINES:
+            raise InvalidArgumentError(f"engine must be one of {ENGINES}, got {self.engine!r}", table=self.table)
+        if self.version is not None and self.timestamp is not None:
+            raise InvalidArgumentError("give version or timestamp, not both", table=self.table)
+        if self.retention_hours is not None and not (math.isfinite(self.retention_hours) and self.retention_hours >= 0):
+            raise InvalidArgumentError(
+                f"retention_hours must be a finite number >= 0, got {self.retention_hours}", table=self.table
+            )
+
+
+@dataclass
+class Outcome:
+    """What running a request produced: the action's result and how it ran."""
+
+    body: dict[str, Any]
+    engine: str = "local"
+    spark_app_id: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def storage_options_from_env(uri: str, explicit: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Storage options for `uri`: the store's standard environment variables, then explicit ones.
+
+    For S3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (or
+    AWS_DEFAULT_REGION), AWS_ENDPOINT_URL, translated to s3fs options by `storage.s3fs_options`.
+    """
+    if not uri.startswith(("s3://", "s3a://")):
+        return dict(explicit or {})
+    env = {name: os.environ[name] for name in _S3_ENV if os.environ.get(name)}
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        env["AWS_REGION"] = region
+    return s3fs_options({**env, **(explicit or {})})
+
+
+def choose_engine(requested: str, log_bytes: int, threshold_mb: float) -> str:
+    """The engine `auto` picks for a log segment of `log_bytes` (the local engine's memory limit can
+    still turn a local load to Spark: `run`)."""
+    if requested != "auto":
+        return requested
+    return "spark" if log_bytes >= threshold_mb * 1024 * 1024 else "local"
+
+
+def plan_engine(request: Request) -> str:
+    """The engine a request will start on, from the log listing alone (no commit or checkpoint read)."""
+    if request.action not in ("snapshot", "tombstones", "files") or request.engine != "auto":
+        return "local" if request.engine == "auto" else request.engine
+    log = DeltaLog(request.table, storage_options=dict(request.storage_options))
+    segment = log.log_segment(request.version)
+    return choose_engine("auto", segment.size_in_bytes, request.auto_threshold_mb)
+
+
+def default_spark_session(storage_options: Mapping[str, Any]) -> SparkSession:
+    """The SparkSession of a spark-submit driver, with the engine's settings and S3A credentials."""
+    from pyspark.sql import SparkSession
+
+    from ..delta.engines.spark import SPARK_CONF, hadoop_s3a_conf
+
+    builder = SparkSession.builder.appName("airflow-delta-provider")
+    for key, value in {**SPARK_CONF, **hadoop_s3a_conf(storage_options)}.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def files_where(snap: Snapshot, where: str | None) -> list[AddFile]:
+    """Active files matching a `where` expression (partition pruning + stats skipping), by path."""
+    pfilters: list[tuple[str, str, Any]] = []
+    dfilters: list[tuple[str, str, Any]] = []
+    if where:
+        parts = {c.lower() for c in snap.partition_columns}
+        for f in parse_where(where):
+            (pfilters if f[0].lower() in parts else dfilters).append(f)
+    return sorted(snap.files(partition_filters=pfilters, data_filters=dfilters), key=lambda a: a.path)
+
+
+class _Run:
+    """One request being run: the engine it ended on and what each phase took."""
+
+    def __init__(self, request: Request, spark_factory: SparkFactory | None) -> None:
+        self.request = request
+        self.options = dict(request.storage_options)
+        self.spark_factory = spark_factory or default_spark_session
+        self.spark: SparkSession | None = None
+        self.engine = "local"
+        self.timings: dict[str, float] = {}
+
+    def _clock(self) -> Callable[[], int] | None:
+        now = self.request.now_ms
+        return None if now is None else (lambda: now)
+
+    def _local_log(self) -> DeltaLog:
+        r = self.request
+        if r.memory_limit_bytes == "auto":
+            return DeltaLog(r.table, storage_options=self.options, clock=self._clock())
+        from ..delta.engines.local import LocalEngine
+
+        engine = LocalEngine(memory_limit_bytes=r.memory_limit_bytes)  # type: ignore[arg-type]
+        return DeltaLog(r.table, storage_options=self.options, clock=self._clock(), engine=engine)
+
+    def _spark_log(self) -> DeltaLog:
+        from ..delta.engines.spark import SparkEngine
+
+        r = self.request
+        self.engine = "spark"
+        self.spark = self.spark_factory(self.options)
+        # snapshot and tombstones report from the digest: start its checkpoint half early
+        prefetch = r.action in ("snapshot", "tombstones")
+        engine = SparkEngine(self.spark, snapshot_partitions=r.snapshot_partitions, prefetch_digest=prefetch)
+        return DeltaLog(r.table, storage_options=self.options, clock=self._clock(), engine=engine)
+
+    def _log(self) -> DeltaLog:
+        r = self.request
+        probe = self._local_log()
+        if r.engine == "spark":
+            return self._spark_log()
+        if r.engine == "local":
+            return probe
+        t0 = time.perf_counter()
+        segment = probe.log_segment(r.version)
+        self.timings["listing_s"] = round(time.perf_counter() - t0, 4)
+        if choose_engine(r.engine, segment.size_in_bytes, r.auto_threshold_mb) == "spark":
+            return self._spark_log()
+        return probe
+
+    def _snapshot_of(self, log: DeltaLog) -> Snapshot:
+        r = self.request
+        t0 = time.perf_counter()
+        if r.version is not None:
+            snap = log.snapshot_at(version=r.version)
+        elif r.timestamp is not None:
+            ts = r.timestamp
+            if isinstance(ts, str) and ts.lstrip("-").isdigit():
+                ts = int(ts)
+            snap = log.snapshot_at(timestamp=ts, can_return_last_commit=True)
+        else:
+            snap = log.update()
+        self.timings["replay_s"] = round(time.perf_counter() - t0, 4)
+        return snap
+
+    def snapshot(self) -> Snapshot:
+        try:
+            return self._snapshot_of(self._log())
+        except ResourceLimitError:
+            # `auto` chose local from the log's size, but its state would not fit the local engine's
+            # memory limit (checked before any state is read, V2 sidecars included): distribute it
+            if self.request.engine != "auto" or self.engine != "local":
+                raise
+            return self._snapshot_of(self._spark_log())
+
+    def body(self) -> dict[str, Any]:
+        r = self.request
+        if r.action == "version":
+            return {"table": r.table, "version": self._local_log().latest_version()}
+        if r.action == "history":
+            if r.limit is not None and r.limit < 0:
+                raise InvalidArgumentError(f"limit must be >= 0, got {r.limit}", table=r.table)
+            return {"table": r.table, "history": self._local_log().history(r.limit)}
+        if r.action == "changes":
+            start = r.version or 0
+            changes = [
+                {"version": v, "actions": [action_to_json(x) for x in actions]}
+                for v, actions in self._local_log().get_changes(start, fail_on_data_loss=r.fail_on_data_loss)
+            ]
+            return {"table": r.table, "start_version": start, "changes": changes}
+        checks = validate_checks(dict(r.checks)) if r.checks else {}
+        snap = self.snapshot()
+        t0 = time.perf_counter()
+        if r.action == "snapshot":
+            out = snapshot_dict(snap, include_files=r.include_files)
+            out["file_summary"] = snap.file_summary(small_file_bytes(checks)).to_dict()
+            if checks:
+                schema_at = lambda v: self._local_log().snapshot_at(version=v).schema  # noqa: E731
+                results = [c.to_dict() for c in evaluate_checks(checks, snap, schema_at)]
+                out["checks"] = results
+                out["checks_failed"] = failed_checks_message(results)
+        elif r.action == "tombstones":
+            out = tombstone_report(snap, r.retention_hours, now_ms=r.now_ms, include_files=r.include_files)
+        else:  # files
+            files = [file_dict(x) for x in files_where(snap, r.where)]
+            out = {"table": snap.table, "version": snap.version, "num_files": snap.num_files, "files": files}
+        self.timings["report_s"] = round(time.perf_counter() - t0, 4)
+        return out
+
+
+def run(request: Request, spark_factory: SparkFactory | None = None) -> Outcome:
+    """Run one request; typed `DeltaError`s propagate."""
+    state = _Run(request, spark_factory)
+    body = state.body()
+    app_id = None if state.spark is None else state.spark.sparkContext.applicationId
+    return Outcome(body, state.engine, app_id, state.timings)
+
+
+def execute(
+    request: Request,
+    *,
+    result_uri: str | None = None,
+    report_formats: Sequence[str] = (),
+    spark_factory: SparkFactory | None = None,
+) -> tuple[int, dict[str, Any]]:
+    """Run one request and return (exit code, result): 0 success, 1 a typed `DeltaError`, 3 anything
+    else. The result carries `status`, `action`, `engine`, `spark_app_id`, `timings` and `duration_s`;
+    it is written as JSON to `result_uri` when given, with `report_formats` (md, html) of a tombstone
+    report beside it."""
+    started = time.perf_counter()
+    state = _Run(request, spark_factory)
+    code = 0
+    try:
+        formats = [f for f in (s.strip() for s in report_formats) if f]
+        unknown = [f for f in formats if f not in REPORT_FORMATS]
+        if unknown:
+            raise InvalidArgumentError(f"unknown report format {unknown[0]!r} (md, html)", table=request.table)
+        body = state.body()
+        result: dict[str, Any] = {"status": "success", "action": request.action, **body}
+        if result_uri and request.action == "tombstones":
+            for fmt in formats:
+                uri = sibling(result_uri, fmt)
+                write_text(uri, REPORT_FORMATS[fmt](body), state.options)
+                result.setdefault("reports", {})[fmt] = uri
+    except DeltaError as exc:
+        code = 1
+        result = {"status": "error", "action": request.action, **exc.to_dict()}
+        if result.get("table") is None:
+            result["table"] = request.table
+    except Exception as exc:  # the job must always leave a result behind
+        code = 3
+        result = {
+            "status": "error",
+            "action": request.action,
+            "error_class": type(exc).__name__,
+            "message": f"{type(exc).__name__}: {exc}",
+            "table": request.table,
+        }
+        traceback.print_exc()
+    result["engine"] = state.engine
+    result["spark_app_id"] = None if state.spark is None else state.spark.sparkContext.applicationId
+    result["timings"] = state.timings
+    result["duration_s"] = round(time.perf_counter() - started, 4)
+    if result_uri:
+        try:
+            write_result(result_uri, result, state.options)
+        except Exception as exc:
+            result = {**result, "result_write_error": f"{type(exc).__name__}: {exc}"}
+            code = code or 3
+    return code, result
+
+
+def write_result(uri: str, result: Mapping[str, Any], storage_options: Mapping[str, Any] | None = None) -> None:
+    """Write `result` as JSON to `uri` atomically (temp file + rename locally, one PUT on object stores)."""
+    write_text(uri, json.dumps(result, indent=2, default=str) + "\n", storage_options)
+
+
+def read_result(uri: str, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """The JSON result at `uri`, or None when there is none (or it is not JSON)."""
+    try:
+        if is_local(uri):
+            with open(local_path(uri), encoding="utf-8") as fh:
+                return json.load(fh)
+        import fsspec
+
+        fs, path = fsspec.core.url_to_fs(uri, **dict(storage_options or {}))
+        return json.loads(fs.cat_file(path))
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def write_text(uri: str, text: str, storage_options: Mapping[str, Any] | None = None) -> None:
+    data = text.encode()
+    if is_local(uri):
+        path = local_path(uri)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+        return
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(uri, **dict(storage_options or {}))
+    fs.pipe_file(path, data)
+
+
+def sibling(uri: str, ext: str) -> str:
+    """`result.json` -> `result.<ext>`: where a rendering of a result goes."""
+    base = uri[: -len(".json")] if uri.endswith(".json") else uri
+    return f"{base}.{ext}"

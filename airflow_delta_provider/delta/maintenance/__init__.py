@@ -1,0 +1,1 @@
+"""Table maintenance built on `txn`: checkpoints, log cleanup, VACUUM and OPTIMIZE."""
