@@ -1,0 +1,251 @@
+"""Classifying storage failures (throttling, server, connection, auth, client) and retrying the
+transient ones; scrubbing secrets from messages."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# -- retries ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """At most `max_attempts` attempts; before retry n sleep `uniform(0, min(max_delay, base_delay * 2**(n-1)))`."""
+
+    max_attempts: int = 5
+    base_delay: float = 0.2
+    max_delay: float = 5.0
+    sleep: Callable[[float], None] = field(default=time.sleep, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+
+    def delay(self, retry: int) -> float:
+        """Seconds to wait before retry number `retry` (1 for the first retry): full jitter."""
+        import random
+
+        return random.uniform(0.0, min(self.max_delay, self.base_delay * 2 ** (retry - 1)))
+
+
+#: One attempt, no retry.
+NO_RETRY = RetryPolicy(max_attempts=1)
+
+_AUTH_CODES = frozenset(
+    {
+        "AccessDenied",
+        "AccountProblem",
+        "AllAccessDisabled",
+        "AuthenticationFailed",
+        "AuthorizationFailure",
+        "AuthorizationHeaderMalformed",
+        "AuthFailure",
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "InvalidAccessKeyId",
+        "InvalidClientTokenId",
+        "InvalidSecurity",
+        "InvalidToken",
+        "NotSignedUp",
+        "RequestTimeTooSkewed",
+        "SignatureDoesNotMatch",
+        "TokenRefreshRequired",
+        "UnrecognizedClientException",
+    }
+)
+_THROTTLE_CODES = frozenset(
+    {
+        "BandwidthLimitExceeded",
+        "RequestLimitExceeded",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "ServerBusy",
+        "ServiceUnavailable",
+        "SlowDown",
+        "ThrottledException",
+        "Throttling",
+        "ThrottlingException",
+        "TooManyRequests",
+        "TooManyRequestsException",
+        "rateLimitExceeded",
+        "userRateLimitExceeded",
+    }
+)
+_SERVER_CODES = frozenset(
+    {"InternalError", "InternalServerError", "OperationTimedOut", "RequestTimeout", "RequestTimeoutException"}
+)
+_NOT_FOUND_CODES = frozenset({"NoSuchKey", "NoSuchBucket", "NotFound", "BlobNotFound", "ContainerNotFound"})
+# Exception class names (anywhere in the MRO or the cause chain) that mean the connection, not the request, failed.
+_CONNECTION_ERRORS = frozenset(
+    {
+        "ChunkedEncodingError",
+        "ClientConnectionError",
+        "ClientOSError",
+        "ClientPayloadError",
+        "ConnectTimeoutError",
+        "ConnectionClosedError",
+        "EndpointConnectionError",
+        "FSTimeoutError",
+        "HTTPClientError",
+        "IncompleteRead",
+        "ProtocolError",
+        "ReadTimeoutError",
+        "ResponseParserError",  # throttling answers can carry invalid XML (s3fs #484)
+        "ResponseStreamingError",
+        "ServerDisconnectedError",
+        "ServerTimeoutError",
+        "ServiceRequestError",
+        "ServiceResponseError",
+    }
+)
+_CREDENTIAL_ERRORS = frozenset(
+    {
+        "ClientAuthenticationError",
+        "CredentialRetrievalError",
+        "DefaultCredentialsError",
+        "NoAuthTokenError",
+        "NoCredentialsError",
+        "PartialCredentialsError",
+        "RefreshError",
+    }
+)
+_CLIENT_MODULES = (
+    "botocore",
+    "aiobotocore",
+    "aiohttp",
+    "s3fs",
+    "gcsfs",
+    "adlfs",
+    "azure",
+    "google",
+    "urllib3",
+    "fsspec",
+)
+_SECRET_OPTION_PARTS = (
+    "secret",
+    "token",
+    "password",
+    "credential",
+    "account_key",
+    "sas",
+    "connection_string",
+    "private",
+)
+_SECRET_QUERY = re.compile(
+    r"(?i)\b(sig|signature|x-amz-signature|x-amz-security-token|x-amz-credential|access_token|token|secret|password)"
+    r"=([^&\s\"'<>]+)"
+)
+
+
+@dataclass(frozen=True)
+class StorageFailure:
+    """A classified storage exception. `kind`: auth, throttled, server, connection, client, not_found, other."""
+
+    kind: str
+    code: str | None = None
+    status: int | None = None
+    message: str = ""
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind in ("throttled", "server", "connection")
+
+    @property
+    def transient(self) -> bool:
+        return self.kind in ("throttled", "server", "connection", "other")
+
+
+def _exception_chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _http_status(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599 else None
+
+
+def classify_error(exc: BaseException) -> StorageFailure | None:
+    """What a storage client's exception means; None when it is not a storage failure at all.
+
+    Reads the service answer (botocore's `response`, or a `status_code`/`status`/`code` attribute as
+    azure, aiohttp and gcsfs errors carry) anywhere in the cause chain, then the exception classes.
+    """
+    chain = list(_exception_chain(exc))
+    code: str | None = None
+    status: int | None = None
+    message: str | None = None
+    for e in chain:
+        response = getattr(e, "response", None)
+        if isinstance(response, Mapping) and isinstance(response.get("Error"), Mapping):
+            error = response["Error"]
+            code = str(error.get("Code") or "") or None
+            message = str(error.get("Message") or "") or None
+            status = _http_status((response.get("ResponseMetadata") or {}).get("HTTPStatusCode"))
+            break
+        found = next(
+            (s for s in (_http_status(getattr(e, a, None)) for a in ("status_code", "status", "code")) if s), None
+        )
+        if found is not None:
+            status = found
+            code = str(getattr(e, "error_code", None) or getattr(e, "reason", None) or "") or None
+            break
+    if status is None and code is not None and code.isdigit():
+        status = _http_status(int(code))
+    if code is not None and code.isdigit():
+        code = None  # a body-less answer (HEAD): the status says it all
+    names = {cls.__name__ for e in chain for cls in type(e).__mro__}
+    text = message or str(exc) or type(exc).__name__
+
+    def failure(kind: str) -> StorageFailure:
+        return StorageFailure(kind, code, status, text)
+
+    if code in _AUTH_CODES or status in (401, 403) or names & _CREDENTIAL_ERRORS:
+        return failure("auth")
+    if any(isinstance(e, PermissionError) for e in chain):
+        return failure("auth")
+    if code in _NOT_FOUND_CODES or status == 404:
+        return failure("not_found")
+    if code in _THROTTLE_CODES or status in (429, 503):
+        return failure("throttled")
+    if code in _SERVER_CODES or status in (500, 502, 504):
+        return failure("server")
+    if names & _CONNECTION_ERRORS or any(isinstance(e, ConnectionError | TimeoutError) for e in chain):
+        return failure("connection")
+    if status is not None and 400 <= status < 500:
+        return failure("client")
+    if isinstance(exc, OSError) or any(type(e).__module__.split(".")[0] in _CLIENT_MODULES for e in chain):
+        return failure("other")
+    return None
+
+
+def secret_values(options: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """String values of storage options whose names look secret (secret, token, password, ...), longest first."""
+    found: set[str] = set()
+
+    def walk(value: Any, secret: bool) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(v, secret or any(part in str(k).lower() for part in _SECRET_OPTION_PARTS))
+        elif isinstance(value, list | tuple):
+            for v in value:
+                walk(v, secret)
+        elif secret and isinstance(value, str) and len(value) >= 4:
+            found.add(value)
+
+    walk(options or {}, False)
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def scrub(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """`text` without the given secret values and without signature/token query parameters."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return _SECRET_QUERY.sub(r"\1=***", text)
