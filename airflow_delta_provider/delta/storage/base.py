@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Sequence
 from typing import BinaryIO, Protocol
 from urllib.parse import unquote, urlparse
 
@@ -31,6 +32,30 @@ class LogStore(Protocol):
     def is_dir(self, path: str) -> bool: ...
 
     def join(self, base: str, *parts: str) -> str: ...
+
+    # -- writes (the commit path and maintenance) ----------------------------------------------------
+    #: True when `put_if_absent` is atomic (two writers can never both succeed); commits need it.
+    atomic_put_if_absent: bool
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        """Create `path` with `data` only if nothing is there; `FileExistsError` when something is.
+
+        Atomic: of two concurrent callers exactly one succeeds, and a reader never sees a partial file.
+        """
+        ...
+
+    def put(self, path: str, data: bytes) -> None:
+        """Write `path` whole, replacing what is there; readers see the old or the new content."""
+        ...
+
+    def delete_many(self, paths: Sequence[str]) -> int:
+        """Delete files (batched where the store can); a missing file counts as deleted. Returns
+        how many of `paths` were handled."""
+        ...
+
+    def list_recursive(self, directory: str) -> Iterator[FileInfo]:
+        """Every file under `directory`, at any depth, with size and mtime (no order promised)."""
+        ...
 
 
 def is_local(uri: str) -> bool:
