@@ -8,18 +8,12 @@ Measured on the generated S/M/L logs (bench/generate.py; missing ones are genera
 * **whole job**: the real `spark-submit --master local[2]` of the bundled job
   (`jobs/delta_job.py --engine spark`), `--action snapshot` with each `--partitions` value and
   `--action tombstones`; wall clock of the whole process (JVM start included), its CPU and peak
-  RSS (`os.wait4`), the job's own JSON result (`duration_s`, `timings.listing_s/replay_s/report_s`)
-  and the duration of every Spark stage (parsed from spark-submit's INFO log). The driver JVM gets
-  the operators' default options (`-XX:TieredStopAtLevel=1`, `jobs/driver_jvm.py`, as with
-  `quick_start_driver=True`); `--jvm-defaults` runs every spark-submit with the JVM's own defaults.
+  RSS (`os.wait4`), the job's own JSON result (`duration_s`, `timings.replay_s/report_s`)
+  and the duration of every Spark stage (parsed from spark-submit's INFO log). Every driver JVM runs
+  with the JVM's defaults and the engine's `SPARK_CONF`, as the operators submit it; the C1-only JIT
+  for short drivers (`-XX:TieredStopAtLevel=1`) is now a documented `conf` example in the README, not code.
 * **JVM floor**: `spark-submit` of a no-op script that only creates the same SparkSession and runs
   one 2-task Python RDD job (so Python workers start too), then exits.
-* **with class archive** (unless `--no-class-archive`): the no-op and, per scale, the snapshot job (first
-  `--partitions` value) and the tombstones job again, their driver JVM started with
-  `-XX:SharedArchiveFile` (JDK class-data sharing, what the operators' `class_archive` does). The
-  archive is recorded once before the timed rounds (untimed; `-XX:ArchiveClassesAtExit`, through
-  `airflow_delta_provider.jobs.class_archive`) by the snapshot job on the smallest scale, and deleted
-  after them.
 * **warm query**: one long-lived child process holds a `local[2]` SparkSession (the engine's
   `SPARK_CONF`, UI off); per scale it times `DeltaLog(p, engine=SparkEngine(spark, N)).update()`
   then `num_files`, `size_in_bytes` and `tombstone_summary(...)`, `--warm-runs` times; the first
@@ -69,9 +63,6 @@ TARGET_WHOLE_JOB_S = 20.0
 #: older test, comparing the marginal cost per action of S->M with M->L, divides by noise once the
 #: S->M difference is a fraction of a second.)
 CHORD_FRACTION = 0.90
-#: Key suffix of the configurations whose driver JVM uses a class-data sharing archive.
-CDS_KEY = "cds"
-JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 # ---------------------------------------------------------------------------------------------------
 # Child programs
@@ -92,8 +83,6 @@ print(json.dumps({"version": s.version, "num_files": s.num_files, "size_in_bytes
 NOOP_JOB = """
 import json, sys, time
 t0 = time.perf_counter()
-from airflow_delta_provider.jobs.pyspark_path import prefer_installed_pyspark
-prefer_installed_pyspark()  # as the job's entry point does
 from pyspark.sql import SparkSession
 from airflow_delta_provider.delta.engines.spark import SPARK_CONF
 builder = SparkSession.builder.appName("spark-bench-noop")
@@ -194,29 +183,18 @@ class JobConfig:
     partitions: int
     samples: list[JobSample] = field(default_factory=list)
     discarded: list[str] = field(default_factory=list)  # runs redone because other processes were busy
-    cds: bool = False  # the driver JVM maps a class-data sharing archive (-XX:SharedArchiveFile)
 
     @property
     def key(self) -> str:
-        key = "noop" if self.action == "noop" else f"{self.scale}/{self.action}/p{self.partitions}"
-        return f"{key}/{CDS_KEY}" if self.cds else key
-
-    @property
-    def label(self) -> str:
-        """The key for people: `S/snapshot/p8 with class archive`."""
-        return self.key.removesuffix(f"/{CDS_KEY}") + (" with class archive" if self.cds else "")
+        return "noop" if self.action == "noop" else f"{self.scale}/{self.action}/p{self.partitions}"
 
     @classmethod
     def from_key(cls, key: str) -> JobConfig:
         """The configuration a `key` names (the inverse of `key`)."""
-        parts = key.split("/")
-        cds = parts[-1] == CDS_KEY
-        if cds:
-            parts.pop()
-        if parts == ["noop"]:
-            return cls("", "noop", 0, cds=cds)
-        scale, action, partitions = parts
-        return cls(scale, action, int(partitions[1:]), cds=cds)
+        if key == "noop":
+            return cls("", "noop", 0)
+        scale, action, partitions = key.split("/")
+        return cls(scale, action, int(partitions[1:]))
 
     def med(self, attr: str) -> float:
         return statistics.median(getattr(s, attr) for s in self.samples)
@@ -291,17 +269,11 @@ def spark_env(root: Path) -> dict[str, str]:
     return env
 
 
-def driver_jvm_options() -> str:
-    from airflow_delta_provider.jobs import driver_jvm
-
-    return driver_jvm.quick_start(None)
-
-
-def spark_conf_args(extra: dict[str, str] | None = None) -> list[str]:
+def spark_conf_args() -> list[str]:
     from airflow_delta_provider.delta.engines.spark import SPARK_CONF
 
     argv: list[str] = []
-    for key, value in {**SPARK_CONF, "spark.ui.enabled": "false", **(extra or {})}.items():
+    for key, value in {**SPARK_CONF, "spark.ui.enabled": "false"}.items():
         argv += ["--conf", f"{key}={value}"]
     return argv
 
@@ -500,19 +472,14 @@ def bench_jobs(
     root: Path,
     py_files: str,
     quiet: Any,
-) -> tuple[list[JobConfig], str]:
-    """The whole-job configurations, timed; and how the class archive was recorded."""
-    from airflow_delta_provider.jobs import DAEMON_MODULE_CONF, WORKER_DAEMON_MODULE, class_archive, job_script
+) -> list[JobConfig]:
+    """The whole-job configurations, timed."""
+    from airflow_delta_provider.jobs import job_script
 
     configs = [JobConfig("", "noop", 0)]
-    if not args.no_class_archive:
-        configs.append(JobConfig("", "noop", 0, cds=True))
     for s in scales:
         configs += [JobConfig(s, "snapshot", n) for n in args.partitions]
         configs.append(JobConfig(s, "tombstones", args.tombstone_partitions))
-        if not args.no_class_archive:
-            configs.append(JobConfig(s, "snapshot", args.partitions[0], cds=True))
-            configs.append(JobConfig(s, "tombstones", args.tombstone_partitions, cds=True))
     env = spark_env(root)
     work = Path(tempfile.mkdtemp(prefix="jobs-", dir=SPARK_DIR))
     noop_script = work / "noop_job.py"
@@ -520,21 +487,14 @@ def bench_jobs(
     submit = [str(Path(env["SPARK_HOME"]) / "bin" / "spark-submit"), "--master", "local[2]", "--py-files", py_files]
     if args.driver_memory:
         submit += ["--driver-memory", args.driver_memory]
+    submit += spark_conf_args()
 
-    # the operators' default driver JVM options (quick_start_driver), unless --jvm-defaults
-    base_options = None if args.jvm_defaults else driver_jvm_options()
-
-    # the operators' default worker daemon for local masters (quick_start_workers), unless --pyspark-daemon
-    worker_conf = {} if args.pyspark_daemon else {DAEMON_MODULE_CONF: WORKER_DAEMON_MODULE}
-
-    def argv_of(cfg: JobConfig, out: Path, java_options: str | None = base_options) -> list[str]:
-        conf = spark_conf_args({**worker_conf, **({JAVA_OPTIONS: java_options} if java_options else {})})
+    def argv_of(cfg: JobConfig, out: Path) -> list[str]:
         if cfg.action == "noop":
-            return [*submit, *conf, str(noop_script), str(out)]
+            return [*submit, str(noop_script), str(out)]
         m = manifests[cfg.scale]
         argv = [
             *submit,
-            *conf,
             job_script(),
             "--table",
             str(benchlib.table_dir(cfg.scale, args.data)),
@@ -553,39 +513,12 @@ def bench_jobs(
             argv += ["--retention-hours", str(m["retention_hours"])]
         return argv
 
-    archive = work / "driver-classes.jsa"
-    archive_note, use_archive = "not measured (--no-class-archive)", None
-    if not args.no_class_archive:  # record the archive once, untimed, as the operators' first run does
-        smallest = min(scales, key=lambda s: manifests[s]["num_files"])
-        cfg = JobConfig(smallest, "snapshot", args.partitions[0])
-        options, tmp = class_archive.java_options(str(archive), base_options, recorded=False)
-        out = work / "record-class-archive.json"
-        print(f"class archive: recording with {cfg.key} (untimed)", file=sys.stderr, flush=True)
-        wall, _, _, code, stderr, _ = timed_process(argv_of(cfg, out, options), env, work, args.timeout)
-        (work / "record-class-archive.log").write_text(stderr)
-        try:
-            mismatch = check_job(cfg, json.loads(out.read_text()), expected[smallest])
-        except (OSError, ValueError):
-            mismatch = "no result"
-        if code == 0 and not mismatch and tmp and class_archive.promote(tmp, str(archive)):
-            use_archive = class_archive.java_options(str(archive), base_options, recorded=True)[0]
-            archive_note = (
-                f"recorded once before the timed runs by {cfg.key} (-XX:ArchiveClassesAtExit): "
-                f"{wall:.1f} s wall, {archive.stat().st_size / 2**20:.0f} MiB; deleted after the runs"
-            )
-        else:
-            if tmp:
-                class_archive.discard(tmp)
-            archive_note = f"recording failed (exit {code}; {mismatch or 'no archive written'}): configs skipped"
-            configs = [c for c in configs if not c.cds]
-        print(f"class archive: {archive_note}", file=sys.stderr, flush=True)
-
     print(f"whole job: {len(configs)} spark-submits x {args.reps} rounds", file=sys.stderr)
     for r in range(args.reps):
         shift = r % len(configs)
         for cfg in configs[shift:] + configs[:shift]:
             out = work / f"{cfg.key.replace('/', '-')}-{r}.json"
-            argv = argv_of(cfg, out, use_archive if cfg.cds else base_options)
+            argv = argv_of(cfg, out)
             for attempt in range(args.retries + 1):
                 busy = benchlib.wait_for_quiet(*quiet) if quiet else -1.0
                 load1 = loadavg1()
@@ -613,8 +546,7 @@ def bench_jobs(
                     cfg.samples.append(sample)
                     break
                 cfg.discarded.append(f"{wall:.1f} s (others {sample.others:.2f} cores)")
-    archive.unlink(missing_ok=True)  # ~100 MiB
-    return configs, archive_note
+    return configs
 
 
 def bench_warm(
@@ -690,7 +622,7 @@ def stage_growth(scales: list[str], actions: dict[str, dict], jobs: list[JobConf
     by_scale = {
         c.scale: c.stage_med()
         for c in jobs
-        if c.action == "snapshot" and c.partitions == partitions and c.samples and c.scale in scales and not c.cds
+        if c.action == "snapshot" and c.partitions == partitions and c.samples and c.scale in scales
     }
     present = [s for s in scales if s in by_scale]
     if len(present) < 2 or len({len(by_scale[s]) for s in present}) != 1:
@@ -767,7 +699,7 @@ def report(
             )
             base[s]["ok"] = ok
             all_ok &= ok
-    noop = next((c for c in jobs or [] if c.action == "noop" and not c.cds), None)
+    noop = next((c for c in jobs or [] if c.action == "noop"), None)
     floor = noop.med("wall") if noop and noop.samples else float("nan")
 
     if jobs:
@@ -780,7 +712,7 @@ def report(
             all_ok &= ok
             walls = [s.wall for s in c.samples]
             dur = c.rmed("duration_s")
-            lst, rep, rpt = c.rmed("timings", "listing_s"), c.rmed("timings", "replay_s"), c.rmed("timings", "report_s")
+            rep, rpt = c.rmed("timings", "replay_s"), c.rmed("timings", "report_s")
             common = [fmt(c.med("wall")), f"{fmt(min(walls))}-{fmt(max(walls))}"]
             tail = [
                 fmt(c.med("cpu"), 1),
@@ -789,19 +721,17 @@ def report(
                 fmt(c.med("others")),
                 "yes" if ok else "**NO**: " + next(s.mismatch for s in c.samples if not s.ok),
             ]
-            with_archive = ", with class archive" if c.cds else ""
             if c.action == "noop":
                 rows.append(
                     [
                         "-",
-                        f"no-op: SparkSession + 2-task Python job{with_archive}",
+                        "no-op: SparkSession + 2-task Python job",
                         "-",
                         *common,
                         "-",
                         "-",
                         "-",
                         f"session {fmt(c.rmed('session_s'))}, Python job {fmt(c.rmed('python_job_s'))}",
-                        "-",
                         "-",
                         "-",
                         *tail,
@@ -812,14 +742,13 @@ def report(
             rows.append(
                 [
                     c.scale,
-                    c.action + with_archive,
+                    c.action,
                     str(c.partitions),
                     *common,
                     fmt(c.med("wall") / d, 1) + "x",
                     fmt(dur),
                     fmt(c.med("wall") - dur),
-                    fmt(dur - lst - rep - rpt),
-                    fmt(lst, 3),
+                    fmt(dur - rep - rpt),
                     fmt(rep),
                     fmt(rpt),
                     *tail,
@@ -835,7 +764,6 @@ def report(
             "job duration_s",
             "JVM + driver start (wall - duration)",
             "SparkSession start (duration - timings)",
-            "listing_s",
             "replay_s",
             "report_s",
             "CPU s",
@@ -847,29 +775,13 @@ def report(
         parts.append(table(header, rows))
         parts.append(
             "\n`duration_s` is the job's own clock (from `run()` in the driver's Python to the result); "
-            "`replay_s` is `DeltaLog.update()` (read + parse every line, persist, collect the state actions); "
-            "the file actions are keyed, shuffled and reconciled lazily, so that work is paid by the first "
+            "`replay_s` is `DeltaLog.update()` (list the log, read + parse every line, persist, collect the state "
+            "actions); the file actions are keyed, shuffled and reconciled lazily, so that work is paid by the first "
             "report action and shows in `report_s` (snapshot: `file_summary` + `num_tombstones`; tombstones: "
             "`tombstone_summary`). CPU is the spark-submit process tree's (the JVM and what it reaped, from "
             "`os.wait4`, plus the PySpark workers polled from /proc); peak RSS is the JVM's. \"Other "
             "processes' cores\" is the machine's busy CPU time during the run minus that tree's, per second."
         )
-        if any(c.cds for c in jobs):
-            parts.append(
-                f'\nRows "with class archive": the same spark-submit with `{JAVA_OPTIONS}='
-                "-XX:SharedArchiveFile=<archive>`: the driver JVM maps a JDK class-data sharing archive instead "
-                "of loading those classes (what the operators' `class_archive` does after their first run). The "
-                f"archive: {machine.get('class archive', 'n/a')}."
-            )
-            rows = []
-            for c in jobs:
-                base_cfg = next((d for d in jobs if d.key == c.key.removesuffix(f"/{CDS_KEY}")), None)
-                if c.cds and c.samples and base_cfg and base_cfg.samples:
-                    w, b = c.med("wall"), base_cfg.med("wall")
-                    rows.append([base_cfg.label, fmt(b), fmt(w), fmt(b - w), f"{(b - w) / b:.0%}"])
-            if rows:
-                parts.append("\nEffect of the class archive (median wall s):\n")
-                parts.append(table(["job", "default", "with class archive", "saved s", "saved"], rows))
         redone = [f"{c.key}: {', '.join(c.discarded)}" for c in jobs if c.discarded]
         parts.append(
             f"\nRuns redone because other processes used more than {args.max_others:g} cores during them "
@@ -892,14 +804,14 @@ def report(
                     ]
                     for label, sec, (n, longest, total) in c.stage_detail()
                 ]
-                parts.append(f"\n{c.label}:\n")
+                parts.append(f"\n{c.key}:\n")
                 parts.append(
                     table(["stage", "s", "tasks", "longest task s", "cores busy (task s / stage s)", "what"], rows)
                 )
             rows = []
             for c in big:
                 st = c.stage_med()
-                rows.append([c.label, fmt(sum(x for _, x in st)), " + ".join(fmt(x, 1) for _, x in st)])
+                rows.append([c.key, fmt(sum(x for _, x in st)), " + ".join(fmt(x, 1) for _, x in st)])
             parts.append("\nAll configurations (stage seconds in order):\n")
             parts.append(table(["job", "sum of stages s", "stages"], rows))
             parts.append(stage_growth(scales, actions, jobs, args.partitions[0]))
@@ -976,7 +888,7 @@ def report(
             b = base[s]
             d = b["delta-rs"]
             best = min(
-                (c for c in jobs or [] if c.scale == s and c.action == "snapshot" and c.samples and not c.cds),
+                (c for c in jobs or [] if c.scale == s and c.action == "snapshot" and c.samples),
                 key=lambda c: c.med("wall"),
                 default=None,
             )
@@ -1028,17 +940,16 @@ def report(
         parts.append("\n### Growth with the number of actions\n")
         rows = []
         # (seconds per scale, is a target): the job's own work (replay_s + report_s: what scales with the
-        # log; JVM, SparkSession start and listing are constant and shown above) carries the target
+        # log; JVM and SparkSession start are constant and shown above) carries the target
         series: dict[str, tuple[dict[str, float], bool]] = {}
         for c in jobs:
             if c.action != "noop" and c.samples:
                 work = c.rmed("timings", "replay_s") + c.rmed("timings", "report_s")
                 name = f"job work (replay_s + report_s), {c.action} p{c.partitions}"
-                name += ", with class archive" if c.cds else ""
-                series.setdefault(name, ({}, not c.cds))[0][c.scale] = work
+                series.setdefault(name, ({}, True))[0][c.scale] = work
         for c in jobs:
             if c.action != "noop" and c.samples:
-                name = f"whole job wall, {c.action} p{c.partitions}" + (", with class archive" if c.cds else "")
+                name = f"whole job wall, {c.action} p{c.partitions}"
                 series.setdefault(name, ({}, False))[0][c.scale] = c.med("wall")
         if warm:
             for s in scales:
@@ -1106,10 +1017,9 @@ def report(
         for c in jobs:
             if c.scale == "L" and c.samples:
                 w = c.med("wall")
-                with_archive = ", with class archive" if c.cds else ""
                 targets.append(
                     [
-                        f"L whole job ({c.action}, p{c.partitions}{with_archive}) <= {TARGET_WHOLE_JOB_S:g} s",
+                        f"L whole job ({c.action}, p{c.partitions}) <= {TARGET_WHOLE_JOB_S:g} s",
                         f"{fmt(w)} s ({w / TARGET_WHOLE_JOB_S:.1f}x the target, +{fmt(w - TARGET_WHOLE_JOB_S)} s over)"
                         if w > TARGET_WHOLE_JOB_S
                         else f"{fmt(w)} s",
@@ -1151,6 +1061,8 @@ def rerender(args: argparse.Namespace) -> int:
             setattr(args, key, raw["args"][key])
     jobs = []
     for key, samples in raw["jobs"].items():
+        if key.endswith("/cds"):  # class-archive configurations of runs before their removal
+            continue
         cfg = JobConfig.from_key(key)
         for x in samples:
             x["stages"] = [tuple(t) for t in x["stages"]]
@@ -1193,21 +1105,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-jobs", action="store_true")
     parser.add_argument("--skip-warm", action="store_true")
     parser.add_argument("--skip-baselines", action="store_true")
-    parser.add_argument(
-        "--no-class-archive",
-        action="store_true",
-        help="skip the whole-job configurations whose driver JVM uses a class-data sharing archive",
-    )
-    parser.add_argument(
-        "--jvm-defaults",
-        action="store_true",
-        help="start every driver JVM with the JVM's defaults, not the operators' quick_start_driver option",
-    )
-    parser.add_argument(
-        "--pyspark-daemon",
-        action="store_true",
-        help="start Python workers with PySpark's own daemon, not the operators' quick_start_workers one",
-    )
     parser.add_argument("--timeout", type=float, default=900, help="seconds per spark-submit")
     benchlib.add_quiet_options(parser, max_wait=60.0)
     parser.add_argument(
@@ -1255,14 +1152,6 @@ def main(argv: list[str] | None = None) -> int:
     machine["java"] = java[0] if java else "?"
     machine["date (UTC)"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
     machine["command"] = f"`{command_line}`"
-    machine["driver JVM options (whole job)"] = (
-        "JVM defaults (--jvm-defaults)" if args.jvm_defaults else f"`{driver_jvm_options()}` (operators' default)"
-    )
-    machine["Python worker daemon (whole job)"] = (
-        "PySpark's (--pyspark-daemon)"
-        if args.pyspark_daemon
-        else "`airflow_delta_provider.jobs.worker_daemon` (operators' default for local masters)"
-    )
     load_start = machine.pop("loadavg")
     started = time.time()
 
@@ -1277,9 +1166,7 @@ def main(argv: list[str] | None = None) -> int:
         ]:
             raise SystemExit(f"{s}: the local engine disagrees with the manifest")
     baselines = None if args.skip_baselines else bench_baselines(args.scales, manifests, args, quiet)
-    jobs = None
-    if not args.skip_jobs:
-        jobs, machine["class archive"] = bench_jobs(args.scales, manifests, expected, args, root, py_files, quiet)
+    jobs = None if args.skip_jobs else bench_jobs(args.scales, manifests, expected, args, root, py_files, quiet)
     warm = None if args.skip_warm else bench_warm(args.scales, manifests, args, root, quiet)
 
     machine["loadavg (start -> end)"] = f"{load_start} -> {benchlib.loadavg()}"
