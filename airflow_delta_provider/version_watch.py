@@ -11,12 +11,44 @@ from typing import Any
 
 from .delta.delta_log import DeltaLog
 from .delta.errors import DeltaError, StorageError, TableNotFoundError
+from .delta.storage import normalize_table_uri
+
+
+def last_version(pulled: Any, table_uri: str | None = None) -> int | None:
+    """The highest `version` among XCom results, whatever shape `xcom_pull` gave them in.
+
+    `ti.xcom_pull(task_ids=..., include_prior_dates=True)` returns None (no earlier run), one dict,
+    or, on Airflow 3 once several runs stored a value, a list of them (in no set order). A bare
+    int is taken as a version. With `table_uri`, only results whose `table_uri` names the same
+    table (compared normalized) count, so runs of a DAG over another table are ignored. Register
+    it as a macro (`user_defined_macros={"last_version": last_version}`) and template
+    `newer_than="{{ last_version(ti.xcom_pull(task_ids='replay', include_prior_dates=True)) }}"`:
+    None renders as "None", which the sensor reads as "no version".
+    """
+    items = pulled if isinstance(pulled, list | tuple) else [pulled]
+    wanted = normalize_table_uri(table_uri) if table_uri else None
+    versions: list[int] = []
+    for item in items:
+        if isinstance(item, bool) or item is None:
+            continue
+        if isinstance(item, int):
+            versions.append(item)
+        elif isinstance(item, Mapping) and isinstance(item.get("version"), int):
+            uri = item.get("table_uri")
+            if wanted is None or (isinstance(uri, str) and normalize_table_uri(uri) == wanted):
+                versions.append(item["version"])
+    return max(versions, default=None)
 
 
 def as_version(value: Any, name: str) -> int | None:
-    """A templated version as an int (rendered templates are strings); None for empty or "None"."""
+    """A templated version as an int (rendered templates are strings); None for empty or "None".
+
+    Natively rendered XCom results (a dict, or a list of dicts) give their highest `version`.
+    """
     if value is None or (isinstance(value, str) and value.strip() in ("", "None", "null")):
         return None
+    if isinstance(value, Mapping | list | tuple):
+        return last_version(value)
     try:
         return int(value)
     except (TypeError, ValueError):

@@ -7,7 +7,8 @@
 
 Configured by environment (defaults suit a laptop; `docker/` sets them for the compose stack):
 DELTA_EXAMPLE_TABLE_URI (table to watch), DELTA_RESULT_DIR (where full results go),
-DELTA_SPARK_CONN_ID (default spark_default), DELTA_STORAGE_CONN_ID (object-store connection, if any).
+DELTA_SPARK_CONN_ID (default spark_default; `none` runs both jobs in the worker process with the local
+engine, no Spark: `submit=False`), DELTA_STORAGE_CONN_ID (object-store connection, if any).
 Each run may override through params (`airflow dags test delta_table_health -c '{"newer_than": -1}'`).
 """
 
@@ -23,21 +24,26 @@ from airflow.providers.common.compat.sdk import Param, dag, task
 from airflow_delta_provider.assets import delta_table_asset
 from airflow_delta_provider.operators.delta import SnapshotReplayOperator, TombstoneReportOperator
 from airflow_delta_provider.sensors.delta import DeltaVersionSensor
+from airflow_delta_provider.version_watch import last_version
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE_URI = os.environ.get("DELTA_EXAMPLE_TABLE_URI") or str(REPO / "demo" / "sample_table")
 RESULT_DIR = os.environ.get("DELTA_RESULT_DIR") or str(REPO / "demo" / "results")
 SPARK_CONN_ID = os.environ.get("DELTA_SPARK_CONN_ID", "spark_default")
+#: No Spark connection: the jobs run in the worker process (local engine), as in tests.
+SUBMIT = SPARK_CONN_ID.strip().lower() not in ("", "none")
 STORAGE_CONN_ID = os.environ.get("DELTA_STORAGE_CONN_ID") or None
 
 #: The asset the sensor updates: consumers (see delta_asset_consumer.py) run on each new version.
 TABLE_ASSET = delta_table_asset(TABLE_URI, name="delta_example_table")
 
-# newer_than: the run's param when given, else the version the previous run replayed, else (first
-# run ever) the version seen at the first poke: wait for the next commit.
+# newer_than: the run's param when given, else the highest version earlier runs replayed for this
+# table, else (first run ever) the version seen at the first poke: wait for the next commit.
+# `xcom_pull(..., include_prior_dates=True)` gives None, one dict, or (Airflow 3, from the third run
+# on) a list of them: `last_version` (a macro, below) reads all three.
 NEWER_THAN = (
     "{{ params.newer_than if params.newer_than is not none else "
-    "((ti.xcom_pull(task_ids='replay_and_check', include_prior_dates=True) or {}).get('version', '')) }}"
+    "last_version(ti.xcom_pull(task_ids='replay_and_check', include_prior_dates=True), params.table_uri) }}"
 )
 
 
@@ -48,6 +54,7 @@ NEWER_THAN = (
     catchup=False,
     max_active_runs=1,
     tags=["delta", "example"],
+    user_defined_macros={"last_version": last_version},
     params={
         "table_uri": Param(TABLE_URI, type="string", description="Delta table root (path or URI)"),
         "newer_than": Param(None, type=["null", "integer"], description="fire on a version above this one"),
@@ -74,6 +81,7 @@ def delta_table_health() -> None:
         version="{{ ti.xcom_pull(task_ids='wait_for_new_version')['version'] }}",
         conn_id=SPARK_CONN_ID,
         storage_conn_id=STORAGE_CONN_ID,
+        submit=SUBMIT,
         engine="auto",
         result_uri=f"{RESULT_DIR.rstrip('/')}/",
         checks={
@@ -89,6 +97,7 @@ def delta_table_health() -> None:
         retention_hours="{{ params.retention_hours if params.retention_hours is not none else '' }}",
         conn_id=SPARK_CONN_ID,
         storage_conn_id=STORAGE_CONN_ID,
+        submit=SUBMIT,
         result_uri=f"{RESULT_DIR.rstrip('/')}/",
     )
 

@@ -123,8 +123,82 @@ def table_features(protocol: Protocol) -> frozenset[str]:
     return frozenset(names)
 
 
-#: What each maintenance operation is: "remove" drops data files, "cleanup" deletes log or data files.
-OPERATIONS = frozenset({"read", "report", "checkpoint", "vacuum", "cleanup", "remove"})
+#: What an operation does. Maintenance: "remove" drops data files (dataChange=true removes), "cleanup"
+#: deletes log or data files. Commits: "commit" writes a log entry (every transaction, a commitInfo-only
+#: one such as VACUUM START included), "write" adds new data files (dataChange=true adds), "optimize"
+#: rewrites files without changing data (dataChange=false adds and removes).
+OPERATIONS = frozenset({"read", "report", "checkpoint", "vacuum", "cleanup", "remove", "commit", "write", "optimize"})
+
+#: Writer features whose obligations this library does not meet, by operation, when the table uses them
+#: (delta-writes.md section 2): new rows need row IDs, evaluated constraints and generated or identity
+#: values, Iceberg metadata and collation-aware stats; compaction must keep row IDs, Iceberg metadata,
+#: collation-aware stats and clustering.
+UNMET_WRITE_OBLIGATIONS: dict[str, frozenset[str]] = {
+    "write": frozenset(
+        {
+            "rowTracking",
+            "invariants",
+            "checkConstraints",
+            "generatedColumns",
+            "identityColumns",
+            "icebergCompatV1",
+            "icebergCompatV2",
+            "icebergCompatV3",
+            "icebergWriterCompatV1",
+            "icebergWriterCompatV3",
+            "collations",
+            "collations-preview",
+            "materializePartitionColumns",
+        }
+    ),
+    "optimize": frozenset(
+        {
+            "rowTracking",
+            "icebergCompatV1",
+            "icebergCompatV2",
+            "icebergCompatV3",
+            "icebergWriterCompatV1",
+            "icebergWriterCompatV3",
+            "collations",
+            "collations-preview",
+            "clustering",
+        }
+    ),
+}
+
+#: Field metadata keys that put a legacy feature to use (a writer-2 table supports invariants, but
+#: only a column with `delta.invariants` makes a writer evaluate them).
+_FIELD_USE_KEYS = {
+    "invariants": "delta.invariants",
+    "generatedColumns": "delta.generationExpression",
+    "identityColumns": "delta.identity.",
+}
+
+
+def _field_metadata_keys(node: object) -> set[str]:
+    """Every field metadata key anywhere in a schema JSON (nested structs, arrays, maps)."""
+    keys: set[str] = set()
+    if isinstance(node, dict):
+        if isinstance(node.get("metadata"), dict):
+            keys.update(node["metadata"])
+        for value in node.values():
+            keys |= _field_metadata_keys(value)
+    elif isinstance(node, list):
+        for value in node:
+            keys |= _field_metadata_keys(value)
+    return keys
+
+
+def features_in_use(protocol: Protocol, metadata: Metadata) -> frozenset[str]:
+    """The protocol's features, legacy column features only where the schema or properties use them."""
+    features = set(table_features(protocol))
+    keys = _field_metadata_keys(metadata.schema_json) if metadata.schema_string else set()
+    for feature, key in _FIELD_USE_KEYS.items():
+        if feature in features and not any(k.startswith(key) for k in keys):
+            features.discard(feature)
+    if "checkConstraints" in features and not any(k.startswith("delta.constraints.") for k in metadata.configuration):
+        features.discard("checkConstraints")
+    return frozenset(features)
 
 
 def check_can_write(
@@ -135,11 +209,12 @@ def check_can_write(
     table: str | None = None,
     version: int | None = None,
 ) -> None:
-    """Writer-side protocol check for maintenance operations (`vacuum`, `checkpoint`, `cleanup`, ...).
+    """Writer-side protocol check for maintenance operations and commits (see `OPERATIONS`).
 
-    Anything that vacuums, checkpoints or cleans the log is a writer (PROTOCOL.md): it must know every
-    writer feature, must not touch catalog-managed tables, and must not remove files from an
-    append-only table.
+    Anything that commits, vacuums, checkpoints or cleans the log is a writer (PROTOCOL.md): it must know
+    every writer feature, must not touch catalog-managed tables, must meet the obligations of the
+    features the table uses for what it writes (`UNMET_WRITE_OBLIGATIONS`), and must not remove files
+    from an append-only table.
     """
     ops = set(operations)
     unknown_ops = ops - OPERATIONS
@@ -172,6 +247,16 @@ def check_can_write(
                     table=table,
                     version=version,
                 )
+    in_use = features_in_use(protocol, metadata)
+    for op in sorted(writes & UNMET_WRITE_OBLIGATIONS.keys()):
+        for feature in sorted(in_use & UNMET_WRITE_OBLIGATIONS[op]):
+            raise UnsupportedFeatureError(
+                f"Delta writer feature '{feature}' is not supported for '{op}': this library does not meet its "
+                "obligations for that operation",
+                feature=feature,
+                table=table,
+                version=version,
+            )
     append_only = str(metadata.configuration.get("delta.appendOnly", "false")).lower() == "true"
     if "remove" in writes and append_only:
         raise OperationNotAllowedError(

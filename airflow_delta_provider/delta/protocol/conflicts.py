@@ -1,0 +1,295 @@
+"""Conflict detection: may a transaction that lost a commit race rebase over the winning commit? (pure)
+
+Delta Spark `ConflictChecker.checkConflicts`, in its order (delta-writes.md section 3.2):
+
+1. protocol: the winner's protocol must be one we can write for this transaction's operations; a
+   transaction that also changes the protocol, or a winner that drops features or adds one that binds
+   concurrent writers, is a `ProtocolChangedError`;
+2. metadata: a winner with `metaData` is a `MetadataChangedError`;
+3. domain metadata: a domain both commits set is a `ConcurrentTransactionError`;
+4. application transactions: a winner's `txn` for an app id this transaction read is a
+   `ConcurrentTransactionError`;
+5. (row tracking and type widening fix-ups: not implemented; such tables are refused before writing);
+6. a winner's adds this transaction should have read (by isolation level and read predicates) are a
+   `ConcurrentAppendError`;
+7. a winner's remove of a file this transaction read (or of any file, when it read the whole table) is
+   a `ConcurrentDeleteReadError`;
+8. a winner's remove of a file this transaction removes is a `ConcurrentDeleteDeleteError`.
+
+Anything else rebases: the transaction retries at the next version unchanged (the in-commit timestamp
+aside, see `commit_info`). Files are compared by canonical path, as Spark does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from ..errors import (
+    ConcurrentAppendError,
+    ConcurrentDeleteDeleteError,
+    ConcurrentDeleteReadError,
+    ConcurrentTransactionError,
+    MetadataChangedError,
+    ProtocolChangedError,
+)
+from .actions import (
+    Action,
+    AddCDCFile,
+    AddFile,
+    CommitInfo,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    SetTransaction,
+    canonical_path,
+)
+from .commit_info import SERIALIZABLE, SNAPSHOT_ISOLATION, WRITE_SERIALIZABLE, commit_timestamp
+from .table_features import check_can_write, table_features
+
+ISOLATION_LEVEL = "delta.isolationLevel"
+ROW_TRACKING_DOMAIN = "delta.rowTracking"
+
+#: Features a concurrent commit may add without failing this one: they bind no writer that does not use
+#: them (Spark: `failConcurrentTransactionsAtUpgrade = false`). Others are a `ProtocolChangedError`.
+CONCURRENT_UPGRADE_SAFE: frozenset[str] = frozenset(
+    {
+        "appendOnly",
+        "changeDataFeed",
+        "columnMapping",
+        "timestampNtz",
+        "deletionVectors",
+        "rowTracking",
+        "domainMetadata",
+        "v2Checkpoint",
+        "inCommitTimestamp",
+        "vacuumProtocolCheck",
+    }
+)
+
+ReadPredicate = Callable[[AddFile], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class WinningCommitSummary:
+    """A commit that won the race: its actions and its file's modification time (Spark's class)."""
+
+    version: int
+    actions: tuple[Action, ...]
+    file_modification_time: int = 0
+
+    @property
+    def commit_info(self) -> CommitInfo | None:
+        return next((a for a in self.actions if isinstance(a, CommitInfo)), None)
+
+    @property
+    def protocol(self) -> Protocol | None:
+        return next((a for a in self.actions if isinstance(a, Protocol)), None)
+
+    @property
+    def metadata(self) -> Metadata | None:
+        return next((a for a in self.actions if isinstance(a, Metadata)), None)
+
+    @property
+    def added_files(self) -> list[AddFile]:
+        return [a for a in self.actions if isinstance(a, AddFile)]
+
+    @property
+    def removed_files(self) -> list[RemoveFile]:
+        return [a for a in self.actions if isinstance(a, RemoveFile)]
+
+    @property
+    def app_ids(self) -> set[str]:
+        return {a.app_id for a in self.actions if isinstance(a, SetTransaction)}
+
+    @property
+    def domains(self) -> set[str]:
+        return {a.domain for a in self.actions if isinstance(a, DomainMetadata)}
+
+    @property
+    def is_blind_append(self) -> bool:
+        info = self.commit_info
+        return info is not None and info.raw.get("isBlindAppend") is True
+
+    @property
+    def operation(self) -> str:
+        info = self.commit_info
+        return (info.operation if info is not None else None) or "unknown operation"
+
+    @property
+    def txn_id(self) -> str | None:
+        info = self.commit_info
+        value = None if info is None else info.raw.get("txnId")
+        return None if value is None else str(value)
+
+    @property
+    def timestamp(self) -> int:
+        """Its in-commit timestamp, else its file's mtime: what the next commit's timestamp must exceed."""
+        return commit_timestamp(self.commit_info, self.file_modification_time)
+
+
+@dataclass(frozen=True, slots=True)
+class CurrentTransactionInfo:
+    """What the losing transaction read and wants to commit (Spark `CurrentTransactionInfo`).
+
+    :param actions: the staged actions (no commitInfo).
+    :param metadata: the table metadata after this transaction (its own `metaData`, else the read one).
+    :param operations: `check_can_write` operations of the commit (`commit_operations`).
+    :param read_paths: canonical paths of the files it read.
+    :param read_predicates: functions telling whether a file added concurrently should have been read.
+    """
+
+    table: str | None
+    read_version: int
+    read_protocol: Protocol
+    metadata: Metadata
+    actions: tuple[Action, ...]
+    operations: frozenset[str]
+    isolation_level: str = SERIALIZABLE
+    read_whole_table: bool = False
+    read_paths: frozenset[str] = frozenset()
+    read_predicates: tuple[ReadPredicate, ...] = ()
+    read_app_ids: frozenset[str] = frozenset()
+
+    @property
+    def metadata_changed(self) -> bool:
+        return any(isinstance(a, Metadata) for a in self.actions)
+
+    @property
+    def removed_paths(self) -> set[str]:
+        return {canonical_path(a.path) for a in self.actions if isinstance(a, RemoveFile)}
+
+
+def commit_operations(actions: Iterable[Action]) -> frozenset[str]:
+    """The `check_can_write` operations a commit of `actions` performs: always `commit`; `write` for new
+    data (dataChange adds, change-data files), `remove` for dataChange removes, `optimize` for rewrites."""
+    ops = {"commit"}
+    for a in actions:
+        if isinstance(a, AddCDCFile) or (isinstance(a, AddFile) and a.data_change):
+            ops.add("write")
+        elif isinstance(a, RemoveFile) and a.data_change:
+            ops.add("remove")
+        elif isinstance(a, AddFile | RemoveFile):
+            ops.add("optimize")
+    return frozenset(ops)
+
+
+def isolation_level(actions: Iterable[Action], configuration: Mapping[str, str | None]) -> str:
+    """The table's level (`delta.isolationLevel`, default Serializable), downgraded to SnapshotIsolation
+    when every action is a file action (or the row-tracking domain) and none changes data (Spark
+    `canDowngradeToSnapshotIsolation`): compaction and commitInfo-only commits."""
+    level = configuration.get(ISOLATION_LEVEL) or SERIALIZABLE
+    if level not in (SERIALIZABLE, WRITE_SERIALIZABLE):
+        level = SERIALIZABLE
+    for a in actions:
+        if isinstance(a, AddFile | RemoveFile | AddCDCFile):
+            if a.data_change:
+                return level
+        elif not (isinstance(a, DomainMetadata) and a.domain == ROW_TRACKING_DOMAIN):
+            return level
+    return SNAPSHOT_ISOLATION
+
+
+def is_blind_append(actions: Iterable[Action], *, read_anything: bool) -> bool:
+    """Only adds among the file actions, and nothing read (Spark's `isBlindAppend`)."""
+    return not read_anything and not any(isinstance(a, RemoveFile | AddCDCFile) for a in actions)
+
+
+def check_conflicts(current: CurrentTransactionInfo, winner: WinningCommitSummary) -> None:
+    """Raise the typed conflict if `winner` invalidates `current`; return when it may rebase over it."""
+    _check_protocol(current, winner)
+    if winner.metadata is not None:
+        raise MetadataChangedError(
+            f"The metadata of the table was changed by a concurrent update ({winner.operation})",
+            table=current.table,
+            version=winner.version,
+        )
+    ours = {a.domain for a in current.actions if isinstance(a, DomainMetadata)}
+    for domain in sorted(ours & winner.domains):
+        raise ConcurrentTransactionError(
+            f"A conflicting metadata domain '{domain}' was set by a concurrent update ({winner.operation})",
+            table=current.table,
+            version=winner.version,
+        )
+    for app_id in sorted(current.read_app_ids & winner.app_ids):
+        raise ConcurrentTransactionError(
+            f"Application transaction '{app_id}' was committed by a concurrent update ({winner.operation}): "
+            "the same application is writing concurrently",
+            table=current.table,
+            version=winner.version,
+        )
+    _check_added_files(current, winner)
+    _check_removed_files(current, winner)
+
+
+def _check_protocol(current: CurrentTransactionInfo, winner: WinningCommitSummary) -> None:
+    protocol = winner.protocol
+    if protocol is None:
+        return
+    metadata = winner.metadata or current.metadata
+    check_can_write(protocol, metadata, current.operations, table=current.table, version=winner.version)
+    message = f"The protocol version of the table was changed by a concurrent update ({winner.operation})"
+    if any(isinstance(a, Protocol) for a in current.actions):
+        raise ProtocolChangedError(message, table=current.table, version=winner.version)
+    read, new = table_features(current.read_protocol), table_features(protocol)
+    if read - new:
+        raise ProtocolChangedError(
+            f"{message}: it removed {sorted(read - new)}", table=current.table, version=winner.version
+        )
+    if new - read - CONCURRENT_UPGRADE_SAFE:
+        raise ProtocolChangedError(
+            f"{message}: it added {sorted(new - read - CONCURRENT_UPGRADE_SAFE)}",
+            table=current.table,
+            version=winner.version,
+        )
+
+
+def _check_added_files(current: CurrentTransactionInfo, winner: WinningCommitSummary) -> None:
+    """Spark `checkForAddedFilesThatShouldHaveBeenReadByCurrentTxn`: a non-blind winner's adds always
+    count; a blind append's only at Serializable (or WriteSerializable with a metadata change)."""
+    if current.isolation_level == SNAPSHOT_ISOLATION:
+        return
+    if not current.read_whole_table and not current.read_predicates:
+        return
+    blind = winner.is_blind_append
+    if blind and current.isolation_level == WRITE_SERIALIZABLE and not current.metadata_changed:
+        return
+    for add in winner.added_files:
+        if current.read_whole_table or any(p(add) for p in current.read_predicates):
+            raise ConcurrentAppendError(
+                f"Files were added to the data this transaction read by a concurrent update ({winner.operation})",
+                table=current.table,
+                version=winner.version,
+                file=add.path,
+            )
+
+
+def _check_removed_files(current: CurrentTransactionInfo, winner: WinningCommitSummary) -> None:
+    removed = winner.removed_files
+    if not removed:
+        return
+    for remove in removed:
+        if canonical_path(remove.path) in current.read_paths:
+            raise ConcurrentDeleteReadError(
+                f"A file this transaction read was deleted by a concurrent update ({winner.operation})",
+                table=current.table,
+                version=winner.version,
+                file=remove.path,
+            )
+    if current.read_whole_table:
+        raise ConcurrentDeleteReadError(
+            f"This transaction read the whole table and a concurrent update ({winner.operation}) deleted files",
+            table=current.table,
+            version=winner.version,
+            file=removed[0].path,
+        )
+    ours = current.removed_paths
+    for remove in removed:
+        if canonical_path(remove.path) in ours:
+            raise ConcurrentDeleteDeleteError(
+                f"A file this transaction deletes was deleted by a concurrent update ({winner.operation})",
+                table=current.table,
+                version=winner.version,
+                file=remove.path,
+            )
