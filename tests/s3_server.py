@@ -6,7 +6,11 @@
   (InvalidAccessKeyId, SignatureDoesNotMatch). Yields an `S3Server` (endpoint and credentials).
 * `S3Proxy(upstream)` is a small threaded HTTP proxy on 127.0.0.1 that forwards every request
   unchanged (the Host header too, so SigV4 signatures stay valid), records what it saw, and can
-  answer some requests itself (503 SlowDown, 500 InternalError, 403, or a dropped connection).
+  answer some requests itself (503 SlowDown, 500 InternalError, 403, or a dropped connection), before
+  forwarding or after (`Fault(after_forward=True)`: the server acted, its answer is lost or replaced).
+  It also makes conditional creates (`PUT` with `If-None-Match: *`) atomic per key, as S3 is: moto's
+  server checks for the key and then stores it with nothing held in between (a window too narrow to
+  hit in practice, 0 double winners in 60 racing rounds, but nothing closes it).
 * `s3_storage_options()` (s3fs names, for `airflow_delta_provider`), `deltalake_storage_options()`
   (object_store names, for delta-rs), `create_bucket()` and `write_sample_table()`.
 
@@ -33,7 +37,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -233,10 +237,23 @@ class Seen:
     headers: dict[str, str]  # lower-case names
     status: int = 0
     injected: bool = False
+    #: For a fault injected after forwarding: what the server answered (the client never saw it).
+    upstream_status: int = 0
+    body: bytes = field(default=b"", repr=False)
 
     @property
     def is_list(self) -> bool:
         return self.method == "GET" and self.query.get("list-type") == "2"
+
+    @property
+    def is_delete_objects(self) -> bool:
+        """A DeleteObjects request (`POST /bucket?delete`)."""
+        return self.method == "POST" and "delete" in self.query
+
+    @property
+    def is_conditional_put(self) -> bool:
+        """A create-only PUT (`If-None-Match: *`)."""
+        return self.method == "PUT" and self.headers.get("if-none-match") == "*"
 
     @property
     def key(self) -> str:
@@ -252,8 +269,14 @@ class Fault:
     code: str = "SlowDown"
     message: str = "Please reduce your request rate."
     drop: bool = False
+    #: Forward the request first (the server acts on it), then drop or answer with this fault instead.
+    after_forward: bool = False
+    #: A whole response document to send instead of the error document (e.g. a DeleteObjects result).
+    document: str | None = None
 
     def body(self) -> bytes:
+        if self.document is not None:
+            return self.document.encode()
         return (
             '<?xml version="1.0" encoding="UTF-8"?>\n'
             f"<Error><Code>{self.code}</Code><Message>{self.message}</Message>"
@@ -265,6 +288,15 @@ SLOW_DOWN = Fault()
 INTERNAL_ERROR = Fault(500, "InternalError", "We encountered an internal error. Please try again.")
 ACCESS_DENIED = Fault(403, "AccessDenied", "Access Denied")
 DROP = Fault(drop=True)
+#: The server stores the object, the client never hears back.
+DROP_AFTER_FORWARD = Fault(drop=True, after_forward=True)
+
+
+def delete_errors(errors: Sequence[tuple[str, str, str]]) -> str:
+    """A DeleteObjects result document reporting `(key, code, message)` per-key errors."""
+    items = "".join(f"<Error><Key>{k}</Key><Code>{c}</Code><Message>{m}</Message></Error>" for k, c, m in errors)
+    return f'<?xml version="1.0" encoding="UTF-8"?>\n<DeleteResult>{items}</DeleteResult>'
+
 
 #: Decides per request: the request's 1-based number since `inject()`, what was asked -> a fault or None.
 FaultRule = Callable[[int, Seen], Fault | None]
@@ -328,40 +360,34 @@ class _Handler(BaseHTTPRequestHandler):
             unquote(url.path),
             dict(parse_qsl(url.query, keep_blank_values=True)),
             {k.lower(): v for k, v in self.headers.items()},
+            body=body,
         )
         fault = proxy._decide(seen)
-        if fault is not None:
+        if fault is not None and not fault.after_forward:
             seen.injected = True
             proxy._record(seen)
-            if fault.drop:
-                self.close_connection = True
-                try:
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                return
-            payload = fault.body()
-            seen.status = fault.status
-            self.send_response_only(fault.status)
-            self.send_header("Content-Type", "application/xml")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(payload)
+            self._send_fault(fault, seen)
             return
-        conn = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port, timeout=60)
-        try:
-            conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
-            for name, value in self.headers.items():
-                if name.lower() not in _HOP_BY_HOP:
-                    conn.putheader(name, value)
-            if body or self.command in ("PUT", "POST"):
-                conn.putheader("Content-Length", str(len(body)))
-            conn.endheaders(body or None)
-            resp = conn.getresponse()
-            data = resp.read()
-        finally:
-            conn.close()
+        with proxy._create_lock(seen):
+            conn = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port, timeout=60)
+            try:
+                conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+                for name, value in self.headers.items():
+                    if name.lower() not in _HOP_BY_HOP:
+                        conn.putheader(name, value)
+                if body or self.command in ("PUT", "POST"):
+                    conn.putheader("Content-Length", str(len(body)))
+                conn.endheaders(body or None)
+                resp = conn.getresponse()
+                data = resp.read()
+            finally:
+                conn.close()
+        if fault is not None:  # after forwarding: the server acted, the client gets the fault
+            seen.injected = True
+            seen.upstream_status = resp.status
+            proxy._record(seen)
+            self._send_fault(fault, seen)
+            return
         seen.status = resp.status
         proxy._record(seen)
         self.send_response_only(resp.status, resp.reason)
@@ -375,6 +401,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
+
+    def _send_fault(self, fault: Fault, seen: Seen) -> None:
+        if fault.drop:
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        payload = fault.body()
+        seen.status = fault.status
+        self.send_response_only(fault.status)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 
@@ -390,6 +433,8 @@ class S3Proxy:
 
     upstream: str
     requests: list[Seen] = field(default_factory=list)
+    #: Make each key's conditional creates (`If-None-Match: *`) one at a time, as S3 does (see the module doc).
+    atomic_conditional_puts: bool = True
     _rule: FaultRule | None = None
     _since_inject: int = 0
 
@@ -398,6 +443,7 @@ class S3Proxy:
         self.upstream_host = up.hostname or "127.0.0.1"
         self.upstream_port = up.port or 80
         self._lock = threading.Lock()
+        self._key_locks: dict[str, threading.Lock] = {}
         self._server: _ProxyHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -437,6 +483,13 @@ class S3Proxy:
         with self._lock:
             self._since_inject += 1
             return self._rule(self._since_inject, seen) if self._rule is not None else None
+
+    def _create_lock(self, seen: Seen) -> AbstractContextManager[object]:
+        """The key's lock for a conditional create (held while the server checks and stores), else nothing."""
+        if not (self.atomic_conditional_puts and seen.is_conditional_put):
+            return nullcontext()
+        with self._lock:
+            return self._key_locks.setdefault(seen.path, threading.Lock())
 
     def _record(self, seen: Seen) -> None:
         with self._lock:

@@ -23,8 +23,15 @@ Object stores (`FsspecLogStore`):
   SignatureDoesNotMatch, 400 ...) are never retried. For S3 this is the only retry layer: botocore's
   (`retries={"total_max_attempts": 1}` in `config_kwargs`, unless the caller sets `retries` there)
   and s3fs's own loop (`S3FileSystem.retries`) are switched off, so one logical request makes at
-  most `max_attempts` HTTP requests. gcsfs and adlfs keep their own retry policies; by default no
+  most `max_attempts` attempts (aiohttp, under s3fs, may resend a request once more when the
+  connection drops; it cannot be switched off, which is why a conditional PUT answered "exists" is
+  read back before it is believed). gcsfs and adlfs keep their own retry policies; by default no
   second layer is stacked on them (pass `retry=` to add one).
+* **Writes** (`put_if_absent`, `put`, `delete_many`, `list_recursive`): conditional PUT with
+  `If-None-Match: *` on S3 (GCS and Azure: their create-only preconditions), DeleteObjects of 1,000
+  keys, recursive listing without delimiter. A store that cannot create atomically refuses commits
+  (`UnsupportedStoreError`) unless `unsafe_put_if_absent=True` (one writer process only);
+  `read_only=True` refuses every write before any request.
 * **Errors**: what remains after retries becomes a `StorageError` naming the table and the file
   (relative to the table root), with `transient=True` for throttling, server and connection errors
   and `False` for auth and other client errors. Messages carry the service's error code, HTTP status

@@ -34,23 +34,32 @@ class LogStore(Protocol):
     def join(self, base: str, *parts: str) -> str: ...
 
     # -- writes (the commit path and maintenance) ----------------------------------------------------
-    #: True when `put_if_absent` is atomic (two writers can never both succeed); commits need it.
+    #: True when `put_if_absent` is atomic (two writers can never both succeed). Informational: callers
+    #: need not check it, `put_if_absent` itself refuses on a store that cannot (unless explicitly opted
+    #: into an unsafe single-writer mode, where this stays False).
     atomic_put_if_absent: bool
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         """Create `path` with `data` only if nothing is there; `FileExistsError` when something is.
 
         Atomic: of two concurrent callers exactly one succeeds, and a reader never sees a partial file.
+        A store may succeed when `path` already holds exactly `data`: that is how a resent request whose
+        first answer was lost is told apart from another writer, so callers make content unique per writer
+        (commits carry a commitInfo `txnId`). Raises `UnsupportedStoreError` before writing anything on a
+        store that cannot create atomically (or is read-only); a transient `StorageError` leaves the
+        outcome unknown (the file may have been written).
         """
         ...
 
     def put(self, path: str, data: bytes) -> None:
-        """Write `path` whole, replacing what is there; readers see the old or the new content."""
+        """Write `path` whole, replacing what is there; readers see the old or the new content.
+        `UnsupportedStoreError` before any request on a read-only store."""
         ...
 
     def delete_many(self, paths: Sequence[str]) -> int:
         """Delete files (batched where the store can); a missing file counts as deleted. Returns
-        how many of `paths` were handled."""
+        how many of `paths` were handled. A file the store refuses to delete raises `StorageError`
+        naming it (the first, when several); `UnsupportedStoreError` on a read-only store."""
         ...
 
     def list_recursive(self, directory: str) -> Iterator[FileInfo]:

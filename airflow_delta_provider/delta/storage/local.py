@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
+from ..errors import UnsupportedStoreError
 from ..protocol.filenames import FileInfo
 from .base import local_path
 
@@ -78,8 +80,18 @@ class LocalLogStore:
         tmp = self._temp(target, data)
         try:
             os.link(tmp, target)
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            if exc.errno in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+                raise UnsupportedStoreError(
+                    f"This filesystem cannot hard-link, so it cannot create {target} atomically "
+                    f"(put-if-absent): {exc.strerror}"
+                ) from None
+            raise
         finally:
             os.unlink(tmp)
+        _fsync_dir(os.path.dirname(target))
 
     def put(self, path: str, data: bytes) -> None:
         target = local_path(path)
@@ -89,6 +101,7 @@ class LocalLogStore:
         except BaseException:
             os.unlink(tmp)
             raise
+        _fsync_dir(os.path.dirname(target))
 
     def delete_many(self, paths: Sequence[str]) -> int:
         for path in paths:
@@ -116,3 +129,17 @@ class LocalLogStore:
                             yield FileInfo(entry.path, st.st_size, st.st_mtime_ns // 1_000_000)
                     except FileNotFoundError:  # removed while listing
                         continue
+
+
+def _fsync_dir(directory: str) -> None:
+    """Make a new directory entry durable (a power loss must not lose a commit that was reported)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems cannot fsync a directory; the entry is still atomic
+    finally:
+        os.close(fd)

@@ -1,5 +1,33 @@
-"""Object stores through fsspec (S3 via s3fs, GCS, ABFS, memory): listing, ranged reads, the one
-retry layer, typed errors."""
+"""Object stores through fsspec (S3 via s3fs, GCS, ABFS, memory): listing, ranged reads, writes, the one
+retry layer, typed errors.
+
+Writes (the `LogStore` write verbs; delta-writes.md §1.1):
+
+* `put_if_absent` is one create-only request: S3 `PUT` with `If-None-Match: *` (s3fs
+  `pipe_file(mode="create")`; 412 PreconditionFailed = exists, 409 ConditionalRequestConflict = another
+  conditional write was in flight, retried), GCS `ifGenerationMatch=0` (gcsfs `mode="create"`), Azure
+  `overwrite=False` (adlfs `mode="create"`); fsspec's in-process memory filesystem under a process lock.
+  Any other fsspec filesystem only has check-then-write, so `put_if_absent` refuses with
+  `UnsupportedStoreError` unless the store was built with `unsafe_put_if_absent=True` (one writer
+  process only, as delta-rs's `AWS_S3_ALLOW_UNSAFE_RENAME`). A server answering NotImplemented to the
+  conditional request (some S3-compatible stores) is refused the same way, or with the opt-in gets
+  check-then-write from then on. Servers that ignore `If-None-Match` silently cannot be detected. GCS and
+  Azure paths follow the clients' documented APIs and are not tested here (neither client is installed).
+* An "exists" answer may be to a resend of our own write whose first answer was lost: our retry layer
+  resends after a dropped connection or a 5xx, and so do layers below it that we cannot switch off
+  (aiohttp, under s3fs, resends an idempotent PUT once when the connection drops; gcsfs and adlfs retry
+  inside the client). So every "exists" is checked by reading the object back: our bytes mean our write
+  landed (success), other bytes are another writer's (`FileExistsError`). Commit content must therefore be
+  unique to the writer (a commitInfo `txnId` makes it so). fsspec's memory filesystem needs no check.
+* `put` is one overwriting request (atomic visibility on object stores). `delete_many` sends S3
+  DeleteObjects with up to 1,000 keys per request (missing keys count as deleted; a per-key error raises
+  `StorageError` naming the first failing key, after retrying the failed keys if the error is
+  transient); other filesystems delete file by file. `list_recursive` pages S3 ListObjectsV2 without a
+  delimiter (one request per 1,000 keys), elsewhere fsspec `find`.
+* A read-only store (`read_only=True`, or anonymous access: `anon=True`, GCS `token="anon"`) refuses
+  every write verb with `UnsupportedStoreError` before sending anything; a 403 on a write is a
+  `StorageError(transient=False)`.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +37,23 @@ import inspect
 import io
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, BinaryIO, TypeVar, cast
 from urllib.parse import urlparse
 
-from ..errors import DeltaError, StorageError
+from ..errors import DeltaError, StorageError, UnsupportedStoreError
 from ..protocol.filenames import FileInfo
-from .retry import NO_RETRY, RetryPolicy, StorageFailure, classify_error, scrub, secret_values
+from .retry import (
+    NO_RETRY,
+    NOT_FOUND_CODES,
+    RetryPolicy,
+    StorageFailure,
+    classify_error,
+    is_exists_answer,
+    is_not_implemented,
+    scrub,
+    secret_values,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +96,17 @@ _S3_WRITER_OPTIONS = frozenset(
     {"aws_allow_http", "allow_http", "aws_conditional_put", "conditional_put", "aws_s3_allow_unsafe_rename"}
 )
 _S3_SCHEMES = ("s3", "s3a")
+# Filesystems whose create-only write is atomic (see the module doc).
+_ATOMIC_CREATE_SCHEMES = frozenset({*_S3_SCHEMES, "gs", "gcs", "abfs", "abfss", "az", "memory"})
+#: fsspec's memory filesystem is one store per process: a create under this lock is atomic.
+_MEMORY_CREATE_LOCK = threading.Lock()
+
+
+def _anonymous(options: Mapping[str, Any] | None) -> bool:
+    """Whether the storage options ask for anonymous (unsigned, hence read-only) access."""
+    opts = options or {}
+    anon = opts.get("anon")
+    return anon is True or str(anon).lower() == "true" or opts.get("token") == "anon"
 
 
 def s3fs_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -149,10 +198,16 @@ class FsspecLogStore:
     `retry` defaults to `RetryPolicy()` on S3 and to `NO_RETRY` elsewhere (gcsfs and adlfs retry
     themselves); `block_size` is the ranged-read block for parquet. `attempt_count` and `retry_count`
     count storage calls and retries made (for tests and metrics).
+
+    `read_only=True` (implied by anonymous access) makes every write verb raise `UnsupportedStoreError`
+    before any request. `unsafe_put_if_absent=True` lets `put_if_absent` fall back to check-then-write
+    on a filesystem without an atomic create: safe only when a single process ever writes the table.
     """
 
     #: Keys per ListObjectsV2 page (S3's maximum).
     list_page_size: int = 1000
+    #: Keys per DeleteObjects request (S3's maximum).
+    delete_batch_size: int = 1000
     #: Remembered listing sizes (checkpoint files only), so opening them needs no HEAD.
     _MAX_KNOWN_SIZES = 4096
 
@@ -163,10 +218,18 @@ class FsspecLogStore:
         *,
         retry: RetryPolicy | None = None,
         block_size: int = 4 * 2**20,
+        read_only: bool = False,
+        unsafe_put_if_absent: bool = False,
     ) -> None:
         self.root = uri.rstrip("/")
         self._protocol = urlparse(uri).scheme
         self.is_s3 = self._protocol in _S3_SCHEMES
+        anonymous = _anonymous(storage_options)
+        self.read_only = read_only or anonymous
+        self._read_only_reason = "read_only=True" if read_only else "anonymous access"
+        self.unsafe_put_if_absent = unsafe_put_if_absent
+        #: True when `put_if_absent` is an atomic create (False for read-only stores and under the opt-in).
+        self.atomic_put_if_absent = self._protocol in _ATOMIC_CREATE_SCHEMES and not self.read_only
         self._secrets = secret_values(storage_options)
         if self.is_s3:
             self.fs = _single_attempt_s3fs()(**s3fs_options(storage_options))
@@ -358,3 +421,211 @@ class FsspecLogStore:
 
     def join(self, base: str, *parts: str) -> str:
         return "/".join([base.rstrip("/"), *parts])
+
+    # -- writes --------------------------------------------------------------------------------------
+    def _require_writable(self, op: str, path: str) -> None:
+        if self.read_only:
+            raise UnsupportedStoreError(
+                f"{op} refused: {self!r} is read-only ({self._read_only_reason}); nothing was written",
+                table=self.root,
+                file=self._relative(path),
+            )
+
+    def _refuse_put_if_absent(self, path: str, why: str) -> UnsupportedStoreError:
+        return UnsupportedStoreError(
+            f"{self!r} cannot create a file only if it is absent atomically ({why}), which commits need: two "
+            "writers could both write the same version. Use a store with conditional writes (s3, gs, abfs, or "
+            "a local path), or pass unsafe_put_if_absent=True to FsspecLogStore if a single process is the "
+            "only writer of this table; nothing was written",
+            table=self.root,
+            file=self._relative(path),
+        )
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        """Create `path` only if absent (one conditional request); `FileExistsError` when another writer's
+        file is there.
+
+        An "exists" answer is checked by reading the object back (except in memory): equal bytes mean our own
+        write had landed and the answer was to a resend of it, so the call succeeds. `UnsupportedStoreError`
+        (nothing written) on a read-only store, or one without an atomic create unless opted in. A transient
+        `StorageError` after a failed attempt leaves the outcome unknown: the file may have been written.
+        """
+        self._require_writable("PUT", path)
+        if not self.atomic_put_if_absent and not self.unsafe_put_if_absent:
+            raise self._refuse_put_if_absent(path, f"fsspec protocol {self._protocol or 'file'!r}")
+        stripped = self._strip(path)
+        data = bytes(data)
+        # An "exists" may answer a resend of our own landed write: ours (below a failed attempt), aiohttp's
+        # (it resends an idempotent PUT once when the connection drops, inside s3fs), gcsfs's or adlfs's.
+        verify = self._protocol != "memory"
+        uncertain = False
+
+        def attempt() -> bool:
+            nonlocal uncertain
+            try:
+                self._create(stripped, data)
+            except Exception as exc:
+                if is_exists_answer(exc):
+                    return False
+                if is_not_implemented(exc):
+                    if not self.unsafe_put_if_absent:
+                        why = "the server does not implement conditional writes"
+                        raise self._refuse_put_if_absent(path, why) from None
+                    self.atomic_put_if_absent = False  # from now on: check, then write
+                    return attempt()
+                failure = classify_error(exc)
+                if failure is not None and failure.retryable and failure.kind != "conflict":
+                    uncertain = True  # the request may have been applied before its answer was lost
+                raise
+            return True
+
+        try:
+            created = self.retrying("PUT", path, attempt)
+        except StorageError as exc:
+            if uncertain and exc.transient:
+                raise StorageError(
+                    exc.message + " (the file may have been written: read it back to know)",
+                    table=exc.table,
+                    file=exc.file,
+                    transient=True,
+                ) from None
+            raise
+        if created:
+            return
+        if verify and self._holds(path, data):
+            log.info("PUT %s: exists with our bytes: an earlier send had created it", self._relative(path))
+            return
+        raise FileExistsError(errno.EEXIST, "File exists", path)
+
+    def _create(self, stripped: str, data: bytes) -> None:
+        """One create-only write (raises the client's "exists" answer)."""
+        if not self.atomic_put_if_absent:  # unsafe opt-in: check, then write
+            if self.fs.exists(stripped):
+                raise FileExistsError(errno.EEXIST, "File exists", stripped)
+            self._make_parent(stripped)
+            self.fs.pipe_file(stripped, data)
+        elif self._protocol == "memory":
+            with _MEMORY_CREATE_LOCK:
+                self.fs.pipe_file(stripped, data, mode="create")
+        else:
+            self.fs.pipe_file(stripped, data, mode="create")
+
+    def _make_parent(self, stripped: str) -> None:
+        """Directories exist on plain filesystems (fsspec's `file`), not on object stores."""
+        if self._protocol not in _ATOMIC_CREATE_SCHEMES:
+            self.fs.makedirs(self.fs._parent(stripped), exist_ok=True)
+
+    def _holds(self, path: str, data: bytes) -> bool:
+        try:
+            return self.read_bytes(path) == data
+        except FileNotFoundError:
+            return False
+
+    def put(self, path: str, data: bytes) -> None:
+        """Write `path` whole, replacing what is there (one PUT: readers see the old or the new object)."""
+        self._require_writable("PUT", path)
+        stripped = self._strip(path)
+        payload = bytes(data)
+
+        def attempt() -> None:
+            self._make_parent(stripped)
+            self.fs.pipe_file(stripped, payload)
+
+        self.retrying("PUT", path, attempt)
+
+    def delete_many(self, paths: Sequence[str]) -> int:
+        """Delete `paths` (S3: DeleteObjects, 1,000 keys a request); missing files count as deleted."""
+        if not paths:
+            return 0
+        self._require_writable("DELETE", paths[0])
+        if not self.is_s3:
+            for path in paths:
+                stripped = self._strip(path)
+                try:
+                    self.retrying("DELETE", path, functools.partial(self.fs.rm_file, stripped))
+                except FileNotFoundError:
+                    pass
+            return len(paths)
+        by_bucket: dict[str, list[str]] = {}
+        for path in paths:
+            bucket, key = self._bucket_key(path)
+            by_bucket.setdefault(bucket, []).append(key)
+        for bucket, keys in by_bucket.items():
+            unique = list(dict.fromkeys(keys))
+            for i in range(0, len(unique), self.delete_batch_size):
+                self._delete_batch(bucket, unique[i : i + self.delete_batch_size])
+        return len(paths)
+
+    def _delete_batch(self, bucket: str, keys: list[str]) -> None:
+        pending = keys
+        first_failed: str | None = None
+
+        def attempt() -> None:
+            nonlocal pending, first_failed
+            delete = {"Objects": [{"Key": k} for k in pending], "Quiet": True}
+            resp = self.fs.call_s3("delete_objects", Bucket=bucket, Delete=delete)
+            errors = [e for e in resp.get("Errors") or () if e.get("Code") not in NOT_FOUND_CODES]
+            if errors:
+                failed = {e.get("Key") for e in errors}
+                pending = [k for k in pending if k in failed]
+                first_failed = str(errors[0].get("Key"))
+                raise _DeleteErrors(errors)
+            pending, first_failed = [], None
+
+        try:
+            self.retrying("DELETE", f"{self._protocol}://{bucket}/{keys[0]}", attempt)
+        except FileNotFoundError:  # no such bucket: nothing left to delete
+            return
+        except StorageError as exc:
+            if first_failed is None:
+                raise
+            raise StorageError(
+                f"{exc.message} ({len(pending)} of {len(keys)} keys in the request not deleted; "
+                "the file named is the first)",
+                table=self.root,
+                file=self._relative(f"{self._protocol}://{bucket}/{first_failed}"),
+                transient=exc.transient,
+            ) from None
+
+    def list_recursive(self, directory: str) -> Iterator[FileInfo]:
+        """Every file under `directory` at any depth, with size and mtime (S3: key order)."""
+        if self.is_s3:
+            yield from self._list_s3_recursive(directory)
+            return
+        stripped = self._strip(directory)
+        self.fs.invalidate_cache(stripped)
+        try:
+            found = self.retrying("LIST", directory, lambda: self.fs.find(stripped, withdirs=False, detail=True))
+        except FileNotFoundError:
+            return
+        for name, info in found.items():
+            if info.get("type") == "directory":
+                continue
+            yield FileInfo(self._unstrip(name), int(info.get("size") or 0), _mtime_ms(info))
+
+    def _list_s3_recursive(self, directory: str) -> Iterator[FileInfo]:
+        bucket, key = self._bucket_key(directory)
+        prefix = key.strip("/") + "/" if key.strip("/") else ""
+        params: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": self.list_page_size}
+        while True:
+            try:
+                page = self.retrying("LIST", directory, functools.partial(self.fs.call_s3, "list_objects_v2", **params))
+            except FileNotFoundError:  # no bucket
+                return
+            for obj in page.get("Contents") or ():
+                if obj["Key"].endswith("/"):  # a "directory" marker object
+                    continue
+                yield FileInfo(f"{self._protocol}://{bucket}/{obj['Key']}", int(obj.get("Size") or 0), _mtime_ms(obj))
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return
+            params["ContinuationToken"] = token
+
+
+class _DeleteErrors(OSError):
+    """Per-key errors of a DeleteObjects answer, shaped like botocore's `ClientError` for `classify_error`."""
+
+    def __init__(self, errors: list[Mapping[str, Any]]) -> None:
+        first = errors[0]
+        super().__init__(f"{len(errors)} keys not deleted; first {first.get('Key')!r}: {first.get('Message')}")
+        self.response = {"Error": {"Code": first.get("Code"), "Message": first.get("Message")}, "ResponseMetadata": {}}

@@ -79,6 +79,13 @@ _SERVER_CODES = frozenset(
     {"InternalError", "InternalServerError", "OperationTimedOut", "RequestTimeout", "RequestTimeoutException"}
 )
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "NoSuchBucket", "NotFound", "BlobNotFound", "ContainerNotFound"})
+# 409 answers that mean "another conditional request on this object was in flight; send yours again" (S3's
+# ConditionalRequestConflict, and OperationAborted, its older name for the same race). Nothing was written.
+_CONFLICT_CODES = frozenset({"ConditionalRequestConflict", "OperationAborted"})
+# What a create-only write answers when the object is already there.
+_EXISTS_CODES = frozenset({"PreconditionFailed", "ConditionNotMet", "BlobAlreadyExists", "PathAlreadyExists"})
+#: Error codes that mean the object (or its bucket) is not there: a delete of it is already done.
+NOT_FOUND_CODES = _NOT_FOUND_CODES
 # Exception class names (anywhere in the MRO or the cause chain) that mean the connection, not the request, failed.
 _CONNECTION_ERRORS = frozenset(
     {
@@ -143,7 +150,8 @@ _SECRET_QUERY = re.compile(
 
 @dataclass(frozen=True)
 class StorageFailure:
-    """A classified storage exception. `kind`: auth, throttled, server, connection, client, not_found, other."""
+    """A classified storage exception. `kind`: auth, throttled, server, connection, conflict, client,
+    not_found, other (`conflict`: a concurrent conditional request on the same object, retried)."""
 
     kind: str
     code: str | None = None
@@ -152,11 +160,11 @@ class StorageFailure:
 
     @property
     def retryable(self) -> bool:
-        return self.kind in ("throttled", "server", "connection")
+        return self.kind in ("throttled", "server", "connection", "conflict")
 
     @property
     def transient(self) -> bool:
-        return self.kind in ("throttled", "server", "connection", "other")
+        return self.kind in ("throttled", "server", "connection", "conflict", "other")
 
 
 def _exception_chain(exc: BaseException) -> Iterator[BaseException]:
@@ -217,6 +225,8 @@ def classify_error(exc: BaseException) -> StorageFailure | None:
         return failure("throttled")
     if code in _SERVER_CODES or status in (500, 502, 504):
         return failure("server")
+    if code in _CONFLICT_CODES:
+        return failure("conflict")
     if names & _CONNECTION_ERRORS or any(isinstance(e, ConnectionError | TimeoutError) for e in chain):
         return failure("connection")
     if status is not None and 400 <= status < 500:
@@ -224,6 +234,48 @@ def classify_error(exc: BaseException) -> StorageFailure | None:
     if isinstance(exc, OSError) or any(type(e).__module__.split(".")[0] in _CLIENT_MODULES for e in chain):
         return failure("other")
     return None
+
+
+def _codes_and_statuses(exc: BaseException) -> tuple[set[str], set[int]]:
+    codes: set[str] = set()
+    statuses: set[int] = set()
+    for e in _exception_chain(exc):
+        response = getattr(e, "response", None)
+        if isinstance(response, Mapping) and isinstance(response.get("Error"), Mapping):
+            codes.add(str(response["Error"].get("Code") or ""))
+            status = _http_status((response.get("ResponseMetadata") or {}).get("HTTPStatusCode"))
+            if status:
+                statuses.add(status)
+        for attr in ("status_code", "status", "code"):
+            status = _http_status(getattr(e, attr, None))
+            if status:
+                statuses.add(status)
+        for attr in ("error_code", "reason"):
+            value = getattr(e, attr, None)
+            if isinstance(value, str):
+                codes.add(value)
+    return codes, statuses
+
+
+def is_exists_answer(exc: BaseException) -> bool:
+    """Whether a failed create-only write means "the object already exists".
+
+    S3 `If-None-Match: *` answers 412 PreconditionFailed, GCS `ifGenerationMatch=0` answers 412, Azure
+    answers 409 BlobAlreadyExists (or 412 ConditionNotMet); s3fs, gcsfs and adlfs turn some of these into
+    `FileExistsError`. Only meaningful for the answer to a create-only write.
+    """
+    if any(isinstance(e, FileExistsError) for e in _exception_chain(exc)):
+        return True
+    codes, statuses = _codes_and_statuses(exc)
+    return bool(codes & _EXISTS_CODES) or 412 in statuses
+
+
+def is_not_implemented(exc: BaseException) -> bool:
+    """Whether the store answered that it does not implement the request (e.g. a conditional write)."""
+    if any(isinstance(e, NotImplementedError) for e in _exception_chain(exc)):
+        return True
+    codes, statuses = _codes_and_statuses(exc)
+    return "NotImplemented" in codes or 501 in statuses
 
 
 def secret_values(options: Mapping[str, Any] | None) -> tuple[str, ...]:
