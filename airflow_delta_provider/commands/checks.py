@@ -58,7 +58,7 @@ class CheckResult:
         return asdict(self)
 
 
-def _coerce(value: Any, kind: type, key: str) -> Any:
+def coerce_value(value: Any, kind: type, key: str) -> Any:
     """Rendered templates are strings: `"5"` -> 5, `"0.5"` -> 0.5, `"true"` -> True."""
     if not isinstance(value, str):
         return value
@@ -104,7 +104,7 @@ def validate_checks(spec: Mapping[str, Any] | str | None, *, allow_templates: bo
     for key, value in spec.items():
         if allow_templates and isinstance(value, str) and "{{" in value:
             continue
-        out[key] = _coerce(value, _TYPES[key], key) if key in _TYPES else value
+        out[key] = coerce_value(value, _TYPES[key], key) if key in _TYPES else value
     for key in ("min_files", "max_files"):
         if key in out and (not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < 0):
             raise InvalidArgumentError(f"{key} must be a non-negative integer, got {out[key]!r}")

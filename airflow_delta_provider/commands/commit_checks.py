@@ -1,0 +1,691 @@
+"""Checks at every version since the last run, and checks of each commit: `check_commits`.
+
+`SnapshotReplayOperator(since_version=N, checks=...)` checks the table state at *each* version in
+`(N, until]`, not only at the latest, and checks every commit of the range on its own. A check spec
+holds the state checks of `checks.py` (evaluated at each version) and these per-commit checks:
+
+    {
+        "append_only": True,             # no data-changing remove at all in the range; "table": only where
+                                         # `delta.appendOnly=true` is set (before the commit, or by it)
+        "protocol_changes": "none",      # or "upgrades": versions never lowered, no table feature dropped
+        "schema_changes": "added_columns",   # or "none": per commit; a partitioning change always fails
+        "no_unknown_removes": True,      # a remove of a file (path + DV) not active just before it
+        "max_dv_growth": 1000,           # rows newly marked deleted by deletion vectors in one commit
+        "allowed_operations": ["WRITE", "STREAMING UPDATE", "OPTIMIZE"],   # commitInfo.operation
+    }
+
+`max_dv_growth` counts, per file whose deletion vector a commit replaces (a remove and an add of the
+same path in that commit, as DELETE/UPDATE/MERGE write them), the new vector's cardinality minus the
+old one's. A commit without a commitInfo fails `allowed_operations`.
+
+Missing commits: a version of the range whose commit file is gone (log cleanup) is, with
+`fail_on_data_loss=True` (the default), a `missing_commits` failure naming the first missing version,
+not an exception. The state after a gap is unknown until a checkpoint: the walk resumes at the next
+checkpoint in the range (one more snapshot load); versions in between are `unchecked_versions`. At
+such a checkpoint version the checks that compare a commit with the state before it (protocol and
+schema changes, unknown removes) are skipped. A `since_version` whose own state can no longer be
+rebuilt is handled the same way (the walk starts at the first checkpoint after it).
+
+Cost: one snapshot load at `since_version`, then only the commits of the range. Active-file counts,
+sizes and small files are kept up to date action by action: every path the range touches is looked
+up once, with one vectorized Arrow pass over the start snapshot's files, so each further version costs
+its own actions, not the table's size (`bench/commit_checks_bench.py`).
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import json
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+from ..delta.errors import InvalidArgumentError, LogCorruptedError, VersionNotFoundError, check_int
+from ..delta.protocol.actions import (
+    Action,
+    AddFile,
+    CommitInfo,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    canonical_path,
+)
+from ..delta.protocol.filenames import LogFileKind
+from ..delta.protocol.log_segment import complete_checkpoints, parse_listing
+from ..delta.protocol.schema import StructType
+from ..delta.protocol.table_features import table_features
+from ..delta.protocol.table_properties import APPEND_ONLY
+from ..delta.read.aggregates import FileSummary
+from .checks import KNOWN_CHECKS, coerce_value, evaluate_checks, schema_change, small_file_bytes, validate_checks
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+    from ..delta.delta_log import DeltaLog
+    from ..delta.snapshot import Snapshot
+
+COMMIT_CHECKS = (
+    "append_only",
+    "protocol_changes",
+    "schema_changes",
+    "no_unknown_removes",
+    "max_dv_growth",
+    "allowed_operations",
+)
+#: The check name of a missing commit file (`fail_on_data_loss`).
+MISSING_COMMITS = "missing_commits"
+_CHOICES = {"protocol_changes": ("none", "upgrades"), "schema_changes": ("none", "added_columns")}
+
+
+# -- the spec -------------------------------------------------------------------------------------------
+def validate_commit_checks(spec: Mapping[str, Any] | str | None, *, allow_templates: bool = False) -> dict[str, Any]:
+    """A spec of state checks (`checks.KNOWN_CHECKS`) and per-commit checks (`COMMIT_CHECKS`), validated.
+
+    Unknown keys and bad values are an `InvalidArgumentError`; rendered strings are coerced as in
+    `checks.validate_checks`.
+    """
+    if isinstance(spec, str):
+        try:
+            spec = json.loads(spec)
+        except ValueError as exc:
+            raise InvalidArgumentError(f"checks are not valid JSON: {exc}") from None
+    if spec is None:
+        return {}
+    if not isinstance(spec, Mapping):
+        raise InvalidArgumentError(f"checks must be a mapping, got {type(spec).__name__}")
+    unknown = sorted(set(spec) - set(KNOWN_CHECKS) - set(COMMIT_CHECKS))
+    if unknown:
+        raise InvalidArgumentError(f"unknown checks {unknown}; known: {[*KNOWN_CHECKS, *COMMIT_CHECKS]}")
+    out = validate_checks({k: v for k, v in spec.items() if k in KNOWN_CHECKS}, allow_templates=allow_templates)
+    for key in COMMIT_CHECKS:
+        if key not in spec:
+            continue
+        value = spec[key]
+        if allow_templates and isinstance(value, str) and "{{" in value:
+            continue
+        if key == "append_only":
+            if isinstance(value, str) and value.strip().lower() == "table":
+                value = "table"
+            elif not isinstance(value := coerce_value(value, bool, key), bool):
+                raise InvalidArgumentError(f'append_only must be true, false or "table", got {value!r}')
+        elif key == "no_unknown_removes":
+            value = coerce_value(value, bool, key)
+            if not isinstance(value, bool):
+                raise InvalidArgumentError(f"no_unknown_removes must be a boolean, got {value!r}")
+        elif key == "max_dv_growth":
+            value = coerce_value(value, int, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise InvalidArgumentError(f"max_dv_growth must be a non-negative integer, got {value!r}")
+        elif key == "allowed_operations":
+            if isinstance(value, str) or not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+                raise InvalidArgumentError("allowed_operations must be a list of operation names")
+            value = list(value)
+        elif value not in _CHOICES[key]:
+            raise InvalidArgumentError(f"{key} must be one of {list(_CHOICES[key])}, got {value!r}")
+        out[key] = value
+    return out
+
+
+# -- the report -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CommitCheckFailure:
+    """One failed check at one version."""
+
+    version: int
+    check: str
+    message: str
+    expected: Any = None
+    actual: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class CommitCheckReport:
+    """What `check_commits` found in `(since_version, until_version]`.
+
+    `checked_versions`: versions whose state (and commit) were checked; `missing_versions`: commit
+    files gone from the log; `unchecked_versions`: versions after a gap whose state could not be
+    rebuilt; `seed_versions`: where a snapshot was loaded (`since_version`, checkpoints after gaps);
+    `per_version`: the active-file summary (`FileSummary.to_dict()`), operation and, with
+    `no_duplicate_paths`, `distinct_paths` of each checked version.
+    """
+
+    table: str
+    since_version: int
+    until_version: int
+    checked_versions: list[int] = field(default_factory=list)
+    failures: list[CommitCheckFailure] = field(default_factory=list)
+    per_version: list[dict[str, Any]] = field(default_factory=list)
+    missing_versions: list[int] = field(default_factory=list)
+    unchecked_versions: list[int] = field(default_factory=list)
+    seed_versions: list[int] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def first_failing_version(self) -> int | None:
+        return min((f.version for f in self.failures), default=None)
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    def failed_message(self, limit: int = 10) -> str | None:
+        """One message naming the failing versions and checks (the first `limit`), or None."""
+        if not self.failures:
+            return None
+        shown = "; ".join(f"version {f.version}: {f.check}: {f.message}" for f in self.failures[:limit])
+        more = len(self.failures) - limit
+        return shown + (f"; and {more} more" if more > 0 else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "since_version": self.since_version,
+            "until_version": self.until_version,
+            "checked_versions": list(self.checked_versions),
+            "first_failing_version": self.first_failing_version,
+            "failures": [f.to_dict() for f in self.failures],
+            "missing_versions": list(self.missing_versions),
+            "unchecked_versions": list(self.unchecked_versions),
+            "seed_versions": list(self.seed_versions),
+            "per_version": list(self.per_version),
+            "timings": dict(self.timings),
+        }
+
+
+# -- active files, kept up to date action by action -------------------------------------------------------
+def _spellings(key_path: str) -> list[str]:
+    """Logged path spellings whose `canonical_path` is `key_path` (absolute paths have four)."""
+    if key_path.startswith("file:/"):
+        rest = key_path[len("file:") :]
+        return [rest, "file:" + rest, "file://" + rest, "file://localhost" + rest]
+    return [key_path]
+
+
+@dataclass
+class _Base:
+    """The start snapshot's files that the range touches, looked up once."""
+
+    entries: dict[str, tuple[int, str, int]]  # key -> (row, raw path, size), active at the seed
+    path_counts: Counter[str]  # raw path -> active rows at the seed, for every path the range touches
+    smallest: list[tuple[int, int]]  # (row, size), ascending: enough rows to outlast every touched one
+    largest: list[tuple[int, int]]  # (row, size), descending
+
+
+def _lookup_base(adds: pa.Table, raw_paths: Iterable[str]) -> _Base:
+    """The seed's rows whose path a range action names: one `is_in` over the path column, keys only
+    for the hits, and the k smallest and largest sizes (k = hits + 1) for exact min/max later."""
+    import pyarrow as pa
+    import pyarrow.compute as pac
+
+    from ..delta.read import arrow_compute as pc
+    from ..delta.read.arrow_build import int64_scalar, string_array
+    from ..delta.read.arrow_memory import POOL
+    from ..delta.read.file_state import key_column, take_rows
+
+    spellings = sorted({s for p in raw_paths for s in _spellings(canonical_path(p))})
+    if not adds.num_rows:
+        return _Base({}, Counter(), [], [])
+    hits = pc.indices_nonzero(pc.is_in(adds.column("path"), value_set=string_array(spellings)))
+    entries: dict[str, tuple[int, str, int]] = {}
+    counts: Counter[str] = Counter()
+    if len(hits):
+        sub = take_rows(adds.select(["path", "size", "deletionVector"]), hits)
+        sizes = pc.fill_null(sub.column("size"), int64_scalar(0)).to_pylist()
+        raws = sub.column("path").to_pylist()
+        for row, key, raw, size in zip(hits.to_pylist(), key_column(sub).to_pylist(), raws, sizes, strict=True):
+            entries[key] = (row, raw, size)
+            counts[raw] += 1
+    all_sizes = pa.table({"size": pc.fill_null(adds.column("size"), int64_scalar(0))})
+    k = min(len(hits) + 1, adds.num_rows)
+    ends = []
+    for order in ("ascending", "descending"):
+        rows = pac.select_k_unstable(all_sizes, k=k, sort_keys=[("size", order)], memory_pool=POOL)
+        ends.append(list(zip(rows.to_pylist(), pc.take(all_sizes.column("size"), rows).to_pylist(), strict=True)))
+    return _Base(entries, counts, ends[0], ends[1])
+
+
+class _Files:
+    """Active-file counts of one version, updated per add/remove (pure: no I/O, no Arrow).
+
+    Keys the range never touched stay as the seed had them; a touched key's state lives in `_live`.
+    Min/max sizes: the seed's untouched rows are read from `_Base.smallest/largest` (a pointer skips
+    rows whose key was touched, which only ever grows); live sizes sit in a counted multiset with
+    lazily cleaned heaps.
+    """
+
+    def __init__(self, summary: FileSummary, base: _Base, distinct_paths: int | None) -> None:
+        self.threshold = summary.small_file_bytes
+        self.num_files, self.size_bytes, self.small_files = summary.num_files, summary.size_bytes, summary.small_files
+        self.distinct_paths = distinct_paths  # None: not tracked
+        self._base = base
+        self._live: dict[str, tuple[str, int]] = {}
+        self._touched: set[str] = set()
+        self._superseded: set[int] = set()
+        self._lo = self._hi = 0
+        self._live_sizes: Counter[int] = Counter()
+        self._min_heap: list[int] = []
+        self._max_heap: list[int] = []
+
+    def active(self, key: str) -> tuple[str, int] | None:
+        """(raw path, size) of the active file with this key, or None."""
+        if key in self._touched:
+            return self._live.get(key)
+        found = self._base.entries.get(key)
+        return None if found is None else found[1:]
+
+    def add(self, key: str, raw: str, size: int) -> None:
+        self._drop(key)
+        self._live[key] = (raw, size)
+        self._count(raw, size, +1)
+        self._live_sizes[size] += 1
+        heapq.heappush(self._min_heap, size)
+        heapq.heappush(self._max_heap, -size)
+
+    def remove(self, key: str) -> bool:
+        """Deactivate `key`; False when it was not active."""
+        return self._drop(key)
+
+    def _drop(self, key: str) -> bool:
+        was_live = key in self._touched
+        prev = self.active(key)
+        if not was_live:
+            self._touched.add(key)
+            found = self._base.entries.get(key)
+            if found is not None:
+                self._superseded.add(found[0])
+        if prev is None:
+            return False
+        if was_live:
+            del self._live[key]
+            self._live_sizes[prev[1]] -= 1
+        self._count(prev[0], prev[1], -1)
+        return True
+
+    def _count(self, raw: str, size: int, sign: int) -> None:
+        self.num_files += sign
+        self.size_bytes += sign * size
+        self.small_files += sign * (size < self.threshold)
+        counts = self._base.path_counts
+        before = counts[raw]
+        counts[raw] = before + sign
+        if self.distinct_paths is not None and (before == 0 or before + sign == 0):
+            self.distinct_paths += sign
+
+    def _base_extreme(self, rows: list[tuple[int, int]], pos: int) -> tuple[int | None, int]:
+        """The first size among `rows` whose row no action superseded, and the pointer to it."""
+        while pos < len(rows) and rows[pos][0] in self._superseded:
+            pos += 1
+        return (rows[pos][1] if pos < len(rows) else None), pos
+
+    def _live_top(self, heap: list[int], sign: int) -> int | None:
+        while heap and self._live_sizes[sign * heap[0]] <= 0:
+            heapq.heappop(heap)
+        return sign * heap[0] if heap else None
+
+    def summary(self) -> FileSummary:
+        lo, self._lo = self._base_extreme(self._base.smallest, self._lo)
+        hi, self._hi = self._base_extreme(self._base.largest, self._hi)
+        live_lo, live_hi = self._live_top(self._min_heap, 1), self._live_top(self._max_heap, -1)
+        lo = live_lo if lo is None else lo if live_lo is None else min(lo, live_lo)
+        hi = live_hi if hi is None else hi if live_hi is None else max(hi, live_hi)
+        if self.num_files == 0:
+            lo = hi = None
+        return FileSummary(self.threshold, self.num_files, self.size_bytes, lo, hi, self.small_files)
+
+
+# -- one commit -------------------------------------------------------------------------------------------
+@dataclass
+class _CommitFacts:
+    """What the per-commit checks need to know about one commit."""
+
+    version: int
+    operation: str | None = None
+    has_commit_info: bool = False
+    data_change_removes: int = 0
+    dv_growth: int = 0
+    append_only_table: bool = False
+    has_commit: bool = True  # False at a checkpoint whose own commit file is gone: state checks only
+    prior_known: bool = True  # False at a checkpoint after a gap: no state before this commit
+    unknown_removes: list[str] = field(default_factory=list)
+    protocol_change: tuple[Protocol, Protocol] | None = None
+    metadata_change: tuple[Metadata, Metadata] | None = None
+
+
+def _local_facts(version: int, actions: Sequence[Action]) -> _CommitFacts:
+    """The facts one commit's own actions tell (no earlier state needed)."""
+    facts = _CommitFacts(version)
+    added: Counter[str] = Counter()
+    removed: Counter[str] = Counter()
+    for a in actions:
+        if isinstance(a, CommitInfo):
+            facts.has_commit_info, facts.operation = True, a.operation
+        elif isinstance(a, RemoveFile):
+            facts.data_change_removes += a.data_change
+            removed[canonical_path(a.path)] += a.deletion_vector.cardinality if a.deletion_vector else 0
+        elif isinstance(a, AddFile) and a.deletion_vector is not None:
+            added[canonical_path(a.path)] += a.deletion_vector.cardinality
+    facts.dv_growth = sum(max(0, n - removed[p]) for p, n in added.items() if p in removed)
+    return facts
+
+
+def _append_only(metadata: Metadata | None) -> bool:
+    return metadata is not None and str(metadata.configuration.get(APPEND_ONLY) or "").lower() == "true"
+
+
+class _Walk:
+    """The table state from a seed snapshot on, one commit at a time."""
+
+    def __init__(self, snap: Snapshot, files: _Files) -> None:
+        self.version = snap.version
+        self.protocol: Protocol = snap.protocol
+        self.metadata: Metadata = snap.metadata
+        self.files = files
+
+    def apply(self, version: int, actions: Sequence[Action]) -> _CommitFacts:
+        facts = _local_facts(version, actions)
+        protocol, metadata = self.protocol, self.metadata
+        facts.append_only_table = _append_only(metadata)
+        files = self.files
+        for a in actions:
+            if isinstance(a, AddFile):
+                files.add(a.key, a.path, a.size)
+            elif isinstance(a, RemoveFile):
+                if not files.remove(a.key):
+                    facts.unknown_removes.append(a.path)
+            elif isinstance(a, Protocol):
+                self.protocol = a
+            elif isinstance(a, Metadata):
+                self.metadata = a
+        if _protocol_key(self.protocol) != _protocol_key(protocol):
+            facts.protocol_change = (protocol, self.protocol)
+        if self.metadata != metadata:
+            facts.metadata_change = (metadata, self.metadata)
+            facts.append_only_table = facts.append_only_table or _append_only(self.metadata)
+        self.version = version
+        return facts
+
+    @property
+    def schema(self) -> StructType:
+        return _schema(self.metadata)
+
+    # the part of `Snapshot` that `checks.evaluate_checks` reads
+    @property
+    def partition_columns(self) -> tuple[str, ...]:
+        return self.metadata.partition_columns
+
+    @property
+    def num_files(self) -> int:
+        return self.files.num_files
+
+    def file_summary(self, small_file_bytes: int) -> FileSummary:
+        if small_file_bytes != self.files.threshold:
+            raise InvalidArgumentError("the walk tracks small files for one threshold only")  # a bug if reached
+        return self.files.summary()
+
+    def num_distinct_paths(self) -> int:
+        assert self.files.distinct_paths is not None, "distinct paths are tracked for no_duplicate_paths only"
+        return self.files.distinct_paths
+
+
+def _protocol_key(p: Protocol) -> tuple[Any, ...]:
+    """A protocol's identity: feature lists compare as sets."""
+    features = [None if f is None else frozenset(f) for f in (p.reader_features, p.writer_features)]
+    return (p.min_reader_version, p.min_writer_version, *features)
+
+
+def _schema(metadata: Metadata) -> StructType:
+    return _parse_schema(metadata.schema_string)
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_schema(schema_string: str | None) -> StructType:
+    return StructType.from_json(json.loads(schema_string) if schema_string else None)
+
+
+# -- per-commit checks ------------------------------------------------------------------------------------
+def _protocol_text(p: Protocol) -> str:
+    feats = sorted(set(p.reader_features or ()) | set(p.writer_features or ()))
+    return f"({p.min_reader_version}, {p.min_writer_version})" + (f" features {feats}" if feats else "")
+
+
+def _commit_results(spec: Mapping[str, Any], f: _CommitFacts) -> list[CommitCheckFailure]:
+    """The failed per-commit checks of one commit."""
+    out: list[CommitCheckFailure] = []
+    v = f.version
+    if not f.has_commit:
+        return out
+
+    def fail(check: str, message: str, expected: Any = None, actual: Any = None) -> None:
+        out.append(CommitCheckFailure(v, check, message, expected, actual))
+
+    allowed = spec.get("allowed_operations")
+    if allowed is not None and (not f.has_commit_info or f.operation not in allowed):
+        shown = "the commit has no commitInfo" if not f.has_commit_info else f"operation {f.operation!r}"
+        fail("allowed_operations", f"{shown} is not an allowed operation {allowed}", allowed, f.operation)
+    mode = spec.get("append_only")
+    if f.data_change_removes and (mode is True or (mode == "table" and f.append_only_table)):
+        why = f"{APPEND_ONLY}=true" if mode == "table" else "append_only check"
+        message = f"{f.data_change_removes} data-changing removes on an append-only table ({why})"
+        fail("append_only", message, 0, f.data_change_removes)
+    limit = spec.get("max_dv_growth")
+    if limit is not None and f.dv_growth > limit:
+        message = f"deletion vectors mark {f.dv_growth} more rows deleted (maximum {limit})"
+        fail("max_dv_growth", message, limit, f.dv_growth)
+    if not f.prior_known:
+        return out
+    if spec.get("no_unknown_removes") and f.unknown_removes:
+        message = f"{len(f.unknown_removes)} removes of files not active before: {f.unknown_removes[:5]}"
+        fail("no_unknown_removes", message, [], f.unknown_removes)
+    allow = spec.get("protocol_changes")
+    if allow is not None and f.protocol_change is not None:
+        old, new = f.protocol_change
+        lowered = (new.min_reader_version < old.min_reader_version) or (new.min_writer_version < old.min_writer_version)
+        dropped = sorted(table_features(old) - table_features(new))
+        if allow == "none" or lowered or dropped:
+            detail = f"protocol {_protocol_text(old)} -> {_protocol_text(new)}"
+            why = "" if allow == "none" else f" (a downgrade{': drops ' + str(dropped) if dropped else ''})"
+            fail("protocol_changes", detail + why, allow, new.to_json())
+    allow = spec.get("schema_changes")
+    if allow is not None and f.metadata_change is not None:
+        old_md, new_md = f.metadata_change
+        added, dropped, changed = schema_change(_schema(old_md), _schema(new_md))
+        parts_changed = old_md.partition_columns != new_md.partition_columns
+        if dropped or changed or parts_changed or (allow == "none" and added):
+            detail = f"schema change: added {added}, dropped {dropped}, changed {changed}"
+            if parts_changed:
+                detail += f"; partition columns {list(old_md.partition_columns)} -> {list(new_md.partition_columns)}"
+            actual = {"added": added, "dropped": dropped, "changed": changed}
+            fail("schema_changes", f"{detail} (allowed: {allow.replace('_', ' ')})", allow, actual)
+    return out
+
+
+# -- the range --------------------------------------------------------------------------------------------
+def _split(spec: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    return {k: v for k, v in spec.items() if k in KNOWN_CHECKS}, {k: v for k, v in spec.items() if k in COMMIT_CHECKS}
+
+
+def _load(log: DeltaLog, version: int, *, since: int) -> Snapshot | None:
+    """The snapshot at `version`, or None when the log can no longer rebuild it (cleaned up)."""
+    try:
+        return log.snapshot_at(version=version)
+    except VersionNotFoundError as exc:
+        if exc.latest is not None and version > exc.latest:
+            raise
+        return None
+    except LogCorruptedError:
+        if version == since:  # the start must be readable; a checkpoint after a gap may be skipped
+            raise
+        return None
+
+
+def _walk_from(snap: Snapshot, paths: set[str], state_spec: Mapping[str, Any], timings: Counter[str]) -> _Walk:
+    """The walk's start: `snap`'s summary and those of its files that the coming commits name."""
+    t = time.perf_counter()
+    summary = snap.file_summary(small_file_bytes(state_spec))
+    distinct = snap.num_distinct_paths() if state_spec.get("no_duplicate_paths") else None  # O(table), once
+    now = time.perf_counter()
+    timings["summary_s"] += now - t
+    t = now
+    files = getattr(snap.state.files, "adds", None)  # the local engine's table, without checkpoint stats
+    base = _lookup_base(files if files is not None else snap.add_files_table, paths)
+    timings["lookup_s"] += time.perf_counter() - t
+    return _Walk(snap, _Files(summary, base, distinct))
+
+
+def _file_paths(actions: Iterable[Action]) -> Iterator[str]:
+    return (a.path for a in actions if isinstance(a, AddFile | RemoveFile))
+
+
+def check_commits(
+    log: DeltaLog,
+    since_version: int,
+    until_version: int | None = None,
+    spec: Mapping[str, Any] | None = None,
+    *,
+    fail_on_data_loss: bool = True,
+) -> CommitCheckReport:
+    """Check the state at every version in `(since_version, until_version]` and each commit of it.
+
+    `until_version` defaults to the latest version. `spec` holds state checks (`checks.py`) and the
+    per-commit checks of this module (see the module docs); with no spec, only missing commits are
+    checked and the per-version summaries are still computed. Raises `VersionNotFoundError` when
+    `since_version` or `until_version` is above the latest version, and the typed errors of a log
+    that cannot be read (a malformed commit, a corrupt start).
+    """
+    from ..delta.read.commits import read_commit
+
+    table = log.table_uri
+    since = check_int(since_version, "since_version", minimum=0, table=table)
+    spec = validate_commit_checks(spec)
+    state_spec, commit_spec = _split(spec)
+    timings: Counter[str] = Counter()
+    t0 = time.perf_counter()
+    parsed = parse_listing(log.list_log(since + 1))
+    commits = {p.version: p for p in parsed if p.kind is LogFileKind.COMMIT and p.version > since}
+    latest = max(commits) if commits else log.latest_version()
+    if latest < since:
+        raise VersionNotFoundError(
+            f"since_version {since} is above the latest version {latest}", table=table, version=since, latest=latest
+        )
+    until = latest if until_version is None else check_int(until_version, "until_version", minimum=since, table=table)
+    if until > latest:
+        raise VersionNotFoundError(
+            f"until_version {until} is above the latest version {latest}", table=table, version=until, latest=latest
+        )
+    checkpoints = sorted({c.version for c in complete_checkpoints(parsed) if since < c.version <= until})
+    timings["list_s"] += time.perf_counter() - t0
+    report = CommitCheckReport(table, since, until)
+    schemas: dict[int, StructType] = {}
+
+    def schema_at(version: int) -> StructType:
+        if version not in schemas:
+            schemas[version] = log.snapshot_at(version=version).schema
+        return schemas[version]
+
+    def read(version: int) -> list[Action]:
+        t = time.perf_counter()
+        try:
+            return read_commit(log.store, table, commits[version])
+        finally:
+            timings["read_s"] += time.perf_counter() - t
+
+    def record(walk: _Walk, facts: _CommitFacts) -> None:
+        t = time.perf_counter()
+        v = facts.version
+        report.failures.extend(_commit_results(commit_spec, facts))
+        schemas.setdefault(v, walk.schema)
+        for r in evaluate_checks(state_spec, cast("Snapshot", walk), schema_at) if state_spec else ():
+            if not r.passed:
+                report.failures.append(CommitCheckFailure(v, r.name, r.message, r.expected, r.actual))
+        report.checked_versions.append(v)
+        row = {"version": v, "operation": facts.operation, **walk.files.summary().to_dict()}
+        if walk.files.distinct_paths is not None:
+            row["distinct_paths"] = walk.files.distinct_paths
+        report.per_version.append(row)
+        timings["checks_s"] += time.perf_counter() - t
+
+    seed, todo = since, since + 1  # versions below `todo` are accounted for
+    while todo <= until:
+        run = []
+        while todo + len(run) <= until and todo + len(run) in commits:
+            run.append(todo + len(run))
+        t = time.perf_counter()
+        snap = None if seed == since and not run else _load(log, seed, since=since)  # no use for a lone start
+        timings["load_s"] += time.perf_counter() - t
+        if snap is not None:
+            report.seed_versions.append(seed)
+            schemas.setdefault(seed, snap.schema)
+            actions = {n: read(n) for n in run}  # the whole run first: the seed's files are looked up once
+            walk = _walk_from(snap, {p for n in run for p in _file_paths(actions[n])}, state_spec, timings)
+            if seed != since:  # a checkpoint after a gap: its state, and its own commit without the one before
+                facts = _local_facts(seed, read(seed)) if seed in commits else _CommitFacts(seed, has_commit=False)
+                facts.prior_known, facts.append_only_table = False, _append_only(walk.metadata)
+                record(walk, facts)
+            for n in run:
+                t = time.perf_counter()
+                facts = walk.apply(n, actions[n])
+                timings["walk_s"] += time.perf_counter() - t
+                record(walk, facts)
+            todo += len(run)
+            if todo > until:
+                break
+        elif seed != since:
+            todo = seed  # a checkpoint after a gap that cannot be loaded: its version is unchecked too
+        # a gap at `todo` (or a start that cannot be rebuilt): on to the next checkpoint after it
+        resume = next((c for c in checkpoints if c >= todo and c > seed), None)
+        stop = until + 1 if resume is None else resume
+        gap = [n for n in range(todo, stop) if n not in commits]
+        if resume is not None and resume not in commits:  # checked from its checkpoint, but its commit is gone
+            gap.append(resume)
+        report.missing_versions.extend(gap)
+        report.unchecked_versions.extend(n for n in range(todo, stop) if n in commits)
+        if gap and fail_on_data_loss:
+            where = "no checkpoint after them in the range" if resume is None else f"checks resume at {resume}"
+            message = f"{len(gap)} commits missing from the log (log cleanup?): versions {_ranges(gap)}; {where}"
+            report.failures.append(CommitCheckFailure(gap[0], MISSING_COMMITS, message, [], gap))
+        if resume is None:
+            break
+        seed, todo = resume, resume + 1
+    report.failures.sort(key=lambda f: f.version)
+    report.timings = {k: round(s, 4) for k, s in sorted(timings.items())}
+    return report
+
+
+def _ranges(versions: Sequence[int]) -> str:
+    """`[3, 4, 5, 9]` -> `3..5, 9`."""
+    out: list[str] = []
+    start = prev = versions[0]
+    for n in [*versions[1:], None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        out.append(str(start) if start == prev else f"{start}..{prev}")
+        if n is not None:
+            start = prev = n
+    return ", ".join(out)
+
+
+def xcom_fields(report: CommitCheckReport) -> dict[str, Any]:
+    """The XCom fields of a report: `checked_versions`, `first_failing_version`, `failures`."""
+    return {
+        "checked_versions": list(report.checked_versions),
+        "first_failing_version": report.first_failing_version,
+        "failures": [f.to_dict() for f in report.failures],
+    }
+
+
+__all__ = [
+    "COMMIT_CHECKS",
+    "MISSING_COMMITS",
+    "CommitCheckFailure",
+    "CommitCheckReport",
+    "check_commits",
+    "validate_commit_checks",
+    "xcom_fields",
+]
