@@ -2,50 +2,136 @@
 
     deltalog version PATH
     deltalog snapshot PATH [--version N | --timestamp T] [--engine local|spark] [--master URL]
-                      [--memory-limit-mb MB] [--json]
-    deltalog files PATH [--version N | --timestamp T] [--where EXPR] [--engine ...] [--json]
+                      [--memory-limit-mb MB] [--checks JSON] [--json]
+    deltalog files PATH [--version N | --timestamp T] [--where PREDICATE] [--engine ...] [--json]
     deltalog tombstones PATH [--retention-hours H] [--engine ...] [--json]
     deltalog history PATH [--limit N] [--json]
     deltalog changes PATH --from N [--fail-on-data-loss] [--json]
+    deltalog completion bash|zsh
+    deltalog --version
 
-Every command takes `--storage-option KEY=VALUE` (repeatable). Errors print one line on stderr and
-exit with code 2.
+Every table command takes `--storage-option KEY=VALUE` (repeatable). `--where` takes a predicate
+(`protocol.predicate`: AND, OR, NOT, parentheses, comparisons, IN, IS [NOT] NULL, typed literals).
+Times are labelled: *commit time* is the time timestamp time travel uses for a version (in-commit
+timestamp, else the commit file's time made strictly increasing); *file time* is a file's own
+modification time.
+
+An error prints one line on stderr, `deltalog: error: <ErrorClass>: <message>`; with `--json` it is
+one JSON object on stderr instead (`status`, `error_class`, `message`, `table`, `version`, `file`, ...,
+`exit_code`). Exit codes:
+
+    0  success
+    1  any other error: corrupt log, version or timestamp outside the table's history, memory limit, engine
+    2  usage: a bad command line or argument value (`InvalidArgumentError`, `PredicateSyntaxError`)
+    3  table not found (`TableNotFoundError`)
+    4  unsupported: the table needs a feature this reader lacks (`UnsupportedFeatureError`, `OperationNotAllowedError`)
+    5  storage failed: access denied, network, throttling (`StorageError`)
+    6  check failed (`snapshot --checks`): the report is printed, then the failed checks on stderr
+    70 internal error (a bug: the traceback is printed)
+
+Shell completion: `source <(deltalog completion bash)` (bash) or `source <(deltalog completion zsh)` (zsh).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import math
 import os
+import re
 import sys
+import traceback
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
+from . import __version__
 from .commands.command import Request, run, storage_options_from_env
 from .commands.reports import human_bytes
-from .delta.errors import DeltaError, InvalidArgumentError
-from .delta.protocol.history import format_ms
+from .delta.errors import (
+    DeltaError,
+    InvalidArgumentError,
+    OperationNotAllowedError,
+    StorageError,
+    TableNotFoundError,
+    UnsupportedFeatureError,
+)
+from .delta.protocol.history import format_ms, to_epoch_ms
 
-EXIT_ERROR = 2
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_UNSUPPORTED, EXIT_STORAGE, EXIT_CHECK_FAILED = range(7)
+EXIT_INTERNAL = 70
+_EXIT_CODES: tuple[tuple[type[DeltaError] | tuple[type[DeltaError], ...], int], ...] = (
+    (InvalidArgumentError, EXIT_USAGE),
+    (TableNotFoundError, EXIT_NOT_FOUND),
+    ((UnsupportedFeatureError, OperationNotAllowedError), EXIT_UNSUPPORTED),
+    (StorageError, EXIT_STORAGE),
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are `InvalidArgumentError`s, reported like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        found = re.match(r"argument ([^:]+):", message)
+        raise InvalidArgumentError(f"{message} (see `{self.prog} --help`)", argument=found and found[1])
+
+
+class _ChecksFailed(Exception):
+    pass
+
+
+def _arg(convert: Any, expected: str) -> Any:
+    """An argparse type: `convert(text)`, or a usage error saying what was `expected`."""
+
+    def parse(text: str) -> Any:
+        try:
+            return convert(text)
+        except (ValueError, InvalidArgumentError):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+
+    return parse
+
+
+def _count(text: str) -> int:
+    if not re.fullmatch(r"\+?\d+", text.strip()):
+        raise ValueError(text)
+    return int(text)
+
+
+def _number(limit: float) -> Any:
+    def parse(text: str) -> float:
+        value = float(text)
+        if not 0 <= value < limit:  # NaN fails too
+            raise ValueError(text)
+        return value
+
+    return parse
 
 
 def _kv(text: str) -> tuple[str, str]:
-    if "=" not in text:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    key, value = text.split("=", 1)
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(text)
     return key.strip(), value
 
 
-def _mebibytes(text: str) -> float:
-    """A finite, non-negative number of MiB."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not math.isfinite(value) or value < 0 or value * 1024 * 1024 >= 2**63:
-        raise argparse.ArgumentTypeError(f"expected a number of MiB >= 0, got {text!r}")
+def _json_object(text: str) -> dict[str, Any]:
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(text)
     return value
+
+
+def _timestamp(text: str) -> str:
+    to_epoch_ms(text)
+    return text
+
+
+COUNT = _arg(_count, "an integer >= 0")
+TIMESTAMP = _arg(_timestamp, "an ISO-8601 time or epoch milliseconds")
+HOURS = _arg(_number(1e12), "a finite number of hours >= 0")
+MEBIBYTES = _arg(_number(2**63 / 2**20), "a number of MiB >= 0")
+KEY_VALUE = _arg(_kv, "KEY=VALUE")
+JSON_OBJECT = _arg(_json_object, "a JSON object")
 
 
 def _spark_factory(master: str) -> Any:
@@ -73,7 +159,9 @@ def _run(args: argparse.Namespace, action: str, **fields: Any) -> dict[str, Any]
     limit_mb = getattr(args, "memory_limit_mb", None)
     engine = getattr(args, "engine", "local")
     if engine == "spark" and limit_mb is not None:
-        raise InvalidArgumentError("--memory-limit-mb limits the local engine; drop it with --engine spark")
+        raise InvalidArgumentError(
+            "--memory-limit-mb limits the local engine; drop it with --engine spark", argument="--memory-limit-mb"
+        )
     limit: int | str | None = "auto"
     if limit_mb is not None:
         limit = int(limit_mb * 1024 * 1024) if limit_mb > 0 else None
@@ -98,8 +186,7 @@ def _print_json(obj: Any, out: TextIO) -> None:
 
 def _table(rows: list[list[str]], headers: list[str], out: TextIO) -> None:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    out.write("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip() + "\n")
-    for r in rows:
+    for r in [headers, *rows]:
         out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
 
 
@@ -112,32 +199,37 @@ def cmd_version(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def cmd_snapshot(args: argparse.Namespace, out: TextIO) -> None:
-    s = _run(args, "snapshot", include_files=args.json)
+    s = _run(args, "snapshot", include_files=args.json, checks=args.checks)
     if args.json:
         _print_json(s, out)
-        return
-    p = s["protocol"]
-    proto = f"reader {p['min_reader_version']}, writer {p['min_writer_version']}"
-    features = sorted(set(p["reader_features"] or []) | set(p["writer_features"] or []))
-    if features:
-        proto += f" ({', '.join(features)})"
-    lines = [
-        ("table", s["table"]),
-        ("version", str(s["version"])),
-        ("timestamp", f"{s['timestamp']} ({s['timestamp_ms']})"),
-        ("operation", s["operation"] or "-"),
-        ("protocol", proto),
-        ("partition columns", ", ".join(s["partition_columns"]) or "-"),
-        ("files", f"{s['num_files']}"),
-        ("size", f"{human_bytes(s['size_bytes'])} ({s['size_bytes']} bytes)"),
-        ("tombstones", f"{s['num_tombstones']} within retention"),
-        ("checkpoint", "-" if s["checkpoint_version"] is None else str(s["checkpoint_version"])),
-    ]
-    if s["set_transactions"]:
-        lines.append(("app transactions", ", ".join(f"{k}={v}" for k, v in s["set_transactions"].items())))
-    width = max(len(k) for k, _ in lines)
-    for k, v in lines:
-        out.write(f"{k.ljust(width)}  {v}\n")
+    else:
+        p = s["protocol"]
+        proto = f"reader {p['min_reader_version']}, writer {p['min_writer_version']}"
+        features = sorted(set(p["reader_features"] or []) | set(p["writer_features"] or []))
+        if features:
+            proto += f" ({', '.join(features)})"
+        lines = [
+            ("table", s["table"]),
+            ("version", str(s["version"])),
+            ("commit time", f"{s['timestamp']} ({s['timestamp_ms']})"),
+            ("operation", s["operation"] or "-"),
+            ("protocol", proto),
+            ("partition columns", ", ".join(s["partition_columns"]) or "-"),
+            ("files", f"{s['num_files']}"),
+            ("size", f"{human_bytes(s['size_bytes'])} ({s['size_bytes']} bytes)"),
+            ("tombstones", f"{s['num_tombstones']} within retention"),
+            ("checkpoint", "-" if s["checkpoint_version"] is None else str(s["checkpoint_version"])),
+        ]
+        if s["set_transactions"]:
+            lines.append(("app transactions", ", ".join(f"{k}={v}" for k, v in s["set_transactions"].items())))
+        lines += [
+            (f"check {c['name']}", ("ok" if c["passed"] else "FAILED: ") + c["message"]) for c in s.get("checks", [])
+        ]
+        width = max(len(k) for k, _ in lines)
+        for k, v in lines:
+            out.write(f"{k.ljust(width)}  {v}\n")
+    if s.get("checks_failed"):
+        raise _ChecksFailed(f"checks failed: {s['checks_failed']}")
 
 
 def cmd_files(args: argparse.Namespace, out: TextIO) -> None:
@@ -156,7 +248,7 @@ def cmd_files(args: argparse.Namespace, out: TextIO) -> None:
         ]
         for a in files
     ]
-    _table(rows, ["path", "size", "partition", "modified", "dv"], out)
+    _table(rows, ["path", "size", "partition", "file time", "dv"], out)
     out.write(f"{len(files)} of {body['num_files']} files at version {body['version']}\n")
 
 
@@ -182,7 +274,7 @@ def cmd_tombstones(args: argparse.Namespace, out: TextIO) -> None:
         for t in report["tombstones"]
     ]
     if rows:
-        _table(rows, ["path", "size", "deleted", "state"], out)
+        _table(rows, ["path", "size", "deletion time", "state"], out)
 
 
 def cmd_history(args: argparse.Namespace, out: TextIO) -> None:
@@ -191,10 +283,16 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> None:
         _print_json(entries, out)
         return
     rows = [
-        [str(e["version"]), format_ms(e["timestamp"]), str(e.get("operation") or "-"), str(e.get("engineInfo") or "-")]
+        [
+            str(e["version"]),
+            format_ms(e["timestamp"]),
+            format_ms(e["file_modification_time"]),
+            str(e.get("operation") or "-"),
+            str(e.get("engineInfo") or "-"),
+        ]
         for e in entries
     ]
-    _table(rows, ["version", "timestamp", "operation", "engine"], out)
+    _table(rows, ["version", "commit time", "file time", "operation", "engine"], out)
 
 
 def cmd_changes(args: argparse.Namespace, out: TextIO) -> None:
@@ -211,76 +309,208 @@ def cmd_changes(args: argparse.Namespace, out: TextIO) -> None:
         out.write(f"{c['version']}: " + ", ".join(f"{n} {k}" for k, n in kinds.items()) + "\n")
 
 
+def cmd_completion(args: argparse.Namespace, out: TextIO) -> None:
+    out.write((bash_completion if args.shell == "bash" else zsh_completion)(build_parser()))
+
+
+# -- shell completion, generated from the parser (argparse has no public API to walk it: `_actions`) ----
+
+_BASH = """\
+# bash completion for deltalog: generated by `deltalog completion bash` from its parser
+_deltalog() {
+    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" cmd="" i
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        if [[ "${COMP_WORDS[i]}" != -* ]]; then cmd="${COMP_WORDS[i]}"; break; fi
+    done
+    case "$cmd" in
+    "") COMPREPLY=($(compgen -W "%(top)s" -- "$cur")) ;;
+%(cases)s    esac
+}
+complete -o filenames -F _deltalog deltalog
+"""
+_BASH_CASE = """\
+    %(name)s)
+        case "$prev" in
+%(values)s        esac
+        if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "%(options)s" -- "$cur"))
+        else COMPREPLY=($(%(positional)s -- "$cur")); fi ;;
+"""
+_ZSH = """\
+#compdef deltalog
+# zsh completion for deltalog: generated by `deltalog completion zsh` from its parser
+_deltalog() {
+  local line state
+  _arguments -C %(top)s '1:command:->command' '*::arg:->args'
+  case $state in
+    command)
+      local -a commands=(%(commands)s)
+      _describe command commands ;;
+    args)
+      case $line[1] in
+%(cases)s      esac ;;
+  esac
+}
+if [[ "$funcstack[1]" == "_deltalog" ]]; then _deltalog "$@"; else compdef _deltalog deltalog; fi
+"""
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # type: ignore[return-value]
+
+
+def _options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [a for a in parser._actions if a.option_strings]
+
+
+def _choices(parser: argparse.ArgumentParser) -> list[str]:
+    """The positional argument's choices (`completion bash|zsh`); empty for a table path."""
+    return [str(c) for a in parser._actions if not a.option_strings for c in a.choices or ()]
+
+
+def bash_completion(parser: argparse.ArgumentParser) -> str:
+    """A bash completion script: commands, options, option choices, table paths (directories)."""
+    cases = []
+    for name, p in _commands(parser).items():
+        values = "".join(
+            f"        {'|'.join(a.option_strings)}) COMPREPLY=("
+            + (f'$(compgen -W "{" ".join(map(str, a.choices))}" -- "$cur")' if a.choices else "")
+            + "); return ;;\n"
+            for a in _options(p)
+            if a.nargs != 0
+        )
+        choices = _choices(p)
+        positional = f'compgen -W "{" ".join(choices)}"' if choices else "compgen -d"
+        options = " ".join(o for a in _options(p) for o in a.option_strings)
+        cases.append(_BASH_CASE % {"name": name, "values": values, "options": options, "positional": positional})
+    top = " ".join([*(o for a in _options(parser) for o in a.option_strings), *_commands(parser)])
+    return _BASH % {"top": top, "cases": "".join(cases)}
+
+
+def _zsh_quote(text: str) -> str:
+    """`text` for an `_arguments` description inside single quotes."""
+    for char in "\\[]:":
+        text = text.replace(char, "\\" + char)
+    return " ".join(text.replace("'", "'\\''").split())
+
+
+def _zsh_spec(a: argparse.Action) -> str:
+    """`_arguments` specs for option `a`: `'(--a -b)*--a[help]:dest:(choices)'`."""
+    value = "" if a.nargs == 0 else f":{a.dest}:" + (f"({' '.join(map(str, a.choices))})" if a.choices else " ")
+    repeat = "*" if isinstance(a, argparse._AppendAction) else ""
+    excl = f"({' '.join(a.option_strings)})" if len(a.option_strings) > 1 else ""
+    return " ".join(f"'{excl}{repeat}{o}[{_zsh_quote(a.help or '')}]{value}'" for o in a.option_strings)
+
+
+def zsh_completion(parser: argparse.ArgumentParser) -> str:
+    """A zsh completion script (`_arguments` specs): commands, options, option choices, table paths."""
+    cases = []
+    for name, p in _commands(parser).items():
+        choices = _choices(p)
+        first = f"'1:argument:({' '.join(choices)})'" if choices else "'1:table path:_files -/'"
+        specs = " \\\n            ".join([first, *(_zsh_spec(a) for a in _options(p))])
+        cases.append(f"        {name})\n          _arguments \\\n            {specs} ;;\n")
+    commands = " ".join(f"'{n}:{_zsh_quote(p.description or '')}'" for n, p in _commands(parser).items())
+    top = " ".join(_zsh_spec(a) for a in _options(parser))
+    return _ZSH % {"top": top, "commands": commands, "cases": "".join(cases)}
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="deltalog", description="Inspect a Delta Lake transaction log.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="deltalog", description="Inspect a Delta Lake transaction log.")
+    parser.add_argument("--version", action="version", version=f"deltalog {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("path", help="table root: a local path or an fsspec URI (s3://, gs://, abfs://, memory://)")
-        p.add_argument(
-            "--storage-option",
-            type=_kv,
-            action="append",
-            metavar="KEY=VALUE",
-            help="fsspec storage option (repeatable)",
-        )
-        p.add_argument("--json", action="store_true", help="print stable JSON (see README)")
+        p.add_argument("--storage-option", type=KEY_VALUE, action="append", metavar="KEY=VALUE", help="fsspec option")
+        p.add_argument("--json", action="store_true", help="print stable JSON (see README); errors as JSON on stderr")
         return p
 
     def travel(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--engine",
-            choices=("local", "spark"),
-            default="local",
-            help="replay with pyarrow in this process (local) or distributed on Spark (spark)",
-        )
+        p.add_argument("--engine", choices=("local", "spark"), default="local", help="replay here or on Spark")
         p.add_argument("--master", default="local[*]", help="Spark master URL for --engine spark (default local[*])")
         p.add_argument(
             "--memory-limit-mb",
-            type=_mebibytes,
+            type=MEBIBYTES,
             help="local engine: refuse (before reading) a state estimated over this many MiB "
             "(default: half the memory this process may use; 0: no limit)",
         )
         g = p.add_mutually_exclusive_group()
-        g.add_argument("--version", type=int, help="time travel to this version")
-        g.add_argument("--timestamp", help="time travel to the latest commit at or before (ISO-8601 or epoch ms)")
+        g.add_argument("--version", type=COUNT, help="time travel to this version")
+        g.add_argument(
+            "--timestamp", type=TIMESTAMP, help="time travel to the latest commit at or before (ISO-8601 or epoch ms)"
+        )
 
     command("version", "print the latest version (reads only the log listing)").set_defaults(fn=cmd_version)
     p = command("snapshot", "summarize the table at a version")
     travel(p)
+    p.add_argument("--checks", type=JSON_OBJECT, help="table checks as JSON (exit code 6 when one fails)")
     p.set_defaults(fn=cmd_snapshot)
     p = command("files", "list active files")
     travel(p)
-    p.add_argument("--where", help="filter, e.g. \"date = '2024-01-01' AND id > 10\" (partition pruning + stats)")
+    p.add_argument("--where", help="predicate, e.g. \"region = 'eu' OR (id > 10 AND d IS NOT NULL)\"")
     p.set_defaults(fn=cmd_files)
     p = command("tombstones", "report removed files: retained vs past retention")
     travel(p)
-    p.add_argument("--retention-hours", type=float, help="override delta.deletedFileRetentionDuration")
+    p.add_argument("--retention-hours", type=HOURS, help="override delta.deletedFileRetentionDuration")
     p.set_defaults(fn=cmd_tombstones)
     p = command("history", "list commits, newest first")
-    p.add_argument("--limit", type=int, help="at most this many commits")
+    p.add_argument("--limit", type=COUNT, help="at most this many commits")
     p.set_defaults(fn=cmd_history)
     p = command("changes", "print the actions of each commit from a version on")
-    p.add_argument("--from", dest="start", type=int, required=True, help="first version")
+    p.add_argument("--from", dest="start", type=COUNT, required=True, help="first version")
     p.add_argument("--fail-on-data-loss", action="store_true", help="error when a commit in the range is missing")
     p.set_defaults(fn=cmd_changes)
+    p = sub.add_parser("completion", help="print a shell completion script", description="print a completion script")
+    p.add_argument("shell", choices=("bash", "zsh"))
+    p.set_defaults(fn=cmd_completion, json=False)
     return parser
 
 
+def _exit_code(exc: BaseException) -> int:
+    if isinstance(exc, _ChecksFailed):
+        return EXIT_CHECK_FAILED
+    if not isinstance(exc, DeltaError):
+        return EXIT_INTERNAL
+    return next((code for kinds, code in _EXIT_CODES if isinstance(exc, kinds)), EXIT_ERROR)
+
+
+def _report(exc: BaseException, as_json: bool, err: TextIO) -> int:
+    code = _exit_code(exc)
+    if as_json:
+        body = (
+            exc.to_dict() if isinstance(exc, DeltaError) else {"error_class": type(exc).__name__, "message": str(exc)}
+        )
+        err.write(json.dumps({"status": "error", **body, "exit_code": code}, default=str) + "\n")
+    elif code == EXIT_CHECK_FAILED:
+        err.write(f"deltalog: {exc}\n")
+    else:
+        kind = "internal error (a bug, please report it)" if code == EXIT_INTERNAL else "error"
+        err.write(f"deltalog: {kind}: {type(exc).__name__}: {exc}\n")
+    if code == EXIT_INTERNAL:
+        traceback.print_exception(exc, file=err)
+    return code
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Run `deltalog` with `argv` (default: the command line); the exit code."""
     out = out or sys.stdout
     err = err or sys.stderr
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        with contextlib.redirect_stdout(out):  # --help and --version print to sys.stdout
+            args = build_parser().parse_args(argv)
         args.fn(args, out)
+    except SystemExit as exc:  # --help, --version
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
     except BrokenPipeError:  # `deltalog files ... | head`
         sys.stderr = open(os.devnull, "w")
-        return 0
-    except (DeltaError, ValueError, OSError) as exc:
-        err.write(f"deltalog: error: {type(exc).__name__}: {exc}\n")
-        return EXIT_ERROR
-    return 0
+        return EXIT_OK
+    except OSError as exc:  # a storage failure the library did not type
+        return _report(StorageError(f"{type(exc).__name__}: {exc}"), "--json" in argv, err)
+    except Exception as exc:
+        return _report(exc, "--json" in argv, err)
+    return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,9 +1,10 @@
-"""The `deltalog` CLI: human output, stable JSON shapes, one-line errors with exit code 2."""
+"""The `deltalog` CLI: human output, stable JSON shapes, typed one-line (or JSON) errors, exit codes, completion."""
 
 from __future__ import annotations
 
 import io
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -12,9 +13,16 @@ from pathlib import Path
 import pytest
 from conftest import CORPUS
 
-from airflow_delta_provider.cli import main
+from airflow_delta_provider import __version__
+from airflow_delta_provider.cli import (
+    EXIT_CHECK_FAILED,
+    EXIT_ERROR,
+    EXIT_NOT_FOUND,
+    EXIT_UNSUPPORTED,
+    EXIT_USAGE,
+    main,
+)
 from airflow_delta_provider.commands.command import storage_options_from_env
-from airflow_delta_provider.commands.where import parse_where
 
 DEMO_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "sample_table.py"
 
@@ -104,28 +112,82 @@ def test_version_and_time_travel(sample):
 
 
 @pytest.mark.parametrize(
-    ("table", "error"),
+    ("table", "error", "code"),
     [
-        ("delta-golden/versions-not-contiguous", "LogGapError"),
-        ("delta-golden/deltalog-invalid-protocol-version", "UnsupportedFeatureError"),
-        ("delta-golden/no-delta-log-folder", "TableNotFoundError"),
+        ("delta-golden/versions-not-contiguous", "LogGapError", EXIT_ERROR),
+        ("delta-golden/deltalog-invalid-protocol-version", "UnsupportedFeatureError", EXIT_UNSUPPORTED),
+        ("delta-golden/no-delta-log-folder", "TableNotFoundError", EXIT_NOT_FOUND),
     ],
 )
-def test_errors_are_one_line_exit_2(table, error):
+def test_errors_are_one_typed_line_with_their_exit_code(table, error, code):
     proc = subprocess.run(
         [sys.executable, "-m", "airflow_delta_provider", "snapshot", str(CORPUS / table)],
         capture_output=True,
         text=True,
     )
-    assert proc.returncode == 2
+    assert proc.returncode == code
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"deltalog: error: {error}:")
     assert "Traceback" not in proc.stderr and table.split("/")[-1] in lines[0]
 
 
+def test_with_json_errors_are_json_too(sample):
+    code, out, err = run("snapshot", str(CORPUS / "delta-golden/no-delta-log-folder"), "--json")
+    doc = json.loads(err)
+    assert (code, out) == (EXIT_NOT_FOUND, "")
+    assert doc["status"] == "error" and doc["error_class"] == "TableNotFoundError" and doc["exit_code"] == code
+    assert doc["table"].endswith("no-delta-log-folder")
+    code, _, err = run("files", sample, "--where", "id >", "--json")  # a usage error is JSON as well
+    doc = json.loads(err)
+    assert code == EXIT_USAGE and doc["error_class"] == "PredicateSyntaxError" and doc["position"] == 5
+    code, _, err = run("history", sample, "--limit", "x", "--json")
+    assert code == EXIT_USAGE and json.loads(err)["argument"] == "--limit"
+
+
 def test_version_out_of_range_is_typed(sample):
     code, _, err = run("snapshot", sample, "--version", "99")
-    assert code == 2 and "VersionNotFoundError" in err and "99" in err
+    assert code == EXIT_ERROR and "VersionNotFoundError" in err and "99" in err
+
+
+def test_usage_errors_exit_2_and_name_the_option(sample):
+    for argv, option in [
+        (["snapshot", sample, "--version", "1", "--timestamp", "0"], "--timestamp"),
+        (["snapshot", sample, "--engine", "gpu"], "--engine"),
+        (["snapshot", sample, "--timestamp", "soon"], "--timestamp"),
+        (["files", sample, "--storage-option", "novalue"], "--storage-option"),
+        (["bogus"], "COMMAND"),
+        (["snapshot"], "path"),
+    ]:
+        code, out, err = run(*argv)
+        assert (code, out) == (EXIT_USAGE, ""), argv
+        assert err.startswith("deltalog: error: InvalidArgumentError: ") and option in err and err.count("\n") == 1
+
+
+def test_version_flag_prints_the_package_version():
+    code, out, _ = run("--version")
+    assert (code, out.strip()) == (0, f"deltalog {__version__}")
+
+
+def test_failed_checks_exit_6_after_the_report(sample):
+    code, out, err = run("snapshot", sample, "--checks", '{"min_files": 1, "max_files": 3}')
+    assert code == EXIT_CHECK_FAILED
+    assert "check min_files    ok" in out and "check max_files    FAILED" in out
+    assert err.startswith("deltalog: checks failed: max_files")
+    code, out, _ = run("snapshot", sample, "--checks", '{"min_files": 1}', "--json")
+    assert code == 0 and json.loads(out)["checks"][0]["passed"] is True
+    assert run("snapshot", sample, "--checks", "[1]")[0] == EXIT_USAGE
+    assert run("snapshot", sample, "--checks", '{"min_filez": 1}')[0] == EXIT_USAGE  # unknown check
+
+
+def test_timestamps_are_labelled_commit_time_or_file_time(sample):
+    _, out, _ = run("snapshot", sample)
+    assert "commit time" in out and "timestamp" not in out
+    _, out, _ = run("history", sample)
+    assert out.split()[:5] == ["version", "commit", "time", "file", "time"]
+    _, out, _ = run("files", sample)
+    assert "file time" in out.splitlines()[0]
+    entry = json.loads(run("history", sample, "--limit", "1", "--json")[1])[0]
+    assert isinstance(entry["timestamp"], int) and isinstance(entry["file_modification_time"], int)
 
 
 def test_console_script_installed(sample):
@@ -133,17 +195,6 @@ def test_console_script_installed(sample):
     assert exe, "the deltalog console script is installed with the package"
     proc = subprocess.run([exe, "version", sample], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "5"
-
-
-def test_parse_where():
-    assert parse_where("a = 1 AND b IN ('x', 'y') and c is not null AND d <> 'q'") == [
-        ("a", "=", 1),
-        ("b", "in", ["x", "y"]),
-        ("c", "is not null", None),
-        ("d", "!=", "q"),
-    ]
-    with pytest.raises(ValueError):
-        parse_where("a ~ 1")
 
 
 def test_s3_options_from_standard_env(monkeypatch):
@@ -161,8 +212,11 @@ def test_s3_options_from_standard_env(monkeypatch):
 def test_memory_limit_refuses_a_state_it_cannot_hold(sample):
     """`--memory-limit-mb`: over it, one typed line naming the Spark engine; 0 lifts the limit."""
     code, out, err = run("snapshot", sample, "--memory-limit-mb", "0.001", "--json")
-    assert code == 2 and out == ""
-    assert err.startswith("deltalog: error: ResourceLimitError:") and "Spark engine" in err and "--engine spark" in err
+    assert code == EXIT_ERROR and out == ""
+    doc = json.loads(err)
+    assert doc["error_class"] == "ResourceLimitError" and "--engine spark" in doc["message"]
+    code, _, err = run("snapshot", sample, "--memory-limit-mb", "0.001")
+    assert err.startswith("deltalog: error: ResourceLimitError:") and "Spark engine" in err
     expected = json.loads(run("snapshot", sample, "--json")[1])["num_files"]
     for limit in ("0", "64"):
         code, out, _ = run("snapshot", sample, "--memory-limit-mb", limit, "--json")
@@ -170,12 +224,56 @@ def test_memory_limit_refuses_a_state_it_cannot_hold(sample):
 
 
 @pytest.mark.parametrize("bad", ["inf", "nan", "-1", "lots", "1e30"])
-def test_memory_limit_must_be_a_finite_size(sample, bad, capsys):
-    with pytest.raises(SystemExit) as exc:
-        run("snapshot", sample, "--memory-limit-mb", bad)
-    assert exc.value.code == 2 and "expected a number of MiB" in capsys.readouterr().err
+def test_memory_limit_must_be_a_finite_size(sample, bad):
+    code, _, err = run("snapshot", sample, "--memory-limit-mb", bad)
+    assert code == EXIT_USAGE and "--memory-limit-mb: expected a number of MiB" in err
 
 
 def test_memory_limit_is_refused_with_the_spark_engine(sample):
     code, _, err = run("snapshot", sample, "--engine", "spark", "--memory-limit-mb", "64")
-    assert code == 2 and "InvalidArgumentError" in err and "--engine spark" in err
+    assert code == EXIT_USAGE and "InvalidArgumentError" in err and "--engine spark" in err
+
+
+# -- shell completion ---------------------------------------------------------------------------------
+
+
+def _complete_bash(script: str, *words: str) -> list[str]:
+    """What the generated bash function offers for `words` (the last one being completed)."""
+    call = " ".join(shlex.quote(w) for w in words)
+    program = f"{script}\nCOMP_WORDS=({call}); COMP_CWORD={len(words) - 1}; _deltalog; "
+    program += 'printf "%s\\n" "${COMPREPLY[@]}"'
+    proc = subprocess.run(["bash", "-c", program], capture_output=True, text=True, check=True)
+    return proc.stdout.split()
+
+
+def test_bash_completion_parses_and_completes_from_the_parser(tmp_path):
+    code, script, _ = run("completion", "bash")
+    assert code == 0
+    (tmp_path / "c.bash").write_text(script)
+    subprocess.run(["bash", "-n", str(tmp_path / "c.bash")], check=True)
+    assert set(_complete_bash(script, "deltalog", "")) >= {"snapshot", "files", "history", "completion", "--version"}
+    assert _complete_bash(script, "deltalog", "fi") == ["files"]
+    assert _complete_bash(script, "deltalog", "files", "t", "--wh") == ["--where"]
+    assert _complete_bash(script, "deltalog", "snapshot", "t", "--engine", "") == ["local", "spark"]
+    assert _complete_bash(script, "deltalog", "history", "t", "--limit", "") == []
+    assert _complete_bash(script, "deltalog", "completion", "") == ["bash", "zsh"]
+    (tmp_path / "table").mkdir()
+    assert _complete_bash(script, "deltalog", "version", str(tmp_path / "tab")) == [str(tmp_path / "table")]
+
+
+def test_zsh_completion_is_generated_from_the_parser(tmp_path):
+    code, script, _ = run("completion", "zsh")
+    assert code == 0 and script.startswith("#compdef deltalog")
+    for fragment in ("--where[", "--engine[replay here or on Spark]:engine:(local spark)", "'1:argument:(bash zsh)'"):
+        assert fragment in script
+    if shutil.which("zsh") is None:
+        pytest.skip("zsh is not installed")
+    (tmp_path / "c.zsh").write_text(script)
+    subprocess.run(["zsh", "-n", str(tmp_path / "c.zsh")], check=True)
+    proc = subprocess.run(
+        ["zsh", "-fc", f"autoload -U compinit; compinit -u -D; source {tmp_path / 'c.zsh'}; print $_comps[deltalog]"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert proc.stdout.strip() == "_deltalog"

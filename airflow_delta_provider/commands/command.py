@@ -11,7 +11,6 @@ to `result_uri`) `{"status": "error", "error_class": ..., ...}`, with the engine
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 import traceback
@@ -20,13 +19,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..delta.delta_log import DeltaLog
-from ..delta.errors import DeltaError, InvalidArgumentError, ResourceLimitError
+from ..delta.errors import DeltaError, InvalidArgumentError, ResourceLimitError, check_int, check_number
 from ..delta.protocol.actions import AddFile, action_to_json
+from ..delta.protocol.history import to_epoch_ms
+from ..delta.protocol.predicate import parse_predicate
 from ..delta.storage import is_local, local_path, s3fs_options
 from .checks import evaluate_checks, failed_checks_message, small_file_bytes, validate_checks
 from .reports import tombstone_html, tombstone_markdown
 from .results import file_dict, snapshot_dict, tombstone_report
-from .where import parse_where
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -48,7 +48,11 @@ SparkFactory = Callable[[Mapping[str, Any]], "SparkSession"]
 
 @dataclass(frozen=True)
 class Request:
-    """One action on one table. `storage_options` are fsspec options (never logged or returned)."""
+    """One action on one table. `storage_options` are fsspec options (never logged or returned).
+
+    Arguments are checked here, before any I/O (`InvalidArgumentError` naming the field); `where` is a
+    predicate in the `delta.protocol.predicate` grammar, for `files`.
+    """
 
     table: str
     action: str
@@ -69,15 +73,24 @@ class Request:
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
-            raise InvalidArgumentError(f"action must be one of {ACTIONS}, got {self.action!r}", table=self.table)
-        if self.engine not in ENGINES:
-            raise InvalidArgumentError(f"engine must be one of {ENGINES}, got {self.engine!r}", table=self.table)
-        if self.version is not None and self.timestamp is not None:
-            raise InvalidArgumentError("give version or timestamp, not both", table=self.table)
-        if self.retention_hours is not None and not (math.isfinite(self.retention_hours) and self.retention_hours >= 0):
             raise InvalidArgumentError(
-                f"retention_hours must be a finite number >= 0, got {self.retention_hours}", table=self.table
+                f"action must be one of {ACTIONS}, got {self.action!r}", argument="action", table=self.table
             )
+        if self.engine not in ENGINES:
+            raise InvalidArgumentError(
+                f"engine must be one of {ENGINES}, got {self.engine!r}", argument="engine", table=self.table
+            )
+        if self.version is not None and self.timestamp is not None:
+            raise InvalidArgumentError("give version or timestamp, not both", argument="version", table=self.table)
+        for name in ("version", "limit"):
+            if getattr(self, name) is not None:
+                check_int(getattr(self, name), name, minimum=0, table=self.table)
+        if self.timestamp is not None:
+            to_epoch_ms(self.timestamp, argument="timestamp")
+        if self.retention_hours is not None:
+            check_number(self.retention_hours, "retention_hours", maximum=1e12, table=self.table)
+        if self.where:
+            parse_predicate(self.where, label="--where")  # syntax errors before any I/O
 
 
 @dataclass
@@ -135,14 +148,15 @@ def default_spark_session(storage_options: Mapping[str, Any]) -> SparkSession:
 
 
 def files_where(snap: Snapshot, where: str | None) -> list[AddFile]:
-    """Active files matching a `where` expression (partition pruning + stats skipping), by path."""
-    pfilters: list[tuple[str, str, Any]] = []
-    dfilters: list[tuple[str, str, Any]] = []
+    """Active files that may match a `where` predicate (partition pruning + stats skipping), by path."""
+    from ..delta.read.file_index import file_predicate
+
+    expr = None
     if where:
-        parts = {c.lower() for c in snap.partition_columns}
-        for f in parse_where(where):
-            (pfilters if f[0].lower() in parts else dfilters).append(f)
-    return sorted(snap.files(partition_filters=pfilters, data_filters=dfilters), key=lambda a: a.path)
+        expr = file_predicate(
+            snap.schema, snap.partition_columns, parse_predicate(where, label="--where"), label="--where"
+        )
+    return sorted(snap.files(expr), key=lambda a: a.path)
 
 
 class _Run:
@@ -224,8 +238,6 @@ class _Run:
         if r.action == "version":
             return {"table": r.table, "version": self._local_log().latest_version()}
         if r.action == "history":
-            if r.limit is not None and r.limit < 0:
-                raise InvalidArgumentError(f"limit must be >= 0, got {r.limit}", table=r.table)
             return {"table": r.table, "history": self._local_log().history(r.limit)}
         if r.action == "changes":
             start = r.version or 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -23,12 +24,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from .errors import (
     DeltaError,
+    InvalidArgumentError,
     LogGapError,
     MalformedCheckpointError,
     StorageError,
     TableNotFoundError,
     TruncatedLogError,
+    UnsupportedFeatureError,
     VersionNotFoundError,
+    check_bool,
+    check_int,
+    check_number,
 )
 from .protocol.actions import Action, CommitInfo
 from .protocol.filenames import (
@@ -40,7 +46,7 @@ from .protocol.filenames import (
     commit_name,
     version_prefix,
 )
-from .protocol.history import active_commit_at, to_epoch_ms
+from .protocol.history import active_commit_at, commit_times, to_epoch_ms
 from .protocol.last_checkpoint import LastCheckpointHint, parse_last_checkpoint
 from .protocol.log_segment import (
     LogSegment,
@@ -67,6 +73,30 @@ def system_clock() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _table_uri(path: Any) -> str:
+    if not isinstance(path, str | os.PathLike) or not str(path):
+        raise InvalidArgumentError(f"table_uri must be a path or URI string, got {path!r}", argument="table_uri")
+    return normalize_table_uri(str(path))
+
+
+def _store_for(uri: str, storage_options: Mapping[str, Any] | None) -> LogStore:
+    """`store_for`, with an unknown URI scheme, a missing filesystem package or bad options as typed errors."""
+    if storage_options is not None and not isinstance(storage_options, Mapping):
+        raise InvalidArgumentError(
+            f"storage_options must be a mapping, got {storage_options!r}", argument="storage_options"
+        )
+    try:
+        return store_for(uri, storage_options)
+    except ImportError as exc:
+        raise UnsupportedFeatureError(
+            f"No filesystem for this URI: {exc}", feature=uri.split(":")[0], table=uri
+        ) from None
+    except (ValueError, TypeError) as exc:  # fsspec: "Protocol not known: foo"; a client refusing an option
+        raise InvalidArgumentError(
+            f"table_uri: cannot open the table: {exc}", argument="table_uri", table=uri
+        ) from None
+
+
 def _options_digest(options: Mapping[str, Any] | None) -> str:
     if not options:
         return ""
@@ -91,8 +121,8 @@ class DeltaLog:
         engine: Engine | None = None,
         store: LogStore | None = None,
     ) -> None:
-        self.table_uri = normalize_table_uri(table_uri)
-        self.store: LogStore = store or store_for(self.table_uri, storage_options)
+        self.table_uri = _table_uri(table_uri)
+        self.store: LogStore = store or _store_for(self.table_uri, storage_options)
         self.log_dir = self.store.join(self.table_uri, LOG_DIR_NAME)
         self.clock: Clock = clock or system_clock
         self._engine: Engine | None = engine
@@ -125,7 +155,7 @@ class DeltaLog:
         engine: Engine | None = None,
     ) -> DeltaLog:
         """The cached `DeltaLog` of the table at `path` (a local path or an fsspec URI)."""
-        uri = normalize_table_uri(str(path))
+        uri = _table_uri(path)
         key = (uri, _options_digest(storage_options), id(clock) if clock else 0, id(engine) if engine else 0)
         with cls._cache_lock:
             found = cls._cache.get(key)
@@ -199,6 +229,8 @@ class DeltaLog:
 
     def log_segment(self, version: int | None = None) -> LogSegment:
         """The segment a load of `version` (default: the latest) would replay, from the listing alone."""
+        if version is not None:
+            check_int(version, "version", minimum=0, table=self.table_uri)
         return self._segment_for(version)[0]
 
     def _snapshot(self, segment: LogSegment, state: Any) -> Snapshot:
@@ -241,15 +273,22 @@ class DeltaLog:
         with self._lock:
             return self._current if self._current is not None else self.update()
 
-    def update(self, staleness_acceptable: bool = False) -> Snapshot:
+    def update(self, staleness_acceptable: bool = False, *, staleness_limit_ms: int | None = None) -> Snapshot:
         """The latest snapshot, replaying only new commits when the current state can be extended.
 
-        With `staleness_acceptable=True` an already loaded snapshot is returned without listing.
+        With `staleness_acceptable=True` an already loaded snapshot is returned without listing, as
+        long as it was updated less than `staleness_limit_ms` ago (Delta's `stalenessLimit`; None: no
+        limit). An older one is brought up to date first.
         """
+        check_bool(staleness_acceptable, "staleness_acceptable", table=self.table_uri)
+        if staleness_limit_ms is not None:
+            check_number(staleness_limit_ms, "staleness_limit_ms", table=self.table_uri)
         with self._lock:
             current = self._current
             if current is not None and staleness_acceptable:
-                return current
+                age = self.clock() - self.last_update_timestamp
+                if staleness_limit_ms is None or age < staleness_limit_ms:
+                    return current
             if current is None:
                 snapshot = self._load()
             else:
@@ -284,17 +323,21 @@ class DeltaLog:
         Timestamps use Spark semantics: commit times are in-commit timestamps when enabled, else
         commit-file mtimes, made strictly increasing; before the first commit or after the last one
         is a `TimestampOutOfRangeError` (after the last is allowed with `can_return_last_commit`).
+        A bad argument (neither or both, a non-integer or boolean version, a non-finite time) is an
+        `InvalidArgumentError` naming it.
         """
         if (version is None) == (timestamp is None):
-            raise ValueError("give exactly one of version or timestamp")
-        if timestamp is not None:
-            version = active_commit_at(
-                self.table_uri,
-                self.commit_timestamps(),
-                to_epoch_ms(timestamp),
-                can_return_last_commit=can_return_last_commit,
+            raise InvalidArgumentError(
+                "give exactly one of version or timestamp", argument="version", table=self.table_uri
             )
-        assert version is not None
+        check_bool(can_return_last_commit, "can_return_last_commit", table=self.table_uri)
+        if timestamp is None:
+            version = check_int(version, "version", minimum=0, table=self.table_uri)
+        else:
+            ms = to_epoch_ms(timestamp, argument="timestamp")
+            version = active_commit_at(
+                self.table_uri, self.commit_timestamps(), ms, can_return_last_commit=can_return_last_commit
+            )
         current = self._current
         if current is not None and current.version == version:
             return current
@@ -374,7 +417,7 @@ class DeltaLog:
             return False
         return True
 
-    # -- history ------------------------------------------------------------------------------------
+    # -- history ----------------------------------------------------------------------------------
     def _commit_files(self) -> list[ParsedLogPath]:
         files = parse_listing(self._full_listing())
         return sorted((f for f in files if f.kind is LogFileKind.COMMIT), key=lambda f: f.version)
@@ -387,64 +430,81 @@ class DeltaLog:
                 return action
         return None
 
+    def _timed(self, infos: Mapping[int, CommitInfo | None]) -> list[tuple[ParsedLogPath, int]]:
+        """Every listed commit, oldest first, with its commit time (`protocol.history`): the in-commit
+        timestamps of `infos` (commits not in it count by their file time) and adjusted file times."""
+        commits = self._commit_files()
+        icts = {v: i.in_commit_timestamp for v, i in infos.items() if i is not None}
+        times = commit_times([(c.version, c.file.modification_time, icts.get(c.version)) for c in commits])
+        return [(c, t) for c, (_, t) in zip(commits, times, strict=True)]
+
     def commit_summary(self, version: int) -> dict[str, Any]:
-        """`version`, `timestamp` (ms: in-commit timestamp, else commitInfo's, else the file's mtime) and
-        `operation` of one commit, reading only that commit file (what a sensor reports)."""
-        path = self.store.join(self.log_dir, commit_name(version))
+        """`version`, `timestamp` (commit time, ms: the rule in `protocol.history`), `file_modification_time`
+        and `operation` of one commit: what a sensor reports (reads that commit file and the listing)."""
+        check_int(version, "version", minimum=0, table=self.table_uri)
         try:
-            found = self.store.head(path)
+            found = self.store.head(self.store.join(self.log_dir, commit_name(version)))
         except OSError as exc:
-            raise self._storage_error(exc, path) from None
+            raise self._storage_error(exc, commit_name(version)) from None
         if found is None:
             raise VersionNotFoundError(
-                "No commit file for this version", table=self.table_uri, version=version, file=path
+                "No commit file for this version", table=self.table_uri, version=version, file=commit_name(version)
             )
         info = self._commit_info(ParsedLogPath(found, version, LogFileKind.COMMIT))
-        raw = dict(info.raw) if info is not None else {}
-        ts = raw.get("inCommitTimestamp") or raw.get("timestamp") or found.modification_time
-        return {"version": version, "timestamp": int(ts), "operation": raw.get("operation")}
+        ts = next((t for c, t in self._timed({version: info}) if c.version == version), found.modification_time)
+        operation = None if info is None else info.operation
+        return {
+            "version": version,
+            "timestamp": ts,
+            "file_modification_time": found.modification_time,
+            "operation": operation,
+        }
 
     def commit_timestamps(self) -> list[tuple[int, int]]:
-        """(version, commit time ms) for every retained, recreatable commit, oldest first."""
+        """(version, commit time ms) for every retained, recreatable commit, oldest first: strictly
+        increasing, the times timestamp time travel (`snapshot_at(timestamp=...)`) uses."""
         listing = self._full_listing()
         earliest = earliest_recreatable_version(self.table_uri, listing) or 0
-        commits = [f for f in parse_listing(listing) if f.kind is LogFileKind.COMMIT and f.version >= earliest]
-        commits.sort(key=lambda f: f.version)
-        latest = self.update()
-        conf = latest.metadata.configuration
+        conf = self.update().metadata.configuration
         ict_from = ict_enablement_version(conf) if in_commit_timestamps_enabled(conf) else None
-        out = []
-        for c in commits:
-            ts = c.file.modification_time
-            if ict_from is not None and c.version >= ict_from:
-                info = self._commit_info(c)
-                if info is not None and info.in_commit_timestamp is not None:
-                    ts = info.in_commit_timestamp
-            out.append((c.version, ts))
-        return out
+        infos = {}
+        if ict_from is not None:
+            infos = {c.version: self._commit_info(c) for c in self._commit_files() if c.version >= ict_from}
+        return [(c.version, t) for c, t in self._timed(infos) if c.version >= earliest]
 
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
-        """Commit infos, newest first: `version`, `timestamp` (ms) and the commitInfo fields."""
-        commits = self._commit_files()
-        commits.reverse()
+        """Commit infos, newest first: the commitInfo fields, `version`, `timestamp` (commit time, ms) and
+        `file_modification_time` (the commit file's own time, ms)."""
         if limit is not None:
-            commits = commits[: max(limit, 0)]
+            check_int(limit, "limit", minimum=0, table=self.table_uri)
+        commits = self._commit_files()
+        if not commits and not parse_listing(self.list_log(0)):
+            raise TableNotFoundError("No Delta table: _delta_log holds no commit or checkpoint", table=self.table_uri)
+        shown = commits[::-1][:limit]
+        infos = {c.version: self._commit_info(c) for c in shown}
+        times = {c.version: t for c, t in self._timed(infos)}
         out = []
-        for c in commits:
-            info = self._commit_info(c)
+        for c in shown:
+            info = infos[c.version]
             raw = dict(info.raw) if info is not None else {}
-            ts = raw.get("inCommitTimestamp") or raw.get("timestamp") or c.file.modification_time
-            out.append({**raw, "version": c.version, "timestamp": int(ts)})
+            out.append(
+                {
+                    **raw,
+                    "version": c.version,
+                    "timestamp": times[c.version],
+                    "file_modification_time": c.file.modification_time,
+                }
+            )
         return out
 
     def get_changes(self, start_version: int, fail_on_data_loss: bool = False) -> Iterator[tuple[int, list[Action]]]:
         """(version, actions) of every commit from `start_version` on, in order.
 
         With `fail_on_data_loss`, a missing commit (cleaned up, or a gap) raises; otherwise the
-        missing versions are skipped.
+        missing versions are skipped. Arguments are checked on the call, before iteration.
         """
-        if start_version < 0:
-            raise ValueError("start_version must be >= 0")
+        check_int(start_version, "start_version", minimum=0, table=self.table_uri)
+        check_bool(fail_on_data_loss, "fail_on_data_loss", table=self.table_uri)
         listing = self.list_log(start_version)
         if not listing and not self.store.is_dir(self.log_dir):
             raise TableNotFoundError("No Delta table: _delta_log does not exist", table=self.table_uri)
@@ -452,6 +512,11 @@ class DeltaLog:
             (f for f in parse_listing(listing) if f.kind is LogFileKind.COMMIT and f.version >= start_version),
             key=lambda f: f.version,
         )
+        return self._changes(commits, start_version, fail_on_data_loss)
+
+    def _changes(
+        self, commits: list[ParsedLogPath], start_version: int, fail_on_data_loss: bool
+    ) -> Iterator[tuple[int, list[Action]]]:
         from .read.commits import read_commit as _read_commit
 
         expected = start_version

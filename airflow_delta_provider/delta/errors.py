@@ -7,11 +7,17 @@ format messages: they build the error with fields and the class writes the text.
 
 from __future__ import annotations
 
+import math
+from numbers import Integral, Real
+from typing import Any, ClassVar
+
 
 class DeltaError(Exception):
     """Base class of every error the library raises on purpose."""
 
     error_class: str = "DELTA_ERROR"
+    #: Fields beyond table/version/file that `to_dict` writes and `error_from_dict` restores.
+    extra_fields: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
@@ -49,9 +55,8 @@ class DeltaError(Exception):
             "version": self.version,
             "file": self.file,
         }
-        transient = getattr(self, "transient", None)
-        if transient is not None:
-            out["transient"] = transient
+        for name in self.extra_fields:
+            out[name] = getattr(self, name, None)
         return out
 
 
@@ -113,6 +118,7 @@ class VersionNotFoundError(DeltaError):
     """The version asked for is above the latest or below the earliest recreatable version."""
 
     error_class = "DELTA_VERSION_NOT_FOUND"
+    extra_fields = ("earliest", "latest")
 
     def __init__(
         self,
@@ -133,6 +139,7 @@ class TimestampOutOfRangeError(DeltaError):
     """A timestamp before the first commit or after the last one."""
 
     error_class = "DELTA_TIMESTAMP_OUT_OF_RANGE"
+    extra_fields = ("timestamp_ms", "nearest_ms")
 
     def __init__(
         self,
@@ -151,6 +158,7 @@ class UnsupportedFeatureError(DeltaError):
     """The table needs a reader (or, for writes, writer) capability this library does not have."""
 
     error_class = "DELTA_UNSUPPORTED_FEATURE"
+    extra_fields = ("feature",)
 
     def __init__(
         self,
@@ -175,6 +183,7 @@ class StorageError(DeltaError):
     """Storage failed in a way that is not about the log's content (auth, network, throttling)."""
 
     error_class = "DELTA_STORAGE_ERROR"
+    extra_fields = ("transient",)
 
     def __init__(
         self,
@@ -196,15 +205,115 @@ class ResourceLimitError(DeltaError):
 
 
 class InvalidArgumentError(DeltaError, ValueError):
-    """A caller passed something the API cannot take (bad filter, negative retention, ...)."""
+    """A caller passed something the API cannot take (bad filter, negative retention, ...).
+
+    A `ValueError` too, so `except ValueError` keeps working; `argument` names the parameter (or CLI
+    option) at fault when there is one.
+    """
 
     error_class = "DELTA_INVALID_ARGUMENT"
+    extra_fields = ("argument",)
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        argument: str | None = None,
+        table: str | None = None,
+        version: int | None = None,
+        file: str | None = None,
+    ) -> None:
+        self.argument = argument
+        super().__init__(message, table=table, version=version, file=file)
+
+
+class PredicateSyntaxError(InvalidArgumentError):
+    """A predicate (`--where`) the grammar does not accept, or that does not fit the table's columns.
+
+    `position` is the 1-based character position in the predicate text, when one is at fault.
+    """
+
+    error_class = "PARSE_SYNTAX_ERROR"
+    extra_fields = ("argument", "position")
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        position: int | None = None,
+        argument: str | None = None,
+        table: str | None = None,
+    ) -> None:
+        self.position = position
+        super().__init__(message, argument=argument, table=table)
 
 
 class EngineError(DeltaError):
     """The execution engine (Spark) failed for a reason that is not about the log's content."""
 
     error_class = "DELTA_ENGINE_ERROR"
+
+
+class ConcurrentModificationError(DeltaError):
+    """A commit lost a race to another writer in a way the transaction cannot rebase over
+    (`ConcurrentModificationException` and its subclasses in Delta)."""
+
+    error_class = "DELTA_CONCURRENT_MODIFICATION"
+
+
+class ConcurrentWriteError(ConcurrentModificationError):
+    """A concurrent commit added files this transaction read (`ConcurrentWriteException`)."""
+
+    error_class = "DELTA_CONCURRENT_WRITE"
+
+
+class MetadataChangedError(ConcurrentModificationError):
+    """A concurrent commit changed the table's metadata (`MetadataChangedException`)."""
+
+    error_class = "DELTA_METADATA_CHANGED"
+
+
+class ProtocolChangedError(ConcurrentModificationError):
+    """A concurrent commit changed the table's protocol (`ProtocolChangedException`)."""
+
+    error_class = "DELTA_PROTOCOL_CHANGED"
+
+
+class ConcurrentAppendError(ConcurrentModificationError):
+    """A concurrent commit added files in the data this transaction read (`ConcurrentAppendException`)."""
+
+    error_class = "DELTA_CONCURRENT_APPEND"
+
+
+class ConcurrentDeleteReadError(ConcurrentModificationError):
+    """A concurrent commit removed a file this transaction read (`ConcurrentDeleteReadException`)."""
+
+    error_class = "DELTA_CONCURRENT_DELETE_READ"
+
+
+class ConcurrentDeleteDeleteError(ConcurrentModificationError):
+    """A concurrent commit removed a file this transaction also removes (`ConcurrentDeleteDeleteException`)."""
+
+    error_class = "DELTA_CONCURRENT_DELETE_DELETE"
+
+
+class ConcurrentTransactionError(ConcurrentModificationError):
+    """A concurrent commit wrote the same application transaction id (`ConcurrentTransactionException`)."""
+
+    error_class = "DELTA_CONCURRENT_TRANSACTION"
+
+
+class CommitRetriesExceededError(ConcurrentModificationError):
+    """The commit lost the race more times than its retry limit allows."""
+
+    error_class = "DELTA_MAX_COMMIT_RETRIES_EXCEEDED"
+
+
+class UnsupportedStoreError(OperationNotAllowedError):
+    """The store cannot do what a write needs (an atomic put-if-absent for commits, or any write at
+    all for a read-only store); nothing was written."""
+
+    error_class = "DELTA_UNSUPPORTED_STORE"
 
 
 #: Every concrete error class by name: how a job's error result (`error_class`) is turned back into
@@ -225,7 +334,7 @@ def error_from_dict(data: dict[str, object]) -> DeltaError:
     """The typed error a `to_dict()` (a job's error result) describes; unknown classes give `DeltaError`.
 
     The message is kept as written (it is already rendered with its location); `table`, `version`,
-    `file` and `transient` are restored as fields.
+    `file` and the class's `extra_fields` are restored as fields.
     """
     cls = ERROR_CLASSES.get(str(data.get("error_class")), DeltaError)
     message = str(data.get("message") or cls.__name__)
@@ -236,8 +345,49 @@ def error_from_dict(data: dict[str, object]) -> DeltaError:
     err.table = None if data.get("table") is None else str(data.get("table"))
     err.version = version if isinstance(version, int) else None
     err.file = None if data.get("file") is None else str(data.get("file"))
-    for extra in ("earliest", "latest", "timestamp_ms", "nearest_ms", "feature"):  # subclass fields
+    for extra in cls.extra_fields:
         setattr(err, extra, data.get(extra))
     if isinstance(err, StorageError):
         err.transient = bool(data.get("transient", False))
     return err
+
+
+# -- argument checks: every public entry point refuses bad arguments with the same typed errors --------
+
+
+def check_int(value: Any, argument: str, *, minimum: int | None = None, table: str | None = None) -> int:
+    """`value` as an `int` (>= `minimum`); booleans, strings and floats are refused."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise InvalidArgumentError(
+            f"{argument} must be an integer, got {type(value).__name__} {value!r}", argument=argument, table=table
+        )
+    number = int(value)
+    if minimum is not None and number < minimum:
+        raise InvalidArgumentError(f"{argument} must be >= {minimum}, got {number}", argument=argument, table=table)
+    return number
+
+
+def check_number(
+    value: Any, argument: str, *, minimum: float = 0, maximum: float = math.inf, table: str | None = None
+) -> float:
+    """`value` as a finite `float` in [`minimum`, `maximum`]; booleans, strings, NaN and infinities are refused."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise InvalidArgumentError(
+            f"{argument} must be a number, got {type(value).__name__} {value!r}", argument=argument, table=table
+        )
+    number = float(value)
+    if not math.isfinite(number) or not minimum <= number <= maximum:
+        bounds = f">= {minimum:g}" if maximum == math.inf else f"in [{minimum:g}, {maximum:g}]"
+        raise InvalidArgumentError(
+            f"{argument} must be a finite number {bounds}, got {value!r}", argument=argument, table=table
+        )
+    return number
+
+
+def check_bool(value: Any, argument: str, *, table: str | None = None) -> bool:
+    """`value` if it is a `bool` (a flag given as 1 or "yes" is refused rather than guessed)."""
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(
+            f"{argument} must be True or False, got {type(value).__name__} {value!r}", argument=argument, table=table
+        )
+    return value

@@ -6,7 +6,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from .errors import DeltaError, InvalidArgumentError, MissingMetadataError, MissingProtocolError
+from .errors import (
+    DeltaError,
+    InvalidArgumentError,
+    MissingMetadataError,
+    MissingProtocolError,
+    check_int,
+    check_number,
+)
 from .protocol.actions import (
     Action,
     AddFile,
@@ -18,7 +25,8 @@ from .protocol.actions import (
     SetTransaction,
 )
 from .protocol.filenames import FileInfo, LogFileKind, ParsedLogPath, commit_name
-from .protocol.log_segment import LogSegment
+from .protocol.history import commit_times
+from .protocol.log_segment import LogSegment, parse_listing
 from .protocol.table_features import check_can_read
 from .protocol.table_properties import (
     DEFAULT_SMALL_FILE_BYTES,
@@ -34,6 +42,7 @@ from .storage import LogStore
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
+    from .protocol.predicate import Expr
     from .protocol.schema import StructType
     from .read.aggregates import FileSummary, TombstoneSummary
 
@@ -124,12 +133,25 @@ class Snapshot:
 
     @cached_property
     def timestamp(self) -> int:
-        """Commit time in ms: the in-commit timestamp when enabled, else the commit file's mtime."""
+        """Commit time in ms (the rule in `protocol.history`): the in-commit timestamp when enabled, else
+        the commit file's time made strictly increasing over the retained commits (the time that timestamp
+        time travel gives this version for; `file_timestamp` is the file's own)."""
         conf = self.metadata.configuration
         if in_commit_timestamps_enabled(conf) and self.version >= ict_enablement_version(conf):
             info = self.commit_info
             if info is not None and info.in_commit_timestamp is not None:
                 return info.in_commit_timestamp
+        commits: Iterable[ParsedLogPath] = self.log_segment.commits  # from version 0 when there is no checkpoint
+        if self.log_segment.checkpoint is not None:
+            commits = (p for p in parse_listing(self._store.list_from(self.log_dir)) if p.kind is LogFileKind.COMMIT)
+        timed = commit_times(
+            sorted((c.version, c.file.modification_time, None) for c in commits if c.version <= self.version)
+        )
+        return dict(timed).get(self.version, self.file_timestamp)
+
+    @property
+    def file_timestamp(self) -> int:
+        """Modification time (ms) of this version's commit file (of its checkpoint when no commit is retained)."""
         return self.log_segment.last_modification_time
 
     # -- transactions and domains -------------------------------------------------------------------
@@ -199,22 +221,34 @@ class Snapshot:
 
     def files(
         self,
+        where: str | Expr | None = None,
+        *,
         partition_filters: Iterable[Sequence[Any]] | None = None,
         data_filters: Iterable[Sequence[Any]] | None = None,
     ) -> list[AddFile]:
-        """Active files that may hold matching rows (partition pruning + conservative data skipping)."""
-        if not partition_filters and not data_filters:
-            return list(self.all_files())
-        from .read.file_index import matching_files
+        """Active files that may hold rows matching `where` and the filters (partition pruning + data skipping).
 
-        return matching_files(
-            self.all_files(with_stats=bool(data_filters)),
-            self.schema,
-            self.partition_columns,
-            partition_filters=partition_filters,
-            data_filters=data_filters,
-            column_mapping=self.column_mapping_mode != "none",
-        )
+        :param where: a predicate (`protocol.predicate` grammar: text, or a parsed expression), on any column.
+        :param partition_filters: `(column, op, value)` tuples on partition columns, ANDed with `where`.
+        :param data_filters: the same on any column. A list given as `where` is read as `partition_filters`.
+        """
+        from .protocol.predicate import Expr, parse_predicate
+        from .read.file_index import file_predicate, matching_files
+
+        if where is not None and not isinstance(where, str) and isinstance(where, Sequence):
+            where, partition_filters = None, [*where, *(partition_filters or ())]  # files([(col, op, value)])
+        if isinstance(where, str):
+            where = parse_predicate(where, label="where")
+        elif where is not None and not isinstance(where, Expr):
+            raise InvalidArgumentError(f"where must be a predicate or its text, got {where!r}", argument="where")
+        expr = file_predicate(self.schema, self.partition_columns, where, partition_filters, data_filters)
+        parts = {c.casefold() for c in self.partition_columns}
+        with_stats = expr is not None and any(c.casefold() not in parts for c in expr.columns())
+        adds = self.all_files(with_stats=with_stats or expr is None)
+        if expr is None:
+            return list(adds)
+        mapped = self.column_mapping_mode != "none"
+        return matching_files(adds, expr, self.schema, self.partition_columns, column_mapping=mapped, table=self.table)
 
     # -- tombstones ---------------------------------------------------------------------------------
     @property
@@ -235,13 +269,11 @@ class Snapshot:
         """Tombstone retention in ms: `retention_hours` when given, else the table's setting."""
         if retention_hours is None:
             return self.tombstone_retention_ms
-        if retention_hours < 0:
-            raise InvalidArgumentError(f"retention_hours must be >= 0, got {retention_hours}")
-        return int(retention_hours * 3_600_000)
+        return int(check_number(retention_hours, "retention_hours", maximum=1e12, table=self.table) * 3_600_000)
 
     def retention_cutoff(self, retention_hours: float | None = None, now_ms: int | None = None) -> int:
         """Tombstones deleted at or before this time (ms) are past retention."""
-        now = self.now_ms() if now_ms is None else now_ms
+        now = self.now_ms() if now_ms is None else check_int(now_ms, "now_ms", table=self.table)
         return now - self.retention_window_ms(retention_hours)
 
     def tombstones(
@@ -285,7 +317,9 @@ class Snapshot:
 
     def file_summary(self, small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES) -> FileSummary:
         """Counts and sizes of the active files (on executors with Spark)."""
-        return self.state.files.file_summary(small_file_bytes)
+        return self.state.files.file_summary(
+            check_int(small_file_bytes, "small_file_bytes", minimum=0, table=self.table)
+        )
 
     def num_distinct_paths(self) -> int:
         """Distinct paths among active files; below `num_files` when a path is active twice."""

@@ -297,7 +297,7 @@ def test_cli_on_s3(s3_endpoint, table_uri, dl_opts, monkeypatch):
     secret = "WRONG" + s3_endpoint.secret_key[::-1]
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
     out, err = io.StringIO(), io.StringIO()
-    assert cli_main(["version", table_uri], out=out, err=err) == 2
+    assert cli_main(["version", table_uri], out=out, err=err) == 5  # storage error (cli exit codes)
     line = err.getvalue()
     assert line.count("\n") == 1 and line.startswith("deltalog: error: StorageError: ")
     assert "SignatureDoesNotMatch" in line and f"table={table_uri}" in line and secret not in line

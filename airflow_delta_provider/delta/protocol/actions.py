@@ -190,10 +190,19 @@ class Metadata(Action):
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Metadata:
+        """Refuses (ValueError) a `schemaString` that is not the JSON of a struct type, as delta-rs does."""
         fmt = d.get("format") or {}
+        schema = d.get("schemaString")
+        if schema is not None:
+            try:
+                parsed = json.loads(schema)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"metaData.schemaString is not valid JSON ({exc})") from None
+            if not isinstance(parsed, dict) or parsed.get("type") != "struct":
+                raise ValueError(f"metaData.schemaString is not a struct type: {schema[:100]!r}")
         return cls(
             id=str(d.get("id") or ""),
-            schema_string=d.get("schemaString"),
+            schema_string=schema,
             partition_columns=tuple(d.get("partitionColumns") or ()),
             configuration=_str_map(d.get("configuration")),
             name=d.get("name"),

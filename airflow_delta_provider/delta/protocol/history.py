@@ -1,38 +1,56 @@
 """Commit timestamps and timestamp time travel (Spark `DeltaHistoryManager`).
 
-Pure functions over `(version, timestamp)` pairs the caller gathered (in-commit timestamps when
-enabled, else commit-file mtimes).
+Pure functions over values the caller gathered. One rule for commit times, used by time travel,
+`DeltaLog.commit_timestamps()`, `history()`, `commit_summary()` and `Snapshot.timestamp`: a commit's
+time is its in-commit timestamp when in-commit timestamps are enabled at that version, else its commit
+file's modification time made strictly increasing over the retained commits, oldest first (`commit_times`).
+The raw modification time is the *file time*, reported separately.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Sequence
 
 from ..errors import InvalidArgumentError, TimestampOutOfRangeError
 
+#: Timestamps must fall in the years 1..9999, as `datetime` can represent them.
+_MIN_MS, _MAX_MS = -62_135_596_800_000, 253_402_300_799_999
 
-def to_epoch_ms(value: int | float | str | dt.datetime | dt.date) -> int:
-    """Milliseconds since the epoch; naive datetimes and date-only strings are UTC."""
-    if isinstance(value, bool):
-        raise InvalidArgumentError(f"Not a timestamp: {value!r}")
-    if isinstance(value, int | float):
-        return int(value)
-    if isinstance(value, str):
+
+def to_epoch_ms(value: int | float | str | dt.datetime | dt.date, *, argument: str = "timestamp") -> int:
+    """Milliseconds since the epoch; naive datetimes and date-only strings are UTC.
+
+    Booleans, NaN, infinities and times outside the years 1..9999 raise `InvalidArgumentError` naming `argument`.
+    """
+    ms: float | int | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        ms = value if math.isfinite(value) else None
+    elif isinstance(value, str):
         s = value.strip()
         if s.lstrip("-").isdigit():
-            return int(s)
-        try:
-            value = dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
-        except ValueError:
-            raise InvalidArgumentError(f"Cannot parse timestamp {s!r}; use ISO-8601 or epoch milliseconds") from None
+            ms = int(s)
+        else:
+            try:
+                value = dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+            except ValueError:
+                raise InvalidArgumentError(
+                    f"{argument}: cannot parse {s!r}; use ISO-8601 or epoch milliseconds", argument=argument
+                ) from None
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        value = dt.datetime(value.year, value.month, value.day)
     if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.UTC)
-        return int(value.timestamp() * 1000)
-    if isinstance(value, dt.date):
-        return int(dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC).timestamp() * 1000)
-    raise InvalidArgumentError(f"Not a timestamp: {value!r}")
+        try:
+            ms = (value if value.tzinfo else value.replace(tzinfo=dt.UTC)).timestamp() * 1000
+        except (OverflowError, ValueError):  # an offset that moves it out of the years 1..9999
+            ms = None
+    if ms is None or not _MIN_MS <= ms <= _MAX_MS:
+        raise InvalidArgumentError(
+            f"{argument} must be a finite time in the years 1..9999 (ISO-8601, datetime or epoch ms), got {value!r}",
+            argument=argument,
+        )
+    return int(ms)
 
 
 def monotonize(commits: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -47,8 +65,26 @@ def monotonize(commits: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
+def commit_times(commits: Sequence[tuple[int, int, int | None]]) -> list[tuple[int, int]]:
+    """(version, commit time) from (version, file time, in-commit timestamp or None), oldest first.
+
+    In-commit timestamps are taken as they are (the protocol makes them increasing); file times are
+    raised to one more than the previous commit's time when they are not above it.
+    """
+    out: list[tuple[int, int]] = []
+    prev: int | None = None
+    for version, file_ms, ict in commits:
+        ts = ict if ict is not None else file_ms if prev is None or file_ms > prev else prev + 1
+        out.append((version, ts))
+        prev = ts
+    return out
+
+
 def format_ms(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat(timespec="milliseconds")
+    """`ms` as ISO-8601 UTC text (epoch ms outside `datetime`'s range are shown as numbers)."""
+    if not _MIN_MS <= ms <= _MAX_MS:
+        return f"{ms} ms since the epoch"
+    return (dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")
 
 
 def active_commit_at(

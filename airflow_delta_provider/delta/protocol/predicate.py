@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from .errors import ERROR_CLASSES, InvalidArgumentError
+from ..errors import InvalidArgumentError, PredicateSyntaxError
 
 __all__ = [
     "And",
@@ -63,20 +63,6 @@ __all__ = [
 #: Writers cut string stats to this many characters: a longer-or-equal maximum is not an upper bound.
 STRING_PREFIX_LENGTH = 32
 MAX_DEPTH = 100  # nested parentheses and NOTs
-
-
-class PredicateSyntaxError(InvalidArgumentError):
-    """A predicate the grammar does not accept, or that does not fit the table's columns."""
-
-    error_class = "PARSE_SYNTAX_ERROR"
-    position: int | None = None  # 1-based character position in the predicate text
-
-    def __init__(self, message: str, *, position: int | None = None, table: str | None = None) -> None:
-        self.position = position
-        super().__init__(message, table=table)
-
-
-ERROR_CLASSES.setdefault(PredicateSyntaxError.__name__, PredicateSyntaxError)  # error_from_dict round trip
 
 
 # -- expression tree ---------------------------------------------------------------------------------------
@@ -196,7 +182,9 @@ def _tokenize(text: str, label: str) -> list[_Token]:
                 k = text.find(c, j)
                 if k < 0:
                     what = "backquoted name" if c == "`" else "string"
-                    raise PredicateSyntaxError(f"{label}: unterminated {what} at position {i + 1}", position=i + 1)
+                    raise PredicateSyntaxError(
+                        f"{label}: unterminated {what} at position {i + 1}", position=i + 1, argument=label
+                    )
                 parts.append(text[j:k])
                 if not text.startswith(c, k + 1):
                     break
@@ -204,17 +192,23 @@ def _tokenize(text: str, label: str) -> list[_Token]:
                 j = k + 2
             value = "".join(parts)
             if c == "`" and not value:
-                raise PredicateSyntaxError(f"{label}: empty backquoted name at position {i + 1}", position=i + 1)
+                raise PredicateSyntaxError(
+                    f"{label}: empty backquoted name at position {i + 1}", position=i + 1, argument=label
+                )
             tokens.append(_Token("qident" if c == "`" else "string", text[i : k + 1], value, i + 1))
             i = k + 1
             continue
         m = _TOKEN_RE.match(text, i)
         if m is None:
-            raise PredicateSyntaxError(f"{label}: unexpected character {c!r} at position {i + 1}", position=i + 1)
+            raise PredicateSyntaxError(
+                f"{label}: unexpected character {c!r} at position {i + 1}", position=i + 1, argument=label
+            )
         kind, word = m.lastgroup or "", m.group()
         if kind == "number":
             if m.end() < n and (text[m.end()].isalnum() or text[m.end()] in "_.'\"`"):
-                raise PredicateSyntaxError(f"{label}: malformed number at position {i + 1}", position=i + 1)
+                raise PredicateSyntaxError(
+                    f"{label}: malformed number at position {i + 1}", position=i + 1, argument=label
+                )
             value: Any = float(word) if "e" in word.lower() else Decimal(word) if "." in word else int(word)
             tokens.append(_Token("number", word, value, i + 1))
         else:
@@ -247,14 +241,18 @@ class _Parser:
         if tok.keyword() in _RESERVED and "column" in expected:
             hint = hint or f" (backquote a column named like a keyword: `{tok.text}`)"
         return PredicateSyntaxError(
-            f"{self.label}: expected {expected}{after} at position {tok.pos}, found {found}{hint}", position=tok.pos
+            f"{self.label}: expected {expected}{after} at position {tok.pos}, found {found}{hint}",
+            position=tok.pos,
+            argument=self.label,
         )
 
     def nest(self, pos: int) -> None:
         self.depth += 1
         if self.depth > MAX_DEPTH:
             raise PredicateSyntaxError(
-                f"{self.label}: more than {MAX_DEPTH} nested NOTs or parentheses at position {pos}", position=pos
+                f"{self.label}: more than {MAX_DEPTH} nested NOTs or parentheses at position {pos}",
+                position=pos,
+                argument=self.label,
             )
 
     def parse(self) -> Expr:
@@ -368,6 +366,7 @@ class _Parser:
                     f"{self.label}: invalid {keyword.upper()} literal {string.text} at position {string.pos}"
                     f" (expected {shape})",
                     position=string.pos,
+                    argument=self.label,
                 ) from None
         if keyword == "null":
             raise self.fail("a value", hint=" (NULL is only valid in IS NULL / IS NOT NULL)")
@@ -708,9 +707,13 @@ def _resolve(column: str, schema_fields: Mapping[str, str], pos: int | None, lab
         return matches[0]
     at = f" at position {pos}" if pos is not None else ""
     if matches:
-        raise PredicateSyntaxError(f"{label}: column {column!r}{at} is ambiguous: {matches}", position=pos)
+        raise PredicateSyntaxError(
+            f"{label}: column {column!r}{at} is ambiguous: {matches}", position=pos, argument=label
+        )
     known = ", ".join(schema_fields)
-    raise PredicateSyntaxError(f"{label}: unknown column {column!r}{at} (columns: {known})", position=pos)
+    raise PredicateSyntaxError(
+        f"{label}: unknown column {column!r}{at} (columns: {known})", position=pos, argument=label
+    )
 
 
 def validate(expr: Expr, schema_fields: Mapping[str, str], *, label: str = "--where") -> Expr:
@@ -733,7 +736,9 @@ def validate(expr: Expr, schema_fields: Mapping[str, str], *, label: str = "--wh
         except (TypeError, ValueError, ArithmeticError):
             at = f" at position {expr.pos}" if expr.pos is not None else ""
             raise PredicateSyntaxError(
-                f"{label}: {value!r} is not a valid {type_name} value for column {column!r}{at}", position=expr.pos
+                f"{label}: {value!r} is not a valid {type_name} value for column {column!r}{at}",
+                position=expr.pos,
+                argument=label,
             ) from None
 
     if isinstance(expr, Comparison):
