@@ -15,8 +15,8 @@ import pytest
 from conftest import CORPUS
 
 from airflow_delta_provider.delta import DeltaError, DeltaLog
-from airflow_delta_provider.delta.read import file_state
 from airflow_delta_provider.delta.engines.local import LocalEngine
+from airflow_delta_provider.delta.read import file_state
 
 ORACLE = json.loads((CORPUS / "ORACLE-deltalake-1.6.6.json").read_text())["tables"] if CORPUS.exists() else {}
 ROOTS = sorted(ORACLE)

@@ -15,8 +15,8 @@ from airflow_delta_provider.delta.protocol.actions import (
     SetTransaction,
     canonical_path,
 )
-from airflow_delta_provider.delta.read.file_state import FileState
 from airflow_delta_provider.delta.protocol.replay import InMemoryLogReplay
+from airflow_delta_provider.delta.read.file_state import FileState
 
 
 def add(path: str, dv: DeletionVectorDescriptor | None = None, mtime: int = 1) -> AddFile:

@@ -197,7 +197,7 @@ def test_hint_listing_uses_start_after_and_ranged_checkpoint_reads(table_uri, dl
     assert listing.is_list and listing.query["prefix"] == prefix and listing.query["delimiter"] == "/"
     assert prefix + "00000000000000000002.json" < listing.query["start-after"] < prefix + version_prefix(3)
 
-    for kind, engine in ENGINES.items():
+    for _kind, engine in ENGINES.items():
         proxy.reset()
         snap = DeltaLog(table_uri, storage_options=opts, engine=engine).update()
         assert (snap.version, snap.num_files) == (5, oracle_adds(table_uri, dl_opts).num_rows)

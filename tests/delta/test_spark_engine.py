@@ -200,8 +200,8 @@ def test_prefetched_digest_is_used_only_for_its_partition_columns(engine) -> Non
     columns; a digest for other columns (a commit changed them) does not use it."""
     from concurrent.futures import Future
 
-    from airflow_delta_provider.delta.read.aggregates import FileDigest, FileSummary
     from airflow_delta_provider.delta.engines.spark import SparkEngine
+    from airflow_delta_provider.delta.read.aggregates import FileDigest, FileSummary
 
     table = CORPUS / "delta-golden" / "dv-partitioned-with-checkpoint"
     local = DeltaLog(str(table)).update()
@@ -259,8 +259,8 @@ def test_key_column_equals_file_key(engine) -> None:
     """The JVM file identity (anti-join key) is `actions.file_key`, DV ids and path forms included."""
     from pyspark.sql import Row
 
-    from airflow_delta_provider.delta.protocol.actions import AddFile
     from airflow_delta_provider.delta.engines.spark_frames import key_column
+    from airflow_delta_provider.delta.protocol.actions import AddFile
 
     dv = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb", "offset": 4, "sizeInBytes": 40, "cardinality": 6}
     rows = [

@@ -13,8 +13,8 @@ import pytest
 from conftest import CORPUS
 from spark_cluster import bare_python, spark_submit, standalone_cluster
 
-from airflow_delta_provider.delta import DeltaLog
 from airflow_delta_provider.commands.results import snapshot_dict, tombstone_report
+from airflow_delta_provider.delta import DeltaLog
 from airflow_delta_provider.jobs import build_py_files_zip
 
 pytestmark = pytest.mark.spark
