@@ -579,3 +579,20 @@ class TestRefusals:
             opted.put_if_absent(path, b"second")
         assert raw_get(s3_server, path) == b"first"
         assert opted.atomic_put_if_absent is False
+
+
+def test_a_truncated_body_is_a_connection_failure_not_http_400():
+    """aiohttp reports a body shorter than its Content-Length as ClientPayloadError caused by
+    ContentLengthError, whose class attribute `code = 400` is the parser's, not the server's answer."""
+    import aiohttp
+    from aiohttp.http_exceptions import ContentLengthError
+
+    from airflow_delta_provider.delta.storage.retry import classify_error
+
+    cause = ContentLengthError("Not enough data to satisfy content length header.")
+    try:
+        raise aiohttp.ClientPayloadError(f"Response payload is not completed: {cause!r}") from cause
+    except aiohttp.ClientPayloadError as exc:
+        failure = classify_error(exc)
+    assert failure is not None and failure.kind == "connection" and failure.transient
+    assert failure.status is None and "cut short" in failure.message

@@ -109,6 +109,11 @@ _CONNECTION_ERRORS = frozenset(
         "ServiceResponseError",
     }
 )
+#: A response cut short while its body was read: a connection failure. aiohttp's parser errors carry
+#: `code = 400` as a class attribute, which is not the server's answer and must not be reported as one.
+_TRUNCATED_BODY_ERRORS = frozenset(
+    {"ClientPayloadError", "ContentLengthError", "IncompleteRead", "ResponseStreamingError", "TransferEncodingError"}
+)
 _CREDENTIAL_ERRORS = frozenset(
     {
         "ClientAuthenticationError",
@@ -187,6 +192,8 @@ def classify_error(exc: BaseException) -> StorageFailure | None:
     azure, aiohttp and gcsfs errors carry) anywhere in the cause chain, then the exception classes.
     """
     chain = list(_exception_chain(exc))
+    if any(cls.__name__ in _TRUNCATED_BODY_ERRORS for e in chain for cls in type(e).__mro__):
+        return StorageFailure("connection", None, None, f"the response body was cut short: {exc}")
     code: str | None = None
     status: int | None = None
     message: str | None = None
