@@ -24,7 +24,7 @@ from ..delta.protocol.actions import AddFile, action_to_json
 from ..delta.protocol.history import to_epoch_ms
 from ..delta.protocol.predicate import parse_predicate
 from ..delta.storage import is_local, local_path, s3fs_options
-from .checks import evaluate_checks, failed_checks_message, small_file_bytes, validate_checks
+from .checks import KNOWN_CHECKS, evaluate_checks, failed_checks_message, small_file_bytes, validate_checks
 from .reports import tombstone_html, tombstone_markdown
 from .results import file_dict, snapshot_dict, tombstone_report
 
@@ -70,6 +70,8 @@ class Request:
     snapshot_partitions: int = 50
     auto_threshold_mb: float = DEFAULT_AUTO_THRESHOLD_MB
     memory_limit_bytes: int | str | None = "auto"
+    #: snapshot: also check every version in (since_version, version] and each commit of that range
+    since_version: int | None = None
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -82,7 +84,7 @@ class Request:
             )
         if self.version is not None and self.timestamp is not None:
             raise InvalidArgumentError("give version or timestamp, not both", argument="version", table=self.table)
-        for name in ("version", "limit"):
+        for name in ("version", "limit", "since_version"):
             if getattr(self, name) is not None:
                 check_int(getattr(self, name), name, minimum=0, table=self.table)
         if self.timestamp is not None:
@@ -246,7 +248,13 @@ class _Run:
                 for v, actions in self._local_log().get_changes(start, fail_on_data_loss=r.fail_on_data_loss)
             ]
             return {"table": r.table, "start_version": start, "changes": changes}
-        checks = validate_checks(dict(r.checks)) if r.checks else {}
+        if r.since_version is not None:
+            from .commit_checks import validate_commit_checks
+
+            commit_spec = validate_commit_checks(dict(r.checks) if r.checks else {})
+            checks = {k: v for k, v in commit_spec.items() if k in KNOWN_CHECKS}
+        else:
+            checks = validate_checks(dict(r.checks)) if r.checks else {}
         snap = self.snapshot()
         t0 = time.perf_counter()
         if r.action == "snapshot":
@@ -257,6 +265,8 @@ class _Run:
                 results = [c.to_dict() for c in evaluate_checks(checks, snap, schema_at)]
                 out["checks"] = results
                 out["checks_failed"] = failed_checks_message(results)
+            if r.since_version is not None:
+                out.update(self._commit_checks(snap.version, commit_spec))
         elif r.action == "tombstones":
             out = tombstone_report(snap, r.retention_hours, now_ms=r.now_ms, include_files=r.include_files)
         else:  # files
@@ -264,6 +274,20 @@ class _Run:
             out = {"table": snap.table, "version": snap.version, "num_files": snap.num_files, "files": files}
         self.timings["report_s"] = round(time.perf_counter() - t0, 4)
         return out
+
+    def _commit_checks(self, version: int, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """`since_version`'s part of a snapshot result: every version and commit in (since, version]."""
+        from .commit_checks import check_commits, xcom_fields
+
+        r = self.request
+        since = min(r.since_version or 0, version)
+        report = check_commits(self._local_log(), since, version, spec, fail_on_data_loss=r.fail_on_data_loss)
+        return {
+            **xcom_fields(report),
+            "since_version": since,
+            "commit_checks": report.to_dict(),
+            "commit_checks_failed": report.failed_message(),
+        }
 
 
 def run(request: Request, spark_factory: SparkFactory | None = None) -> Outcome:

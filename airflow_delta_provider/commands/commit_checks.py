@@ -647,7 +647,7 @@ def check_commits(
         report.unchecked_versions.extend(n for n in range(todo, stop) if n in commits)
         if gap and fail_on_data_loss:
             where = "no checkpoint after them in the range" if resume is None else f"checks resume at {resume}"
-            message = f"{len(gap)} commits missing from the log (log cleanup?): versions {_ranges(gap)}; {where}"
+            message = f"{len(gap)} commits missing from the log (log cleanup?): versions {version_ranges(gap)}; {where}"
             report.failures.append(CommitCheckFailure(gap[0], MISSING_COMMITS, message, [], gap))
         if resume is None:
             break
@@ -657,8 +657,10 @@ def check_commits(
     return report
 
 
-def _ranges(versions: Sequence[int]) -> str:
-    """`[3, 4, 5, 9]` -> `3..5, 9`."""
+def version_ranges(versions: Sequence[int]) -> str:
+    """`[3, 4, 5, 9]` -> `3..5, 9` (`none` for no version)."""
+    if not versions:
+        return "none"
     out: list[str] = []
     start = prev = versions[0]
     for n in [*versions[1:], None]:

@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--where", help="files: filter expression, e.g. \"date = '2024-01-01'\"")
     p.add_argument("--checks", help="snapshot: JSON check spec (see airflow_delta_provider.commands.checks)")
     p.add_argument("--report-formats", default="", help="tombstones: also write md and/or html next to the result")
-    p.add_argument("--fail-on-data-loss", action="store_true", help="changes: error when a commit is missing")
+    p.add_argument("--fail-on-data-loss", action="store_true", help="changes, --since-version: a missing commit fails")
+    p.add_argument("--since-version", type=int, help="snapshot: check every version and commit after this one")
     p.add_argument("--now-ms", type=int, help="clock for retention (default: now)")
     p.add_argument(
         "--auto-threshold-mb",
@@ -93,6 +94,7 @@ def request_from_args(args: argparse.Namespace, storage_options: Mapping[str, An
         where=args.where,
         checks=json.loads(args.checks) if args.checks else None,
         fail_on_data_loss=args.fail_on_data_loss,
+        since_version=args.since_version,
         now_ms=args.now_ms,
         snapshot_partitions=args.snapshot_partitions,
         auto_threshold_mb=args.auto_threshold_mb,
@@ -121,6 +123,8 @@ def job_argv(request: Request, result_uri: str, report_formats: Sequence[str] = 
         args += ["--checks", json.dumps(dict(r.checks))]
     if r.fail_on_data_loss:
         args.append("--fail-on-data-loss")
+    if r.since_version is not None:
+        args += ["--since-version", str(r.since_version)]
     if r.now_ms is not None:
         args += ["--now-ms", str(r.now_ms)]
     if report_formats:

@@ -29,13 +29,14 @@ try:
 except ImportError:  # pragma: no cover
     from airflow.exceptions import AirflowFailException
 
-from ..commands.checks import failed_checks_message, validate_checks
+from ..commands.checks import KNOWN_CHECKS, failed_checks_message, validate_checks
 from ..commands.command import ENGINES, Request, execute, plan_engine, read_result
+from ..commands.commit_checks import validate_commit_checks, version_ranges
 from ..delta.engines.spark import SPARK_CONF
 from ..delta.errors import DeltaError, error_from_dict
 from ..jobs import build_py_files_zip, job_script
 from ..jobs.runner import STORAGE_OPTIONS_ENV, job_argv
-from ..version_watch import as_version
+from ..version_watch import as_version, last_version
 
 if TYPE_CHECKING:  # pragma: no cover
     from airflow.providers.common.compat.sdk import Context
@@ -288,26 +289,71 @@ class DeltaJobOperator(SparkSubmitOperator):
         raise NotImplementedError
 
 
+#: `since_version` default: the version the previous successful run of this task checked (its XCom).
+PREVIOUS_RUN = "previous"
+
+
 class SnapshotReplayOperator(DeltaJobOperator):
     """Replay a table's log at a version (latest, `version` or `timestamp`), report its state, check it.
 
+    `checks` (see `airflow_delta_provider.commands.checks` and `commands.commit_checks`) are evaluated
+    at the replayed version and, with `since_version`, at every version in `(since_version, version]`,
+    with the per-commit checks (append-only, protocol and schema changes, unknown removes, DV growth,
+    allowed operations, missing commits with `fail_on_data_loss`). `since_version` defaults to the
+    version the previous run of this task checked (from its XCom); on a first run only the replayed
+    version is checked. Failed checks fail the task naming the first failing version
+    (`DeltaCheckFailed`, not retried).
+
     XCom: `{table_uri, version, timestamp, operation, num_files, size_bytes, num_tombstones,
     protocol, partition_columns, set_transactions, checkpoint_version, engine, spark_app_id,
-    checks, result_uri}`. `checks` (see `airflow_delta_provider.commands.checks`) fail the task with every
-    failed check's message (`DeltaCheckFailed`, not retried).
+    checks, checked_versions, first_failing_version, result_uri}`.
     """
 
     action = "snapshot"
-    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "checks")
+    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "checks", "since_version")
 
-    def __init__(self, *, checks: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        checks: Mapping[str, Any] | None = None,
+        since_version: int | str | None = PREVIOUS_RUN,
+        fail_on_data_loss: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.checks = dict(checks) if checks else None
-        if self.checks:
-            validate_checks(self.checks, allow_templates=True)  # fail at parse time on typos
+        self.since_version = since_version
+        self.fail_on_data_loss = fail_on_data_loss
+        self._since: int | None = None
+        if self.checks:  # fail at parse time on typos
+            if since_version is None:
+                validate_checks(self.checks, allow_templates=True)
+            else:
+                validate_commit_checks(self.checks, allow_templates=True)
+
+    def _resolve_since(self, context: Context) -> int | None:
+        if self.since_version != PREVIOUS_RUN:
+            return as_version(self.since_version, "since_version")
+        pull = getattr(context.get("ti"), "xcom_pull", None)
+        if pull is None:
+            return None
+        return last_version(pull(task_ids=self.task_id, include_prior_dates=True), self.table_uri)
+
+    def execute(self, context: Context) -> Any:
+        self._since = self._resolve_since(context)
+        if self._since is None and self.since_version == PREVIOUS_RUN:
+            self.log.info("no earlier run of %s checked this table: checking the replayed version only", self.task_id)
+        return super().execute(context)
 
     def extra_request_fields(self) -> dict[str, Any]:
-        return {"checks": validate_checks(self.checks)} if self.checks else {}
+        if self._since is not None:
+            fields: dict[str, Any] = {"since_version": self._since, "fail_on_data_loss": self.fail_on_data_loss}
+            if self.checks:
+                fields["checks"] = validate_commit_checks(self.checks)
+            return fields
+        if not self.checks:
+            return {}
+        return {"checks": validate_checks({k: v for k, v in self.checks.items() if k in KNOWN_CHECKS})}
 
     def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
         summary = {
@@ -327,18 +373,28 @@ class SnapshotReplayOperator(DeltaJobOperator):
             "engine": result["engine"],
             "spark_app_id": result.get("spark_app_id"),
             "checks": {r["name"]: r["passed"] for r in result.get("checks", [])},
+            "checked_versions": result.get("checked_versions", [result["version"]]),
+            "first_failing_version": result.get("first_failing_version"),
             "result_uri": result_uri,
         }
         failed = failed_checks_message(result.get("checks", []))
-        if failed:
-            where = f"{result['table']} at version {result['version']}"
-            raise DeltaCheckFailed(f"Delta table checks failed for {where}: {failed}")
+        if failed and summary["first_failing_version"] is None:
+            summary["first_failing_version"] = result["version"]
+        in_range = result.get("commit_checks_failed")
+        if failed or in_range:
+            first = summary["first_failing_version"]
+            parts = [f"at version {result['version']}: {failed}" if failed else None, in_range]
+            raise DeltaCheckFailed(
+                f"Delta table checks failed for {result['table']} (first failing version {first}): "
+                + "; ".join(p for p in parts if p)
+            )
         self.log.info(
-            "%s at version %s: %s files, %s bytes",
+            "%s at version %s: %s files, %s bytes; checked versions %s",
             result["table"],
             result["version"],
             result["num_files"],
             result["size_bytes"],
+            version_ranges(summary["checked_versions"]),
         )
         return summary
 

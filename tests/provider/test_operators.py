@@ -152,3 +152,56 @@ def test_auto_engine_submits_a_log_over_the_threshold(tmp_path: Path, monkeypatc
     with pytest.raises(AirflowException, match="Cannot execute"):  # the recording spark-submit exits 1
         op.execute(task_context(tmp_path))
     assert "--engine spark" in calls.read_text()
+
+
+def _grows_then_shrinks(tmp_path: Path):
+    """Versions: 0 create, 1 two files, 2 four files, 3 two files again."""
+    from airflow_delta_provider.testing import DeltaLogBuilder
+
+    b = DeltaLogBuilder(tmp_path / "g", schema={"id": "long"})
+    b.create()
+    b.append(["a.parquet", "b.parquet"], size=10)
+    b.append(["c.parquet", "d.parquet"], size=10)
+    b.remove(["c.parquet", "d.parquet"])
+    return b
+
+
+def test_a_check_failing_at_a_middle_version_fails_the_task_naming_it(tmp_path: Path) -> None:
+    b = _grows_then_shrinks(tmp_path)
+    latest_only = SnapshotReplayOperator(
+        task_id="r", table_uri=b.path, submit=False, since_version=None, checks={"max_files": 3}
+    ).execute(task_context(tmp_path))
+    assert latest_only["version"] == 3 and latest_only["checked_versions"] == [3]
+    op = SnapshotReplayOperator(task_id="r", table_uri=b.path, submit=False, since_version=0, checks={"max_files": 3})
+    with pytest.raises(DeltaCheckFailed, match=r"first failing version 2\).*version 2: max_files: 4 active files"):
+        op.execute(task_context(tmp_path))
+
+
+def test_since_version_defaults_to_the_previous_runs_version(tmp_path: Path) -> None:
+    """The default reads the version the task's previous run checked from XCom. The task instance is a
+    stand-in with Airflow's `xcom_pull` signature (a real one needs the task runner); the shapes it
+    returns are the ones Airflow 3 returns (a dict, or a list of dicts once several runs stored one)."""
+    b = _grows_then_shrinks(tmp_path)
+
+    class TI:
+        dag_id, task_id = "d", "r"
+
+        def __init__(self, pulled):
+            self.pulled = pulled
+
+        def xcom_pull(self, *, task_ids, include_prior_dates):
+            assert task_ids == "r" and include_prior_dates
+            return self.pulled
+
+    def context(pulled):
+        return {"ti": TI(pulled), "run_id": "manual__2"}
+
+    checks = {"max_files": 3, "append_only": True}
+    op = SnapshotReplayOperator(task_id="r", table_uri=b.path, submit=False, checks=checks)
+    with pytest.raises(DeltaCheckFailed, match="first failing version 2"):
+        op.execute(context([{"version": 0, "table_uri": b.path}, {"version": 1, "table_uri": "/another/table"}]))
+    with pytest.raises(DeltaCheckFailed, match=r"first failing version 3\).*append_only"):  # 3 removes files
+        op.execute(context({"version": 2, "table_uri": b.path}))
+    counts_only = SnapshotReplayOperator(task_id="r", table_uri=b.path, submit=False, checks={"max_files": 3})
+    assert counts_only.execute(context({"version": 2, "table_uri": b.path}))["checked_versions"] == [3]
+    assert counts_only.execute(context(None))["checked_versions"] == [3]  # no earlier run: the latest only
