@@ -1,0 +1,345 @@
+"""Log cleanup: delete expired commits, checkpoints, `.crc`, compacted and sidecar files of a table.
+
+`cleanup_log(table)` lists `_delta_log` (and `_delta_log/_sidecars` on v2Checkpoint tables), reads
+`_last_checkpoint` and the table properties, and lets `protocol.log_cleanup.plan_log_cleanup` decide;
+see that module for the rules. It is a dry run unless `apply=True`. Before deleting anything it:
+
+* runs the writer check for `cleanup` (`check_can_write`: unknown writer features, catalog-managed
+  tables are refused);
+* honours `delta.enableExpiredLogCleanup=false`: nothing is deleted and the result says why, unless
+  the caller passes `allow_when_disabled=True` (an explicit, per-call override: the property is the
+  table owner's, and Spark only consults it for the automatic cleanup after a checkpoint);
+* checks that the checkpoint to keep is readable (parquet footers or JSON, and its sidecars present):
+  an unreadable one is never kept, since after the cleanup no older checkpoint could replace it.
+
+Deletes go through `store.delete_many` in batches (`batch_size`, 1,000 = one S3 DeleteObjects), oldest
+version first and sidecars last, so a crash between batches leaves a table whose every version at or
+after `earliest_readable_version` reads as before. `progress(n)` is called after each batch with the
+number of files deleted so far (progress reporting; the crash tests stop the process from it).
+
+`write_checkpoint_first=True`: when no checkpoint can be kept, one is written first (`maintenance.checkpoint`)
+at the newest commit at or before the cutoff whose time is its own, then the log is planned again; a
+dry run writes nothing and plans as if it were there. Never below checkpointProtection's version (Spark's
+exception b: a cleanup that writes a checkpoint must remove all the protected history).
+
+Not done: Spark's classic-named compatibility copy of a UUID-named V2 checkpoint before a cleanup
+(only for readers without v2Checkpoint support to fail on the protocol rather than on a missing
+commit 0); `_commits/` and `_staged_commits/` belong to catalog-managed tables, which are refused.
+
+Retention: `retention_hours` overrides `delta.logRetentionDuration` (default 30 days); negative or
+non-finite values are an `InvalidArgumentError`. File times are modification times, as in Spark, even
+with in-commit timestamps.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..delta_log import DeltaLog
+from ..errors import DeltaError, InvalidArgumentError, check_bool, check_int, check_number
+from ..protocol.filenames import SIDECAR_DIR_NAME, FileInfo, ParsedLogPath, checkpoint_name
+from ..protocol.log_cleanup import (
+    ENABLE_EXPIRED_LOG_CLEANUP,
+    CleanupPlan,
+    checkpoint_protection_version,
+    cleanup_cutoff_ms,
+    expired_log_cleanup_enabled,
+    plan_log_cleanup,
+)
+from ..protocol.log_segment import CheckpointInstance, earliest_recreatable_version
+from ..protocol.table_features import check_can_write, table_features
+from ..protocol.table_properties import LOG_RETENTION, log_retention_ms
+
+log = logging.getLogger(__name__)
+
+#: Unreadable checkpoints skipped before giving up on finding one to keep.
+MAX_UNREADABLE_CHECKPOINTS = 3
+
+
+@dataclass
+class LogCleanupResult:
+    """What a cleanup deleted (or, in a dry run, would delete) and what stays readable.
+
+    `files` are names relative to `_delta_log` (sidecars as `_sidecars/<name>`), in deletion order;
+    `reason` says why nothing is deleted; `checkpoint_version_written` is set when
+    `write_checkpoint_first` wrote one (in a dry run: the version it would write).
+    """
+
+    table: str
+    dry_run: bool
+    cutoff_ms: int
+    retention_ms: int
+    files: list[str]
+    num_bytes: int
+    deleted: int
+    earliest_readable_version: int | None
+    kept_checkpoint_version: int | None
+    cutoff_commit_version: int | None
+    reason: str | None
+    checkpoint_version_written: int | None = None
+
+    @property
+    def num_files(self) -> int:
+        return len(self.files)
+
+    @property
+    def cutoff(self) -> str:
+        return dt.datetime.fromtimestamp(self.cutoff_ms / 1000, tz=dt.UTC).isoformat()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Primitive form (JSON, XCom)."""
+        return {
+            "table": self.table,
+            "dry_run": self.dry_run,
+            "cutoff": self.cutoff,
+            "cutoff_ms": self.cutoff_ms,
+            "retention_ms": self.retention_ms,
+            "files": list(self.files),
+            "num_files": self.num_files,
+            "bytes": self.num_bytes,
+            "deleted": self.deleted,
+            "earliest_readable_version": self.earliest_readable_version,
+            "kept_checkpoint_version": self.kept_checkpoint_version,
+            "cutoff_commit_version": self.cutoff_commit_version,
+            "checkpoint_version_written": self.checkpoint_version_written,
+            "reason": self.reason,
+        }
+
+
+class _Planner:
+    """One table's cleanup inputs (listings, hint, sidecar references), read once and planned over."""
+
+    def __init__(self, dlog: DeltaLog, *, now_ms: int, retention_ms: int, protect: int, v2: bool) -> None:
+        self.dlog, self.store = dlog, dlog.store
+        self.now_ms, self.retention_ms, self.protect = now_ms, retention_ms, protect
+        self.sidecar_dir = self.store.join(dlog.log_dir, SIDECAR_DIR_NAME)
+        self.listing = dlog.list_log(0)
+        hint = dlog.read_last_checkpoint()
+        self.last_checkpoint = None if hint is None else hint.version
+        self.sidecars = self.store.list_from(self.sidecar_dir) if v2 else []
+        self.refs: dict[str, list[str] | None] = {}
+
+    def sidecar_refs(self, top: ParsedLogPath) -> list[str] | None:
+        """Sidecar names a top-level checkpoint file references; None when it cannot be read."""
+        if top.name not in self.refs:
+            try:
+                self.refs[top.name] = _read_sidecar_refs(self.dlog, top)
+            except (DeltaError, OSError, ValueError) as exc:
+                log.warning("Cannot read the sidecars of checkpoint %s (%s): keeping every sidecar", top.name, exc)
+                self.refs[top.name] = None
+        return self.refs[top.name]
+
+    def unreadable(self, checkpoint: CheckpointInstance) -> str | None:
+        """Why `checkpoint` cannot be kept (a file does not read, a sidecar is missing), or None."""
+        present = None
+        for part in checkpoint.files:
+            try:
+                names = _read_sidecar_refs(self.dlog, part)
+            except Exception as exc:  # any failure to read makes it unfit to keep
+                return f"{part.name}: {type(exc).__name__}: {exc}"
+            self.refs[part.name] = names
+            if names and present is None:
+                present = {f.name for f in self.sidecars or self.store.list_from(self.sidecar_dir)}
+            for name in names:
+                if "://" in name or name.startswith("/"):
+                    found = self.store.head(name) is not None
+                else:
+                    found = name.rsplit("/", 1)[-1] in (present or ())
+                if not found:
+                    return f"{part.name}: sidecar {name} is missing"
+        return None
+
+    def plan(self, *, assume_checkpoint_at: int | None = None) -> tuple[CleanupPlan, str | None]:
+        """The plan, keeping only a readable checkpoint; (plan, why no readable one was found)."""
+        listing, last = self.listing, self.last_checkpoint
+        if assume_checkpoint_at is not None:  # a dry run of write_checkpoint_first
+            name = checkpoint_name(assume_checkpoint_at)
+            listing = [*listing, FileInfo(self.store.join(self.dlog.log_dir, name), 1, self.now_ms)]
+            last = max(last if last is not None else -1, assume_checkpoint_at)
+            self.refs[name] = []  # a new checkpoint's sidecars are new files, never older than the cutoff
+        excluded: list[tuple[str, ...]] = []
+        while True:
+            plan = plan_log_cleanup(
+                listing,
+                now_ms=self.now_ms,
+                retention_ms=self.retention_ms,
+                last_checkpoint_version=last,
+                sidecars=self.sidecars,
+                sidecar_refs=self.sidecar_refs,
+                protected_before=self.protect,
+                exclude_checkpoints=excluded,
+                table=self.dlog.table_uri,
+            )
+            kept = plan.kept_checkpoint
+            if kept is None or kept.version == assume_checkpoint_at:
+                return plan, None
+            problem = self.unreadable(kept)
+            if problem is None:
+                return plan, None
+            log.warning("Log cleanup will not keep unreadable checkpoint %s: %s", kept.version, problem)
+            excluded.append(kept.names)
+            if len(excluded) >= MAX_UNREADABLE_CHECKPOINTS:
+                return plan, f"checkpoint {kept.version} is unreadable ({problem}); nothing is deleted"
+
+
+def _read_sidecar_refs(dlog: DeltaLog, part: ParsedLogPath) -> list[str]:
+    """Sidecar paths named in one checkpoint file (reads the JSON, or the parquet footer and `sidecar.path`)."""
+    from ..protocol.commits import parse_commit_bytes
+    from ..read.checkpoint import read_parquet
+
+    if part.extension == "json":
+        data = dlog.store.read_bytes(part.file.path)
+        objs = parse_commit_bytes(data, table=dlog.table_uri, version=part.version, file=part.name)
+        return [str(o["sidecar"]["path"]) for o in objs if isinstance(o.get("sidecar"), dict)]
+    table = read_parquet(dlog.store, part.file.path, ["sidecar.path"])
+    if "sidecar" not in table.column_names:
+        return []
+    rows = table.column("sidecar").to_pylist()
+    return [str(r["path"]) for r in rows if isinstance(r, dict) and r.get("path")]
+
+
+def _write_checkpoint(dlog: DeltaLog, version: int, now_ms: int) -> None:
+    """Write a checkpoint at `version` (the writer is imported here: it loads pyarrow and the engine)."""
+    from .checkpoint import write_checkpoint
+
+    result = write_checkpoint(dlog, version=version, clock=lambda: now_ms)
+    log.info("Log cleanup of %s: wrote checkpoint %s first (%s)", dlog.table_uri, version, result.path)
+
+
+def _relative(dlog: DeltaLog, path: str) -> str:
+    prefix = dlog.log_dir.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else path.rsplit("/", 1)[-1]
+
+
+def cleanup_log(
+    table: DeltaLog | str | os.PathLike[str],
+    *,
+    retention_hours: float | None = None,
+    apply: bool = False,
+    clock: Callable[[], int] | None = None,
+    write_checkpoint_first: bool = False,
+    allow_when_disabled: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+    batch_size: int = 1000,
+    progress: Callable[[int], None] | None = None,
+) -> LogCleanupResult:
+    """Delete (with `apply=True`; else report) the log files older than the log retention.
+
+    :param table: a `DeltaLog`, or a table path/URI (with `storage_options`).
+    :param retention_hours: overrides `delta.logRetentionDuration`.
+    :param apply: delete; the default is a dry run that writes and deletes nothing.
+    :param clock: epoch-ms clock (default: the `DeltaLog`'s).
+    :param write_checkpoint_first: when no checkpoint at or before the cutoff can be kept, write one at
+        the newest suitable commit before the cutoff first (not below checkpointProtection's version).
+    :param allow_when_disabled: clean even when `delta.enableExpiredLogCleanup=false`.
+    :param batch_size: files per `delete_many` call.
+    :param progress: called after each batch with the number of files deleted so far.
+    :raises InvalidArgumentError: bad arguments or table properties.
+    :raises UnsupportedFeatureError, OperationNotAllowedError: a table this library must not write.
+    """
+    for name, flag in (
+        ("apply", apply),
+        ("write_checkpoint_first", write_checkpoint_first),
+        ("allow_when_disabled", allow_when_disabled),
+    ):
+        check_bool(flag, name)
+    check_int(batch_size, "batch_size", minimum=1)
+    dlog = table if isinstance(table, DeltaLog) else DeltaLog(str(table), storage_options=storage_options)
+    snapshot = dlog.update()
+    check_can_write(snapshot.protocol, snapshot.metadata, ["cleanup"], table=dlog.table_uri, version=snapshot.version)
+    conf = snapshot.metadata.configuration
+    if retention_hours is not None:
+        retention_ms = int(check_number(retention_hours, "retention_hours", table=dlog.table_uri) * 3_600_000)
+    else:
+        retention_ms = log_retention_ms(conf)
+        if retention_ms < 0:
+            raise InvalidArgumentError(
+                f"Table property {LOG_RETENTION}={conf.get(LOG_RETENTION)!r} is negative",
+                argument=LOG_RETENTION,
+                table=dlog.table_uri,
+            )
+    now_ms = (clock or dlog.clock)()
+    if not expired_log_cleanup_enabled(conf) and not allow_when_disabled:
+        listing = dlog.list_log(0)
+        return _result(
+            dlog,
+            apply,
+            retention_ms,
+            plan=None,
+            cutoff_ms=cleanup_cutoff_ms(now_ms, retention_ms),
+            earliest=earliest_recreatable_version(dlog.table_uri, listing),
+            reason=f"{ENABLE_EXPIRED_LOG_CLEANUP}=false on this table (allow_when_disabled=True overrides it)",
+        )
+    protect = checkpoint_protection_version(snapshot.protocol, snapshot.metadata)
+    v2 = "v2Checkpoint" in table_features(snapshot.protocol)
+    planner = _Planner(dlog, now_ms=now_ms, retention_ms=retention_ms, protect=protect, v2=v2)
+    plan, problem = planner.plan()
+    written: int | None = None
+    wanted = plan.checkpoint_wanted
+    if write_checkpoint_first and plan.kept_checkpoint is None and wanted is not None and problem is None:
+        if 0 < protect and wanted < protect:
+            problem = (
+                f"{plan.reason}; no checkpoint is written at {wanted}: checkpointProtection forbids writing one "
+                f"below version {protect} during a cleanup"
+            )
+        elif not apply:
+            plan, problem = planner.plan(assume_checkpoint_at=wanted)
+            written = wanted
+        else:
+            _write_checkpoint(dlog, wanted, now_ms)
+            written = wanted
+            planner = _Planner(dlog, now_ms=now_ms, retention_ms=retention_ms, protect=protect, v2=v2)
+            plan, problem = planner.plan()
+    deleted = 0
+    if apply and problem is None and plan.files:
+        paths = [f.path for f in plan.files]
+        log.info(
+            "Log cleanup of %s: deleting %d files before checkpoint %s",
+            dlog.table_uri,
+            len(paths),
+            plan.kept_checkpoint_version,
+        )
+        for i in range(0, len(paths), batch_size):
+            deleted += dlog.store.delete_many(paths[i : i + batch_size])
+            if progress is not None:
+                progress(deleted)
+    earliest = (
+        plan.earliest_readable_version
+        if problem is None
+        else earliest_recreatable_version(dlog.table_uri, planner.listing)
+    )
+    result = _result(dlog, apply, retention_ms, plan=plan, cutoff_ms=plan.cutoff_ms, earliest=earliest, reason=problem)
+    result.deleted, result.checkpoint_version_written = deleted, written
+    return result
+
+
+def _result(
+    dlog: DeltaLog,
+    apply: bool,
+    retention_ms: int,
+    *,
+    plan: CleanupPlan | None,
+    cutoff_ms: int,
+    earliest: int | None,
+    reason: str | None,
+) -> LogCleanupResult:
+    """The result of `plan`; with a `reason` (or no plan) nothing is deleted and no checkpoint is kept."""
+    doomed = plan.files if plan is not None and reason is None else ()
+    return LogCleanupResult(
+        table=dlog.table_uri,
+        dry_run=not apply,
+        cutoff_ms=cutoff_ms,
+        retention_ms=retention_ms,
+        files=[_relative(dlog, f.path) for f in doomed],
+        num_bytes=sum(f.size for f in doomed),
+        deleted=0,
+        earliest_readable_version=earliest,
+        kept_checkpoint_version=plan.kept_checkpoint_version if plan is not None and reason is None else None,
+        cutoff_commit_version=None if plan is None else plan.cutoff_commit,
+        reason=reason or (None if plan is None else plan.reason),
+    )

@@ -1,0 +1,247 @@
+"""Log cleanup (Delta's metadata cleanup): which `_delta_log` files may go, decided over a listing.
+
+PROTOCOL.md "Metadata Cleanup"; Spark `MetadataCleanup.cleanUpExpiredLogs` with
+`DeltaHistoryManager.BufferingLogDeletionIterator`. Pure: listings, times and the `_last_checkpoint`
+version come in, a `CleanupPlan` comes out; `maintenance.log_cleanup` lists, reads and deletes.
+
+Rules, in order:
+
+1. **Cutoff** = `now - retention`, truncated down to UTC midnight (Spark's DAY granularity; `hour` and
+   `minute` exist for tests, as in Spark).
+2. **Commit times** are commit-file modification times made strictly increasing, oldest first (the
+   adjustment time travel applies, `history.monotonize`). The *cutoff commit* is the newest commit whose
+   time is at or before the cutoff. In-commit timestamps are not read: Spark's cleanup uses file times
+   too, and reading every commit for its ICT would cost a GET per commit. A table whose commit files
+   were copied (fresh mtimes) therefore keeps its log until the copies age.
+3. **Kept checkpoint**: the newest complete checkpoint (non-empty, every part: `complete_checkpoints`)
+   at or before the cutoff commit and at or before `_last_checkpoint` (no `_last_checkpoint`: nothing is
+   deleted, as in Spark), whose first retained commit keeps its time once its predecessors are gone
+   (its file time was not raised by the adjustment). Otherwise deleting older commits would move the
+   times of retained commits and a timestamp query would answer differently; Spark's iterator keeps
+   such anchors for the same reason. Unlike that iterator, which may keep a checkpoint one version past
+   the cutoff commit and delete the cutoff commit itself, the cutoff commit always stays (the spec's
+   rule): the version active at the cutoff instant remains readable.
+4. **Deleted**: every commit, checkpoint file (any part; complete, partial or empty) and `N.crc` below
+   the kept checkpoint's version; compacted files `x.y.compacted.json` with `x <=` it (spec step 3);
+   the Hadoop checksum companion `.<name>.crc` of each. Never anything at or after the kept
+   checkpoint, so never `_last_checkpoint`'s target nor the newest checkpoint.
+5. **checkpointProtection** (writer feature with `delta.requireCheckpointProtectionBeforeVersion` =
+   P > 0): the cleanup must remove every commit below P, or leave a complete checkpoint right after the
+   last commit it removes (Spark `metadataCleanupAllowed`, exception b: no checkpoint is written during
+   the cleanup); otherwise nothing is deleted.
+6. **Sidecars** in `_delta_log/_sidecars`: deleted when older than the cutoff (strictly: in-progress
+   checkpoints are young) and named by no retained classic- or UUID-named checkpoint; when any of those
+   checkpoints' references are unknown, no sidecar is deleted.
+7. **Order**: ascending version, sidecars last. A crash between deletes leaves an older prefix removed
+   and every version at or after the kept checkpoint readable.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ..errors import InvalidArgumentError, check_int, check_number
+from .actions import Metadata, Protocol
+from .filenames import FileInfo, LogFileKind, ParsedLogPath, parse_log_path
+from .history import monotonize
+from .log_segment import CheckpointInstance, complete_checkpoints, earliest_recreatable_version
+from .table_features import table_features
+
+#: Table property: `false` turns log cleanup off (Spark `ENABLE_EXPIRED_LOG_CLEANUP`, default true).
+ENABLE_EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
+#: Table property set by DROP FEATURE ... TRUNCATE HISTORY (Spark `REQUIRE_CHECKPOINT_PROTECTION_BEFORE_VERSION`).
+REQUIRE_CHECKPOINT_PROTECTION = "delta.requireCheckpointProtectionBeforeVersion"
+CHECKPOINT_PROTECTION_FEATURE = "checkpointProtection"
+
+_GRANULARITY_MS = {"day": 86_400_000, "hour": 3_600_000, "minute": 60_000}
+_TOP_LEVEL = (LogFileKind.CHECKPOINT_CLASSIC, LogFileKind.CHECKPOINT_UUID)
+
+#: Sidecar names each retained top-level checkpoint file references, by file name, or a function
+#: giving them (None: unknown, so no sidecar is deleted).
+SidecarRefs = Mapping[str, Collection[str]] | Callable[[ParsedLogPath], Collection[str] | None]
+
+
+def expired_log_cleanup_enabled(configuration: Mapping[str, str | None]) -> bool:
+    """`delta.enableExpiredLogCleanup` (default true); a value that is not a boolean is refused."""
+    value = configuration.get(ENABLE_EXPIRED_LOG_CLEANUP)
+    text = "true" if value is None else str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise InvalidArgumentError(
+            f"Table property {ENABLE_EXPIRED_LOG_CLEANUP}={value!r} is not true or false",
+            argument=ENABLE_EXPIRED_LOG_CLEANUP,
+        )
+    return text == "true"
+
+
+def checkpoint_protection_version(protocol: Protocol, metadata: Metadata) -> int:
+    """`delta.requireCheckpointProtectionBeforeVersion` when the `checkpointProtection` feature is on, else 0."""
+    if CHECKPOINT_PROTECTION_FEATURE not in table_features(protocol):
+        return 0
+    value = metadata.configuration.get(REQUIRE_CHECKPOINT_PROTECTION)
+    try:
+        return 0 if value is None else int(value)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"Table property {REQUIRE_CHECKPOINT_PROTECTION}={value!r} is not a version",
+            argument=REQUIRE_CHECKPOINT_PROTECTION,
+        ) from None
+
+
+def cleanup_cutoff_ms(now_ms: int, retention_ms: float, granularity: str = "day") -> int:
+    """`now - retention` truncated down to the UTC day (or hour, minute): files at or before it expire."""
+    check_int(now_ms, "now_ms")
+    check_number(retention_ms, "retention")
+    unit = _GRANULARITY_MS.get(granularity)
+    if unit is None:
+        raise InvalidArgumentError(
+            f"granularity must be one of {sorted(_GRANULARITY_MS)}, got {granularity!r}", argument="granularity"
+        )
+    return (int(now_ms - retention_ms) // unit) * unit
+
+
+@dataclass(frozen=True, slots=True)
+class CleanupPlan:
+    """What a log cleanup deletes, oldest first, and what stays readable afterwards.
+
+    `reason` says why nothing is deleted (None when something is). `checkpoint_wanted` is the version
+    at which a new checkpoint would let the cleanup proceed, when no existing one does.
+    """
+
+    cutoff_ms: int
+    cutoff_commit: int | None
+    kept_checkpoint: CheckpointInstance | None
+    delete: tuple[FileInfo, ...]
+    delete_sidecars: tuple[FileInfo, ...]
+    earliest_readable_version: int | None
+    reason: str | None = None
+    checkpoint_wanted: int | None = None
+
+    @property
+    def kept_checkpoint_version(self) -> int | None:
+        return None if self.kept_checkpoint is None else self.kept_checkpoint.version
+
+    @property
+    def files(self) -> tuple[FileInfo, ...]:
+        """Everything to delete, in deletion order (log files by version, then sidecars)."""
+        return (*self.delete, *self.delete_sidecars)
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+def _with_companions(doomed: Iterable[FileInfo], listing: Iterable[FileInfo]) -> tuple[FileInfo, ...]:
+    """`doomed`, each followed by its Hadoop checksum `.<name>.crc` when the listing has one."""
+    hidden = {f.name: f for f in listing if f.path.endswith(".crc") and f.name.startswith(".")}
+    out: list[FileInfo] = []
+    for f in doomed:
+        out.append(f)
+        companion = hidden.get(f".{f.name}.crc")
+        if companion is not None:
+            out.append(companion)
+    return tuple(out)
+
+
+def _doomed_sidecars(
+    sidecars: Sequence[FileInfo],
+    retained: Sequence[ParsedLogPath],
+    refs: SidecarRefs | None,
+    cutoff_ms: int,
+) -> tuple[FileInfo, ...]:
+    old = [s for s in sidecars if not s.name.startswith(".") and s.modification_time < cutoff_ms]
+    if not old:
+        return ()
+    named: set[str] = set()
+    for top in retained:
+        found = None if refs is None else refs.get(top.name) if isinstance(refs, Mapping) else refs(top)
+        if found is None:
+            return ()
+        named.update(p.rstrip("/").rsplit("/", 1)[-1] for p in found)
+    return _with_companions((s for s in old if s.name not in named), sidecars)
+
+
+def plan_log_cleanup(
+    listing: Sequence[FileInfo],
+    *,
+    now_ms: int,
+    retention_ms: float,
+    last_checkpoint_version: int | None,
+    sidecars: Sequence[FileInfo] = (),
+    sidecar_refs: SidecarRefs | None = None,
+    protected_before: int = 0,
+    granularity: str = "day",
+    exclude_checkpoints: Iterable[tuple[str, ...]] = (),
+    table: str = "",
+) -> CleanupPlan:
+    """The cleanup of a `_delta_log` listing (see the module doc for the rules).
+
+    `sidecars` lists `_delta_log/_sidecars`; `protected_before` is `checkpoint_protection_version`;
+    `exclude_checkpoints` names checkpoint instances (by file names) found unreadable, which are never
+    kept. Raises `InvalidArgumentError` for a negative or
+    non-finite retention or an unknown granularity.
+    """
+    cutoff = cleanup_cutoff_ms(now_ms, retention_ms, granularity)
+    # one directory: path order is name order, which is version order (names start with the version)
+    parsed = sorted((p for f in listing if (p := parse_log_path(f)) is not None), key=lambda p: p.file.path)
+    commits = [p for p in parsed if p.kind is LogFileKind.COMMIT]
+    times = monotonize([(c.version, c.file.modification_time) for c in commits])
+    versions = [v for v, _ in times]
+    anchored = {v for (v, t), c in zip(times, commits, strict=True) if t == c.file.modification_time}
+    cutoff_commit = max((v for v, t in times if t <= cutoff), default=None)
+
+    def first_retained_keeps_time(version: int) -> bool:
+        i = bisect.bisect_left(versions, version)
+        return i == len(versions) or versions[i] in anchored
+
+    def nothing(reason: str, wanted: int | None = None) -> CleanupPlan:
+        earliest = earliest_recreatable_version(table, listing)
+        return CleanupPlan(cutoff, cutoff_commit, None, (), (), earliest, reason, wanted)
+
+    if cutoff_commit is None:
+        return nothing("no commit is older than the cutoff")
+    oldest = parsed[0].version
+    wanted = max((v for v in anchored if oldest < v <= cutoff_commit), default=None)
+    if last_checkpoint_version is None:
+        return nothing("no _last_checkpoint: the log has no checkpoint to keep", wanted)
+    bound = min(cutoff_commit, last_checkpoint_version)
+    excluded = set(exclude_checkpoints)
+    complete = [
+        c
+        for c in complete_checkpoints(p for p in parsed if not (p.kind.is_checkpoint and p.file.size == 0))
+        if c.names not in excluded
+    ]
+    usable = [c for c in complete if c.version <= bound and first_retained_keeps_time(c.version)]
+    if not usable:
+        why = f"no complete checkpoint at or before the cutoff commit {cutoff_commit}"
+        if last_checkpoint_version < cutoff_commit:
+            why += f" and _last_checkpoint version {last_checkpoint_version}"
+        if any(c.version <= bound for c in complete):
+            why += " that keeps the commit times after it (a retained commit's time was adjusted)"
+        return nothing(why, wanted)
+    kept = usable[-1]
+
+    def doomed(p: ParsedLogPath) -> bool:
+        return p.version < kept.version or (p.kind is LogFileKind.COMPACTION and p.version <= kept.version)
+
+    dead = [p for p in parsed if doomed(p)]
+    dead_commits = [p.version for p in dead if p.kind is LogFileKind.COMMIT]
+    protect = protected_before
+    if protect > 0 and dead_commits and dead_commits[-1] < protect - 1:
+        boundary = dead_commits[-1] + 1
+        if not any(c.version == boundary for c in complete):
+            return nothing(
+                f"checkpointProtection: {REQUIRE_CHECKPOINT_PROTECTION}={protect} requires removing every "
+                f"commit below it, or a checkpoint at the boundary version {boundary}"
+            )
+    delete = _with_companions((p.file for p in dead), listing)
+    retained_tops = [p for p in parsed if p.kind in _TOP_LEVEL and p.version >= kept.version and p.file.size > 0]
+    doomed_sidecars = _doomed_sidecars(sidecars, retained_tops, sidecar_refs, cutoff)
+
+    gone = {f.path for f in delete}
+    earliest = earliest_recreatable_version(table, [f for f in listing if f.path not in gone])
+    if any(p.version >= kept.version and p.kind is not LogFileKind.COMPACTION for p in dead):
+        raise AssertionError(f"log cleanup would delete files at the kept checkpoint {kept.version}: a bug")
+    reason = None if delete or doomed_sidecars else f"nothing is older than the kept checkpoint {kept.version}"
+    return CleanupPlan(cutoff, cutoff_commit, kept, delete, doomed_sidecars, earliest, reason)
