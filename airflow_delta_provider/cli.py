@@ -309,6 +309,45 @@ def cmd_changes(args: argparse.Namespace, out: TextIO) -> None:
         out.write(f"{c['version']}: " + ", ".join(f"{n} {k}" for k, n in kinds.items()) + "\n")
 
 
+def cmd_checkpoint(args: argparse.Namespace, out: TextIO) -> None:
+    done = _run(args, "checkpoint")
+    if args.json:
+        _print_json(done, out)
+        return
+    if not done["written"]:
+        out.write(f"a checkpoint at version {done['version']} already exists: nothing written\n")
+        return
+    out.write(
+        f"wrote a {done['kind']} checkpoint at version {done['version']}: {done['num_add_files']} files, "
+        f"{done['num_tombstones']} tombstones, {human_bytes(done['size_in_bytes'])}"
+        + (f", {len(done['sidecars'])} sidecars" if done["sidecars"] else "")
+        + ("; _last_checkpoint updated" if done["last_checkpoint_updated"] else "")
+        + "\n"
+    )
+
+
+def cmd_cleanup_log(args: argparse.Namespace, out: TextIO) -> None:
+    result = _run(
+        args,
+        "cleanup_log",
+        retention_hours=args.retention_hours,
+        apply=args.apply,
+        write_checkpoint_first=args.write_checkpoint_first,
+    )
+    if args.json:
+        _print_json(result, out)
+        return
+    verb = "deleted" if not result["dry_run"] else "would delete (dry run: --apply deletes)"
+    out.write(
+        f"log cleanup, cutoff {result['cutoff']}: {verb} {result['num_files']} files ({human_bytes(result['bytes'])}); "
+        f"versions from {result['earliest_readable_version']} stay readable"
+        + (f" ({result['reason']})" if result.get("reason") else "")
+        + "\n"
+    )
+    for name in result["files"]:
+        out.write(f"  {name}\n")
+
+
 def cmd_completion(args: argparse.Namespace, out: TextIO) -> None:
     out.write((bash_completion if args.shell == "bash" else zsh_completion)(build_parser()))
 
@@ -461,6 +500,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="start", type=COUNT, required=True, help="first version")
     p.add_argument("--fail-on-data-loss", action="store_true", help="error when a commit in the range is missing")
     p.set_defaults(fn=cmd_changes)
+    command("checkpoint", "write a checkpoint of the latest version").set_defaults(fn=cmd_checkpoint)
+    p = command("cleanup-log", "delete log files older than the log retention (dry run unless --apply)")
+    p.add_argument("--retention-hours", type=HOURS, help="override delta.logRetentionDuration")
+    p.add_argument("--apply", action="store_true", help="delete (default: a dry run that deletes nothing)")
+    p.add_argument(
+        "--write-checkpoint-first", action="store_true", help="write a checkpoint at the cutoff when none can be kept"
+    )
+    p.set_defaults(fn=cmd_cleanup_log)
     p = sub.add_parser("completion", help="print a shell completion script", description="print a completion script")
     p.add_argument("shell", choices=("bash", "zsh"))
     p.set_defaults(fn=cmd_completion, json=False)

@@ -15,7 +15,7 @@ import os
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..delta.delta_log import DeltaLog
@@ -34,7 +34,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..delta.snapshot import Snapshot
 
 #: What a request can ask for. `version` reads only the log listing; `history` and `changes` read commits.
-ACTIONS = ("version", "snapshot", "tombstones", "files", "history", "changes")
+ACTIONS = ("version", "snapshot", "tombstones", "files", "history", "changes", "checkpoint", "cleanup_log")
+#: Actions that write to the table (never retried blindly; `cleanup_log` deletes only with `apply`).
+WRITE_ACTIONS = ("checkpoint", "cleanup_log")
 ENGINES = ("auto", "local", "spark")
 #: `engine="auto"` distributes when the log segment to replay (checkpoint + commits) is at least this
 #: big: below it the local engine replays faster than any cluster round trip (bench/RESULTS.md), so
@@ -72,6 +74,10 @@ class Request:
     memory_limit_bytes: int | str | None = "auto"
     #: snapshot: also check every version in (since_version, version] and each commit of that range
     since_version: int | None = None
+    #: cleanup_log: delete (the default is a dry run that deletes nothing)
+    apply: bool = False
+    #: cleanup_log: write a checkpoint at the cutoff first when none can be kept
+    write_checkpoint_first: bool = False
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -237,6 +243,22 @@ class _Run:
 
     def body(self) -> dict[str, Any]:
         r = self.request
+        if r.action == "checkpoint":
+            from ..delta.maintenance.checkpoint import write_checkpoint
+
+            done = write_checkpoint(self._local_log(), version=r.version, clock=self._clock())
+            return {"table": r.table, **asdict(done)}
+        if r.action == "cleanup_log":
+            from ..delta.maintenance.log_cleanup import cleanup_log
+
+            cleaned = cleanup_log(
+                self._local_log(),
+                retention_hours=r.retention_hours,
+                apply=r.apply,
+                clock=self._clock(),
+                write_checkpoint_first=r.write_checkpoint_first,
+            )
+            return {"table": r.table, **cleaned.to_dict()}
         if r.action == "version":
             return {"table": r.table, "version": self._local_log().latest_version()}
         if r.action == "history":

@@ -1,6 +1,7 @@
 """The job the operators submit: arguments in, one `commands.Request` run, one JSON result written.
 
-    delta_job.py --table URI --action snapshot|tombstones|files|changes [--version N | --timestamp T]
+    delta_job.py --table URI --action snapshot|tombstones|files|changes|checkpoint|cleanup_log
+                 [--version N | --timestamp T] [--since-version N] [--apply] [--write-checkpoint-first]
                  [--engine spark|local|auto] [--retention-hours H] [--snapshot-partitions N]
                  --result-uri URI [--include-files] [--where EXPR] [--checks JSON]
                  [--report-formats md,html] [--auto-threshold-mb MB]
@@ -36,7 +37,7 @@ from ..commands.command import (
 from ..delta.errors import DeltaError, InvalidArgumentError
 
 #: The actions the job runs (the command layer's that read a snapshot or the commits).
-ACTIONS = ("snapshot", "tombstones", "files", "changes")
+ACTIONS = ("snapshot", "tombstones", "files", "changes", "checkpoint", "cleanup_log")
 STORAGE_OPTIONS_ENV = "DELTA_STORAGE_OPTIONS"
 
 
@@ -57,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report-formats", default="", help="tombstones: also write md and/or html next to the result")
     p.add_argument("--fail-on-data-loss", action="store_true", help="changes, --since-version: a missing commit fails")
     p.add_argument("--since-version", type=int, help="snapshot: check every version and commit after this one")
+    p.add_argument("--apply", action="store_true", help="cleanup_log: delete (default: dry run)")
+    p.add_argument("--write-checkpoint-first", action="store_true", help="cleanup_log: checkpoint at the cutoff first")
     p.add_argument("--now-ms", type=int, help="clock for retention (default: now)")
     p.add_argument(
         "--auto-threshold-mb",
@@ -95,6 +98,8 @@ def request_from_args(args: argparse.Namespace, storage_options: Mapping[str, An
         checks=json.loads(args.checks) if args.checks else None,
         fail_on_data_loss=args.fail_on_data_loss,
         since_version=args.since_version,
+        apply=args.apply,
+        write_checkpoint_first=args.write_checkpoint_first,
         now_ms=args.now_ms,
         snapshot_partitions=args.snapshot_partitions,
         auto_threshold_mb=args.auto_threshold_mb,
@@ -125,6 +130,10 @@ def job_argv(request: Request, result_uri: str, report_formats: Sequence[str] = 
         args.append("--fail-on-data-loss")
     if r.since_version is not None:
         args += ["--since-version", str(r.since_version)]
+    if r.apply:
+        args.append("--apply")
+    if r.write_checkpoint_first:
+        args.append("--write-checkpoint-first")
     if r.now_ms is not None:
         args += ["--now-ms", str(r.now_ms)]
     if report_formats:

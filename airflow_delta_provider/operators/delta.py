@@ -445,3 +445,79 @@ class TombstoneReportOperator(DeltaJobOperator):
             result["reclaimable_bytes"],
         )
         return summary
+
+
+class DeltaCheckpointOperator(DeltaJobOperator):
+    """Write a checkpoint of the table at its latest version (or `version`), as Delta Spark writes it:
+    classic, or V2 when the table has `v2Checkpoint`. The protocol is checked for the write first (an
+    unknown writer feature or a catalog-managed table is refused before anything is written); the
+    checkpoint is published atomically, read back and compared with the replay, and only then is
+    `_last_checkpoint` moved forward. Idempotent: a checkpoint that exists is not rewritten.
+
+    XCom: `{table_uri, version, kind, path, num_actions, num_add_files, num_tombstones, size_in_bytes,
+    last_checkpoint_updated, written, engine, result_uri}`.
+    """
+
+    action = "checkpoint"
+
+    def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
+        keys = ("version", "kind", "path", "num_actions", "num_add_files", "num_tombstones", "size_in_bytes")
+        summary = {"table_uri": result["table"], **{k: result[k] for k in keys}}
+        summary.update(
+            last_checkpoint_updated=result["last_checkpoint_updated"],
+            written=result["written"],
+            engine=result["engine"],
+            result_uri=result_uri,
+        )
+        self.log.info(
+            "%s: checkpoint at version %s %s (%s files)",
+            result["table"],
+            result["version"],
+            "written" if result["written"] else "already there",
+            result["num_add_files"],
+        )
+        return summary
+
+
+class DeltaLogCleanupOperator(DeltaJobOperator):
+    """Delta's metadata cleanup: the commit, checkpoint and `.crc` files older than the log retention
+    (`retention_hours`, default the table's `delta.logRetentionDuration`, 30 days), keeping the newest
+    complete checkpoint at or before the cutoff and everything after it.
+
+    **Dry run by default** (`apply=False`): the result lists what would be deleted and the earliest
+    version that stays readable; nothing is deleted. `apply=True` deletes. A table without a
+    checkpoint at the cutoff loses nothing (`write_checkpoint_first=True` writes one there first).
+
+    XCom: `{table_uri, dry_run, cutoff, num_files, bytes, deleted, earliest_readable_version,
+    kept_checkpoint_version, reason, engine, result_uri}` (the file list stays in the result at
+    `result_uri`).
+    """
+
+    action = "cleanup_log"
+
+    def __init__(self, *, apply: bool = False, write_checkpoint_first: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.apply = apply
+        self.write_checkpoint_first = write_checkpoint_first
+
+    def extra_request_fields(self) -> dict[str, Any]:
+        return {"apply": bool(self.apply), "write_checkpoint_first": bool(self.write_checkpoint_first)}
+
+    def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
+        keys = ("dry_run", "cutoff", "num_files", "bytes", "deleted", "earliest_readable_version")
+        summary = {"table_uri": result["table"], **{k: result[k] for k in keys}}
+        summary.update(
+            kept_checkpoint_version=result.get("kept_checkpoint_version"),
+            reason=result.get("reason"),
+            engine=result["engine"],
+            result_uri=result_uri,
+        )
+        self.log.info(
+            "%s: log cleanup %s %s files; versions from %s stay readable%s",
+            result["table"],
+            "would delete" if result["dry_run"] else "deleted",
+            result["num_files"],
+            result["earliest_readable_version"],
+            " (dry run: apply=True deletes)" if result["dry_run"] else "",
+        )
+        return summary
