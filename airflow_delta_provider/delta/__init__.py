@@ -30,6 +30,13 @@ _EXPORTS: dict[str, str] = {
     ),
     **dict.fromkeys(
         [
+            "CommitRetriesExceededError",
+            "ConcurrentAppendError",
+            "ConcurrentDeleteDeleteError",
+            "ConcurrentDeleteReadError",
+            "ConcurrentModificationError",
+            "ConcurrentTransactionError",
+            "ConcurrentWriteError",
             "DeltaError",
             "EngineError",
             "IncompleteCheckpointError",
@@ -38,15 +45,19 @@ _EXPORTS: dict[str, str] = {
             "LogGapError",
             "MalformedCheckpointError",
             "MalformedCommitError",
+            "MetadataChangedError",
             "MissingMetadataError",
             "MissingProtocolError",
             "OperationNotAllowedError",
+            "PredicateSyntaxError",
+            "ProtocolChangedError",
             "ResourceLimitError",
             "StorageError",
             "TableNotFoundError",
             "TimestampOutOfRangeError",
             "TruncatedLogError",
             "UnsupportedFeatureError",
+            "UnsupportedStoreError",
             "VersionNotFoundError",
         ],
         "errors",
@@ -57,11 +68,20 @@ _EXPORTS: dict[str, str] = {
     "Snapshot": "snapshot",
     "check_can_read": "protocol.table_features",
     "check_can_write": "protocol.table_features",
+    "Transaction": "txn.transaction",
+    "start_transaction": "txn.transaction",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
     from .delta_log import DeltaLog
     from .errors import (
+        CommitRetriesExceededError,
+        ConcurrentAppendError,
+        ConcurrentDeleteDeleteError,
+        ConcurrentDeleteReadError,
+        ConcurrentModificationError,
+        ConcurrentTransactionError,
+        ConcurrentWriteError,
         DeltaError,
         EngineError,
         IncompleteCheckpointError,
@@ -70,15 +90,19 @@ if TYPE_CHECKING:  # pragma: no cover
         LogGapError,
         MalformedCheckpointError,
         MalformedCommitError,
+        MetadataChangedError,
         MissingMetadataError,
         MissingProtocolError,
         OperationNotAllowedError,
+        PredicateSyntaxError,
+        ProtocolChangedError,
         ResourceLimitError,
         StorageError,
         TableNotFoundError,
         TimestampOutOfRangeError,
         TruncatedLogError,
         UnsupportedFeatureError,
+        UnsupportedStoreError,
         VersionNotFoundError,
     )
     from .protocol.actions import (
@@ -96,6 +120,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .protocol.replay import InMemoryLogReplay
     from .protocol.table_features import check_can_read, check_can_write
     from .snapshot import Snapshot
+    from .txn.transaction import Transaction, start_transaction
 
 
 def __getattr__(name: str) -> Any:
@@ -118,6 +143,13 @@ __all__ = [
     "AddCDCFile",
     "AddFile",
     "CommitInfo",
+    "CommitRetriesExceededError",
+    "ConcurrentAppendError",
+    "ConcurrentDeleteDeleteError",
+    "ConcurrentDeleteReadError",
+    "ConcurrentModificationError",
+    "ConcurrentTransactionError",
+    "ConcurrentWriteError",
     "DeletionVectorDescriptor",
     "DeltaError",
     "DeltaLog",
@@ -132,10 +164,13 @@ __all__ = [
     "MalformedCheckpointError",
     "MalformedCommitError",
     "Metadata",
+    "MetadataChangedError",
     "MissingMetadataError",
     "MissingProtocolError",
     "OperationNotAllowedError",
+    "PredicateSyntaxError",
     "Protocol",
+    "ProtocolChangedError",
     "RemoveFile",
     "ResourceLimitError",
     "SetTransaction",
@@ -143,10 +178,13 @@ __all__ = [
     "StorageError",
     "TableNotFoundError",
     "TimestampOutOfRangeError",
+    "Transaction",
     "TruncatedLogError",
     "UnsupportedFeatureError",
+    "UnsupportedStoreError",
     "VersionNotFoundError",
     "check_can_read",
     "check_can_write",
     "latest_version",
+    "start_transaction",
 ]

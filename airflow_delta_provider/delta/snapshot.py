@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .protocol.predicate import Expr
     from .protocol.schema import StructType
     from .read.aggregates import FileSummary, TombstoneSummary
+    from .txn.transaction import Transaction
 
 Clock = Callable[[], int]
 
@@ -260,6 +261,18 @@ class Snapshot:
     def min_file_retention_timestamp(self) -> int:
         """Tombstones deleted at or before this time (ms) are past retention: safe for VACUUM."""
         return self._clock() - self.tombstone_retention_ms
+
+    @property
+    def store(self) -> LogStore:
+        """The store this snapshot was read through (writes to the table go through it too)."""
+        return self._store
+
+    def transaction(self, operation: str, parameters: Mapping[str, Any] | None = None, **options: Any) -> Transaction:
+        """A transaction on this snapshot for `operation` (Delta's name: `WRITE`, `OPTIMIZE`, ...);
+        see `delta.txn.transaction.start_transaction` for the options."""
+        from .txn.transaction import start_transaction
+
+        return start_transaction(self, operation, parameters, **options)
 
     def now_ms(self) -> int:
         """The current time by this snapshot's clock (injectable through `DeltaLog.for_table`)."""

@@ -329,7 +329,7 @@ class Transaction:
         raise InvalidArgumentError(message, argument="actions", table=self.table)
 
     def _writable_store(self) -> LogStore:
-        store: LogStore = self.snapshot._store  # the store the snapshot was read through
+        store: LogStore = self.snapshot.store
         if not callable(getattr(store, "put_if_absent", None)):
             raise UnsupportedStoreError(
                 f"The store {type(store).__name__} is read-only (no write verbs): it cannot write commits",
