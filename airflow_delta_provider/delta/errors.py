@@ -90,6 +90,13 @@ class MalformedCommitError(LogCorruptedError):
     error_class = "DELTA_MALFORMED_COMMIT"
 
 
+class CheckpointMismatchError(LogCorruptedError):
+    """The checkpoint stored or read back differs from what was written, or from the replayed state it
+    was written from (Spark `checkpointMismatchWithSnapshot`); the files this write created are gone."""
+
+    error_class = "DELTA_CHECKPOINT_SNAPSHOT_MISMATCH"
+
+
 class MalformedCheckpointError(LogCorruptedError):
     """A checkpoint file cannot be read (corrupt parquet, wrong schema, missing sidecar)."""
 
