@@ -23,7 +23,7 @@ from ..delta.errors import DeltaError, InvalidArgumentError, ResourceLimitError,
 from ..delta.protocol.actions import AddFile, action_to_json
 from ..delta.protocol.history import to_epoch_ms
 from ..delta.protocol.predicate import parse_predicate
-from ..delta.storage import is_local, local_path, s3fs_options
+from ..delta.storage import is_local, local_path
 from .checks import KNOWN_CHECKS, evaluate_checks, failed_checks_message, small_file_bytes, validate_checks
 from .reports import tombstone_html, tombstone_markdown
 from .results import file_dict, snapshot_dict, tombstone_report
@@ -119,6 +119,8 @@ def storage_options_from_env(uri: str, explicit: Mapping[str, Any] | None = None
     """
     if not uri.startswith(("s3://", "s3a://")):
         return dict(explicit or {})
+    from ..delta.storage.object_store import s3fs_options
+
     env = {name: os.environ[name] for name in _S3_ENV if os.environ.get(name)}
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     if region:

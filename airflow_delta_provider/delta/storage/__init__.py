@@ -43,19 +43,43 @@ Object stores (`FsspecLogStore`):
   else from the environment as botocore finds them.
 """
 
+from __future__ import annotations
+
+import importlib
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import LogStore, is_local, local_path, normalize_table_uri
 from .local import LocalLogStore
-from .object_store import FsspecLogStore, s3fs_options
-from .retry import NO_RETRY, RetryPolicy, StorageFailure, classify_error, scrub, secret_values
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .object_store import FsspecLogStore, s3fs_options
+    from .retry import NO_RETRY, RetryPolicy, StorageFailure, classify_error, scrub, secret_values
+
+#: Names loaded on first use (PEP 562): a local table (a sensor poll) never imports the object-store
+#: code and what it imports (`inspect`, `ssl`, fsspec): ~30 ms of every fresh process.
+_LAZY = {
+    "FsspecLogStore": "object_store",
+    "s3fs_options": "object_store",
+    **dict.fromkeys(("NO_RETRY", "RetryPolicy", "StorageFailure", "classify_error", "scrub", "secret_values"), "retry"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
 
 
 def store_for(uri: str, storage_options: Mapping[str, Any] | None = None) -> LogStore:
     """The store for a table URI: `LocalLogStore` for local paths, fsspec for the rest."""
     if is_local(uri):
         return LocalLogStore()
+    from .object_store import FsspecLogStore
+
     return FsspecLogStore(uri, storage_options)
 
 
