@@ -29,6 +29,7 @@ from ..delta.errors import InvalidArgumentError
 from ..delta.protocol.schema import StructType
 from ..delta.read.aggregates import DEFAULT_SMALL_FILE_BYTES
 from ..delta.snapshot import Snapshot
+from .reports import human_bytes
 
 KNOWN_CHECKS = (
     "protocol",
@@ -227,7 +228,7 @@ def evaluate_checks(
             CheckResult(
                 "max_small_file_ratio",
                 ok,
-                f"{summary.small_files} of {summary.num_files} files are under {summary.small_file_bytes} bytes "
+                f"{summary.small_files} of {summary.num_files} files are under {human_bytes(summary.small_file_bytes)} "
                 f"(ratio {ratio:.3f}" + (")" if ok else f", above the maximum {limit:g}; consider OPTIMIZE)"),
                 limit,
                 round(ratio, 6),

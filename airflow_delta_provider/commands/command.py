@@ -25,7 +25,7 @@ from ..delta.protocol.history import to_epoch_ms
 from ..delta.protocol.predicate import parse_predicate
 from ..delta.storage import is_local, local_path
 from .checks import KNOWN_CHECKS, evaluate_checks, failed_checks_message, small_file_bytes, validate_checks
-from .reports import tombstone_html, tombstone_markdown
+from .reports import RENDERERS, REPORT_KINDS, file_size_histogram, tombstone_age_histogram
 from .results import file_dict, snapshot_dict, tombstone_report
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,7 +42,8 @@ ENGINES = ("auto", "local", "spark")
 #: big: below it the local engine replays faster than any cluster round trip (bench/RESULTS.md), so
 #: the line sits where driver memory, not speed, becomes the issue.
 DEFAULT_AUTO_THRESHOLD_MB = float(os.environ.get("DELTA_AUTO_THRESHOLD_MB", 1024.0))
-REPORT_FORMATS = {"md": tombstone_markdown, "html": tombstone_html}
+#: Renderings a result can get beside its JSON (`report_formats`), for the actions that have a report.
+REPORT_FORMATS = ("md", "html")
 _S3_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL")
 
 SparkFactory = Callable[[Mapping[str, Any]], "SparkSession"]
@@ -284,6 +285,8 @@ class _Run:
         if r.action == "snapshot":
             out = snapshot_dict(snap, include_files=r.include_files)
             out["file_summary"] = snap.file_summary(small_file_bytes(checks)).to_dict()
+            if self.engine == "local":  # the report's histogram; on Spark it would collect every file
+                out["file_size_histogram"] = file_size_histogram(snap, small_file_bytes(checks))
             if checks:
                 schema_at = lambda v: self._local_log().snapshot_at(version=v).schema  # noqa: E731
                 results = [c.to_dict() for c in evaluate_checks(checks, snap, schema_at)]
@@ -293,6 +296,9 @@ class _Run:
                 out.update(self._commit_checks(snap.version, commit_spec))
         elif r.action == "tombstones":
             out = tombstone_report(snap, r.retention_hours, now_ms=r.now_ms, include_files=r.include_files)
+            if self.engine == "local":
+                cutoff = out["retention"]["cutoff_ms"]
+                out["deletion_age_histogram"] = tombstone_age_histogram(snap, now_ms=out["now_ms"], cutoff_ms=cutoff)
         else:  # files
             files = [file_dict(x) for x in files_where(snap, r.where)]
             out = {"table": snap.table, "version": snap.version, "num_files": snap.num_files, "files": files}
@@ -331,22 +337,28 @@ def execute(
 ) -> tuple[int, dict[str, Any]]:
     """Run one request and return (exit code, result): 0 success, 1 a typed `DeltaError`, 3 anything
     else. The result carries `status`, `action`, `engine`, `spark_app_id`, `timings` and `duration_s`;
-    it is written as JSON to `result_uri` when given, with `report_formats` (md, html) of a tombstone
-    report beside it."""
+    it is written as JSON to `result_uri` when given, with `report_formats` (md, html) beside it for
+    the actions that have a report (`reports.REPORT_KINDS`). A rendering that cannot be made (its
+    libraries missing on a cluster driver) is recorded in `report_errors`; the result still stands."""
     started = time.perf_counter()
     state = _Run(request, spark_factory)
     code = 0
     try:
         formats = [f for f in (s.strip() for s in report_formats) if f]
-        unknown = [f for f in formats if f not in REPORT_FORMATS]
+        unknown = [f for f in formats if f not in RENDERERS]
         if unknown:
             raise InvalidArgumentError(f"unknown report format {unknown[0]!r} (md, html)", table=request.table)
         body = state.body()
         result: dict[str, Any] = {"status": "success", "action": request.action, **body}
-        if result_uri and request.action == "tombstones":
+        if result_uri and request.action in REPORT_KINDS:
             for fmt in formats:
                 uri = sibling(result_uri, fmt)
-                write_text(uri, REPORT_FORMATS[fmt](body), state.options)
+                try:
+                    text = RENDERERS[fmt](request.action, body)
+                except ImportError as exc:  # jinja2/matplotlib not installed where the job runs
+                    result.setdefault("report_errors", {})[fmt] = f"{type(exc).__name__}: {exc}"
+                    continue
+                write_text(uri, text, state.options)
                 result.setdefault("reports", {})[fmt] = uri
     except DeltaError as exc:
         code = 1

@@ -1,29 +1,252 @@
-"""Human-readable renderings (Markdown, HTML) of the job's JSON results."""
+"""Human-readable renderings (Markdown, HTML) of the command layer's result dicts.
+
+`render_markdown(kind, result)` and `render_html(kind, result)` for `kind` in `REPORT_KINDS`
+(`tombstones`: a `results.tombstone_report`; `snapshot`: the `snapshot` action's result, with its
+checks over versions when it has `commit_checks`; `vacuum`: a `VacuumResult.to_dict()`). The HTML page
+is rendered from the Jinja templates in `templates/` and is self-contained: its charts are inline SVG
+drawn by matplotlib (no script, no font or style sheet to fetch; a Content-Security-Policy forbids
+any), so it opens offline, in a mail client or behind a proxy alike. Every value is escaped.
+
+The charts need two histograms the result dicts carry when the command layer adds them:
+`size_histogram` (key `file_size_histogram` of a snapshot result) and `deletion_age_histogram` (key
+`deletion_age_histogram` of a tombstone report). Both are pure functions over Arrow columns, with
+`file_size_histogram` / `tombstone_age_histogram` reading those columns from a `Snapshot`. A report
+without them simply leaves that chart out.
+
+jinja2 and matplotlib are imported only when an HTML page is rendered; Markdown needs neither.
+"""
 
 from __future__ import annotations
 
-import html
-from typing import Any
+import io
+import itertools
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..delta.protocol.history import format_ms
 
+if TYPE_CHECKING:  # pragma: no cover
+    import jinja2
+    import pyarrow as pa
+    from markupsafe import Markup
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
-def human_bytes(n: int | None) -> str:
+    from ..delta.snapshot import Snapshot
+
+#: The result kinds these renderings know.
+REPORT_KINDS = ("tombstones", "snapshot", "vacuum")
+#: Most rows an HTML table shows (largest first where there is an order); the JSON has them all.
+MAX_TABLE_ROWS = 500
+#: Most partitions the per-partition chart shows.
+MAX_CHART_PARTITIONS = 20
+
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+_HOUR_MS = 3_600_000
+#: Upper edges (hours) of the deletion-age buckets; the retention window is added as one more edge.
+AGE_EDGES_HOURS = (1, 6, 24, 48, 72, 168, 336, 720, 2160, 4320, 8760)
+#: Upper edges (bytes) of the file-size buckets; the small-file threshold is added as one more edge.
+SIZE_EDGES_BYTES = (
+    *(4**k * 1024 for k in range(6)),  # 1 KiB, 4 KiB, ... 1 MiB
+    *(2**k * 1024**2 for k in range(1, 13)),  # 2 MiB ... 4 GiB
+)
+# Paul Tol's colour-blind safe palette.
+_BLUE, _RED, _GREEN, _GREY = "#4477AA", "#EE6677", "#228833", "#BBBBBB"
+
+
+# -- numbers ---------------------------------------------------------------------------------------------
+def human_bytes(n: int | float | None) -> str:
+    """`33554432` -> `32 MiB`, `1536` -> `1.5 KiB`, `12` -> `12 B` (binary units, one decimal at most)."""
     if n is None:
         return "-"
     size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+    sign = "-" if size < 0 else ""
+    size = abs(size)
+    for unit in _UNITS:
+        if size < 1024 or unit == _UNITS[-1]:
+            if unit == "B":
+                return f"{sign}{size:.0f} B"
+            text = f"{size:.1f}"
+            return f"{sign}{text.removesuffix('.0')} {unit}"
         size /= 1024
-    return f"{n} B"
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def human_hours(hours: float | None) -> str:
+    """`1` -> `1 h`, `168` -> `7 d`, `0.5` -> `30 min`."""
+    if hours is None:
+        return "-"
+    if hours < 1:
+        return f"{hours * 60:.3g} min"
+    if hours < 48:
+        return f"{hours:.3g} h"
+    return f"{hours / 24:.3g} d"
 
 
 def _ms(value: int | None) -> str:
     return "-" if value is None else format_ms(value)
 
 
-def _tombstone_rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+def _when(ms: int | None) -> str:
+    """Epoch ms as `2024-05-01 12:00:05 UTC` (the JSON keeps the exact value)."""
+    if ms is None:
+        return "-"
+    text = format_ms(ms)  # ISO-8601 UTC, or a plain number outside datetime's range
+    if not text.endswith("+00:00"):
+        return text
+    return text[:19].replace("T", " ") + " UTC"
+
+
+def _percent(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{100 * ratio:.1f} %"
+
+
+def _byte_unit(largest: float) -> tuple[float, str]:
+    """(divisor, unit) that shows `largest` bytes as a number below 1024."""
+    divisor, unit = 1.0, "B"
+    for candidate in _UNITS[1:]:
+        if largest < divisor * 1024:
+            break
+        divisor, unit = divisor * 1024, candidate
+    return divisor, unit
+
+
+# -- histograms (pure: Arrow columns in, JSON-able dicts out) --------------------------------------------
+def _bucket_totals(values: pa.Array, weights: pa.Array, edges: Sequence[int]) -> list[tuple[int, int]]:
+    """(count, sum of weights) of `values` in `[-inf, e0), [e0, e1), ... [e_last, inf)`: one sort and
+    one binary search per edge. `values` and `weights` have no nulls."""
+    import pyarrow as pa
+
+    from ..delta.read import arrow_compute as pc
+    from ..delta.read.arrow_build import int_array
+
+    if not len(values):
+        return [(0, 0)] * (len(edges) + 1)
+    order = pc.sort_indices(values)
+    ordered = pc.take(values, order)
+    ordered_weights = pc.take(weights, order)
+    if isinstance(ordered, pa.ChunkedArray):
+        ordered, ordered_weights = ordered.combine_chunks(), ordered_weights.combine_chunks()
+    cuts = [0, *pc.search_sorted(ordered, int_array(list(edges)), side="left").to_pylist(), len(values)]
+    out = []
+    for lo, hi in itertools.pairwise(cuts):
+        total = pc.sum(ordered_weights.slice(lo, hi - lo)).as_py() if hi > lo else 0
+        out.append((hi - lo, int(total or 0)))
+    return out
+
+
+def _trim(buckets: list[dict[str, Any]], keep: int) -> list[dict[str, Any]]:
+    """`buckets` without the empty ones before the first and after the last non-empty bucket, but
+    always with bucket `keep` (the one that starts at the threshold or cutoff) and its neighbour."""
+    filled = [i for i, b in enumerate(buckets) if b["count"]]
+    first = min([*filled[:1], max(keep - 1, 0)])
+    last = max([*filled[-1:], min(keep, len(buckets) - 1)])
+    return buckets[first : last + 1]
+
+
+def size_histogram(sizes: pa.Array | pa.ChunkedArray, small_file_bytes: int) -> dict[str, Any]:
+    """Active files by size: buckets `[min_bytes, max_bytes)` (`max_bytes` None: open) with `count`,
+    `bytes` and `small` (every file in it is below `small_file_bytes`, which is always a bucket edge).
+
+    Edges are powers of 4 up to 1 MiB, then powers of 2 (`SIZE_EDGES_BYTES`); empty buckets at
+    either end are dropped. A null size counts as 0 bytes.
+    """
+    from ..delta.read import arrow_compute as pc
+    from ..delta.read.arrow_build import int64_scalar
+
+    threshold = int(small_file_bytes)
+    edges = sorted({*SIZE_EDGES_BYTES, threshold} - {0})
+    values = pc.fill_null(sizes, int64_scalar(0))
+    totals = _bucket_totals(values, values, edges)
+    bounds = [0, *edges]
+    buckets = [
+        {
+            "min_bytes": lo,
+            "max_bytes": edges[i] if i < len(edges) else None,
+            "count": count,
+            "bytes": nbytes,
+            "small": i < len(edges) and edges[i] <= threshold,
+        }
+        for i, (lo, (count, nbytes)) in enumerate(zip(bounds, totals, strict=True))
+    ]
+    keep = bounds.index(threshold) if threshold in bounds else 0
+    return {"small_file_bytes": threshold, "num_files": len(values), "buckets": _trim(buckets, keep)}
+
+
+def file_size_histogram(snap: Snapshot, small_file_bytes: int) -> dict[str, Any]:
+    """`size_histogram` of a snapshot's active files (reads no stats; with the Spark engine this
+    collects the file list to the driver, as `Snapshot.all_files` does)."""
+    return size_histogram(snap.state.files.adds.column("size"), small_file_bytes)
+
+
+def deletion_age_histogram(
+    deletion_timestamps: pa.Array | pa.ChunkedArray,
+    sizes: pa.Array | pa.ChunkedArray,
+    *,
+    now_ms: int,
+    cutoff_ms: int,
+) -> dict[str, Any]:
+    """Tombstones by age at `now_ms`: buckets `[min_hours, max_hours)` (`max_hours` None: open) with
+    `count`, `bytes` and `expired` (every tombstone in it was deleted at or before `cutoff_ms`, so is
+    past retention: the retention window is always a bucket edge). `without_timestamp` counts those
+    with no `deletionTimestamp` (past retention, as VACUUM treats them); a future timestamp counts
+    as age 0. A null size counts 0 bytes. Empty buckets at either end are dropped.
+    """
+    from ..delta.read import arrow_compute as pc
+    from ..delta.read.arrow_build import int64_scalar
+
+    retention_ms = int(now_ms) - int(cutoff_ms)
+    edges_ms = sorted({*(h * _HOUR_MS for h in AGE_EDGES_HOURS), retention_ms} - {0})
+    valid = pc.is_valid(deletion_timestamps)
+    stamped = pc.filter(deletion_timestamps, valid)
+    stamped_sizes = pc.fill_null(pc.filter(sizes, valid), int64_scalar(0))
+    missing = pc.fill_null(pc.filter(sizes, pc.is_null(deletion_timestamps)), int64_scalar(0))
+    # age >= e  <=>  deleted at or before now - e: bucket the timestamps on those edges, newest last
+    ts_edges = [int(now_ms) - e for e in reversed(edges_ms)]
+    by_ts = _bucket_totals(stamped, stamped_sizes, [t + 1 for t in ts_edges])  # (.., t] is "at or before"
+    totals = list(reversed(by_ts))  # youngest first
+    bounds = [0, *edges_ms]
+    buckets = [
+        {
+            "min_hours": lo / _HOUR_MS,
+            "max_hours": edges_ms[i] / _HOUR_MS if i < len(edges_ms) else None,
+            "count": count,
+            "bytes": nbytes,
+            "expired": lo >= retention_ms,
+        }
+        for i, (lo, (count, nbytes)) in enumerate(zip(bounds, totals, strict=True))
+    ]
+    keep = bounds.index(retention_ms) if retention_ms in bounds else 0
+    missing_bytes = pc.sum(missing).as_py() if len(missing) else 0
+    return {
+        "now_ms": int(now_ms),
+        "cutoff_ms": int(cutoff_ms),
+        "retention_hours": retention_ms / _HOUR_MS,
+        "buckets": _trim(buckets, keep) if len(stamped) else [],
+        "without_timestamp": {"count": len(missing), "bytes": int(missing_bytes or 0)},
+        "num_tombstones": len(stamped) + len(missing),
+    }
+
+
+def tombstone_age_histogram(snap: Snapshot, *, now_ms: int, cutoff_ms: int) -> dict[str, Any]:
+    """`deletion_age_histogram` of every tombstone a snapshot holds (with the Spark engine this
+    collects the tombstones to the driver)."""
+    removes = snap.state.files.removes
+    return deletion_age_histogram(
+        removes.column("deletionTimestamp"), removes.column("size"), now_ms=now_ms, cutoff_ms=cutoff_ms
+    )
+
+
+# -- Markdown ------------------------------------------------------------------------------------------
+def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in row) + " |" for row in rows]
+    return out
+
+
+def _tombstone_rows(report: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     headers = ["partition", "retained", "retained bytes", "past retention", "reclaimable", "oldest", "newest"]
     rows = [
         [
@@ -40,14 +263,17 @@ def _tombstone_rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]
     return headers, rows
 
 
-def _tombstone_lines(report: dict[str, Any]) -> list[str]:
-    r = report["retention"]
+def _retention_text(r: Mapping[str, Any], *, short: bool = False) -> str:
+    prop = f", table property {r['table_property']!r}" if r.get("table_property") else ""
+    cutoff = _when(r["cutoff_ms"]) if short else r["cutoff"]
+    return f"{human_hours(r['hours'])} ({r['source']}{prop}); cutoff {cutoff}"
+
+
+def _tombstone_lines(report: Mapping[str, Any]) -> list[str]:
     return [
         f"Table: {report['table']}",
         f"Version: {report['version']}",
-        f"Retention: {r['hours']:g} hours ({r['source']}"
-        + (f", table property {r['table_property']!r}" if r.get("table_property") else "")
-        + f"); cutoff {r['cutoff']}",
+        f"Retention: {_retention_text(report['retention'])}",
         f"Tombstones: {report['num_tombstones']}",
         f"Retained: {report['retained']} ({human_bytes(report['retained_bytes'])})",
         f"Past retention, safe for VACUUM: {report['expired']} ({human_bytes(report['reclaimable_bytes'])})",
@@ -57,30 +283,514 @@ def _tombstone_lines(report: dict[str, Any]) -> list[str]:
     ]
 
 
-def tombstone_markdown(report: dict[str, Any]) -> str:
+def tombstone_markdown(report: Mapping[str, Any]) -> str:
     """A tombstone report as Markdown."""
     out = [f"# Tombstone report: {report['table']}", ""]
     out += [f"- {line}" for line in _tombstone_lines(report)]
     headers, rows = _tombstone_rows(report)
     if rows:
-        out += ["", "## Per partition", "", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-        out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+        out += ["", "## Per partition", "", *_md_table(headers, rows)]
     return "\n".join(out) + "\n"
 
 
-def tombstone_html(report: dict[str, Any]) -> str:
-    """A tombstone report as a standalone HTML page (every value escaped)."""
-    e = html.escape
-    items = "".join(f"<li>{e(line)}</li>" for line in _tombstone_lines(report))
-    headers, rows = _tombstone_rows(report)
-    table = ""
+def _check_rows(result: Mapping[str, Any]) -> list[list[str]]:
+    return [[c["name"], "passed" if c["passed"] else "FAILED", c["message"]] for c in result.get("checks") or ()]
+
+
+def _version_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per checked version (`commit_checks.per_version`), else the result's own version,
+    with the names of the checks that failed there."""
+    commit = result.get("commit_checks") or {}
+    failed: dict[int, list[str]] = {}
+    for f in commit.get("failures") or ():
+        names = failed.setdefault(f["version"], [])
+        if f["check"] not in names:
+            names.append(f["check"])
+    per_version = commit.get("per_version") or []
+    if not per_version:
+        summary = result.get("file_summary") or {}
+        per_version = [
+            {
+                "version": result.get("version"),
+                "operation": result.get("operation"),
+                "num_files": summary.get("num_files", result.get("num_files")),
+                "size_bytes": summary.get("size_bytes", result.get("size_bytes")),
+                "small_files": summary.get("small_files"),
+                "small_file_ratio": summary.get("small_file_ratio"),
+            }
+        ]
+        failed = {result.get("version"): [c["name"] for c in result.get("checks") or () if not c["passed"]]}
+    return [{**row, "failed_checks": failed.get(row["version"], [])} for row in per_version]
+
+
+def _snapshot_lines(result: Mapping[str, Any]) -> list[str]:
+    s = result.get("file_summary") or {}
+    proto = result.get("protocol") or {}
+    lines = [
+        f"Table: {result['table']}",
+        f"Version: {result['version']} ({result.get('operation') or 'no commitInfo'}, {result.get('timestamp')})",
+        f"Protocol: reader {proto.get('min_reader_version')}, writer {proto.get('min_writer_version')}",
+        f"Active files: {result.get('num_files')} ({human_bytes(result.get('size_bytes'))})",
+        f"Tombstones inside retention: {result.get('num_tombstones')}",
+    ]
+    if s:
+        lines.append(
+            f"Small files (under {human_bytes(s.get('small_file_bytes'))}): {s.get('small_files')} "
+            f"({_percent(s.get('small_file_ratio'))}); sizes {human_bytes(s.get('min_size'))} "
+            f"to {human_bytes(s.get('max_size'))}"
+        )
+    if result.get("commit_checks"):
+        c = result["commit_checks"]
+        lines.append(
+            f"Versions checked: {len(c.get('checked_versions') or ())} in ({c['since_version']}, {c['until_version']}]"
+            + (f"; first failing version {c['first_failing_version']}" if c.get("first_failing_version") else "")
+        )
+    failed = [m for m in (result.get("checks_failed"), result.get("commit_checks_failed")) if m]
+    lines.append("Checks: " + ("; ".join(failed) if failed else "all passed" if _has_checks(result) else "none"))
+    return lines
+
+
+def _has_checks(result: Mapping[str, Any]) -> bool:
+    return bool(result.get("checks") or result.get("commit_checks"))
+
+
+def snapshot_markdown(result: Mapping[str, Any]) -> str:
+    """A snapshot result (with its checks) as Markdown."""
+    out = [f"# Snapshot report: {result['table']}", ""]
+    out += [f"- {line}" for line in _snapshot_lines(result)]
+    if result.get("checks"):
+        out += [
+            "",
+            f"## Checks at version {result['version']}",
+            "",
+            *_md_table(["check", "result", "message"], _check_rows(result)),
+        ]
+    commit = result.get("commit_checks") or {}
+    if commit.get("per_version"):
+        rows = [
+            [str(r["version"]), r.get("operation") or "-", str(r["num_files"]), human_bytes(r["size_bytes"]),
+             str(r.get("small_files", "-")), ", ".join(r["failed_checks"]) or "passed"]
+            for r in _version_rows(result)
+        ]  # fmt: skip
+        out += [
+            "",
+            "## Per version",
+            "",
+            *_md_table(["version", "operation", "files", "size", "small files", "checks"], rows),
+        ]
+    if commit.get("failures"):
+        rows = [[str(f["version"]), f["check"], f["message"]] for f in commit["failures"]]
+        out += ["", "## Failures", "", *_md_table(["version", "check", "message"], rows)]
+    return "\n".join(out) + "\n"
+
+
+def _vacuum_partitions(result: Mapping[str, Any]) -> list[tuple[str, Mapping[str, int]]]:
+    parts = (result.get("partitions") or {}).items()
+    return sorted(parts, key=lambda kv: (-kv[1]["bytes"], kv[0]))
+
+
+def _vacuum_lines(result: Mapping[str, Any]) -> list[str]:
+    retention_h = result["retention_ms"] / _HOUR_MS
+    lines = [
+        f"Table: {result['table']}",
+        f"Version: {result['version']}",
+        f"Mode: {result['mode']}",
+        f"Retention: {human_hours(retention_h)}; cutoff {result.get('cutoff') or _ms(result.get('cutoff_ms'))}",
+    ]
+    if result.get("dry_run", True):
+        lines.append(
+            f"Dry run: nothing was deleted. {result['num_files']} files ({human_bytes(result['bytes'])}) would be."
+        )
+    else:
+        lines.append(
+            f"Deleted: {result.get('deleted', 0)} files ({human_bytes(result.get('deleted_bytes'))}), "
+            f"{result.get('directories', 0)} empty directories"
+        )
+        if result.get("dropped"):
+            lines.append(f"Kept after re-validation: {len(result['dropped'])} planned files")
+        if result.get("audit_versions"):
+            lines.append(f"Audit commits: versions {', '.join(map(str, result['audit_versions']))}")
+    return lines
+
+
+def vacuum_markdown(result: Mapping[str, Any]) -> str:
+    """A VACUUM result (`VacuumResult.to_dict()`: plan, and what was deleted) as Markdown."""
+    out = [f"# VACUUM report: {result['table']}", ""]
+    out += [f"- {line}" for line in _vacuum_lines(result)]
+    rows = [[k or "(table root)", str(p["files"]), human_bytes(p["bytes"])] for k, p in _vacuum_partitions(result)]
     if rows:
-        head = "".join(f"<th>{e(h)}</th>" for h in headers)
-        body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in rows)
-        table = f"<h2>Per partition</h2><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-    title = e(f"Tombstone report: {report['table']}")
-    return (
-        f'<!doctype html><html><head><meta charset="utf-8"><title>{title}</title>'
-        "<style>body{font-family:sans-serif}td,th{padding:2px 8px;text-align:left}</style></head>"
-        f"<body><h1>{title}</h1><ul>{items}</ul>{table}</body></html>\n"
+        out += ["", "## Per directory", "", *_md_table(["directory", "files", "bytes"], rows)]
+    return "\n".join(out) + "\n"
+
+
+def render_markdown(kind: str, result: Mapping[str, Any]) -> str:
+    """`result` (of the action `kind`, one of `REPORT_KINDS`) as Markdown."""
+    renderers: dict[str, Callable[[Mapping[str, Any]], str]] = {
+        "tombstones": tombstone_markdown,
+        "snapshot": snapshot_markdown,
+        "vacuum": vacuum_markdown,
+    }
+    return renderers[_check_kind(kind)](result)
+
+
+def _check_kind(kind: str) -> str:
+    if kind not in REPORT_KINDS:
+        raise ValueError(f"no report for {kind!r}; reports exist for {list(REPORT_KINDS)}")
+    return kind
+
+
+# -- charts ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Chart:
+    """One inline SVG chart: `id` (unique in the page), title, a sentence saying what it shows."""
+
+    id: str
+    title: str
+    description: str
+    svg: Markup
+
+
+def _figure(width: float, height: float) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+_SVG_START = re.compile(r"<svg\b")
+
+
+def _chart(fig: Figure, chart_id: str, title: str, description: str) -> Chart:
+    """`fig` as inline SVG: text kept as text (selectable, scalable), ids salted per chart so several
+    charts share a page, no XML prolog or creation date."""
+    import matplotlib
+    from markupsafe import Markup, escape
+
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": chart_id}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    text = buf.getvalue()
+    start = _SVG_START.search(text)
+    assert start is not None, "matplotlib wrote no <svg> element"
+    svg = text[start.start() :]
+    open_end = svg.index(">") + 1
+    head = svg[:open_end].replace("<svg", f'<svg role="img" aria-labelledby="{chart_id}-title"', 1)
+    svg = f'{head}<title id="{chart_id}-title">{escape(title)}</title>{svg[open_end:]}'
+    return Chart(chart_id, title, description, Markup(svg))
+
+
+def _style(ax: Axes) -> None:
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.set_axisbelow(True)
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _partition_chart(report: Mapping[str, Any]) -> Chart | None:
+    parts = report.get("partitions") or {}
+    if not parts or not report.get("num_tombstones"):
+        return None
+    ranked = sorted(parts.items(), key=lambda kv: (-kv[1]["reclaimable_bytes"], -kv[1]["retained_bytes"], kv[0]))
+    shown = ranked[:MAX_CHART_PARTITIONS]
+    largest = max(p["reclaimable_bytes"] + p["retained_bytes"] for _, p in shown)
+    divisor, unit = _byte_unit(largest)
+    labels = [_short(k or "(unpartitioned)") for k, _ in shown][::-1]
+    reclaimable = [p["reclaimable_bytes"] / divisor for _, p in shown][::-1]
+    retained = [p["retained_bytes"] / divisor for _, p in shown][::-1]
+    fig = _figure(10, 1.2 + 0.32 * len(shown))
+    ax = fig.add_subplot()
+    _style(ax)
+    ax.barh(labels, reclaimable, color=_RED, label="past retention (reclaimable by VACUUM)")
+    ax.barh(labels, retained, left=reclaimable, color=_BLUE, label="retained")
+    ax.set_xlabel(f"bytes of tombstones ({unit})")
+    ax.grid(axis="x", color="#dddddd")
+    ax.legend(loc="lower right", frameon=False, fontsize="small")
+    more = len(ranked) - len(shown)
+    description = "Bytes of removed files per partition, largest reclaimable first" + (
+        f" (the {len(shown)} largest of {len(ranked)} partitions)." if more else "."
     )
+    return _chart(fig, "chart-partitions", "Reclaimable bytes per partition", description)
+
+
+def _vacuum_chart(result: Mapping[str, Any]) -> Chart | None:
+    ranked = [(k, p) for k, p in _vacuum_partitions(result) if p["files"]]
+    if not ranked:
+        return None
+    shown = ranked[:MAX_CHART_PARTITIONS]
+    divisor, unit = _byte_unit(max(p["bytes"] for _, p in shown))
+    fig = _figure(10, 1.2 + 0.32 * len(shown))
+    ax = fig.add_subplot()
+    _style(ax)
+    labels = [_short(k or "(table root)") for k, _ in shown][::-1]
+    bars = ax.barh(labels, [p["bytes"] / divisor for _, p in shown][::-1], color=_RED)
+    ax.bar_label(bars, labels=[f"{p['files']:,} files" for _, p in shown][::-1], fontsize="x-small", padding=3)
+    ax.set_xlabel(f"bytes ({unit})")
+    ax.grid(axis="x", color="#dddddd")
+    ax.margins(x=0.12)
+    verb = "would delete" if result.get("dry_run", True) else "deleted"
+    more = len(ranked) - len(shown)
+    description = f"Bytes VACUUM {verb} per directory, largest first" + (
+        f" (the {len(shown)} largest of {len(ranked)} directories)." if more else "."
+    )
+    title = "Files to delete per directory" if result.get("dry_run", True) else "Files deleted per directory"
+    return _chart(fig, "chart-vacuum", title, description)
+
+
+def _range_label(lo: float, hi: float | None, fmt: Callable[[float], str]) -> str:
+    if hi is None:
+        return f"≥ {fmt(lo)}"
+    if lo == 0:
+        return f"< {fmt(hi)}"
+    return f"{fmt(lo)}\N{EN DASH}{fmt(hi)}"
+
+
+def _edge_line(ax: Axes, flags: Sequence[bool], text: str) -> None:
+    """A dashed line between the last bar with a false flag and the first with a true one."""
+    index = next((i for i, f in enumerate(flags) if f), len(flags))
+    x = index - 0.5
+    ax.axvline(x, color="#333333", linestyle="--", linewidth=1)
+    ax.annotate(text, (x, 1), xycoords=("data", "axes fraction"), xytext=(4, -2), textcoords="offset points",
+                va="top", fontsize="small")  # fmt: skip
+
+
+def _age_chart(report: Mapping[str, Any]) -> Chart | None:
+    hist = report.get("deletion_age_histogram")
+    if not hist or not (hist["buckets"] or hist["without_timestamp"]["count"]):
+        return None
+    buckets = list(hist["buckets"])
+    labels = [_range_label(b["min_hours"], b["max_hours"], human_hours) for b in buckets]
+    values = [b["bytes"] for b in buckets]
+    counts = [b["count"] for b in buckets]
+    colors = [_RED if b["expired"] else _BLUE for b in buckets]
+    flags = [b["expired"] for b in buckets]
+    if hist["without_timestamp"]["count"]:
+        labels.append("no timestamp")
+        values.append(hist["without_timestamp"]["bytes"])
+        counts.append(hist["without_timestamp"]["count"])
+        colors.append(_GREY)
+    divisor, unit = _byte_unit(max([*values, 1]))
+    fig = _figure(10, 3.6)
+    ax = fig.add_subplot()
+    _style(ax)
+    bars = ax.bar(range(len(labels)), [v / divisor for v in values], color=colors)
+    ax.bar_label(bars, labels=[f"{c:,}" if c else "" for c in counts], fontsize="x-small", padding=2)
+    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize="small")
+    ax.set_ylabel(f"bytes ({unit})")
+    ax.set_xlabel("age of the tombstone (time since the file was removed); bar labels: files")
+    ax.grid(axis="y", color="#dddddd")
+    ax.margins(y=0.15)
+    if buckets:
+        _edge_line(ax, flags, f"retention {human_hours(hist['retention_hours'])}")
+    description = (
+        "Bytes of removed files by how long ago they were removed. Right of the dashed line they are past "
+        "the retention window: VACUUM may delete them."
+    )
+    return _chart(fig, "chart-deletion-ages", "Deletion age against the retention cutoff", description)
+
+
+def _versions_chart(rows: Sequence[Mapping[str, Any]]) -> Chart | None:
+    rows = [r for r in rows if r.get("num_files") is not None]
+    if not rows:
+        return None
+    from matplotlib.ticker import MaxNLocator
+
+    versions = [r["version"] for r in rows]
+    divisor, unit = _byte_unit(max(r["size_bytes"] or 0 for r in rows))
+    marker = "o" if len(rows) <= 60 else None
+    fig = _figure(10, 4.2)
+    files_ax, bytes_ax = fig.subplots(2, 1, sharex=True)
+    for ax in (files_ax, bytes_ax):
+        _style(ax)
+        ax.grid(color="#eeeeee")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    files_ax.plot(versions, [r["num_files"] for r in rows], color=_BLUE, marker=marker, label="active files")
+    if all(r.get("small_files") is not None for r in rows):
+        small = [r["small_files"] for r in rows]
+        files_ax.plot(versions, small, color=_RED, marker=marker, linestyle="--", label="small files")
+    files_ax.set_ylabel("files")
+    files_ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    files_ax.legend(frameon=False, fontsize="small")
+    bytes_ax.plot(versions, [(r["size_bytes"] or 0) / divisor for r in rows], color=_GREEN, marker=marker)
+    bytes_ax.set_ylabel(f"size ({unit})")
+    files_top = max(max(r["num_files"] for r in rows), 1)
+    bytes_top = max(max((r["size_bytes"] or 0) for r in rows) / divisor, 1)
+    files_ax.set_ylim(0, files_top * 1.1)  # from zero: a few more files should look like a few more
+    bytes_ax.set_ylim(0, bytes_top * 1.1)
+    bytes_ax.set_xlabel("table version")
+    if len(versions) == 1:
+        files_ax.set_xlim(versions[0] - 1, versions[0] + 1)
+    description = f"Active files and their total size at {'each checked version' if len(rows) > 1 else 'this version'}."
+    return _chart(fig, "chart-versions", "Files and bytes over versions", description)
+
+
+def _size_chart(result: Mapping[str, Any]) -> Chart | None:
+    hist = result.get("file_size_histogram")
+    if not hist or not hist["num_files"]:
+        return None
+    buckets = hist["buckets"]
+    labels = [_range_label(b["min_bytes"], b["max_bytes"], human_bytes) for b in buckets]
+    fig = _figure(10, 3.6)
+    ax = fig.add_subplot()
+    _style(ax)
+    bars = ax.bar(
+        range(len(buckets)), [b["count"] for b in buckets], color=[_RED if b["small"] else _BLUE for b in buckets]
+    )
+    ax.bar_label(
+        bars, labels=[human_bytes(b["bytes"]) if b["count"] else "" for b in buckets], fontsize="x-small", padding=2
+    )
+    ax.set_xticks(range(len(buckets)), labels, rotation=30, ha="right", fontsize="small")
+    ax.set_ylabel("files")
+    ax.set_xlabel("file size; bar labels: bytes in the bucket")
+    ax.grid(axis="y", color="#dddddd")
+    ax.margins(y=0.15)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    _edge_line(ax, [not b["small"] for b in buckets], f"small-file threshold {human_bytes(hist['small_file_bytes'])}")
+    description = "Active files by size. Left of the dashed line they count as small files (OPTIMIZE compacts them)."
+    return _chart(fig, "chart-file-sizes", "File sizes", description)
+
+
+def _checks_chart(result: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> Chart | None:
+    commit = result.get("commit_checks")
+    if not commit or not rows:
+        return None
+    from matplotlib.ticker import MaxNLocator
+
+    versions = [r["version"] for r in rows]
+    failed = [len(r["failed_checks"]) for r in rows]
+    fig = _figure(10, 2.6)
+    ax = fig.add_subplot()
+    _style(ax)
+    ax.bar(versions, failed, color=_RED, width=0.8, label="failed checks")
+    passed = [v for v, n in zip(versions, failed, strict=True) if not n]
+    ax.plot(passed, [0] * len(passed), linestyle="none", marker="o", color=_GREEN, label="all checks passed")
+    missing = list(commit.get("missing_versions") or ()) + list(commit.get("unchecked_versions") or ())
+    if missing:
+        ax.plot(missing, [0] * len(missing), linestyle="none", marker="x", color=_GREY, label="not checked")
+    ax.set_ylim(bottom=-0.3, top=max([*failed, 1]) + 0.5)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("failed checks")
+    ax.set_xlabel("table version")
+    ax.grid(axis="y", color="#eeeeee")
+    ax.legend(frameon=False, fontsize="small", loc="upper left")
+    description = "How many checks failed at each version of the range (state checks and commit checks)."
+    return _chart(fig, "chart-checks", "Check results per version", description)
+
+
+# -- HTML ------------------------------------------------------------------------------------------------
+def _environment() -> jinja2.Environment:
+    try:
+        import jinja2
+        import matplotlib  # noqa: F401 - fail here, naming both, rather than halfway through a page
+    except ImportError as exc:  # pragma: no cover - both come with the provider's dependencies
+        raise ImportError(f"HTML reports need jinja2 and matplotlib ({exc}); Markdown reports need neither") from exc
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("airflow_delta_provider.commands", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(bytes=human_bytes, hours=human_hours, when=_when, percent=_percent, short=_short)
+    return env
+
+
+def _tombstone_context(report: Mapping[str, Any]) -> dict[str, Any]:
+    ranked = sorted(
+        (report.get("partitions") or {}).items(),
+        key=lambda kv: (-kv[1]["reclaimable_bytes"], -kv[1]["retained_bytes"], kv[0]),
+    )
+    charts = [c for c in (_partition_chart(report), _age_chart(report)) if c is not None]
+    return {
+        "title": f"Tombstone report: {report['table']}",
+        "r": report,
+        "retention": _retention_text(report["retention"], short=True),
+        "partitions": ranked[:MAX_TABLE_ROWS],
+        "partitions_left_out": max(len(ranked) - MAX_TABLE_ROWS, 0),
+        "charts": charts,
+    }
+
+
+def _failed_items(result: Mapping[str, Any]) -> list[str]:
+    """One line per failed check at the result's version, and one for the range's failures."""
+    items = [f"{c['name']}: {c['message']}" for c in result.get("checks") or () if not c["passed"]]
+    commit = result.get("commit_checks") or {}
+    failures = commit.get("failures") or []
+    if failures:
+        versions = sorted({f["version"] for f in failures})
+        checks = sorted({f["check"] for f in failures})
+        items.append(
+            f"{len(failures)} failed check{'s' * (len(failures) != 1)} at {len(versions)} of "
+            f"{len(commit.get('checked_versions') or ())} checked versions, first at version {versions[0]} "
+            f"({', '.join(checks)}): see Failures below"
+        )
+    return items
+
+
+def _snapshot_context(result: Mapping[str, Any]) -> dict[str, Any]:
+    rows = _version_rows(result)
+    commit = result.get("commit_checks") or {}
+    charts = [c for c in (_versions_chart(rows), _size_chart(result), _checks_chart(result, rows)) if c is not None]
+    failures = list(commit.get("failures") or ())
+    return {
+        "title": f"Snapshot report: {result['table']}",
+        "r": result,
+        "summary": result.get("file_summary") or {},
+        "commit": commit,
+        "versions": rows[-MAX_TABLE_ROWS:],
+        "versions_left_out": max(len(rows) - MAX_TABLE_ROWS, 0),
+        "failures": failures[:MAX_TABLE_ROWS],
+        "failures_left_out": max(len(failures) - MAX_TABLE_ROWS, 0),
+        "failed_items": _failed_items(result),
+        "has_checks": _has_checks(result),
+        "charts": charts,
+    }
+
+
+def _vacuum_context(result: Mapping[str, Any]) -> dict[str, Any]:
+    dry_run = result.get("dry_run", True)
+    files = sorted(result.get("files") or (), key=lambda f: (-int(f.get("size") or 0), f["path"]))
+    parts = _vacuum_partitions(result)
+    return {
+        "title": f"VACUUM {'plan' if dry_run else 'report'}: {result['table']}",
+        "r": result,
+        "dry_run": dry_run,
+        "retention_hours": result["retention_ms"] / _HOUR_MS,
+        "partitions": parts[:MAX_TABLE_ROWS],
+        "partitions_left_out": max(len(parts) - MAX_TABLE_ROWS, 0),
+        "files": files[:MAX_TABLE_ROWS],
+        "files_left_out": max(len(files) - MAX_TABLE_ROWS, 0),
+        "charts": [c for c in (_vacuum_chart(result),) if c is not None],
+    }
+
+
+def render_html(kind: str, result: Mapping[str, Any]) -> str:
+    """`result` (of the action `kind`, one of `REPORT_KINDS`) as one self-contained HTML page."""
+    from .. import __version__
+
+    contexts: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+        "tombstones": _tombstone_context,
+        "snapshot": _snapshot_context,
+        "vacuum": _vacuum_context,
+    }
+    context = contexts[_check_kind(kind)](result)
+    page = _environment().get_template(f"{kind}.html.j2").render(**context, kind=kind, provider_version=__version__)
+    return page if page.endswith("\n") else page + "\n"
+
+
+def tombstone_html(report: Mapping[str, Any]) -> str:
+    """A tombstone report as a standalone HTML page (`render_html("tombstones", report)`)."""
+    return render_html("tombstones", report)
+
+
+def snapshot_html(result: Mapping[str, Any]) -> str:
+    """A snapshot result as a standalone HTML page (`render_html("snapshot", result)`)."""
+    return render_html("snapshot", result)
+
+
+#: Which renderer makes each report format (`--report-formats`).
+RENDERERS: dict[str, Callable[[str, Mapping[str, Any]], str]] = {"md": render_markdown, "html": render_html}

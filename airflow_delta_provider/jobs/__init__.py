@@ -20,7 +20,9 @@ def job_script() -> str:
 
 
 def _sources() -> list[Path]:
-    return sorted(p for p in PACKAGE_ROOT.rglob("*.py") if "__pycache__" not in p.parts)
+    """The package's modules and the report templates they render."""
+    files = [*PACKAGE_ROOT.rglob("*.py"), *PACKAGE_ROOT.rglob("*.j2")]
+    return sorted(p for p in files if "__pycache__" not in p.parts)
 
 
 def build_py_files_zip(directory: str | os.PathLike[str] | None = None) -> str:
