@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+#: Where the provider's documentation lives. Airflow 3.3 reads the installed distribution's
+#: `Project-URL: Documentation` (pyproject `[project.urls]`) for the providers page and overrides
+#: `documentation-url` below with it; keep the two the same.
+DOCUMENTATION_URL = "https://pypi.org/project/airflow-delta-provider/"
+
 
 def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-delta-provider",
         "name": "Delta Lake",
         "description": "Watch Delta Lake tables and keep them healthy: a version sensor and trigger, snapshot "
-        "replay with checks, and tombstone (VACUUM) reports, replayed on a SparkSubmit connection.",
+        "replay with checks, tombstone (VACUUM) reports, checkpoints and log cleanup, in the worker or on a "
+        "SparkSubmit connection.",
+        "documentation-url": DOCUMENTATION_URL,
         "integrations": [
             {
                 "integration-name": "Delta Lake",
@@ -22,4 +29,5 @@ def get_provider_info() -> dict[str, Any]:
         "sensors": [{"integration-name": "Delta Lake", "python-modules": ["airflow_delta_provider.sensors.delta"]}],
         "triggers": [{"integration-name": "Delta Lake", "python-modules": ["airflow_delta_provider.triggers.delta"]}],
         "hooks": [{"integration-name": "Delta Lake", "python-modules": ["airflow_delta_provider.hooks.delta"]}],
+        "extra-links": ["airflow_delta_provider.operators.delta.DeltaResultLink"],
     }

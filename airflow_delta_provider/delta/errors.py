@@ -205,6 +205,21 @@ class StorageError(DeltaError):
         super().__init__(message, table=table, version=version, file=file)
 
 
+class BucketNotFoundError(StorageError):
+    """The bucket (container) holding the table does not exist: a configuration error, not a table to
+    wait for. Permanent (`transient=False`)."""
+
+    error_class = "DELTA_BUCKET_NOT_FOUND"
+
+
+class TableRecreatedError(DeltaError):
+    """The table's latest version fell below the version waited past: it was deleted and created again
+    (or the reference version belongs to another table). Permanent: pass `allow_recreation=True` to fire
+    on the new table's versions instead."""
+
+    error_class = "DELTA_TABLE_RECREATED"
+
+
 class ResourceLimitError(DeltaError):
     """The local engine would exceed a configured memory limit: use the Spark engine."""
 

@@ -7,6 +7,11 @@ result back; a small summary is the XCom value, the full result stays at `result
 
 `submit=False` runs the same job code in the worker process with the local engine: no JVM, which is
 what DAG unit tests want (see `airflow_delta_provider.testing`).
+
+Provider conventions: each task links to its result (`DeltaResultLink`, the HTML report when there is
+one), answers OpenLineage (`get_openlineage_facets_on_complete`, see `airflow_delta_provider.lineage`),
+and templates its connection ids (`conn_id`, `storage_conn_id`). spark-submit runs with
+`spark.log.level=WARN` unless `conf` sets it, so Spark's INFO lines stay out of the task log.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.providers.common.compat.sdk import AirflowException
+from airflow.providers.common.compat.sdk import AirflowException, BaseOperatorLink, XCom
 
 try:
     from airflow.providers.common.compat.sdk import AirflowFailException
@@ -32,6 +37,7 @@ except ImportError:  # pragma: no cover
 from ..commands.checks import KNOWN_CHECKS, failed_checks_message, validate_checks
 from ..commands.command import ENGINES, Request, execute, plan_engine, read_result
 from ..commands.commit_checks import validate_commit_checks, version_ranges
+from ..commands.reports import REPORT_KINDS
 from ..delta.engines.spark import SPARK_CONF
 from ..delta.errors import DeltaError, error_from_dict
 from ..jobs import build_py_files_zip, job_script
@@ -40,6 +46,11 @@ from ..version_watch import as_version, last_version
 
 if TYPE_CHECKING:  # pragma: no cover
     from airflow.providers.common.compat.sdk import Context
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+#: Conf every spark-submit gets unless the operator's `conf` sets the key: Spark 4's driver log level
+#: (applied as the SparkContext starts), so the task log shows the job's lines and Spark's warnings only.
+SUBMIT_CONF_DEFAULTS: dict[str, str] = {"spark.log.level": "WARN"}
 
 
 class DeltaJobError(AirflowException):
@@ -77,6 +88,31 @@ def spark_target(conn_id: str, deploy_mode: str | None = None) -> tuple[str, str
     return master, deploy_mode or extra.get("deploy-mode"), extra.get("spark-binary") or "spark-submit"
 
 
+def result_link(summary: Any) -> str:
+    """The URL of a task's report from its XCom summary: the HTML report when there is one, else the
+    full JSON result (`result_uri`); `file://` for a local path, the object-store URI otherwise; "" when
+    the result was not kept (no `result_uri`)."""
+    if not isinstance(summary, Mapping):
+        return ""
+    reports = summary.get("reports")
+    target = (reports.get("html") if isinstance(reports, Mapping) else None) or summary.get("result_uri")
+    if not isinstance(target, str) or not target:
+        return ""
+    from ..delta.storage import is_local, local_path
+
+    return "file://" + local_path(target) if is_local(target) else target
+
+
+class DeltaResultLink(BaseOperatorLink):
+    """The "Delta report" link: the task's HTML report or full JSON result, read from its XCom
+    (`reports.html`, else `result_uri`). Empty (hidden) when the task kept no result."""
+
+    name = "Delta report"
+
+    def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        return result_link(XCom.get_value(ti_key=ti_key, key="return_value"))
+
+
 class DeltaJobOperator(SparkSubmitOperator):
     """Run one command-layer action on a table (base of the concrete operators).
 
@@ -86,6 +122,9 @@ class DeltaJobOperator(SparkSubmitOperator):
     log listing first and runs in process when the local engine will do it (the log segment is under
     `auto_threshold_mb` and its state fits the local memory limit), else submits with the Spark
     engine. The task log says which engine ran, why, and where the result went.
+
+    `conn_id` and `storage_conn_id` are templated; the task links to its report (`DeltaResultLink`)
+    and reports OpenLineage (the table as an input dataset, the operation as a run facet).
     """
 
     action: str = ""
@@ -96,7 +135,10 @@ class DeltaJobOperator(SparkSubmitOperator):
         "timestamp",
         "result_uri",
         "retention_hours",
+        "conn_id",
+        "storage_conn_id",
     )
+    operator_extra_links = (DeltaResultLink(),)
 
     def __init__(
         self,
@@ -115,6 +157,7 @@ class DeltaJobOperator(SparkSubmitOperator):
         conn_id: str = "spark_default",
         retention_hours: float | str | None = None,
         deploy_mode: str | None = None,
+        report_formats: Sequence[str] = ("md", "html"),
         **kwargs: Any,
     ) -> None:
         if engine not in ENGINES:
@@ -135,8 +178,12 @@ class DeltaJobOperator(SparkSubmitOperator):
         self.submit = submit
         self.ship_library = ship_library
         self.retention_hours = retention_hours
+        self.conn_id = conn_id
         self.spark_conn_id = conn_id
         self.spark_deploy_mode = deploy_mode
+        self.report_formats = tuple(report_formats)
+        #: The last job result this instance saw (success or error), for OpenLineage after the task.
+        self._delta_result: dict[str, Any] | None = None
 
     # -- the request ----------------------------------------------------------------------------------
     def build_request(self, storage_options: Mapping[str, Any]) -> Request:
@@ -163,7 +210,10 @@ class DeltaJobOperator(SparkSubmitOperator):
         return {}
 
     def report_formats_for(self, result_uri: str | None) -> Sequence[str]:
-        return ()
+        """The renderings written beside a kept result (an action without a report gets none)."""
+        if not result_uri or self.action not in REPORT_KINDS:
+            return ()
+        return self.report_formats
 
     def job_arguments(self, result_uri: str, storage_options: Mapping[str, Any] | None = None) -> list[str]:
         """The spark-submit job's argv for this task (no secrets: credentials travel in the environment)."""
@@ -210,7 +260,7 @@ class DeltaJobOperator(SparkSubmitOperator):
         self.application_args = job_argv(request, result_uri, self.report_formats_for(self.result_uri))
         if self.ship_library:
             self.py_files = ",".join(filter(None, [self.py_files, build_py_files_zip()]))
-        conf = {**SPARK_CONF, **(self.conf or {})}
+        conf = {**SPARK_CONF, **SUBMIT_CONF_DEFAULTS, **(self.conf or {})}
         if deploy_mode != "cluster":  # a driver that runs here runs this interpreter, which has the provider
             defaults = {"spark.pyspark.driver.python": sys.executable}
             if master.startswith("local"):
@@ -237,6 +287,7 @@ class DeltaJobOperator(SparkSubmitOperator):
         except AirflowException as exc:
             result = read_result(result_uri, options)
             if result is not None and result.get("status") == "error":
+                self._delta_result = result
                 raise DeltaJobError(error_from_dict(result), result) from exc
             raise
         result = read_result(result_uri, options)
@@ -250,6 +301,7 @@ class DeltaJobOperator(SparkSubmitOperator):
         return result
 
     def execute(self, context: Context) -> Any:
+        self._conn_id = self.spark_conn_id = self.conn_id  # rendered now (templated)
         result_uri, tmp = self._result_target(context)
         options = self._storage_options()
         request = self.build_request(options)
@@ -261,6 +313,7 @@ class DeltaJobOperator(SparkSubmitOperator):
                 result = self._run_submitted(context, request, options, result_uri)
             else:
                 result = self._run_auto(context, request, options, result_uri)
+            self._delta_result = result
             if result.get("status") != "success":
                 raise DeltaJobError(error_from_dict(result), result)
             self.log.info("%s ran on the %s engine; result at %s", self.action, result.get("engine"), result_uri)
@@ -287,6 +340,36 @@ class DeltaJobOperator(SparkSubmitOperator):
 
     def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
         raise NotImplementedError
+
+    # -- OpenLineage ----------------------------------------------------------------------------------
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage | None:
+        """The table as an input dataset (namespace/name per OpenLineage's naming spec; schema, version,
+        storage facets) and the operation as the `delta_operation` run facet. None when the task ran no
+        job in this process or the OpenLineage provider is absent."""
+        if self._delta_result is None:
+            return None
+        try:
+            from ..lineage import operator_lineage
+        except ImportError:  # the OpenLineage client is not installed: no lineage
+            return None
+        options = self._storage_options() if self.storage_conn_id else None
+        return operator_lineage(self.action, self._delta_result, storage_options=options)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage | None:
+        """As on completion: a failed check is reported as a failed data quality assertion."""
+        return self.get_openlineage_facets_on_complete(task_instance)
+
+
+def as_flag(value: Any, name: str) -> bool:
+    """A templated boolean (rendered templates are strings: "True", "false", "1", "")."""
+    if isinstance(value, bool) or value is None:
+        return bool(value)
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off", "", "none"):
+        return False
+    raise ValueError(f"{name} must be a boolean, got {value!r}")
 
 
 #: `since_version` default: the version the previous successful run of this task checked (its XCom).
@@ -376,6 +459,7 @@ class SnapshotReplayOperator(DeltaJobOperator):
             "checked_versions": result.get("checked_versions", [result["version"]]),
             "first_failing_version": result.get("first_failing_version"),
             "result_uri": result_uri,
+            "reports": result.get("reports", {}),
         }
         failed = failed_checks_message(result.get("checks", []))
         if failed and summary["first_failing_version"] is None:
@@ -410,13 +494,6 @@ class TombstoneReportOperator(DeltaJobOperator):
     """
 
     action = "tombstones"
-
-    def __init__(self, *, report_formats: Sequence[str] = ("md", "html"), **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.report_formats = tuple(report_formats)
-
-    def report_formats_for(self, result_uri: str | None) -> Sequence[str]:
-        return self.report_formats if result_uri else ()  # renderings live beside a kept result
 
     def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
         keys = (
@@ -494,14 +571,15 @@ class DeltaLogCleanupOperator(DeltaJobOperator):
     """
 
     action = "cleanup_log"
+    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "apply")
 
-    def __init__(self, *, apply: bool = False, write_checkpoint_first: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *, apply: bool | str = False, write_checkpoint_first: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.apply = apply
         self.write_checkpoint_first = write_checkpoint_first
 
     def extra_request_fields(self) -> dict[str, Any]:
-        return {"apply": bool(self.apply), "write_checkpoint_first": bool(self.write_checkpoint_first)}
+        return {"apply": as_flag(self.apply, "apply"), "write_checkpoint_first": bool(self.write_checkpoint_first)}
 
     def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
         keys = ("dry_run", "cutoff", "num_files", "bytes", "deleted", "earliest_readable_version")

@@ -13,13 +13,15 @@ try:
 except ImportError:  # pragma: no cover
     from airflow.sensors.base import PokeReturnValue
 
-from ..triggers.delta import DeltaVersionTrigger
-from ..version_watch import as_version, condition_met, is_transient, probe_version, version_event
+from ..triggers.delta import DeltaVersionTrigger, probe_table, recreated, recreation_error
+from ..version_watch import as_version, condition_met, is_transient, version_event
 
 if TYPE_CHECKING:  # pragma: no cover
     from airflow.providers.common.compat.sdk import Context
 
 BASELINE_KEY = "delta_version_baseline"
+#: Task state store key of the count of transient errors in a row (reschedule mode, Airflow 3.3+).
+TRANSIENT_ERRORS_KEY = "delta_transient_errors"
 
 
 class DeltaVersionSensor(BaseSensorOperator):
@@ -33,13 +35,24 @@ class DeltaVersionSensor(BaseSensorOperator):
       `target_version` or `newer_than`, or each reschedule captures a new baseline.
 
     A poll reads only `_last_checkpoint` and the `_delta_log` listing. A table that does not exist
-    yet is waited for unless `wait_for_table=False`. Transient storage errors (throttling,
-    timeouts) are retried on the next poll; permanent ones (a corrupt log, denied access) fail the
-    task. Returns `{version, table_uri, timestamp, operation}` as XCom and attaches the same dict
-    as `extra` to the events of its `outlets`.
+    yet is waited for unless `wait_for_table=False`; a missing bucket (`BucketNotFoundError`) or a
+    malformed endpoint (`InvalidArgumentError`) is an error, not a table to wait for. Transient
+    storage errors (throttling, timeouts) are retried on the next poll, up to `max_transient_errors`
+    in a row in every mode (the count survives reschedules in the task state store, Airflow 3.3+);
+    one more fails the task with the last error. Permanent errors (a corrupt log, denied access)
+    fail it at once.
+
+    **Recreation**: a latest version below `newer_than` (or the baseline) means the table was deleted
+    and created again. `allow_recreation=True` fires on it (the new table's latest version, with
+    `"recreated": true` in the XCom), as Databricks' Delta version sensor does; otherwise the task
+    fails with `TableRecreatedError` rather than wait for a version the new table may never reach.
+    (A `target_version` wait cannot tell a recreated table from one not there yet.)
+
+    Returns `{version, table_uri, timestamp, operation}` as XCom and attaches the same dict as `extra`
+    to the events of its `outlets`. `table_uri`, the versions and `storage_conn_id` are templated.
     """
 
-    template_fields: Sequence[str] = ("table_uri", "target_version", "newer_than")
+    template_fields: Sequence[str] = ("table_uri", "target_version", "newer_than", "storage_conn_id")
     ui_color = "#00add4"
 
     def __init__(
@@ -51,6 +64,7 @@ class DeltaVersionSensor(BaseSensorOperator):
         storage_conn_id: str | None = None,
         wait_for_table: bool = True,
         max_transient_errors: int = 5,
+        allow_recreation: bool = False,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
@@ -61,7 +75,9 @@ class DeltaVersionSensor(BaseSensorOperator):
         self.storage_conn_id = storage_conn_id
         self.wait_for_table = wait_for_table
         self.max_transient_errors = max_transient_errors
+        self.allow_recreation = allow_recreation
         self.deferrable = deferrable
+        self._transient_errors = 0  # poke mode: the same instance polls again
 
     # -- helpers --------------------------------------------------------------------------------------
     def _options(self) -> dict[str, Any]:
@@ -95,6 +111,8 @@ class DeltaVersionSensor(BaseSensorOperator):
     def _publish(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Attach the event to the outlets' asset events; return the XCom value."""
         payload = {k: event[k] for k in ("version", "table_uri", "timestamp", "operation")}
+        if event.get("recreated"):
+            payload["recreated"] = True
         outlet_events = context.get("outlet_events") if hasattr(context, "get") else None
         if outlet_events is not None:
             for outlet in self.outlets or ():
@@ -109,22 +127,72 @@ class DeltaVersionSensor(BaseSensorOperator):
         """(event if done, baseline) after one poll."""
         target, newer = self._targets()
         options = self._options()
-        version = probe_version(self.table_uri, options, wait_for_table=self.wait_for_table)
+        version = probe_table(self.table_uri, options, wait_for_table=self.wait_for_table)
         baseline = None if target is not None or newer is not None else self._baseline(context, version)
         self.log.info("%s: latest version %s", self.table_uri, "none yet" if version is None else version)
-        if version is not None and condition_met(version, target, newer, baseline):
+        if version is None:
+            return None, baseline
+        if recreated(version, target, newer, baseline):
+            if not self.allow_recreation:
+                raise recreation_error(self.table_uri, version, newer, baseline)
+            self.log.warning("%s was recreated: firing on its version %s", self.table_uri, version)
+            return {**version_event(self.table_uri, options, version), "recreated": True}, baseline
+        if condition_met(version, target, newer, baseline):
             return version_event(self.table_uri, options, version), baseline
         return None, baseline
+
+    def _stored_error_count(self, context: Context) -> tuple[Any | None, int]:
+        """(task state store, transient errors in a row it holds); (None, 0) without a working store
+        (Airflow < 3.3, or a bare unit-test context with no supervisor)."""
+        store = context.get("task_state_store") if hasattr(context, "get") else None
+        if store is None:
+            return None, 0
+        try:
+            return store, int(store.get(TRANSIENT_ERRORS_KEY) or 0)
+        except Exception:
+            return None, 0
+
+    def _count_transient_error(self, context: Context) -> int:
+        """One more transient error in a row; the count so far (persisted across reschedules when possible)."""
+        store, stored = self._stored_error_count(context)
+        if store is None:
+            self._transient_errors += 1
+            return self._transient_errors
+        store.set(TRANSIENT_ERRORS_KEY, stored + 1)
+        return stored + 1
+
+    def _reset_transient_errors(self, context: Context) -> None:
+        self._transient_errors = 0
+        store, stored = self._stored_error_count(context)
+        if store is not None and stored:
+            store.set(TRANSIENT_ERRORS_KEY, 0)
 
     # -- sensor ---------------------------------------------------------------------------------------
     def poke(self, context: Context) -> PokeReturnValue | bool:
         try:
             event, _ = self._check(context)
         except Exception as exc:
-            if is_transient(exc):
-                self.log.warning("transient error polling %s, will poll again: %s", self.table_uri, exc)
-                return False
-            raise
+            if not is_transient(exc):
+                raise
+            failures = self._count_transient_error(context)
+            if failures > self.max_transient_errors:
+                self._reset_transient_errors(context)  # a retry of the task starts counting afresh
+                self.log.error(
+                    "%s: %d transient errors in a row (max_transient_errors=%d): giving up",
+                    self.table_uri,
+                    failures,
+                    self.max_transient_errors,
+                )
+                raise
+            self.log.warning(
+                "transient error polling %s (%d/%d), will poll again: %s",
+                self.table_uri,
+                failures,
+                self.max_transient_errors,
+                exc,
+            )
+            return False
+        self._reset_transient_errors(context)
         if event is None:
             return False
         return PokeReturnValue(is_done=True, xcom_value=self._publish(context, event))
@@ -132,10 +200,17 @@ class DeltaVersionSensor(BaseSensorOperator):
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
             return super().execute(context)
-        event, baseline = self._check(context)
+        target, newer = self._targets()
+        try:
+            event, baseline = self._check(context)
+        except Exception as exc:
+            # With an explicit version the trigger can take over the retries; a baseline needs one good poll.
+            if not is_transient(exc) or (target is None and newer is None):
+                raise
+            self.log.warning("transient error polling %s, deferring to the trigger: %s", self.table_uri, exc)
+            event, baseline = None, None
         if event is not None:
             return self._publish(context, event)
-        target, newer = self._targets()
         self.defer(
             trigger=DeltaVersionTrigger(
                 self.table_uri,
@@ -146,6 +221,7 @@ class DeltaVersionSensor(BaseSensorOperator):
                 poll_interval=float(self.poke_interval),
                 wait_for_table=self.wait_for_table,
                 max_transient_errors=self.max_transient_errors,
+                allow_recreation=self.allow_recreation,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout) if self.timeout is not None else None,

@@ -14,13 +14,59 @@ try:  # Airflow 3: triggers usable by AssetWatcher must be event triggers
 except ImportError:  # pragma: no cover - Airflow 2
     from airflow.triggers.base import BaseTrigger as _BaseTrigger
 
-from ..delta.errors import VersionNotFoundError
+from ..delta.errors import (
+    DeltaError,
+    InvalidArgumentError,
+    TableNotFoundError,
+    TableRecreatedError,
+    VersionNotFoundError,
+)
 from ..version_watch import condition_met, is_transient, probe_version, version_event
 
 #: Prefix of the asset state store key holding a watcher's cursor (the last version it fired).
 CURSOR_KEY_PREFIX = "delta_last_version:"
 # Raised (as ValueError) by Airflow's AssetStateStoreAccessors when one trigger watches several assets.
 _MULTI_ASSET_ERROR = "concrete inlets and outlets"
+
+
+def recreated(version: int, target_version: int | None, newer_than: int | None, baseline: int | None) -> bool:
+    """Whether `version` went below the version waited past (`newer_than`, else the baseline): the table
+    was recreated. A `target_version` wait cannot tell (a lower version is simply not there yet)."""
+    if target_version is not None:
+        return False
+    reference = newer_than if newer_than is not None else baseline
+    return reference is not None and version < reference
+
+
+def recreation_error(table_uri: str, version: int, newer_than: int | None, baseline: int | None) -> TableRecreatedError:
+    what = f"newer_than={newer_than}" if newer_than is not None else f"the baseline version {baseline}"
+    return TableRecreatedError(
+        f"the latest version {version} is below {what}: the table was deleted and recreated (or the version "
+        "waited past belongs to another table); allow_recreation=True fires on the new table's versions",
+        table=table_uri,
+        version=version,
+    )
+
+
+def probe_table(table_uri: str, storage_options: dict[str, Any], *, wait_for_table: bool = True) -> int | None:
+    """`probe_version`, telling a misconfigured location from a table not created yet: a malformed S3
+    endpoint raises `InvalidArgumentError` before any request, and a missing table in a missing bucket
+    raises `BucketNotFoundError` (one HEAD of the bucket, only while the table is missing)."""
+    from ..hooks.delta import check_bucket, check_endpoint
+
+    check_endpoint(table_uri, storage_options)
+    try:
+        version = probe_version(table_uri, storage_options, wait_for_table=wait_for_table)
+    except TableNotFoundError:
+        check_bucket(table_uri, storage_options)
+        raise
+    except ValueError as exc:  # botocore's "Invalid endpoint: ..." for an endpoint check_endpoint let through
+        if isinstance(exc, DeltaError) or "endpoint" not in str(exc).lower():
+            raise
+        raise InvalidArgumentError(f"storage endpoint: {exc}", argument="endpoint_url", table=table_uri) from None
+    if version is None:
+        check_bucket(table_uri, storage_options)
+    return version
 
 
 def cursor_key(table_uri: str) -> str:
@@ -49,7 +95,14 @@ class DeltaVersionTrigger(_BaseTrigger):
     or one trigger shared by several assets) the cursor lives in memory and a restart re-baselines,
     so commits made while the triggerer was down fire no event. Errors never become events: they are
     logged and the next poll retries. A table whose latest version falls below the cursor (replaced
-    by a new table) is re-baselined without events.
+    by a new table) is re-baselined without events, or, with `allow_recreation`, fires each version of
+    the new table from 0.
+
+    **Recreation**: a latest version below `newer_than` (or `baseline`) means the table was deleted and
+    created again. With `allow_recreation=True` that fires at once, the event carrying `"recreated":
+    true`; without, it is a permanent error (`TableRecreatedError`), never a silent wait for a version
+    the new table may take months to reach. A missing bucket (`BucketNotFoundError`) and a malformed
+    endpoint (`InvalidArgumentError`) are permanent errors too, not "the table does not exist yet".
 
     Serializes primitives only, the same kwargs for every run (no run-specific values, as watchers
     need). Storage credentials are looked up from `storage_conn_id` in the triggerer, never serialized.
@@ -66,6 +119,7 @@ class DeltaVersionTrigger(_BaseTrigger):
         poll_interval: float = 60.0,
         wait_for_table: bool = True,
         max_transient_errors: int = 5,
+        allow_recreation: bool = False,
     ) -> None:
         super().__init__()
         self.table_uri = table_uri
@@ -76,6 +130,7 @@ class DeltaVersionTrigger(_BaseTrigger):
         self.poll_interval = poll_interval
         self.wait_for_table = wait_for_table
         self.max_transient_errors = max_transient_errors
+        self.allow_recreation = allow_recreation
         #: Watching: the last version fired (or the baseline) once the first poll ran. Runtime state,
         #: never serialized: a restart reads the persisted cursor instead.
         self.cursor: int | None = None
@@ -92,6 +147,7 @@ class DeltaVersionTrigger(_BaseTrigger):
                 "poll_interval": self.poll_interval,
                 "wait_for_table": self.wait_for_table,
                 "max_transient_errors": self.max_transient_errors,
+                "allow_recreation": self.allow_recreation,
             },
         )
 
@@ -110,8 +166,14 @@ class DeltaVersionTrigger(_BaseTrigger):
     def _poll(self) -> dict[str, Any] | None:
         """One blocking poll: the event to fire, or None to keep waiting."""
         options = self._storage_options()
-        version = probe_version(self.table_uri, options, wait_for_table=self.wait_for_table)
-        if version is None or not condition_met(version, self.target_version, self.newer_than, self.baseline):
+        version = probe_table(self.table_uri, options, wait_for_table=self.wait_for_table)
+        if version is None:
+            return None
+        if recreated(version, self.target_version, self.newer_than, self.baseline):
+            if not self.allow_recreation:
+                raise recreation_error(self.table_uri, version, self.newer_than, self.baseline)
+            return {"status": "success", **version_event(self.table_uri, options, version), "recreated": True}
+        if not condition_met(version, self.target_version, self.newer_than, self.baseline):
             return None
         return {"status": "success", **version_event(self.table_uri, options, version)}
 
@@ -212,19 +274,25 @@ class DeltaVersionTrigger(_BaseTrigger):
                     loaded = True
                 options = await asyncio.to_thread(self._storage_options)
                 latest = await asyncio.to_thread(
-                    probe_version, self.table_uri, options, wait_for_table=self.wait_for_table
+                    probe_table, self.table_uri, options, wait_for_table=self.wait_for_table
                 )
                 if cursor is None or (latest is not None and latest < cursor):
-                    if cursor is not None:
-                        self.log.warning(
-                            "%s went back from version %s to %s: re-baselined", self.table_uri, cursor, latest
-                        )
                     baseline = -1 if latest is None else latest
+                    if cursor is not None:
+                        if self.allow_recreation:  # the new table's versions are all new: fire them from 0
+                            baseline = -1
+                        self.log.warning(
+                            "%s went back from version %s to %s (recreated): %s",
+                            self.table_uri,
+                            cursor,
+                            latest,
+                            "firing its versions from 0" if self.allow_recreation else "re-baselined",
+                        )
                     if store is not None and await self._persist(store, key, baseline):
                         raise asyncio.CancelledError
-                    self.cursor = baseline
+                    self.cursor = cursor = baseline
                     self.log.info("watching %s from version %s", self.table_uri, baseline)
-                elif latest is not None:
+                if cursor is not None and latest is not None and latest > cursor:
                     for version in range(cursor + 1, latest + 1):
                         payload = await asyncio.to_thread(self._version_payload, options, version)
                         yield TriggerEvent(payload)

@@ -37,6 +37,7 @@ def test_trigger_serialization_round_trip() -> None:
         "poll_interval": 2.5,
         "wait_for_table": True,
         "max_transient_errors": 5,
+        "allow_recreation": False,
     }
     assert all(isinstance(v, str | int | float | bool | type(None)) for v in kwargs.values())
     module, _, name = classpath.rpartition(".")

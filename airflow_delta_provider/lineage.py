@@ -1,0 +1,279 @@
+"""OpenLineage for the operators: the table as a dataset, and what the task did to it.
+
+Every `DeltaJobOperator` answers `get_openlineage_facets_on_complete` (and `..._on_failure`: a failed
+check is lineage too) with an `OperatorLineage` built here from the task's own result:
+
+- **the dataset**: the table, named by OpenLineage's dataset naming spec (`table_dataset_name`:
+  `s3://bucket` + key, `gs://bucket` + key, `abfss://container@account.dfs.core.windows.net` + path,
+  `hdfs://host:port` + path, `file` + absolute path), with the facets `schema` (the Delta schema,
+  nested structs as nested fields, column comments as descriptions), `version` (the table version the
+  task read), `storage` (`delta`, `parquet`), `datasetType` (`TABLE`), `dataSource` and, when the
+  table has one, `documentation` (its description);
+- **what the task did**, as what it is: the table is an *input* of every operator, never an output.
+  Replays and reports only read it; a checkpoint or a log cleanup rewrites the log's bookkeeping but
+  creates no table version and changes no row, so an output would claim a write that did not happen.
+  The operation itself is the run facet `delta_operation` (`DeltaOperationRunFacet`: `SNAPSHOT_REPLAY`,
+  `TOMBSTONE_REPORT`, `CHECKPOINT` or `LOG_CLEANUP`, the version, whether it was a dry run, and its
+  counts). A replay adds the input facets `dataQualityMetrics` (active files and bytes) and, with
+  checks, `dataQualityAssertions` (one per check, and one per failing version of the per-commit checks).
+
+OpenLineage is optional: the operators import this module only when the OpenLineage provider asks them
+(its listener runs after the task), and an absent client makes them return None. Nothing here runs
+when lineage is off.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+from attrs import define, field
+from openlineage.client.facet_v2 import (
+    RunFacet,
+    data_quality_assertions_dataset,
+    data_quality_metrics_input_dataset,
+    dataset_type_dataset,
+    dataset_version_dataset,
+    datasource_dataset,
+    documentation_dataset,
+    schema_dataset,
+    storage_dataset,
+)
+
+from .delta.storage import is_local, local_path
+from .get_provider_info import DOCUMENTATION_URL
+
+if TYPE_CHECKING:  # pragma: no cover
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    from .delta.delta_log import DeltaLog
+
+log = logging.getLogger(__name__)
+
+#: What each command-layer action is, as the `delta_operation` run facet names it.
+OPERATIONS = {
+    "snapshot": "SNAPSHOT_REPLAY",
+    "tombstones": "TOMBSTONE_REPORT",
+    "checkpoint": "CHECKPOINT",
+    "cleanup_log": "LOG_CLEANUP",
+}
+
+_S3 = ("s3", "s3a", "s3n")
+_GCS = ("gs", "gcs")
+_ABFS = ("abfs", "abfss", "az")
+_WASB = ("wasb", "wasbs")
+
+
+@define
+class DeltaOperationRunFacet(RunFacet):
+    """What a Delta task did to its table (custom run facet `delta_operation`).
+
+    `operation`: `SNAPSHOT_REPLAY`, `TOMBSTONE_REPORT`, `CHECKPOINT` or `LOG_CLEANUP`; `tableVersion`:
+    the version read (checkpointed); `dryRun`: log cleanup only; `engine`: `local` or `spark`;
+    `details`: the operation's counts (files, bytes, checkpoint kind, earliest readable version...).
+    """
+
+    operation: str
+    tableVersion: int | None = field(default=None)  # OpenLineage facets are camelCase
+    dryRun: bool | None = field(default=None)
+    engine: str | None = field(default=None)
+    details: dict[str, Any] = field(factory=dict)
+
+    @staticmethod
+    def _get_schema() -> str:
+        return f"{DOCUMENTATION_URL}#lineage"
+
+
+def table_dataset_name(table_uri: str, account_name: str | None = None) -> tuple[str, str]:
+    """(namespace, name) of a table per OpenLineage's dataset naming spec.
+
+    `account_name` names the Azure storage account of an `abfs://container/path` (or `az://`) URI,
+    which carries none itself."""
+    if is_local(table_uri):
+        return "file", local_path(table_uri).rstrip("/") or "/"
+    parts = urlsplit(table_uri)
+    scheme, netloc, path = parts.scheme.lower(), parts.netloc, unquote(parts.path).strip("/")
+    if scheme in _S3:
+        return f"s3://{netloc}", path
+    if scheme in _GCS:
+        return f"gs://{netloc}", path
+    if scheme in _ABFS:
+        container, _, host = netloc.partition("@")
+        account = host.split(".", 1)[0] if host else account_name
+        return (f"abfss://{container}@{account}.dfs.core.windows.net" if account else f"abfss://{container}"), path
+    if scheme in _WASB:
+        container, _, host = netloc.partition("@")
+        account = host.split(".", 1)[0] if host else account_name
+        return (f"wasbs://{container}@{account}.dfs.core.windows.net" if account else f"wasbs://{container}"), path
+    if scheme == "hdfs":
+        return f"hdfs://{netloc}", "/" + path
+    return (f"{scheme}://{netloc}" if netloc else scheme), path
+
+
+def _type_string(dtype: Any) -> str:
+    """A Delta type as Spark's simple string (`long`, `array<string>`, `map<string,struct<a:int>>`)."""
+    if isinstance(dtype, str):
+        return dtype
+    kind = dtype.get("type")
+    if kind == "array":
+        return f"array<{_type_string(dtype['elementType'])}>"
+    if kind == "map":
+        return f"map<{_type_string(dtype['keyType'])},{_type_string(dtype['valueType'])}>"
+    if kind == "struct":
+        return "struct<" + ",".join(f"{f['name']}:{_type_string(f['type'])}" for f in dtype.get("fields", [])) + ">"
+    return str(kind)
+
+
+def schema_fields(schema: Mapping[str, Any]) -> list[schema_dataset.SchemaDatasetFacetFields]:
+    """The fields of a Delta schema (its parsed `schemaString`) as OpenLineage schema fields: nested
+    structs as nested `fields`, arrays and maps as their type string, column comments as descriptions."""
+    out = []
+    for position, f in enumerate(schema.get("fields", []), 1):
+        dtype = f["type"]
+        nested = isinstance(dtype, Mapping) and dtype.get("type") == "struct"
+        comment = (f.get("metadata") or {}).get("comment")
+        out.append(
+            schema_dataset.SchemaDatasetFacetFields(
+                name=f["name"],
+                type="struct" if nested else _type_string(dtype),
+                description=comment if isinstance(comment, str) else None,
+                ordinal_position=position,
+                fields=schema_fields(dtype) if nested else [],
+            )
+        )
+    return out
+
+
+def table_metadata(dlog: DeltaLog, version: int | None = None) -> tuple[int, dict[str, Any]]:
+    """(version, metaData action as JSON) at `version` (latest if None), without replaying the files:
+    the newest commit of the log segment holding a `metaData`, else the checkpoint's `metaData` column."""
+    from .delta.protocol.actions import Metadata, action_from_json
+    from .delta.protocol.commits import parse_commit_bytes
+    from .delta.read.checkpoint import non_file_actions, read_parquet
+    from .delta.read.commits import read_commit
+
+    segment = dlog.log_segment(version)
+    for commit in reversed(segment.commits):
+        for action in read_commit(dlog.store, dlog.table_uri, commit):
+            if isinstance(action, Metadata):
+                return segment.version, action.to_json()
+    for part in segment.checkpoint.files if segment.checkpoint else ():
+        if part.extension == "json":
+            data = dlog.store.read_bytes(part.file.path)
+            objs = parse_commit_bytes(data, table=dlog.table_uri, version=part.version, file=part.name)
+            actions = [a for a in (action_from_json(o) for o in objs) if a is not None]
+        else:
+            actions = non_file_actions(read_parquet(dlog.store, part.file.path, ["metaData"]))
+        for action in actions:
+            if isinstance(action, Metadata):
+                return segment.version, action.to_json()
+    raise LookupError(f"no metaData in the log segment of version {segment.version}")
+
+
+def _dataset_facets(namespace: str, version: int | None, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    facets: dict[str, Any] = {
+        "storage": storage_dataset.StorageDatasetFacet(storageLayer="delta", fileFormat="parquet"),
+        "datasetType": dataset_type_dataset.DatasetTypeDatasetFacet(datasetType="TABLE"),
+        "dataSource": datasource_dataset.DatasourceDatasetFacet(name=namespace, uri=namespace),
+    }
+    if version is not None:
+        facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=str(version))
+    if metadata:
+        schema = metadata.get("schemaString") or metadata.get("schema")  # log JSON, or a result's parsed one
+        if isinstance(schema, str):
+            schema = json.loads(schema)
+        if isinstance(schema, Mapping):
+            facets["schema"] = schema_dataset.SchemaDatasetFacet(fields=schema_fields(schema))
+        if metadata.get("description"):
+            facets["documentation"] = documentation_dataset.DocumentationDatasetFacet(
+                description=str(metadata["description"])
+            )
+    return facets
+
+
+def _assertions(result: Mapping[str, Any]) -> list[data_quality_assertions_dataset.Assertion]:
+    """One assertion per check at the replayed version, one per failing (version, check) in the range."""
+    out = [
+        data_quality_assertions_dataset.Assertion(
+            assertion=c["name"],
+            success=bool(c["passed"]),
+            description=c.get("message"),
+            expected=None if c.get("expected") is None else json.dumps(c["expected"], default=str),
+            actual=None if c.get("actual") is None else json.dumps(c["actual"], default=str),
+        )
+        for c in result.get("checks") or []
+    ]
+    for failure in result.get("failures") or []:
+        out.append(
+            data_quality_assertions_dataset.Assertion(
+                assertion=str(failure.get("check")),
+                success=False,
+                name=f"{failure.get('check')}@{failure.get('version')}",
+                description=failure.get("message"),
+            )
+        )
+    return out
+
+
+def _details(action: str, result: Mapping[str, Any]) -> dict[str, Any]:
+    keys = {
+        "snapshot": ("num_files", "size_bytes", "num_tombstones", "checkpoint_version", "checked_versions"),
+        "tombstones": ("num_tombstones", "retained", "expired", "reclaimable_bytes", "retained_bytes"),
+        "checkpoint": ("kind", "written", "num_actions", "num_add_files", "size_in_bytes", "last_checkpoint_updated"),
+        "cleanup_log": ("cutoff", "num_files", "bytes", "deleted", "earliest_readable_version", "reason"),
+    }[action]
+    return {k: result[k] for k in keys if result.get(k) is not None}
+
+
+def operator_lineage(
+    action: str,
+    result: Mapping[str, Any],
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+) -> OperatorLineage:
+    """The `OperatorLineage` of one finished (or failed) job from its full result (`status`, `table`,
+    `version`, ... as the command layer writes it). The schema comes from the result when it carries the
+    table's metadata (a replay), else from the log (one commit or the checkpoint's `metaData` column)."""
+    from airflow.providers.openlineage.extractors import OperatorLineage
+    from openlineage.client.event_v2 import InputDataset
+
+    table = str(result.get("table"))
+    version = result.get("version")
+    metadata = result.get("metadata") if isinstance(result.get("metadata"), Mapping) else None
+    if metadata is None and result.get("status") == "success":
+        try:
+            from .delta import DeltaLog
+
+            read_version, metadata = table_metadata(DeltaLog.for_table(table, storage_options), version)
+            version = read_version if version is None else version
+        except Exception as exc:  # lineage is best effort: a dataset without its schema facet
+            log.debug("no schema for the lineage of %s: %s", table, exc)
+    account = (storage_options or {}).get("account_name")
+    namespace, name = table_dataset_name(table, account if isinstance(account, str) else None)
+    input_facets: dict[str, Any] = {}
+    if action == "snapshot" and result.get("status") == "success":
+        input_facets["dataQualityMetrics"] = data_quality_metrics_input_dataset.DataQualityMetricsInputDatasetFacet(
+            columnMetrics={}, fileCount=result.get("num_files"), bytes=result.get("size_bytes")
+        )
+    assertions = _assertions(result)
+    if assertions:
+        input_facets["dataQualityAssertions"] = data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(
+            assertions=assertions
+        )
+    dataset = InputDataset(
+        namespace=namespace,
+        name=name,
+        facets=_dataset_facets(namespace, version, metadata),
+        inputFacets=input_facets,
+    )
+    operation = DeltaOperationRunFacet(
+        operation=OPERATIONS.get(action, action.upper()),
+        tableVersion=version,
+        dryRun=result.get("dry_run") if action == "cleanup_log" else None,
+        engine=result.get("engine"),
+        details=_details(action, result) if action in OPERATIONS and result.get("status") == "success" else {},
+    )
+    return OperatorLineage(inputs=[dataset], run_facets={"delta_operation": operation})
