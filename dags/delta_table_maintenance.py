@@ -143,7 +143,10 @@ def delta_table_maintenance() -> None:
             "checkpoint": None if written is None else {k: written[k] for k in ("version", "kind", "written")},
             "vacuum_plan": {k: plan[k] for k in ("expired", "reclaimable_bytes", "retained", "retention")},
             "log_cleanup": {k: cleanup[k] for k in ("dry_run", "num_files", "deleted", "earliest_readable_version")},
-            "reports": {"replay": state["result_uri"], "vacuum_plan": plan["reports"].get("html")},
+            "reports": {
+                "replay": state["reports"].get("html", state["result_uri"]),
+                "vacuum_plan": plan["reports"].get("html"),
+            },
         }
         for key, value in summary.items():
             print(f"{key}: {value}")

@@ -93,8 +93,9 @@ def test_maintenance_dag_checkpoints_when_behind_and_deletes_nothing_by_default(
     summary = xcom_return(dr.run_id, "report")
     assert summary["checkpoint"] == {"version": 12, "kind": "classic", "written": True}
     assert summary["log_cleanup"]["dry_run"] and summary["log_cleanup"]["deleted"] == 0
-    # extra links: the replay's JSON result, the VACUUM plan's HTML report
+    # extra links: the replay's and the VACUUM plan's HTML reports
     assert _link(dr.run_id, "replay_and_check") == "file://" + summary["reports"]["replay"]
+    assert summary["reports"]["replay"].endswith(".html") and Path(summary["reports"]["replay"]).exists()
     assert _link(dr.run_id, "vacuum_plan") == "file://" + summary["reports"]["vacuum_plan"]
     assert summary["reports"]["vacuum_plan"].endswith(".html") and Path(summary["reports"]["vacuum_plan"]).exists()
 
