@@ -735,53 +735,14 @@ class DeltaLogBuilder:
 
 def _checkpoint_schema(pa: Any) -> Any:
     """The classic checkpoint schema (PROTOCOL.md "Checkpoint Schema"): one nullable struct column per
-    action type; `stats` as a JSON string, `partitionValues` as ``map<string, string>``.
+    action type; `stats` as a JSON string, `partitionValues` as ``map<string, string>``. The file
+    actions' fields are the library's own (`delta.read.file_state`), which the checkpoint writer uses
+    too; `remove` keeps `stats` and `tags`, as older writers wrote them."""
+    from airflow_delta_provider.delta.read.file_state import ADD_SCHEMA, REMOVE_SCHEMA
 
-    Kept here rather than shared with the reader (`delta.file_state`), so that what the tests write
-    stays the protocol's schema whatever the reader projects.
-    """
-    str_map = pa.map_(pa.string(), pa.string())
-    # PROTOCOL.md "Deletion Vector Descriptor Schema" (offset and sizeInBytes are 32-bit ints).
-    dv = pa.struct(
-        [
-            ("storageType", pa.string()),
-            ("pathOrInlineDv", pa.string()),
-            ("offset", pa.int32()),
-            ("sizeInBytes", pa.int32()),
-            ("cardinality", pa.int64()),
-            ("maxRowIndex", pa.int64()),
-        ]
-    )
-    add = pa.struct(
-        [
-            ("path", pa.string()),
-            ("partitionValues", str_map),
-            ("size", pa.int64()),
-            ("modificationTime", pa.int64()),
-            ("dataChange", pa.bool_()),
-            ("stats", pa.string()),
-            ("tags", str_map),
-            ("deletionVector", dv),
-            ("baseRowId", pa.int64()),
-            ("defaultRowCommitVersion", pa.int64()),
-            ("clusteringProvider", pa.string()),
-        ]
-    )
-    remove = pa.struct(
-        [
-            ("path", pa.string()),
-            ("deletionTimestamp", pa.int64()),
-            ("dataChange", pa.bool_()),
-            ("extendedFileMetadata", pa.bool_()),
-            ("partitionValues", str_map),
-            ("size", pa.int64()),
-            ("stats", pa.string()),
-            ("tags", str_map),
-            ("deletionVector", dv),
-            ("baseRowId", pa.int64()),
-            ("defaultRowCommitVersion", pa.int64()),
-        ]
-    )
+    str_map = ADD_SCHEMA.field("partitionValues").type
+    add = pa.struct(list(ADD_SCHEMA))
+    remove = pa.struct(list(REMOVE_SCHEMA))
     return pa.schema(
         [
             ("txn", pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])),
