@@ -1,0 +1,379 @@
+"""VACUUM: delete files under a table root that no version within retention needs (P§12; delta-writes.md §6).
+
+`vacuum(table)` runs the writer check for `vacuum` (unknown features, catalog-managed tables refused;
+`vacuumProtocolCheck` tables get the full writer check), lists the table (FULL) or reads the tombstones
+(LITE), and lets `protocol.vacuum.plan_vacuum` decide. It is a dry run unless `dry_run=False`.
+
+Apply (`dry_run=False`, with a `plan` from an earlier dry run or a fresh one): the plan is re-validated
+against the table's latest snapshot (a file active again or tombstoned within retention is dropped and
+reported; a protocol change refuses), then `VACUUM START` is committed, files are deleted in batches
+(each batch retried; a missing file counts as deleted), empty directories left behind are removed on
+local stores, and `VACUUM END` is committed with status `COMPLETED` (or `FAILED`, then the error is
+raised). The audit commits go through the transaction (`delta.txn`); by default they are written on the
+schemes where Spark writes them (`file`, `hdfs`, `abfs[s]`, `wasb[s]`, `adl`, `gs`; not `s3`), `audit=`
+forces either way. A failed `VACUUM END` commit is logged, not raised (the files are gone either way).
+
+LITE reads every remove from the commit files (checkpoints drop expired tombstones), so it needs the
+log from version 0 and otherwise refuses with "run FULL"; `_delta_log/_last_vacuum_info` (Spark's
+incremental LITE start) is neither read nor written. Apply does not re-check listed mtimes (a planned
+file is untracked and older than the cutoff; Delta names new files uniquely). With `audit=None` the
+audit commits are skipped, with a warning, on a store without atomic put-if-absent.
+
+Retention: `retention_hours` (else `delta.deletedFileRetentionDuration`, 7 days). A value shorter than
+the table's is refused unless `enforce_retention_duration=False`; negative or non-finite values are
+`InvalidArgumentError`s.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlparse
+
+from ..delta_log import DeltaLog
+from ..errors import DeltaError, InvalidArgumentError, OperationNotAllowedError, StorageError, check_bool, check_int
+from ..protocol.actions import AddFile, RemoveFile
+from ..protocol.filenames import LogFileKind, parse_log_path
+from ..protocol.table_features import check_can_write
+from ..protocol.table_properties import DELETED_FILE_RETENTION, deleted_file_retention_ms
+from ..protocol.vacuum import (
+    FULL,
+    LITE,
+    MODES,
+    ListedFile,
+    LoggedFile,
+    PlannedFile,
+    VacuumPlan,
+    partition_of,
+    plan_vacuum,
+    revalidate,
+)
+from ..snapshot import Snapshot
+
+log = logging.getLogger(__name__)
+
+#: Schemes on which Spark writes the VACUUM START/END commits by default (delta-writes.md §6.4).
+AUDIT_SCHEMES = frozenset({"wasbs", "wasbss", "abfs", "abfss", "adl", "gs", "file", "hdfs"})
+DELETE_ATTEMPTS = 3
+
+
+@dataclass
+class VacuumResult:
+    """A vacuum's plan and, when applied, what was deleted; `dropped` are plan files re-validation kept."""
+
+    plan: VacuumPlan
+    dry_run: bool
+    deleted: int = 0
+    deleted_bytes: int = 0
+    directories: int = 0
+    dropped: list[PlannedFile] = field(default_factory=list)
+    audit_versions: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Primitive form (JSON, XCom); a dry run's dict is a plan `vacuum(plan=...)` accepts."""
+        out = self.plan.to_dict()
+        out.update(
+            dry_run=self.dry_run,
+            deleted=self.deleted,
+            deleted_bytes=self.deleted_bytes,
+            directories=self.directories,
+            dropped=[f.to_dict() for f in self.dropped],
+            audit_versions=list(self.audit_versions),
+        )
+        return out
+
+
+def _logged(snapshot: Snapshot) -> tuple[list[LoggedFile], list[LoggedFile]]:
+    active = [LoggedFile(a.path, a.deletion_vector) for a in snapshot.all_files(with_stats=False)]
+    tombs = [
+        LoggedFile(r.path, r.deletion_vector, r.deletion_timestamp, r.size)
+        for r in snapshot.tombstones(include_expired=True)
+    ]
+    return active, tombs
+
+
+def _partition_columns(snapshot: Snapshot) -> list[str]:
+    cols = list(snapshot.partition_columns)
+    for name in snapshot.partition_columns:  # column mapping: directories use physical names
+        f = snapshot.schema.get(name)
+        if f is not None and f.physical_name != name:
+            cols.append(f.physical_name)
+    return cols
+
+
+def _retention_ms(snapshot: Snapshot, retention_hours: float | None, enforce: bool) -> int:
+    conf = snapshot.metadata.configuration
+    table_ms = deleted_file_retention_ms(conf)
+    if table_ms < 0:
+        raise InvalidArgumentError(
+            f"Table property {DELETED_FILE_RETENTION}={conf.get(DELETED_FILE_RETENTION)!r} is negative",
+            argument=DELETED_FILE_RETENTION,
+            table=snapshot.table,
+        )
+    if retention_hours is None:
+        return table_ms
+    ms = snapshot.retention_window_ms(retention_hours)  # finite, >= 0, else InvalidArgumentError
+    if enforce and ms < table_ms:
+        raise InvalidArgumentError(
+            f"Retention of {retention_hours} hours is shorter than the table's {DELETED_FILE_RETENTION} "
+            f"({table_ms / 3_600_000:g} hours): files a reader or writer still needs could be deleted. Pass "
+            "enforce_retention_duration=False to vacuum with it anyway",
+            argument="retention_hours",
+            table=snapshot.table,
+        )
+    return ms
+
+
+def _root_dir(dlog: DeltaLog) -> str:
+    return dlog.store.join(dlog.table_uri).rstrip("/")
+
+
+def _listing(dlog: DeltaLog) -> list[ListedFile]:
+    root = _root_dir(dlog) + "/"
+    out = []
+    for info in dlog.store.list_recursive(_root_dir(dlog)):
+        if info.path.startswith(root):
+            out.append(ListedFile(info.path[len(root) :], info.size, info.modification_time))
+    return out
+
+
+def _require_lite_log(dlog: DeltaLog) -> None:
+    """LITE reads every tombstone from the log: it needs the commits from version 0 (no `_last_vacuum_info`
+    is kept here), because checkpoints drop expired tombstones (Spark `deltaCannotVacuumLite`)."""
+    versions = [
+        p.version
+        for p in (parse_log_path(i) for i in dlog.store.list_from(dlog.log_dir))
+        if p is not None and p.kind is LogFileKind.COMMIT
+    ]
+    if not versions or min(versions) != 0:
+        raise OperationNotAllowedError(
+            f"VACUUM LITE needs every commit from version 0, but the earliest is "
+            f"{min(versions) if versions else None} (log cleanup removed the rest): run FULL",
+            table=dlog.table_uri,
+        )
+
+
+def _lite_tombstones(dlog: DeltaLog, snapshot: Snapshot) -> list[LoggedFile]:
+    """Every remove in the commits up to the snapshot's version (commit files read in order)."""
+    from ..read.commits import read_commit
+
+    out: dict[str, LoggedFile] = {}
+    parsed = sorted(
+        (p for p in (parse_log_path(i) for i in dlog.store.list_from(dlog.log_dir)) if p is not None),
+        key=lambda p: p.version,
+    )
+    for p in parsed:
+        if p.kind is not LogFileKind.COMMIT or p.version > snapshot.version:
+            continue
+        for a in read_commit(dlog.store, dlog.table_uri, p):
+            if isinstance(a, RemoveFile):
+                out[a.key] = LoggedFile(a.path, a.deletion_vector, a.deletion_timestamp, a.size)
+            elif isinstance(a, AddFile):
+                out.pop(a.key, None)
+    return list(out.values())
+
+
+def make_plan(dlog: DeltaLog, snapshot: Snapshot, *, mode: str, retention_ms: int, now_ms: int) -> VacuumPlan:
+    """List (FULL) or read the log (LITE) and plan at `now_ms - retention_ms`."""
+    active, tombs = _logged(snapshot)
+    listing = None
+    if mode == FULL:
+        listing = _listing(dlog)
+    else:
+        _require_lite_log(dlog)
+        tombs = _lite_tombstones(dlog, snapshot) + tombs
+    return plan_vacuum(
+        table=dlog.table_uri,
+        version=snapshot.version,
+        mode=mode,
+        cutoff_ms=now_ms - retention_ms,
+        retention_ms=retention_ms,
+        active=active,
+        tombstones=tombs,
+        listing=listing,
+        partition_columns=_partition_columns(snapshot),
+        protocol=snapshot.protocol.to_json(),
+    )
+
+
+def _delete(dlog: DeltaLog, files: list[PlannedFile], batch_size: int) -> int:
+    """Delete in batches, each retried on transient storage errors; returns files handled."""
+    store, done = dlog.store, 0
+    for i in range(0, len(files), batch_size):
+        batch = [store.join(dlog.table_uri, *f.path.split("/")) for f in files[i : i + batch_size]]
+        for attempt in range(DELETE_ATTEMPTS):
+            try:
+                done += store.delete_many(batch)
+                break
+            except (StorageError, OSError) as exc:
+                transient = isinstance(exc, StorageError) and exc.transient
+                if not transient or attempt == DELETE_ATTEMPTS - 1:
+                    raise
+                log.warning("VACUUM of %s: retrying a delete batch after %s", dlog.table_uri, exc)
+    return done
+
+
+def _remove_empty_dirs(dlog: DeltaLog, files: list[PlannedFile]) -> int:
+    """Local stores: remove directories the deletes left empty (never the root, never `_delta_log`)."""
+    if urlparse(dlog.table_uri).scheme not in ("", "file"):
+        return 0  # object stores have no directories
+    root = _root_dir(dlog)
+    dirs = {partition_of(f.path) for f in files} - {""}
+    candidates: set[str] = set()
+    for d in dirs:
+        parts = d.split("/")
+        candidates.update("/".join(parts[:n]) for n in range(1, len(parts) + 1))
+    removed = 0
+    for d in sorted(candidates, key=lambda x: -x.count("/")):  # deepest first
+        if d.split("/")[0] == "_delta_log":
+            continue
+        try:
+            os.rmdir(os.path.join(root, *d.split("/")))
+            removed += 1
+        except OSError:  # not empty, or gone
+            continue
+    return removed
+
+
+def _audit_default(dlog: DeltaLog) -> bool:
+    """On where Spark writes the audit commits, and only through a store that can commit safely."""
+    if (urlparse(dlog.table_uri).scheme or "file") not in AUDIT_SCHEMES:
+        return False
+    if not getattr(dlog.store, "atomic_put_if_absent", False):
+        log.warning("VACUUM of %s: the store cannot commit atomically; no VACUUM START/END", dlog.table_uri)
+        return False
+    return True
+
+
+def _commit(snapshot: Snapshot, operation: str, params: Mapping[str, Any], metrics: Mapping[str, Any]) -> int:
+    return snapshot.transaction(operation, params).commit(operation_metrics=metrics)
+
+
+def vacuum(
+    table_or_log: DeltaLog | str | os.PathLike[str],
+    *,
+    retention_hours: float | None = None,
+    enforce_retention_duration: bool = True,
+    mode: str = FULL,
+    dry_run: bool = True,
+    plan: VacuumPlan | Mapping[str, Any] | None = None,
+    clock: Callable[[], int] | None = None,
+    audit: bool | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    batch_size: int = 1000,
+) -> VacuumResult:
+    """Plan (dry run, the default) or delete the files no version within retention needs.
+
+    :param table_or_log: a `DeltaLog`, or a table path/URI (with `storage_options`).
+    :param retention_hours: overrides `delta.deletedFileRetentionDuration`.
+    :param enforce_retention_duration: refuse a retention shorter than the table's (default).
+    :param mode: `"full"` (list the table) or `"lite"` (tombstones from the log only).
+    :param dry_run: plan only; nothing is written or deleted.
+    :param plan: apply this plan (a `VacuumPlan` or its dict) instead of making one; re-validated first.
+    :param clock: epoch-ms clock (default: the `DeltaLog`'s).
+    :param audit: write the `VACUUM START`/`END` commits (None: where Delta does, by scheme).
+    :raises InvalidArgumentError: bad arguments, a retention refused, a plan for another table.
+    :raises UnsupportedFeatureError, OperationNotAllowedError: a table this library must not vacuum, a
+        LITE vacuum whose commits were cleaned up, a protocol changed since the plan.
+    """
+    check_bool(dry_run, "dry_run")
+    check_bool(enforce_retention_duration, "enforce_retention_duration")
+    if audit is not None:
+        check_bool(audit, "audit")
+    check_int(batch_size, "batch_size", minimum=1)
+    if mode not in MODES:
+        raise InvalidArgumentError(f"mode must be one of {MODES}, got {mode!r}", argument="mode")
+    dlog = (
+        table_or_log
+        if isinstance(table_or_log, DeltaLog)
+        else DeltaLog(str(table_or_log), storage_options=storage_options)
+    )
+    snapshot = dlog.update()
+    check_can_write(snapshot.protocol, snapshot.metadata, ["vacuum"], table=dlog.table_uri, version=snapshot.version)
+    now_ms = (clock or dlog.clock)()
+    if plan is None:
+        retention_ms = _retention_ms(snapshot, retention_hours, enforce_retention_duration)
+        the_plan = make_plan(dlog, snapshot, mode=mode, retention_ms=retention_ms, now_ms=now_ms)
+    else:
+        the_plan = plan if isinstance(plan, VacuumPlan) else VacuumPlan.from_dict(plan)
+        if the_plan.table != dlog.table_uri:
+            raise InvalidArgumentError(
+                f"The plan is for table {the_plan.table}, not {dlog.table_uri}", argument="plan", table=dlog.table_uri
+            )
+    if dry_run:
+        return VacuumResult(the_plan, dry_run=True)
+    return _apply(dlog, snapshot, the_plan, enforce_retention_duration, now_ms, audit, batch_size)
+
+
+def _apply(
+    dlog: DeltaLog,
+    snapshot: Snapshot,
+    plan: VacuumPlan,
+    enforce: bool,
+    now_ms: int,
+    audit: bool | None,
+    batch_size: int,
+) -> VacuumResult:
+    if plan.protocol and plan.protocol != snapshot.protocol.to_json():
+        raise OperationNotAllowedError(
+            f"The table's protocol changed since the vacuum plan at version {plan.version} "
+            f"({plan.protocol} -> {snapshot.protocol.to_json()}): plan again",
+            table=dlog.table_uri,
+            version=snapshot.version,
+        )
+    cutoff = plan.cutoff_ms
+    table_ms = deleted_file_retention_ms(snapshot.metadata.configuration)
+    if enforce and plan.retention_ms < table_ms:
+        raise InvalidArgumentError(
+            f"The plan's retention ({plan.retention_ms} ms) is shorter than the table's {DELETED_FILE_RETENTION} "
+            f"({table_ms} ms); pass enforce_retention_duration=False to apply it anyway",
+            argument="plan",
+            table=dlog.table_uri,
+        )
+    if enforce:  # a table retention raised since the plan protects more
+        cutoff = min(cutoff, now_ms - table_ms)
+    active, tombs = _logged(snapshot)
+    keep, dropped = revalidate(
+        plan, active=active, tombstones=tombs, cutoff_ms=cutoff, partition_columns=_partition_columns(snapshot)
+    )
+    for f in dropped:
+        log.warning("VACUUM of %s: %s is needed again (active, within retention or hidden): kept", plan.table, f.path)
+    result = VacuumResult(plan, dry_run=False, dropped=dropped)
+    if not keep:
+        return result
+    write_audit = _audit_default(dlog) if audit is None else audit
+    conf = snapshot.metadata.configuration
+    params: dict[str, Any] = {
+        "retentionCheckEnabled": enforce,
+        "defaultRetentionMillis": deleted_file_retention_ms(conf),
+        "specifiedRetentionMillis": plan.retention_ms,
+    }
+    if write_audit:
+        start_metrics = {"numFilesToDelete": len(keep), "sizeOfDataToDelete": sum(f.size for f in keep)}
+        result.audit_versions.append(_commit(snapshot, "VACUUM START", params, start_metrics))
+    status = "FAILED"
+    try:
+        result.deleted = _delete(dlog, keep, batch_size)
+        result.deleted_bytes = sum(f.size for f in keep)
+        result.directories = _remove_empty_dirs(dlog, keep)
+        status = "COMPLETED"
+    finally:
+        if write_audit:
+            end_metrics = {"numDeletedFiles": result.deleted, "numVacuumedDirectories": result.directories}
+            try:
+                latest = dlog.update()
+                result.audit_versions.append(_commit(latest, "VACUUM END", {"status": status}, end_metrics))
+            except DeltaError as exc:  # the files are gone either way: the END record is best effort
+                log.warning("VACUUM of %s: could not commit VACUUM END (%s)", plan.table, exc)
+    plan_kept = VacuumPlan(
+        plan.table, plan.version, plan.cutoff_ms, plan.retention_ms, plan.mode, keep, dict(plan.protocol)
+    )
+    result.plan = plan_kept
+    log.info("VACUUM of %s: deleted %d files (%d bytes)", plan.table, result.deleted, result.deleted_bytes)
+    return result
+
+
+__all__ = ["FULL", "LITE", "VacuumResult", "make_plan", "vacuum"]

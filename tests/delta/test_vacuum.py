@@ -1,0 +1,498 @@
+"""VACUUM: the pure plan's never-rules, dry run, apply with re-validation, audit commits, and a
+differential test against delta-rs.
+
+Tables are written by delta-rs (an independent writer). Time is moved forward through the `clock`
+argument instead of sleeping: "8 days later" makes today's tombstones and files older than the default
+7-day retention.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+deltalake = pytest.importorskip("deltalake")
+from deltalake import DeltaTable, write_deltalake  # noqa: E402
+
+from airflow_delta_provider.delta.delta_log import DeltaLog  # noqa: E402
+from airflow_delta_provider.delta.errors import InvalidArgumentError, OperationNotAllowedError  # noqa: E402
+from airflow_delta_provider.delta.maintenance.vacuum import vacuum  # noqa: E402
+from airflow_delta_provider.delta.protocol.actions import AddFile, DeletionVectorDescriptor  # noqa: E402
+from airflow_delta_provider.delta.protocol.vacuum import (  # noqa: E402
+    ListedFile,
+    LoggedFile,
+    VacuumPlan,
+    dv_relative_path,
+    plan_vacuum,
+    relative_to_root,
+)
+
+DAY_MS = 86_400_000
+ROOT = "file:///t"
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
+
+def z85_encode(data: bytes) -> str:
+    out = []
+    for i in range(0, len(data), 4):
+        value = int.from_bytes(data[i : i + 4], "big")
+        chars = []
+        for _ in range(5):
+            value, r = divmod(value, 85)
+            chars.append(_Z85[r])
+        out.append("".join(reversed(chars)))
+    return "".join(out)
+
+
+def later(days: float) -> int:
+    return int(time.time() * 1000 + days * DAY_MS)
+
+
+def clock_at(ms: int) -> Callable[[], int]:
+    return lambda: ms
+
+
+# -- pure plan: one test per never-rule ----------------------------------------------------------------
+def _plan(listing: list[tuple[str, int]], **kw: object) -> list[str]:
+    """Plan FULL at cutoff 1000 over `listing` (path, mtime), sizes 1."""
+    args: dict = dict(
+        table=ROOT, version=1, mode="full", cutoff_ms=1000, retention_ms=0, active=[], tombstones=[], listing=None
+    )
+    args.update(kw)
+    args["listing"] = [ListedFile(p, 1, m) for p, m in listing]
+    return [f.path for f in plan_vacuum(**args).files]
+
+
+def test_untracked_old_file_is_planned_as_control() -> None:
+    assert _plan([("stray.parquet", 10)]) == ["stray.parquet"]
+
+
+def test_never_active_files_nor_their_dv_files() -> None:
+    dv_uuid = uuid.uuid4()
+    u = DeletionVectorDescriptor("u", "ab" + z85_encode(dv_uuid.bytes), 10, 1)
+    p = DeletionVectorDescriptor("p", "file:///t/dv/abs_dv.bin", 10, 1)
+    i = DeletionVectorDescriptor("i", "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L", 10, 1)
+    dv_file = f"ab/deletion_vector_{dv_uuid}.bin"
+    assert dv_relative_path(u) == dv_file
+    listing = [("a.parquet", 1), ("b.parquet", 1), ("c.parquet", 1), (dv_file, 1), ("dv/abs_dv.bin", 1)]
+    active = [LoggedFile("a.parquet", u), LoggedFile("b.parquet", p), LoggedFile("c.parquet", i)]
+    assert _plan(listing, active=active) == []
+    assert sorted(_plan(listing)) == sorted(p for p, _ in listing)  # without the rule: all deleted
+
+
+def test_never_tombstones_within_retention_whatever_the_mtime() -> None:
+    dv = DeletionVectorDescriptor("u", z85_encode(uuid.uuid4().bytes), 10, 1)
+    recent = [LoggedFile("old.parquet", dv, deletion_timestamp=5000, size=1)]
+    listing = [("old.parquet", 1), (dv_relative_path(dv) or "", 1)]
+    assert _plan(listing, tombstones=recent) == []
+    expired = [LoggedFile("old.parquet", dv, deletion_timestamp=999, size=1)]
+    assert len(_plan(listing, tombstones=expired)) == 2
+
+
+def test_never_delta_log() -> None:
+    assert _plan([("_delta_log/00000000000000000000.json", 1), ("_delta_log/_sidecars/x.parquet", 1)]) == []
+
+
+def test_hidden_paths_except_change_data_and_underscore_partitions() -> None:
+    listing = [
+        ("_tmp/x.parquet", 1),
+        (".hidden.parquet", 1),
+        ("p=1/.part-0.parquet.crc", 1),
+        ("_SUCCESS", 1),
+        ("_change_data/cdc-0.parquet", 1),
+        ("_p=1/x.parquet", 1),
+        ("_q=1/x.parquet", 1),
+    ]
+    assert sorted(_plan(listing, partition_columns=["_p"])) == ["_change_data/cdc-0.parquet", "_p=1/x.parquet"]
+
+
+def test_never_outside_the_root() -> None:
+    # a shallow clone's tombstone names an absolute path in another table: LITE must not plan it
+    outside = LoggedFile("file:///source/part-0.parquet", deletion_timestamp=1, size=1)
+    inside = LoggedFile("file:///t/p=1/part-1.parquet", deletion_timestamp=1, size=1)
+    climbing = LoggedFile("../escape.parquet", deletion_timestamp=1, size=1)
+    plan = plan_vacuum(
+        table=ROOT,
+        version=1,
+        mode="lite",
+        cutoff_ms=1000,
+        retention_ms=0,
+        active=[],
+        tombstones=[outside, inside, climbing],
+        listing=None,
+    )
+    assert [f.path for f in plan.files] == ["p=1/part-1.parquet"]
+    assert relative_to_root("file:///source/part-0.parquet", ROOT) is None
+
+
+def test_full_never_files_newer_than_cutoff() -> None:
+    assert _plan([("inflight.parquet", 1000), ("newer.parquet", 5000), ("old.parquet", 999)]) == ["old.parquet"]
+
+
+def test_paths_compare_decoded_and_normalized() -> None:
+    active = [
+        LoggedFile("p%3Da%20b/x%2By.parquet"),  # percent-encoded; a literal + in the name
+        LoggedFile("file:///t/caf%C3%A9/n.parquet"),  # absolute, inside the root
+        LoggedFile("q=e\u0301/z.parquet"),  # NFD in the log
+    ]
+    listing = [("p=a b/x+y.parquet", 1), ("café/n.parquet", 1), ("q=\u00e9/z.parquet", 1), ("p=a b/x y.parquet", 1)]
+    assert _plan(listing, active=active) == ["p=a b/x y.parquet"]
+
+
+def test_plan_round_trips_through_json() -> None:
+    plan = plan_vacuum(
+        table=ROOT,
+        version=3,
+        mode="full",
+        cutoff_ms=1000,
+        retention_ms=7,
+        active=[],
+        tombstones=[],
+        listing=[ListedFile("p=1/a.parquet", 5, 1), ListedFile("b.parquet", 7, 1)],
+    )
+    d = json.loads(json.dumps(plan.to_dict()))
+    assert d["partitions"] == {"": {"files": 1, "bytes": 7}, "p=1": {"files": 1, "bytes": 5}}
+    assert VacuumPlan.from_dict(d).to_dict() == plan.to_dict()
+    with pytest.raises(InvalidArgumentError):
+        VacuumPlan.from_dict({"files": []})
+
+
+# -- end to end on delta-rs tables ------------------------------------------------------------------
+def _data(n: int, part: str = "a") -> pa.Table:
+    return pa.table({"id": list(range(n)), "p": [part] * n})
+
+
+def _table(tmp_path: Path) -> Path:
+    path = tmp_path / "t"
+    write_deltalake(str(path), _data(3), partition_by=["p"])
+    write_deltalake(str(path), _data(4, "b"), partition_by=["p"], mode="append")
+    write_deltalake(str(path), _data(5), partition_by=["p"], mode="overwrite")
+    return path
+
+
+def _files(path: Path) -> set[str]:
+    return {
+        str(p.relative_to(path))
+        for p in path.rglob("*")
+        if p.is_file() and not str(p.relative_to(path)).startswith("_")
+    }
+
+
+def test_dry_run_deletes_nothing_and_apply_deletes_exactly_the_plan(tmp_path: Path) -> None:
+    path = _table(tmp_path)
+    before = _files(path)
+    expected_rows = DeltaTable(str(path)).to_pyarrow_table().sort_by("id")
+    dry = vacuum(str(path), clock=clock_at(later(8)))
+    d = dry.to_dict()
+    assert d["dry_run"] and d["num_files"] == 2 and d["deleted"] == 0 and _files(path) == before
+    active = set(DeltaTable(str(path)).file_uris())
+    planned = {str(path / f["path"]) for f in d["files"]}
+    assert not planned & active
+    assert d["bytes"] == sum((path / f["path"]).stat().st_size for f in d["files"])
+
+    applied = vacuum(str(path), plan=json.loads(json.dumps(d)), dry_run=False, clock=clock_at(later(8)))
+    r = applied.to_dict()
+    assert r["deleted"] == 2 and r["dropped"] == [] and r["deleted_bytes"] == d["bytes"]
+    assert _files(path) == before - {f["path"] for f in d["files"]}
+    assert r["directories"] == 1  # p=b held only tombstoned files
+    # delta-rs and our reader read the latest version unchanged
+    assert DeltaTable(str(path)).to_pyarrow_table().sort_by("id") == expected_rows
+    snap = DeltaLog(str(path)).update()
+    assert all((path / a.path).exists() for a in snap.all_files(with_stats=False))
+    ops = [h["operation"] for h in DeltaTable(str(path)).history()]
+    assert ops[:2] == ["VACUUM END", "VACUUM START"]
+    end = DeltaTable(str(path)).history(1)[0]
+    assert end["operationParameters"]["status"] == "COMPLETED"
+    assert int(end["operationMetrics"]["numDeletedFiles"]) == 2
+
+
+def test_audit_switch_off(tmp_path: Path) -> None:
+    path = _table(tmp_path)
+    version = DeltaTable(str(path)).version()
+    result = vacuum(str(path), dry_run=False, audit=False, clock=clock_at(later(8)))
+    assert result.deleted == 2 and DeltaTable(str(path)).version() == version
+
+
+def test_revalidation_drops_a_file_active_again(tmp_path: Path) -> None:
+    path = _table(tmp_path)
+    plan = vacuum(str(path), clock=clock_at(later(8))).to_dict()
+    readded = plan["files"][0]["path"]
+    snap = DeltaLog(str(path)).update()
+    p = readded.split("/")[0].split("=")[1]
+    add = AddFile(path=readded, partition_values={"p": p}, size=plan["files"][0]["size"], modification_time=1)
+    snap.transaction("WRITE").add(add).commit()
+    result = vacuum(str(path), plan=plan, dry_run=False, clock=clock_at(later(8)))
+    assert [f.path for f in result.dropped] == [readded]
+    assert (path / readded).exists() and result.deleted == 1
+
+
+def test_revalidation_refuses_a_protocol_change(tmp_path: Path) -> None:
+    path = _table(tmp_path)
+    plan = vacuum(str(path), clock=clock_at(later(8))).to_dict()
+    plan["protocol"] = {"minReaderVersion": 1, "minWriterVersion": 1}
+    with pytest.raises(OperationNotAllowedError, match="protocol changed"):
+        vacuum(str(path), plan=plan, dry_run=False, clock=clock_at(later(8)))
+
+
+def test_writer_file_newer_than_cutoff_survives(tmp_path: Path) -> None:
+    path = _table(tmp_path)
+    stray_old = path / "p=a" / "stray-old.parquet"
+    stray_new = path / "p=a" / "inflight.parquet"
+    for f in (stray_old, stray_new):
+        f.write_bytes(b"x")
+    old = time.time() - 30 * 86_400
+    os.utime(stray_old, (old, old))
+    result = vacuum(str(path), dry_run=False, audit=False)  # now: today's tombstones are within retention
+    assert [f.path for f in result.plan.files] == ["p=a/stray-old.parquet"]
+    assert stray_new.exists() and not stray_old.exists()
+
+
+def test_retention_shorter_than_table_refused_unless_not_enforced(tmp_path: Path) -> None:
+    path = _table(tmp_path)
+    with pytest.raises(InvalidArgumentError, match="enforce_retention_duration=False"):
+        vacuum(str(path), retention_hours=1)
+    result = vacuum(str(path), retention_hours=0, enforce_retention_duration=False, clock=clock_at(later(0.01)))
+    assert result.plan.retention_ms == 0 and result.plan.files
+
+
+@pytest.mark.parametrize("bad", [-1, math.nan, math.inf, "7"])
+def test_bad_retention_is_a_typed_error(tmp_path: Path, bad: object) -> None:
+    path = _table(tmp_path)
+    with pytest.raises(InvalidArgumentError):
+        vacuum(str(path), retention_hours=bad, enforce_retention_duration=False)  # type: ignore[arg-type]
+
+
+def test_lite_mode_from_the_log(tmp_path: Path) -> None:
+    path = _table(tmp_path)
+    stray = path / "p=a" / "stray.parquet"
+    stray.write_bytes(b"x")
+    os.utime(stray, (0, 0))
+    lite = vacuum(str(path), mode="lite", clock=clock_at(later(8)))
+    full = vacuum(str(path), mode="full", clock=clock_at(later(8)))
+    assert {f.path for f in full.plan.files} - {f.path for f in lite.plan.files} == {"p=a/stray.parquet"}
+    DeltaTable(str(path)).create_checkpoint()  # then log cleanup removes commit 0
+    (path / "_delta_log" / "00000000000000000000.json").unlink()
+    DeltaLog.clear_cache()
+    with pytest.raises(OperationNotAllowedError, match="run FULL"):
+        vacuum(str(path), mode="lite", clock=clock_at(later(8)))
+
+
+# -- differential against delta-rs ---------------------------------------------------------------------
+@pytest.mark.parametrize("seed", [17, 18, 19])
+def test_differential_against_deltars(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    path = tmp_path / "rnd"
+    write_deltalake(str(path), _data(5), partition_by=["p"])
+    for step in range(8):
+        op = rng.choice(["append", "append", "overwrite", "delete", "optimize"])
+        dt = DeltaTable(str(path))
+        if op == "append":
+            write_deltalake(str(path), _data(rng.randint(1, 5), rng.choice("abc")), partition_by=["p"], mode="append")
+        elif op == "overwrite":
+            write_deltalake(str(path), _data(rng.randint(1, 5), rng.choice("ab")), partition_by=["p"], mode="overwrite")
+        elif op == "delete":
+            dt.delete(f"id = {rng.randint(0, 4)}")
+        else:
+            dt.optimize.compact()
+        del step
+    old = time.time() - 30 * 86_400
+    for rel in ["stray.parquet", "p=a/stray2.parquet", "zz/stray3.bin", "_hidden/x.parquet", ".dot.parquet"]:
+        f = path / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(b"x")
+        os.utime(f, (old, old))
+    ours = vacuum(
+        str(path), retention_hours=0, enforce_retention_duration=False, clock=clock_at(int(time.time() * 1000) + 1000)
+    )
+    theirs = DeltaTable(str(path)).vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False, full=True)
+    ours_set = {f.path for f in ours.plan.files}
+    theirs_set = {relative_to_root(p, "file://" + str(path)) or p for p in theirs}
+    # delta-rs skips every `_`/`.` name too, and deletes untracked and expired files: no documented
+    # difference applies to a table without deletion vectors, change data or `_`-named partitions.
+    assert ours_set == theirs_set
+    assert {"stray.parquet", "p=a/stray2.parquet", "zz/stray3.bin"} <= ours_set
+    assert len(ours_set) > 3  # tombstoned files too, not only the strays
+    expected = DeltaTable(str(path)).to_pyarrow_table().sort_by([("id", "ascending"), ("p", "ascending")])
+    result = vacuum(
+        str(path),
+        plan=ours.to_dict(),
+        dry_run=False,
+        enforce_retention_duration=False,
+        clock=clock_at(int(time.time() * 1000) + 1000),
+    )
+    assert result.deleted == len(ours_set) and not result.dropped
+    assert DeltaTable(str(path)).to_pyarrow_table().sort_by([("id", "ascending"), ("p", "ascending")]) == expected
+
+
+# -- deletion-vector tables of the corpus ----------------------------------------------------------------
+DV_TABLES = [
+    "delta-golden/dv-partitioned-with-checkpoint",
+    "delta-rs/table_with_deletion_logs",
+    "delta-kernel-java/basic-dv-no-checkpoint",
+    "delta-spark/table-with-dv-large",
+]
+
+
+@pytest.mark.parametrize("name", DV_TABLES)
+def test_dv_tables_keep_live_dv_files_where_deltars_would_delete_them(tmp_path: Path, name: str) -> None:
+    from conftest import copy_table
+
+    path = copy_table(name, tmp_path)
+    now = int(time.time() * 1000) + 1000
+    snap = DeltaLog(str(path)).update()
+    live_dvs = {
+        a.deletion_vector.path_or_inline_dv[-20:]
+        for a in snap.all_files(with_stats=False)
+        if a.deletion_vector is not None and a.deletion_vector.storage_type == "u"
+    }
+    kw: dict = dict(retention_hours=0, enforce_retention_duration=False, clock=clock_at(now))
+    ours = {f.path for f in vacuum(str(path), **kw).plan.files}
+    theirs_raw = DeltaTable(str(path)).vacuum(
+        retention_hours=0, dry_run=True, enforce_retention_duration=False, full=True
+    )
+    theirs = {relative_to_root(p, "file://" + str(path)) or p for p in theirs_raw}
+    assert ours <= theirs
+    for rel in theirs - ours:
+        name_ = rel.rsplit("/", 1)[-1]
+        if name_.startswith("."):  # Spark's rule: hidden names (Hadoop `.crc` companions) are never vacuumed
+            continue
+        # delta-rs builds its valid set from add paths only (delta-writes.md 6.2, delta-rs #3454)
+        # (delta-spark/table-with-dv-large names them `test%dv%prefix-deletion_vector_<uuid>.bin`: Spark's
+        # test-only file-name prefix)
+        assert "deletion_vector_" in name_, rel
+        file_uuid = uuid.UUID(name_.split("deletion_vector_")[1][: -len(".bin")])
+        assert z85_encode(file_uuid.bytes) in live_dvs, rel
+
+    vacuum(str(path), dry_run=False, **kw)
+    latest = DeltaLog(str(path)).update()
+    assert {a.key for a in latest.all_files(with_stats=False)} == {a.key for a in snap.all_files(with_stats=False)}
+    for a in latest.all_files(with_stats=False):
+        assert (path / relative_to_root(a.path, "file://" + str(path))).exists()
+        if a.deletion_vector is not None and a.deletion_vector.storage_type == "u":
+            dv_name = dv_relative_path(a.deletion_vector) or ""
+            assert any(f.name.endswith(dv_name) for f in path.iterdir()) or (path / dv_name).exists(), dv_name
+    ops = [h["operation"] for h in DeltaTable(str(path)).history(2)] if ours else []
+    assert ops == (["VACUUM END", "VACUUM START"] if ours else [])
+
+
+# -- S3 (a real S3-compatible server on loopback, through the fault-injecting proxy) -----------------------
+@pytest.fixture(scope="module")
+def s3_server():
+    pytest.importorskip("moto.server")
+    pytest.importorskip("s3fs")
+    from s3_server import create_bucket, start_moto_server
+
+    with start_moto_server() as server:
+        create_bucket(server, "vacuum")
+        yield server
+
+
+def test_s3_apply_deletes_through_the_store_without_audit_by_default(s3_server) -> None:
+    from s3_server import S3Proxy, boto3_client, deltalake_storage_options, first, s3_storage_options
+
+    from airflow_delta_provider.delta.storage import FsspecLogStore, RetryPolicy
+
+    uri = f"s3://vacuum/t-{uuid.uuid4().hex[:8]}"
+    dl_opts = deltalake_storage_options(s3_server)
+    write_deltalake(uri, _data(3), partition_by=["p"], storage_options=dl_opts)
+    write_deltalake(uri, _data(4), partition_by=["p"], mode="overwrite", storage_options=dl_opts)
+    client = boto3_client(s3_server)
+    key = uri.split("/", 3)[3]
+    client.put_object(Bucket="vacuum", Key=f"{key}/p=a/stray.parquet", Body=b"x")
+    client.put_object(Bucket="vacuum", Key=f"{key}/_delta_log/_stray", Body=b"x")
+    version = DeltaTable(uri, storage_options=dl_opts).version()
+    expected = DeltaTable(uri, storage_options=dl_opts).to_pyarrow_table().sort_by("id")
+    with S3Proxy(s3_server.endpoint) as proxy:
+        opts = s3_storage_options(s3_server, proxy.endpoint)
+        retry = RetryPolicy(max_attempts=5, base_delay=0.005, max_delay=0.02)
+        dlog = DeltaLog(uri, store=FsspecLogStore(uri, opts, retry=retry))
+        plan = vacuum(dlog, clock=clock_at(later(8)))
+        assert {f.path for f in plan.plan.files} >= {"p=a/stray.parquet"} and plan.plan.num_bytes > 0
+        proxy.inject(first(1))  # the first request of the apply is throttled: the store's retry layer answers
+        result = vacuum(dlog, plan=plan.to_dict(), dry_run=False, clock=clock_at(later(8)))
+        assert any(s.injected for s in proxy.requests)
+    assert result.deleted == plan.to_dict()["num_files"] == 2 and result.directories == 0
+    keys = {o["Key"][len(key) + 1 :] for o in client.list_objects_v2(Bucket="vacuum", Prefix=key + "/")["Contents"]}
+    assert not keys & {f.path for f in plan.plan.files}
+    assert "_delta_log/_stray" in keys
+    dt = DeltaTable(uri, storage_options=dl_opts)
+    assert dt.version() == version  # s3: no VACUUM START/END unless audit=True (delta-writes.md 6.4)
+    assert dt.to_pyarrow_table().sort_by("id") == expected
+
+
+def test_s3_failed_deletes_commit_vacuum_end_failed_and_raise(s3_server) -> None:
+    from s3_server import ACCESS_DENIED, S3Proxy, deltalake_storage_options, s3_storage_options
+
+    from airflow_delta_provider.delta.errors import StorageError
+    from airflow_delta_provider.delta.storage import FsspecLogStore, RetryPolicy
+
+    uri = f"s3://vacuum/t-{uuid.uuid4().hex[:8]}"
+    dl_opts = deltalake_storage_options(s3_server)
+    write_deltalake(uri, _data(3), partition_by=["p"], storage_options=dl_opts)
+    write_deltalake(uri, _data(4), partition_by=["p"], mode="overwrite", storage_options=dl_opts)
+    with S3Proxy(s3_server.endpoint) as proxy:
+        opts = s3_storage_options(s3_server, proxy.endpoint)
+        retry = RetryPolicy(max_attempts=2, base_delay=0.005, max_delay=0.02)
+        dlog = DeltaLog(uri, store=FsspecLogStore(uri, opts, retry=retry))
+        proxy.inject(lambda _i, seen: ACCESS_DENIED if seen.is_delete_objects else None)
+        with pytest.raises(StorageError):
+            vacuum(dlog, dry_run=False, audit=True, clock=clock_at(later(8)))
+    history = DeltaTable(uri, storage_options=dl_opts).history(2)
+    assert [h["operation"] for h in history] == ["VACUUM END", "VACUUM START"]
+    assert history[0]["operationParameters"]["status"] == "FAILED"
+    assert int(history[1]["operationMetrics"]["numFilesToDelete"]) == 1
+    assert DeltaTable(uri, storage_options=dl_opts).to_pyarrow_table().num_rows == 4
+
+
+# -- refusals and hand-edited plans ---------------------------------------------------------------------
+def test_dv_file_with_a_name_prefix_is_kept() -> None:
+    dv_uuid = uuid.uuid4()
+    dv = DeletionVectorDescriptor("u", z85_encode(dv_uuid.bytes), 10, 1)
+    name = f"test%dv%prefix-deletion_vector_{dv_uuid}.bin"  # Spark's test-only DV file-name prefix
+    assert _plan([(name, 1)], active=[LoggedFile("a.parquet", dv)]) == []
+    assert _plan([(name, 1)]) == [name]
+
+
+def test_unknown_writer_feature_refused(tmp_path: Path) -> None:
+    from airflow_delta_provider.delta.errors import UnsupportedFeatureError
+
+    path = _table(tmp_path)
+    protocol = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["fancyNewFeature"]}}
+    (path / "_delta_log" / f"{3:020d}.json").write_text(json.dumps(protocol) + "\n")
+    with pytest.raises(UnsupportedFeatureError, match="fancyNewFeature"):
+        vacuum(str(path), clock=clock_at(later(8)))
+
+
+def test_hand_edited_plan_is_revalidated(tmp_path: Path) -> None:
+    path = _table(tmp_path)
+    plan = vacuum(str(path), clock=clock_at(later(8))).to_dict()
+    active = relative_to_root(DeltaTable(str(path)).file_uris()[0], "file://" + str(path))
+    evil = ["_delta_log/00000000000000000000.json", ".hidden", "/etc/hostname", "../outside", active]
+    (tmp_path / "outside").write_bytes(b"x")
+    (path / ".hidden").write_bytes(b"x")
+    plan["files"] += [{"path": p, "size": 1} for p in evil]
+    result = vacuum(str(path), plan=plan, dry_run=False, audit=False, clock=clock_at(later(8)))
+    assert sorted(f.path for f in result.dropped) == sorted(evil) and result.deleted == 2
+    assert (path / "_delta_log" / "00000000000000000000.json").exists() and (path / ".hidden").exists()
+    assert (tmp_path / "outside").exists() and (path / str(active)).exists()
+    other = dict(plan, table="file:///elsewhere")
+    with pytest.raises(InvalidArgumentError, match="not"):
+        vacuum(str(path), plan=other, dry_run=False)
+
+
+def test_plan_with_short_retention_applied_only_when_not_enforced(tmp_path: Path) -> None:
+    path = _table(tmp_path)
+    kw: dict = dict(retention_hours=0, enforce_retention_duration=False, clock=clock_at(later(0.01)))
+    plan = vacuum(str(path), **kw).to_dict()
+    with pytest.raises(InvalidArgumentError, match="enforce_retention_duration=False"):
+        vacuum(str(path), plan=plan, dry_run=False, clock=clock_at(later(0.01)))
+    assert vacuum(str(path), plan=plan, dry_run=False, **kw).deleted == plan["num_files"] > 0
