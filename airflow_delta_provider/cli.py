@@ -348,6 +348,32 @@ def cmd_cleanup_log(args: argparse.Namespace, out: TextIO) -> None:
         out.write(f"  {name}\n")
 
 
+def cmd_vacuum(args: argparse.Namespace, out: TextIO) -> None:
+    result = _run(
+        args,
+        "vacuum",
+        retention_hours=args.retention_hours,
+        apply=args.apply,
+        vacuum_mode=args.mode,
+        enforce_retention_duration=not args.no_enforce_retention,
+    )
+    if args.json:
+        _print_json(result, out)
+        return
+    if result["dry_run"]:
+        out.write(
+            f"vacuum dry run ({result['mode']}), cutoff {result['cutoff']}: would delete {result['num_files']} files "
+            f"({human_bytes(result['bytes'])}); --apply deletes\n"
+        )
+    else:
+        out.write(
+            f"vacuum ({result['mode']}), cutoff {result['cutoff']}: deleted {result['deleted']} files "
+            f"({human_bytes(result['deleted_bytes'])}), {result['directories']} directories\n"
+        )
+    for f in result["files"]:
+        out.write(f"  {f['path']}  {human_bytes(f['size'])}\n")
+
+
 def cmd_completion(args: argparse.Namespace, out: TextIO) -> None:
     out.write((bash_completion if args.shell == "bash" else zsh_completion)(build_parser()))
 
@@ -508,6 +534,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--write-checkpoint-first", action="store_true", help="write a checkpoint at the cutoff when none can be kept"
     )
     p.set_defaults(fn=cmd_cleanup_log)
+    p = command("vacuum", "delete files no version within retention needs (dry run unless --apply)")
+    p.add_argument("--retention-hours", type=HOURS, help="override delta.deletedFileRetentionDuration")
+    p.add_argument(
+        "--no-enforce-retention", action="store_true", help="allow a retention shorter than the table's (dangerous)"
+    )
+    p.add_argument("--mode", choices=("full", "lite"), default="full", help="list the table (full) or the log (lite)")
+    p.add_argument("--apply", action="store_true", help="delete (default: a dry run that deletes nothing)")
+    p.set_defaults(fn=cmd_vacuum)
     p = sub.add_parser("completion", help="print a shell completion script", description="print a completion script")
     p.add_argument("shell", choices=("bash", "zsh"))
     p.set_defaults(fn=cmd_completion, json=False)

@@ -13,7 +13,7 @@ check is lineage too) with an `OperatorLineage` built here from the task's own r
   Replays and reports only read it; a checkpoint or a log cleanup rewrites the log's bookkeeping but
   creates no table version and changes no row, so an output would claim a write that did not happen.
   The operation itself is the run facet `delta_operation` (`DeltaOperationRunFacet`: `SNAPSHOT_REPLAY`,
-  `TOMBSTONE_REPORT`, `CHECKPOINT` or `LOG_CLEANUP`, the version, whether it was a dry run, and its
+  `TOMBSTONE_REPORT`, `CHECKPOINT`, `LOG_CLEANUP` or `VACUUM`, the version, whether it was a dry run, and its
   counts). A replay adds the input facets `dataQualityMetrics` (active files and bytes) and, with
   checks, `dataQualityAssertions` (one per check, and one per failing version of the per-commit checks).
 
@@ -59,6 +59,7 @@ OPERATIONS = {
     "tombstones": "TOMBSTONE_REPORT",
     "checkpoint": "CHECKPOINT",
     "cleanup_log": "LOG_CLEANUP",
+    "vacuum": "VACUUM",
 }
 
 _S3 = ("s3", "s3a", "s3n")
@@ -71,7 +72,7 @@ _WASB = ("wasb", "wasbs")
 class DeltaOperationRunFacet(RunFacet):
     """What a Delta task did to its table (custom run facet `delta_operation`).
 
-    `operation`: `SNAPSHOT_REPLAY`, `TOMBSTONE_REPORT`, `CHECKPOINT` or `LOG_CLEANUP`; `tableVersion`:
+    `operation`: `SNAPSHOT_REPLAY`, `TOMBSTONE_REPORT`, `CHECKPOINT`, `LOG_CLEANUP` or `VACUUM`; `tableVersion`:
     the version read (checkpointed); `dryRun`: log cleanup only; `engine`: `local` or `spark`;
     `details`: the operation's counts (files, bytes, checkpoint kind, earliest readable version...).
     """
@@ -224,6 +225,7 @@ def _details(action: str, result: Mapping[str, Any]) -> dict[str, Any]:
         "tombstones": ("num_tombstones", "retained", "expired", "reclaimable_bytes", "retained_bytes"),
         "checkpoint": ("kind", "written", "num_actions", "num_add_files", "size_in_bytes", "last_checkpoint_updated"),
         "cleanup_log": ("cutoff", "num_files", "bytes", "deleted", "earliest_readable_version", "reason"),
+        "vacuum": ("mode", "cutoff", "num_files", "bytes", "deleted", "deleted_bytes", "directories"),
     }[action]
     return {k: result[k] for k in keys if result.get(k) is not None}
 
@@ -272,7 +274,7 @@ def operator_lineage(
     operation = DeltaOperationRunFacet(
         operation=OPERATIONS.get(action, action.upper()),
         tableVersion=version,
-        dryRun=result.get("dry_run") if action == "cleanup_log" else None,
+        dryRun=result.get("dry_run") if action in ("cleanup_log", "vacuum") else None,
         engine=result.get("engine"),
         details=_details(action, result) if action in OPERATIONS and result.get("status") == "success" else {},
     )

@@ -34,9 +34,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..delta.snapshot import Snapshot
 
 #: What a request can ask for. `version` reads only the log listing; `history` and `changes` read commits.
-ACTIONS = ("version", "snapshot", "tombstones", "files", "history", "changes", "checkpoint", "cleanup_log")
-#: Actions that write to the table (never retried blindly; `cleanup_log` deletes only with `apply`).
-WRITE_ACTIONS = ("checkpoint", "cleanup_log")
+ACTIONS = ("version", "snapshot", "tombstones", "files", "history", "changes", "checkpoint", "cleanup_log", "vacuum")
+#: Actions that write to the table (`cleanup_log` and `vacuum` delete only with `apply`).
+WRITE_ACTIONS = ("checkpoint", "cleanup_log", "vacuum")
 ENGINES = ("auto", "local", "spark")
 #: `engine="auto"` distributes when the log segment to replay (checkpoint + commits) is at least this
 #: big: below it the local engine replays faster than any cluster round trip (bench/RESULTS.md), so
@@ -79,6 +79,12 @@ class Request:
     apply: bool = False
     #: cleanup_log: write a checkpoint at the cutoff first when none can be kept
     write_checkpoint_first: bool = False
+    #: vacuum: "full" (list the table) or "lite" (files removed in the log only)
+    vacuum_mode: str = "full"
+    #: vacuum: refuse a retention shorter than the table's (delta-rs's name)
+    enforce_retention_duration: bool = True
+    #: vacuum: apply this plan (a dry run's result) instead of making one
+    plan: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -262,6 +268,19 @@ class _Run:
                 write_checkpoint_first=r.write_checkpoint_first,
             )
             return {"table": r.table, **cleaned.to_dict()}
+        if r.action == "vacuum":
+            from ..delta.maintenance.vacuum import vacuum
+
+            done = vacuum(
+                self._local_log(),
+                retention_hours=r.retention_hours,
+                enforce_retention_duration=r.enforce_retention_duration,
+                mode=r.vacuum_mode,
+                dry_run=not r.apply,
+                plan=r.plan,
+                clock=self._clock(),
+            )
+            return {"table": r.table, **done.to_dict()}
         if r.action == "version":
             return {"table": r.table, "version": self._local_log().latest_version()}
         if r.action == "history":

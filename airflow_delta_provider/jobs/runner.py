@@ -31,13 +31,14 @@ from ..commands.command import (
     Request,
     SparkFactory,
     execute,
+    read_result,
     storage_options_from_env,
     write_result,
 )
 from ..delta.errors import DeltaError, InvalidArgumentError
 
 #: The actions the job runs (the command layer's that read a snapshot or the commits).
-ACTIONS = ("snapshot", "tombstones", "files", "changes", "checkpoint", "cleanup_log")
+ACTIONS = ("snapshot", "tombstones", "files", "changes", "checkpoint", "cleanup_log", "vacuum")
 STORAGE_OPTIONS_ENV = "DELTA_STORAGE_OPTIONS"
 
 
@@ -58,7 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report-formats", default="", help="tombstones: also write md and/or html next to the result")
     p.add_argument("--fail-on-data-loss", action="store_true", help="changes, --since-version: a missing commit fails")
     p.add_argument("--since-version", type=int, help="snapshot: check every version and commit after this one")
-    p.add_argument("--apply", action="store_true", help="cleanup_log: delete (default: dry run)")
+    p.add_argument("--apply", action="store_true", help="cleanup_log, vacuum: delete (default: dry run)")
+    p.add_argument("--mode", choices=("full", "lite"), default="full", help="vacuum: list the table, or the log only")
+    p.add_argument("--no-enforce-retention", action="store_true", help="vacuum: allow a shorter retention")
+    p.add_argument("--plan", help="vacuum: apply this plan (JSON of a dry run's result, or a path/URI to it)")
     p.add_argument("--write-checkpoint-first", action="store_true", help="cleanup_log: checkpoint at the cutoff first")
     p.add_argument("--now-ms", type=int, help="clock for retention (default: now)")
     p.add_argument(
@@ -100,10 +104,25 @@ def request_from_args(args: argparse.Namespace, storage_options: Mapping[str, An
         since_version=args.since_version,
         apply=args.apply,
         write_checkpoint_first=args.write_checkpoint_first,
+        vacuum_mode=args.mode,
+        enforce_retention_duration=not args.no_enforce_retention,
+        plan=_plan(args.plan, storage_options),
         now_ms=args.now_ms,
         snapshot_partitions=args.snapshot_partitions,
         auto_threshold_mb=args.auto_threshold_mb,
     )
+
+
+def _plan(text: str | None, storage_options: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A vacuum plan given as JSON, or as the path/URI of a result file holding one."""
+    if not text:
+        return None
+    if text.lstrip().startswith("{"):
+        return json.loads(text)
+    plan = read_result(text, storage_options)
+    if plan is None:
+        raise InvalidArgumentError(f"no vacuum plan at {text}", argument="--plan")
+    return plan
 
 
 def job_argv(request: Request, result_uri: str, report_formats: Sequence[str] = ()) -> list[str]:
@@ -134,6 +153,12 @@ def job_argv(request: Request, result_uri: str, report_formats: Sequence[str] = 
         args.append("--apply")
     if r.write_checkpoint_first:
         args.append("--write-checkpoint-first")
+    if r.action == "vacuum":
+        args += ["--mode", r.vacuum_mode]
+        if not r.enforce_retention_duration:
+            args.append("--no-enforce-retention")
+        if r.plan is not None:
+            args += ["--plan", json.dumps(dict(r.plan))]
     if r.now_ms is not None:
         args += ["--now-ms", str(r.now_ms)]
     if report_formats:
@@ -155,7 +180,9 @@ def run(
         options = dict(storage_options) if storage_options is not None else job_storage_options(args.table)
         request = request_from_args(args, options)
     except (DeltaError, ValueError) as exc:  # bad --checks JSON, bad options: still leave a result
-        error = exc if isinstance(exc, DeltaError) else InvalidArgumentError(f"--checks: {exc}", table=args.table)
+        error = (
+            exc if isinstance(exc, DeltaError) else InvalidArgumentError(f"bad job argument: {exc}", table=args.table)
+        )
         result = {"status": "error", "action": args.action, **error.to_dict(), "engine": "local", "timings": {}}
         result["table"] = result.get("table") or args.table
         write_result(args.result_uri, result, storage_options)

@@ -599,3 +599,75 @@ class DeltaLogCleanupOperator(DeltaJobOperator):
             " (dry run: apply=True deletes)" if result["dry_run"] else "",
         )
         return summary
+
+
+class DeltaVacuumOperator(DeltaJobOperator):
+    """VACUUM: delete the files under the table root that no version within retention needs.
+
+    **Dry run by default** (`dry_run=True`): the result (at `result_uri`, and its summary on XCom) is a
+    plan: table, version, cutoff, mode, files with sizes, bytes, per partition. `dry_run=False` applies
+    `plan` (a dry run's result, e.g. `"{{ ti.xcom_pull(task_ids='vacuum_plan')['result_uri'] }}"` read
+    back, or the dict itself) or a fresh plan, re-validated against the table's latest snapshot first:
+    a file active or within retention again is dropped from the plan and reported. `retention_hours`
+    (default: the table's `delta.deletedFileRetentionDuration`, 7 days) shorter than the table's is
+    refused unless `enforce_retention_duration=False`. `mode="lite"` plans from the log alone.
+
+    XCom: `{table_uri, dry_run, version, cutoff, mode, num_files, bytes, deleted, deleted_bytes,
+    directories, num_dropped, engine, result_uri}` (the file list stays in the result).
+    """
+
+    action = "vacuum"
+    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "plan")
+
+    def __init__(
+        self,
+        *,
+        dry_run: bool = True,
+        mode: str = "full",
+        enforce_retention_duration: bool = True,
+        plan: Mapping[str, Any] | str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if mode not in ("full", "lite"):
+            raise ValueError(f"mode must be 'full' or 'lite', got {mode!r}")
+        self.dry_run = dry_run
+        self.mode = mode
+        self.enforce_retention_duration = enforce_retention_duration
+        self.plan = plan
+
+    def _plan(self) -> Mapping[str, Any] | None:
+        """The plan to apply: a dict, its JSON, or the path/URI of a dry run's result."""
+        if self.plan is None or self.plan == "":
+            return None
+        if isinstance(self.plan, Mapping):
+            return self.plan
+        text = str(self.plan)
+        if text.lstrip().startswith("{"):
+            return json.loads(text)
+        found = read_result(text, self._storage_options())
+        if found is None:
+            raise ValueError(f"no vacuum plan at {text}")
+        return found
+
+    def extra_request_fields(self) -> dict[str, Any]:
+        return {
+            "apply": not self.dry_run,
+            "vacuum_mode": self.mode,
+            "enforce_retention_duration": bool(self.enforce_retention_duration),
+            "plan": self._plan(),
+        }
+
+    def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
+        keys = ("dry_run", "version", "cutoff", "mode", "num_files", "bytes", "deleted", "deleted_bytes", "directories")
+        summary = {"table_uri": result["table"], **{k: result.get(k) for k in keys}}
+        summary.update(num_dropped=len(result.get("dropped", [])), engine=result["engine"], result_uri=result_uri)
+        self.log.info(
+            "%s: vacuum %s %s files (%s bytes)%s",
+            result["table"],
+            "would delete" if result["dry_run"] else "deleted",
+            result["num_files"] if result["dry_run"] else result.get("deleted"),
+            result["bytes"] if result["dry_run"] else result.get("deleted_bytes"),
+            " (dry run: dry_run=False deletes)" if result["dry_run"] else "",
+        )
+        return summary
