@@ -184,6 +184,9 @@ class _Run:
         self.options = dict(request.storage_options)
         self.spark_factory = spark_factory or default_spark_session
         self.spark: SparkSession | None = None
+        #: the snapshot the action read, and its small-file threshold (for a report's histograms)
+        self.snap: Snapshot | None = None
+        self.small_file_bytes = 0
         self.engine = "local"
         self.timings: dict[str, float] = {}
 
@@ -300,12 +303,12 @@ class _Run:
         else:
             checks = validate_checks(dict(r.checks)) if r.checks else {}
         snap = self.snapshot()
+        self.snap, self.small_file_bytes = snap, small_file_bytes(checks)
         t0 = time.perf_counter()
         if r.action == "snapshot":
             out = snapshot_dict(snap, include_files=r.include_files)
             out["file_summary"] = snap.file_summary(small_file_bytes(checks)).to_dict()
-            if self.engine == "local":  # the report's histogram; on Spark it would collect every file
-                out["file_size_histogram"] = file_size_histogram(snap, small_file_bytes(checks))
+
             if checks:
                 schema_at = lambda v: self._local_log().snapshot_at(version=v).schema  # noqa: E731
                 results = [c.to_dict() for c in evaluate_checks(checks, snap, schema_at)]
@@ -315,14 +318,25 @@ class _Run:
                 out.update(self._commit_checks(snap.version, commit_spec))
         elif r.action == "tombstones":
             out = tombstone_report(snap, r.retention_hours, now_ms=r.now_ms, include_files=r.include_files)
-            if self.engine == "local":
-                cutoff = out["retention"]["cutoff_ms"]
-                out["deletion_age_histogram"] = tombstone_age_histogram(snap, now_ms=out["now_ms"], cutoff_ms=cutoff)
+
         else:  # files
             files = [file_dict(x) for x in files_where(snap, r.where)]
             out = {"table": snap.table, "version": snap.version, "num_files": snap.num_files, "files": files}
         self.timings["report_s"] = round(time.perf_counter() - t0, 4)
         return out
+
+    def report_extras(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """What a report draws beyond the result: the file-size or deletion-age histogram. Local engine
+        only (on Spark it would collect every file to the driver); the CLI's JSON never carries them."""
+        snap = self.snap
+        if snap is None or self.engine != "local":
+            return {}
+        if self.request.action == "snapshot":
+            return {"file_size_histogram": file_size_histogram(snap, self.small_file_bytes)}
+        if self.request.action == "tombstones":
+            cutoff = body["retention"]["cutoff_ms"]
+            return {"deletion_age_histogram": tombstone_age_histogram(snap, now_ms=body["now_ms"], cutoff_ms=cutoff)}
+        return {}
 
     def _commit_checks(self, version: int, spec: Mapping[str, Any]) -> dict[str, Any]:
         """`since_version`'s part of a snapshot result: every version and commit in (since, version]."""
@@ -369,7 +383,9 @@ def execute(
             raise InvalidArgumentError(f"unknown report format {unknown[0]!r} (md, html)", table=request.table)
         body = state.body()
         result: dict[str, Any] = {"status": "success", "action": request.action, **body}
-        if result_uri and request.action in REPORT_KINDS:
+        if result_uri and request.action in REPORT_KINDS and formats:
+            extras = state.report_extras(body)
+            body, result = {**body, **extras}, {**result, **extras}
             for fmt in formats:
                 uri = sibling(result_uri, fmt)
                 try:
