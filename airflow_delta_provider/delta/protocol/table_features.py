@@ -38,7 +38,7 @@ SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
 CATALOG_FEATURES: frozenset[str] = frozenset({"catalogManaged", "catalogOwned", "catalogOwned-preview"})
 
 #: Writer features a maintenance operation here (a report, a future VACUUM) knows how to respect.
-KNOWN_WRITER_FEATURES: frozenset[str] = frozenset(
+KNOWN_WRITER_FEATURES: frozenset[str] = SUPPORTED_READER_FEATURES | frozenset(
     {
         "appendOnly",
         "invariants",
@@ -60,18 +60,6 @@ KNOWN_WRITER_FEATURES: frozenset[str] = frozenset(
         "collations-preview",
         "checkpointProtection",
         "materializePartitionColumns",
-        "vacuumProtocolCheck",
-        "v2Checkpoint",
-        "deletionVectors",
-        "columnMapping",
-        "timestampNtz",
-        "typeWidening",
-        "typeWidening-preview",
-        "variantType",
-        "variantType-preview",
-        "variantShredding",
-        "variantShredding-preview",
-        "geospatial",
     }
 )
 
