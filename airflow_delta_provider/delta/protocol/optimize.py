@@ -1,0 +1,281 @@
+"""OPTIMIZE (bin-packing compaction): which files to rewrite, in which bins, and what the commit says (pure).
+
+Spark `OptimizeExecutor` (delta-writes.md section 7): the candidates are the active files smaller than
+the target size, plus files whose deletion vector marks more than `max_deleted_rows_ratio` of their
+rows (or whose `numRecords` is unknown); per partition they are sorted by size and packed into bins of
+at most the target size; a bin of one file is dropped (rewriting it alone gains nothing). Partitions
+with fewer than `min_num_files` candidates are skipped, and, when asked, partitions whose small-file
+ratio is below a threshold. Each bin becomes one new file; the commit removes the bin's files and adds
+the new ones, all with `dataChange=false`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InvalidArgumentError
+from .actions import AddFile
+
+#: delta-rs's and the issue's default when the table sets no `delta.targetFileSize`.
+DEFAULT_TARGET_SIZE = 256 * 1024 * 1024
+TARGET_FILE_SIZE = "delta.targetFileSize"
+DEFAULT_MIN_NUM_FILES = 2
+#: Spark `spark.databricks.delta.optimize.maxDeletedRowsRatio`.
+DEFAULT_MAX_DELETED_ROWS_RATIO = 0.05
+#: What `min_small_file_ratio` counts as small unless told (the replay checks' `small_file_mb` default).
+DEFAULT_SMALL_FILE_BYTES = 32 * 1024 * 1024
+#: Hive's name for a null partition value in a path, used in partition keys of reports.
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+_SIZE = re.compile(r"^\s*(\d+)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+def parse_size(text: str, *, argument: str = TARGET_FILE_SIZE) -> int:
+    """A byte count as table properties spell it: `134217728`, `128mb`, `1g`..."""
+    m = _SIZE.match(str(text))
+    if not m:
+        raise InvalidArgumentError(f"{argument} must be a byte size such as 268435456 or 256mb, got {text!r}")
+    unit = (m.group(2) or "").lower()[:1]
+    value = int(m.group(1)) * _UNITS[unit]
+    if value <= 0:
+        raise InvalidArgumentError(f"{argument} must be positive, got {text!r}", argument=argument)
+    return value
+
+
+def target_file_size(configuration: Mapping[str, str | None], requested: int | None = None) -> int:
+    """`requested`, else the table's `delta.targetFileSize`, else 256 MiB."""
+    if requested is not None:
+        if isinstance(requested, bool) or not isinstance(requested, int) or requested <= 0:
+            raise InvalidArgumentError(
+                f"target_size must be a positive integer, got {requested!r}", argument="target_size"
+            )
+        return requested
+    configured = configuration.get(TARGET_FILE_SIZE)
+    return DEFAULT_TARGET_SIZE if configured in (None, "") else parse_size(str(configured))
+
+
+def partition_key(partition_values: Mapping[str, str | None], partition_columns: Sequence[str]) -> str:
+    """`a=1/b=x` in the table's partition column order ("" when unpartitioned): how reports name a partition."""
+    return "/".join(
+        f"{c}={NULL_PARTITION if partition_values.get(c) is None else partition_values.get(c)}"
+        for c in partition_columns
+    )
+
+
+def num_records(add: AddFile) -> int | None:
+    """`numRecords` from the file's stats, None when unknown."""
+    if not add.stats:
+        return None
+    try:
+        value = json.loads(add.stats).get("numRecords")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def is_candidate(add: AddFile, target_size: int, max_deleted_rows_ratio: float) -> bool:
+    """Small, or with too many rows deleted by its deletion vector (Spark `filterCandidateFileList`)."""
+    if add.size < target_size:
+        return True
+    dv = add.deletion_vector
+    if dv is None:
+        return False
+    records = num_records(add)
+    return records is None or (records > 0 and dv.cardinality / records > max_deleted_rows_ratio)
+
+
+@dataclass(frozen=True)
+class Bin:
+    """Files of one partition to be rewritten as one new file."""
+
+    partition: str
+    partition_values: Mapping[str, str | None]
+    files: tuple[AddFile, ...]
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "partition_values": dict(self.partition_values),
+            "files": [f.to_json() for f in self.files],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Bin:
+        return cls(
+            partition=str(d["partition"]),
+            partition_values=dict(d["partition_values"]),
+            files=tuple(AddFile.from_json(f) for f in d["files"]),
+        )
+
+
+@dataclass
+class OptimizePlan:
+    """The bins of one OPTIMIZE at one version, and what they amount to per partition."""
+
+    table: str | None
+    version: int
+    target_size: int
+    min_num_files: int
+    predicate: str | None
+    bins: list[Bin] = field(default_factory=list)
+    #: partitions skipped by `min_small_file_ratio`: key -> their small-file ratio
+    skipped_partitions: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def num_files(self) -> int:
+        return sum(len(b.files) for b in self.bins)
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(b.num_bytes for b in self.bins)
+
+    def partitions(self) -> dict[str, dict[str, int]]:
+        """Per partition: files and bytes to rewrite, and the files expected out (one per bin)."""
+        out: dict[str, dict[str, int]] = {}
+        for b in self.bins:
+            p = out.setdefault(b.partition, {"files": 0, "bytes": 0, "expected_output_files": 0})
+            p["files"] += len(b.files)
+            p["bytes"] += b.num_bytes
+            p["expected_output_files"] += 1
+        return dict(sorted(out.items()))
+
+    def summary(self) -> dict[str, Any]:
+        """The plan without its file list (what a dry run reports)."""
+        return {
+            "table": self.table,
+            "version": self.version,
+            "target_size": self.target_size,
+            "min_num_files": self.min_num_files,
+            "predicate": self.predicate,
+            "num_bins": len(self.bins),
+            "num_files": self.num_files,
+            "bytes": self.num_bytes,
+            "partitions": self.partitions(),
+            "skipped_partitions": dict(sorted(self.skipped_partitions.items())),
+        }
+
+
+def plan_optimize(
+    files: Iterable[AddFile],
+    partition_columns: Sequence[str],
+    *,
+    table: str | None,
+    version: int,
+    target_size: int,
+    min_num_files: int = DEFAULT_MIN_NUM_FILES,
+    max_deleted_rows_ratio: float = DEFAULT_MAX_DELETED_ROWS_RATIO,
+    min_small_file_ratio: float | None = None,
+    small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES,
+    predicate: str | None = None,
+) -> OptimizePlan:
+    """Bins of the candidate files among `files` (the active files, already filtered by the predicate).
+
+    :param min_num_files: a partition needs at least this many candidates to be compacted.
+    :param min_small_file_ratio: compact only partitions where at least this share of the files is
+        smaller than `small_file_bytes`.
+    """
+    if isinstance(min_num_files, bool) or not isinstance(min_num_files, int) or min_num_files < 1:
+        raise InvalidArgumentError(
+            f"min_num_files must be an integer >= 1, got {min_num_files!r}", argument="min_num_files"
+        )
+    if min_small_file_ratio is not None and not 0 <= min_small_file_ratio <= 1:
+        raise InvalidArgumentError(
+            f"min_small_file_ratio must be between 0 and 1, got {min_small_file_ratio!r}",
+            argument="min_small_file_ratio",
+        )
+    by_partition: dict[str, list[AddFile]] = {}
+    for f in files:
+        by_partition.setdefault(partition_key(f.partition_values, partition_columns), []).append(f)
+    plan = OptimizePlan(table, version, target_size, min_num_files, predicate)
+    for key in sorted(by_partition):
+        members = by_partition[key]
+        if min_small_file_ratio is not None:
+            ratio = sum(f.size < small_file_bytes for f in members) / len(members)
+            if ratio < min_small_file_ratio:
+                plan.skipped_partitions[key] = round(ratio, 6)
+                continue
+        candidates = [f for f in members if is_candidate(f, target_size, max_deleted_rows_ratio)]
+        if len(candidates) < min_num_files:
+            continue
+        values = dict(candidates[0].partition_values)
+        plan.bins.extend(Bin(key, values, tuple(b)) for b in pack(candidates, target_size) if len(b) > 1)
+    return plan
+
+
+def pack(files: Sequence[AddFile], max_bin_size: int) -> list[list[AddFile]]:
+    """Files sorted by size (then path, for a stable plan), a new bin whenever the next would overflow."""
+    bins: list[list[AddFile]] = []
+    current: list[AddFile] = []
+    size = 0
+    for f in sorted(files, key=lambda f: (f.size, f.path)):
+        if current and size + f.size > max_bin_size:
+            bins.append(current)
+            current, size = [], 0
+        current.append(f)
+        size += f.size
+    if current:
+        bins.append(current)
+    return bins
+
+
+def commit_batches(bins: Sequence[Bin], max_commit_bytes: int | None) -> list[list[Bin]]:
+    """Consecutive bins grouped into commits of at most `max_commit_bytes` input bytes (one commit when
+    None); a bin larger than the bound is a batch of its own."""
+    if max_commit_bytes is None:
+        return [list(bins)] if bins else []
+    batches: list[list[Bin]] = []
+    current: list[Bin] = []
+    size = 0
+    for b in bins:
+        if current and size + b.num_bytes > max_commit_bytes:
+            batches.append(current)
+            current, size = [], 0
+        current.append(b)
+        size += b.num_bytes
+    if current:
+        batches.append(current)
+    return batches
+
+
+def operation_parameters(predicates: Sequence[str]) -> dict[str, Any]:
+    """commitInfo.operationParameters of an OPTIMIZE (Spark `DeltaOperations.Optimize`)."""
+    return {"predicate": json.dumps(list(predicates)), "zOrderBy": "[]", "clusterBy": "[]", "auto": False}
+
+
+def _percentile(sorted_sizes: Sequence[int], p: float) -> int:
+    """Nearest-rank percentile of a sorted list (Spark `FileSizeStatsWithHistogram`)."""
+    index = min(len(sorted_sizes) - 1, max(0, round(p * (len(sorted_sizes) - 1))))
+    return sorted_sizes[index]
+
+
+def operation_metrics(removed: Sequence[AddFile], added: Sequence[AddFile]) -> dict[str, int]:
+    """commitInfo.operationMetrics of an OPTIMIZE commit (Spark `OptimizeExecutor.createMetrics`)."""
+    sizes = sorted(a.size for a in added)
+    dvs = [f.deletion_vector for f in removed if f.deletion_vector is not None]
+    out = {
+        "numAddedFiles": len(added),
+        "numRemovedFiles": len(removed),
+        "numAddedBytes": sum(sizes),
+        "numRemovedBytes": sum(f.size for f in removed),
+        "numDeletionVectorsRemoved": len(dvs),
+        "numDeletionVectorRowsRemoved": sum(d.cardinality for d in dvs),
+        "numDeletionVectorBytesRemoved": sum(d.size_in_bytes for d in dvs),
+    }
+    if sizes:
+        out |= {
+            "minFileSize": sizes[0],
+            "p25FileSize": _percentile(sizes, 0.25),
+            "p50FileSize": _percentile(sizes, 0.5),
+            "p75FileSize": _percentile(sizes, 0.75),
+            "maxFileSize": sizes[-1],
+        }
+    return out
