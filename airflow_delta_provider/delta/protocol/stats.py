@@ -1,0 +1,447 @@
+"""Per-file statistics as Delta Spark writes them (PROTOCOL.md "Per-file Statistics").
+
+Pure rules, no Arrow: which leaf columns get statistics, how values are written, and the JSON text.
+The Arrow side that computes the aggregates lives in `delta/write/stats.py`.
+
+Rules, after Spark `stats/StatisticsCollection.scala` (`statsCollector`, `getIndexedColumns`,
+`truncateSchema`, `filterSchema`, `truncateMaxStringAgg`) and `DataSkippingReader.scala`
+(`SkippingEligibleDataType`):
+
+* Columns: `delta.dataSkippingStatsColumns` (comma list of case-insensitive, possibly nested and
+  backquoted names; a struct means all its leaves) wins; otherwise the first
+  `delta.dataSkippingNumIndexedCols` leaves (default 32, -1 = all) of the table schema without the
+  partition columns, counted depth-first (an array or map is one leaf). Partition columns never get
+  stats (Spark refuses them in `dataSkippingStatsColumns`: DELTA_COLUMN_DATA_SKIPPING_NOT_SUPPORTED_
+  PARTITIONED_COLUMN).
+* `nullCount` for every stats column; nested leaves count the rows where a parent struct is null.
+  `minValues`/`maxValues` only for numeric, date, timestamp, timestamp_ntz and string columns (no
+  boolean, binary, array, map, variant).
+* Keys are physical names under column mapping (`delta.columnMapping.physicalName`).
+* JSON as Spark's `to_json` writes it: null values left out, a struct whose leaves are all null is
+  `{}`, a stat with no eligible column at all is left out; timestamps in UTC with milliseconds
+  (`2021-01-01T00:00:00.000Z`, timestamp_ntz without the zone), dates `yyyy-MM-dd`, decimals exact,
+  NaN/Infinity as the strings `"NaN"`, `"Infinity"`, `"-Infinity"` (Jackson's quoting).
+* Strings: min is the first `delta.dataSkippingStringPrefixLength` (default 32) characters (Spark's
+  SQL `substring`, code points); max follows `truncateMaxStringAgg` (UTF-16 code units, never
+  splitting a surrogate pair, tie-breaker U+007F or U+10FFFF, no max beyond twice the prefix).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+import struct
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, NamedTuple
+
+from ..errors import InvalidArgumentError
+from .actions import Protocol
+from .schema import StructField, StructType
+from .table_features import table_features
+from .table_properties import column_mapping_mode
+
+NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
+STATS_COLUMNS = "delta.dataSkippingStatsColumns"
+STRING_PREFIX_LENGTH = "delta.dataSkippingStringPrefixLength"
+DEFAULT_NUM_INDEXED_COLS = 32
+#: Spark conf `spark.databricks.io.skipping.stringPrefixLength`, used when the table property is unset.
+DEFAULT_STRING_PREFIX_LENGTH = 32
+
+NUM_RECORDS = "numRecords"
+MIN_VALUES = "minValues"
+MAX_VALUES = "maxValues"
+NULL_COUNT = "nullCount"
+TIGHT_BOUNDS = "tightBounds"
+
+ASCII_MAX_CHARACTER = "\u007f"
+UTF8_MAX_CHARACTER = "\U0010ffff"
+
+_INTEGRAL = frozenset({"byte", "short", "integer", "long"})
+_MIN_MAX_TYPES = _INTEGRAL | {"float", "double", "date", "timestamp", "timestamp_ntz", "string"}
+_EPOCH_DATE = dt.date(1970, 1, 1)
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class StatsColumn:
+    """One leaf column that gets statistics.
+
+    :param logical_path: names in the table schema, outermost first.
+    :param physical_path: names in the data file and in the stats JSON.
+    :param type_name: the leaf's Delta type (`long`, `decimal(10,2)`, `array`, `map`, ...).
+    """
+
+    logical_path: tuple[str, ...]
+    physical_path: tuple[str, ...]
+    type_name: str
+
+    @property
+    def min_max(self) -> bool:
+        """Whether Spark collects min/max for this type (`SkippingEligibleDataType`)."""
+        return min_max_eligible(self.type_name)
+
+
+class ColumnStats(NamedTuple):
+    """The aggregates of one column, values already as they go in the JSON (None: not written)."""
+
+    null_count: int | None
+    min: Any = None
+    max: Any = None
+
+
+def min_max_eligible(type_name: str) -> bool:
+    t = type_name.lower()
+    return t in _MIN_MAX_TYPES or t.startswith("decimal")
+
+
+# -- which columns --------------------------------------------------------------------------------------
+def num_indexed_cols(configuration: Mapping[str, str | None]) -> int:
+    """`delta.dataSkippingNumIndexedCols` (default 32; -1 means every column)."""
+    raw = configuration.get(NUM_INDEXED_COLS)
+    if raw is None:
+        return DEFAULT_NUM_INDEXED_COLS
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = -2
+    if value < -1:
+        raise InvalidArgumentError(
+            f"{NUM_INDEXED_COLS} must be an integer >= -1, got {raw!r}", argument=NUM_INDEXED_COLS
+        )
+    return value
+
+
+def string_prefix_length(configuration: Mapping[str, str | None]) -> int:
+    """`delta.dataSkippingStringPrefixLength` (default 32, Spark's session conf default)."""
+    raw = configuration.get(STRING_PREFIX_LENGTH)
+    if raw is None:
+        return DEFAULT_STRING_PREFIX_LENGTH
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise InvalidArgumentError(
+            f"{STRING_PREFIX_LENGTH} must be an integer >= 0, got {raw!r}", argument=STRING_PREFIX_LENGTH
+        )
+    return value
+
+
+_NAME_RE = re.compile(r"\s*(?:`((?:[^`]|``)*)`|([^\s.,`]+))\s*([.,]|$)")
+
+
+def parse_column_list(text: str) -> list[tuple[str, ...]]:
+    """A comma-separated list of multi-part column names (``a, b.c, `x.y`.z``), as Spark's
+    `parseMultipartColumnList`: backquotes quote a name (a doubled backquote is one); blank is no column.
+
+    Unquoted names are taken as written up to a space, `.` or `,` (Spark's lexer is stricter).
+    """
+    columns: list[tuple[str, ...]] = []
+    if not text.strip():
+        return columns
+    parts: list[str] = []
+    pos = 0
+    while True:
+        m = _NAME_RE.match(text, pos)
+        if m is None:
+            raise InvalidArgumentError(
+                f"Cannot parse {STATS_COLUMNS}={text!r} at position {pos + 1}", argument=STATS_COLUMNS
+            )
+        parts.append(m[1].replace("``", "`") if m[1] is not None else m[2])
+        pos = m.end()
+        if m[3] != ".":
+            columns.append(tuple(parts))
+            parts = []
+        if not m[3]:
+            return columns
+
+
+def _struct_fields(type_: str | Mapping[str, Any]) -> list[StructField] | None:
+    if isinstance(type_, Mapping) and type_.get("type") == "struct":
+        return list(StructType.from_json(type_).fields)
+    return None
+
+
+def _physical(field: StructField, mapped: bool) -> str:
+    return field.physical_name if mapped else field.name
+
+
+def _leaves(
+    fields: Sequence[StructField], mapped: bool, logical: tuple[str, ...] = (), physical: tuple[str, ...] = ()
+) -> Iterator[StatsColumn]:
+    """Every leaf under `fields`, depth-first in schema order (arrays and maps are leaves)."""
+    for f in fields:
+        lp, pp = (*logical, f.name), (*physical, _physical(f, mapped))
+        children = _struct_fields(f.type)
+        if children is None:
+            yield StatsColumn(lp, pp, f.type_name)
+        else:
+            yield from _leaves(children, mapped, lp, pp)
+
+
+def _named(
+    fields: Sequence[StructField],
+    paths: list[tuple[str, ...]],
+    mapped: bool,
+    logical: tuple[str, ...] = (),
+    physical: tuple[str, ...] = (),
+) -> Iterator[StatsColumn]:
+    """The leaves `paths` name, in schema order (Spark `filterSchema`: a name that is itself listed takes
+    the whole field; otherwise a struct is entered with the remainders; unknown names are ignored)."""
+    by_head: dict[str, list[tuple[str, ...]]] = {}
+    for p in paths:
+        by_head.setdefault(p[0].lower(), []).append(p[1:])
+    for f in fields:
+        rests = by_head.get(f.name.lower())
+        if rests is None:
+            continue
+        lp, pp = (*logical, f.name), (*physical, _physical(f, mapped))
+        children = _struct_fields(f.type)
+        if all(not r for r in rests):
+            if children is None:
+                yield StatsColumn(lp, pp, f.type_name)
+            else:
+                yield from _leaves(children, mapped, lp, pp)
+        elif children is not None:
+            yield from _named(children, [r for r in rests if r], mapped, lp, pp)
+
+
+def stats_columns(
+    schema: StructType, configuration: Mapping[str, str | None], partition_columns: Sequence[str]
+) -> tuple[StatsColumn, ...]:
+    """The leaf columns whose statistics a new data file records, in schema order.
+
+    :param schema: the table schema (logical names, column mapping metadata on the fields).
+    :param configuration: the table properties (`metaData.configuration`).
+    :param partition_columns: the table's partition columns (never in data files, never counted).
+    :raises InvalidArgumentError: a stats property that cannot be parsed.
+    """
+    mapped = column_mapping_mode(configuration) in ("id", "name")
+    partitions = {c.lower() for c in partition_columns}
+    fields = [f for f in schema.fields if f.name.lower() not in partitions]
+    named = configuration.get(STATS_COLUMNS)
+    if named is not None:
+        return tuple(_named(fields, parse_column_list(named), mapped))
+    limit = num_indexed_cols(configuration)
+    leaves = _leaves(fields, mapped)
+    if limit < 0:
+        return tuple(leaves)
+    out: list[StatsColumn] = []
+    for leaf in leaves:
+        if len(out) >= limit:
+            break
+        out.append(leaf)
+    return tuple(out)
+
+
+def tight_bounds_for(protocol: Protocol) -> bool | None:
+    """`tightBounds` for a freshly written file: True when the table supports deletion vectors, else
+    left out (Spark `statsCollector`: written only when the protocol supports the feature)."""
+    return True if "deletionVectors" in table_features(protocol) else None
+
+
+# -- values -----------------------------------------------------------------------------------------------
+def _utf16(value: str) -> bytes:
+    return value.encode("utf-16-be", "surrogatepass")
+
+
+def _unit(units: bytes, i: int) -> int:
+    return int.from_bytes(units[2 * i : 2 * i + 2], "big")
+
+
+def utf16_length(value: str) -> int:
+    """Length in UTF-16 code units (Java's `String.length`)."""
+    return len(value) + sum(1 for ch in value if ord(ch) > 0xFFFF)
+
+
+def truncate_min_string(value: str | None, prefix_length: int) -> str | None:
+    """The string min Spark writes: `substring(min(c), 0, prefix)`, i.e. the first `prefix_length`
+    characters (code points: Spark's UTF8String counts characters, not UTF-16 units)."""
+    return None if value is None else value[: max(prefix_length, 0)]
+
+
+def _utf16_prefix_length(units: bytes, n: int, prefix_length: int) -> int:
+    """Spark `truncateMinStringAgg` as a length: `prefix_length` units, one more to keep a pair whole."""
+    if n <= prefix_length:
+        return n
+    if 0xD800 <= _unit(units, prefix_length - 1) <= 0xDBFF and 0xDC00 <= _unit(units, prefix_length) <= 0xDFFF:
+        return prefix_length + 1
+    return prefix_length
+
+
+def truncate_max_string(value: str | None, prefix_length: int) -> str | None:
+    """The string max Spark writes (`truncateMaxStringAgg`): the value when it fits in `prefix_length`
+    UTF-16 units, else a prefix followed by U+007F (when the next unit sorts below it) or U+10FFFF,
+    extending the prefix over U+10FFFF characters up to twice the length; None (no max) beyond that."""
+    if value is None:
+        return None
+    units = _utf16(value)
+    n = len(units) // 2
+    if n <= prefix_length:
+        return value
+    if prefix_length <= 0:
+        return None
+    limit = 2 * prefix_length
+    cur = _utf16_prefix_length(units, n, prefix_length)
+    while cur <= limit:
+        if cur >= n:
+            return value
+        if cur + 1 < n and _unit(units, cur) == 0xDBFF and _unit(units, cur + 1) == 0xDFFF:
+            cur += 2
+            continue
+        head = units[: 2 * cur].decode("utf-16-be")
+        return head + (ASCII_MAX_CHARACTER if _unit(units, cur) < 0x7F else UTF8_MAX_CHARACTER)
+    return None
+
+
+def float32_value(value: float) -> float:
+    """A float32 as the shortest decimal that reads back as the same float32 (Java `Float.toString`
+    digits, so `0.1f` is written 0.1, not 0.10000000149011612)."""
+    if not math.isfinite(value):
+        return value
+    packed = struct.pack("<f", value)
+    for digits in range(1, 10):
+        shorter = float(f"{value:.{digits}g}")
+        if struct.pack("<f", shorter) == packed:
+            return shorter
+    return value
+
+
+def format_date(epoch_days: int) -> str | None:
+    """`yyyy-MM-dd`; None for a date outside years 1..9999 (left out of the stats: unknown)."""
+    try:
+        d = _EPOCH_DATE + dt.timedelta(days=epoch_days)
+    except OverflowError:
+        return None
+    return f"{d.year:04d}-{d.month:02d}-{d.day:02d}"
+
+
+def format_timestamp(epoch_micros: int, *, utc: bool) -> str | None:
+    """Milliseconds, truncated, as Spark's JSON writes them: `2021-01-01T00:00:00.000Z` for timestamp
+    (UTC session zone), no zone for timestamp_ntz. None outside years 1..9999."""
+    millis = epoch_micros // 1000
+    try:
+        t = _EPOCH + dt.timedelta(milliseconds=millis)
+    except OverflowError:
+        return None
+    text = (
+        f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}.{t.microsecond // 1000:03d}"
+    )
+    return text + "Z" if utc else text
+
+
+def _non_finite(value: float) -> str:
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
+def json_value(type_name: str, value: Any, *, is_max: bool, prefix_length: int) -> Any:
+    """A min or max as it goes in the stats: `value` is an int (integral types; epoch days for date;
+    epoch microseconds for timestamp and timestamp_ntz), float, Decimal or str. None means not written.
+
+    Returns the JSON value: NaN and infinities become the strings Jackson writes (`"NaN"`, `"Infinity"`,
+    `"-Infinity"`); decimals stay `Decimal` (exact; see `stats_to_json`)."""
+    if value is None:
+        return None
+    t = type_name.lower()
+    if t == "string":
+        return truncate_max_string(value, prefix_length) if is_max else truncate_min_string(value, prefix_length)
+    if t == "date":
+        return format_date(int(value))
+    if t in ("timestamp", "timestamp_ntz"):
+        return format_timestamp(int(value), utc=t == "timestamp")
+    if t in ("float", "double"):
+        number = float(value)
+        if not math.isfinite(number):
+            return _non_finite(number)
+        return float32_value(number) if t == "float" else number
+    if t.startswith("decimal"):
+        return value if isinstance(value, Decimal) else Decimal(value)
+    if t in _INTEGRAL:
+        return int(value)
+    return None
+
+
+# -- the stats object and its JSON ----------------------------------------------------------------------
+def _place(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    """Create the struct dicts along `path` (Spark writes `{}` for an all-null struct) and set the leaf
+    unless `value` is None (Spark leaves null stats out)."""
+    node = tree
+    for name in path[:-1]:
+        child = node.setdefault(name, {})
+        if not isinstance(child, dict):  # a leaf and a struct with one physical name: a schema bug
+            raise InvalidArgumentError(f"Column {'.'.join(path)!r} clashes with a leaf column of the same name")
+        node = child
+    if value is not None:
+        node[path[-1]] = value
+
+
+def build_stats(
+    num_records: int,
+    columns: Sequence[tuple[StatsColumn, ColumnStats]],
+    *,
+    tight_bounds: bool | None = None,
+) -> dict[str, Any]:
+    """The `add.stats` object, keys in Spark's order: numRecords, minValues, maxValues, nullCount,
+    tightBounds. A stat with no eligible column is left out (Spark: `lit(null)`)."""
+    stats: dict[str, Any] = {NUM_RECORDS: num_records}
+    eligible = [(c, s) for c, s in columns if c.min_max]
+    if eligible:
+        mins: dict[str, Any] = {}
+        maxs: dict[str, Any] = {}
+        for column, values in eligible:
+            _place(mins, column.physical_path, values.min)
+            _place(maxs, column.physical_path, values.max)
+        stats[MIN_VALUES] = mins
+        stats[MAX_VALUES] = maxs
+    if columns:
+        nulls: dict[str, Any] = {}
+        for column, values in columns:
+            _place(nulls, column.physical_path, values.null_count)
+        stats[NULL_COUNT] = nulls
+    if tight_bounds is not None:
+        stats[TIGHT_BOUNDS] = tight_bounds
+    return stats
+
+
+def _encode(value: Any, out: list[str]) -> None:
+    if isinstance(value, Mapping):
+        out.append("{")
+        for i, (k, v) in enumerate(value.items()):
+            if i:
+                out.append(",")
+            out.append(json.dumps(str(k), ensure_ascii=False))
+            out.append(":")
+            _encode(v, out)
+        out.append("}")
+    elif value is None:
+        out.append("null")
+    elif isinstance(value, bool):
+        out.append("true" if value else "false")
+    elif isinstance(value, int):
+        out.append(str(value))
+    elif isinstance(value, float):
+        out.append(repr(value) if math.isfinite(value) else f'"{_non_finite(value)}"')
+    elif isinstance(value, Decimal):
+        if not value.is_finite():
+            raise InvalidArgumentError(f"A decimal statistic must be finite, got {value}")
+        out.append(str(value))
+    elif isinstance(value, str):
+        out.append(json.dumps(value, ensure_ascii=False))
+    else:
+        raise InvalidArgumentError(f"Cannot write {type(value).__name__} {value!r} in statistics")
+
+
+def stats_to_json(stats: Mapping[str, Any]) -> str:
+    """The stats object as compact JSON, the way Spark's `to_json` writes it: decimals exact (Java's
+    `BigDecimal.toString` and Python's `str(Decimal)` agree: `1.50`, `0E-18`), non-finite floats as
+    `"NaN"`/`"Infinity"`/`"-Infinity"`, non-ASCII characters unescaped.
+
+    Use this rather than `json.dumps`, which cannot write a Decimal exactly (it raises TypeError).
+    """
+    out: list[str] = []
+    _encode(stats, out)
+    return "".join(out)

@@ -1,0 +1,1 @@
+"""Writing data files: compacted Parquet files and the statistics Delta records for them."""

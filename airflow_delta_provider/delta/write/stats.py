@@ -1,0 +1,167 @@
+"""Statistics of a data file about to be added, computed with Arrow (`add.stats`).
+
+Which columns and how values are written is decided in `delta/protocol/stats.py` (Spark's
+`StatisticsCollection` rules); this module only aggregates: one vectorized `min_max` and a null count
+per stats column, never a Python loop over rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..protocol.schema import StructType
+from ..protocol.stats import (
+    ColumnStats,
+    StatsColumn,
+    build_stats,
+    json_value,
+    stats_columns,
+    stats_to_json,
+    string_prefix_length,
+)
+
+__all__ = ["collect_stats", "stats_json"]
+
+_MICROS_PER_UNIT = {"s": 1_000_000, "ms": 1_000, "us": 1}
+
+
+def _field_index(type_: pa.StructType, name: str) -> int:
+    index = type_.get_field_index(name)
+    if index >= 0:
+        return index
+    lowered = [i for i in range(type_.num_fields) if type_.field(i).name.lower() == name.lower()]
+    return lowered[0] if len(lowered) == 1 else -1
+
+
+def _leaf(
+    data: pa.Table, path: tuple[str, ...], children: dict[tuple[str, ...], list[pa.ChunkedArray]]
+) -> pa.ChunkedArray | None:
+    """The column at `path` (physical names); a nested leaf carries its parents' nulls (Spark's
+    `getItem` on a null struct is null). None when the file has no such column. `children` caches each
+    struct's flattened fields, so a wide struct is flattened once."""
+    index = _field_index(pa.struct(list(data.schema)), path[0])
+    if index < 0:
+        return None
+    column = data.column(index)
+    for depth, name in enumerate(path[1:], start=1):
+        if not pa.types.is_struct(column.type):
+            return None
+        index = _field_index(column.type, name)
+        if index < 0:
+            return None
+        if path[:depth] not in children:
+            # ChunkedArray.flatten ANDs the parent's validity into each child.
+            children[path[:depth]] = column.flatten()
+        column = children[path[:depth]][index]
+    if pa.types.is_dictionary(column.type):
+        column = pa.chunked_array([c.dictionary_decode() for c in column.chunks], type=column.type.value_type)
+    return column
+
+
+def _epoch_micros(scalar: pa.Scalar) -> int | None:
+    value = scalar.value
+    if value is None:
+        return None
+    unit = scalar.type.unit
+    return int(value) // 1000 if unit == "ns" else int(value) * _MICROS_PER_UNIT[unit]
+
+
+def _raw_min_max(column: pa.ChunkedArray, type_name: str) -> tuple[Any, Any]:
+    """Min and max as plain values (epoch days for dates, epoch microseconds for timestamps), Spark's
+    order: NaN above every other float. (None, None) for an all-null column or an unexpected Arrow type."""
+    t = type_name.lower()
+    arrow = column.type
+    if pa.types.is_string_view(arrow):
+        column, arrow = column.cast(pa.large_string()), pa.large_string()
+    if t == "string" and not (pa.types.is_string(arrow) or pa.types.is_large_string(arrow)):
+        return None, None
+    if t == "date" and not pa.types.is_date(arrow):
+        return None, None
+    if t in ("timestamp", "timestamp_ntz") and not pa.types.is_timestamp(arrow):
+        return None, None
+    if (t in ("float", "double") or t.startswith("decimal")) and not (
+        pa.types.is_floating(arrow) or pa.types.is_decimal(arrow) or pa.types.is_integer(arrow)
+    ):
+        return None, None
+    if t in ("byte", "short", "integer", "long") and not pa.types.is_integer(arrow):
+        return None, None
+    mm = pc.min_max(column)
+    lo, hi = mm["min"], mm["max"]
+    if not lo.is_valid:
+        return None, None
+    if pa.types.is_timestamp(arrow):
+        return _epoch_micros(lo), _epoch_micros(hi)
+    if pa.types.is_date32(arrow):
+        return lo.value, hi.value
+    if pa.types.is_date64(arrow):
+        return lo.value // 86_400_000, hi.value // 86_400_000
+    lo_v, hi_v = lo.as_py(), hi.as_py()
+    if pa.types.is_floating(arrow) and pc.any(pc.is_nan(column)).as_py():
+        # Arrow's min_max skips NaN; Spark orders NaN above everything, so the max is NaN.
+        hi_v = float("nan")
+    return lo_v, hi_v
+
+
+def _column_stats(
+    data: pa.Table, column: StatsColumn, prefix_length: int, children: dict[tuple[str, ...], list[pa.ChunkedArray]]
+) -> ColumnStats:
+    num_records = data.num_rows
+    array = _leaf(data, column.physical_path, children)
+    if array is None:
+        # Spark: a stats column missing from the data is all null: nullCount = count(*), no min/max.
+        return ColumnStats(num_records)
+    # Spark sums 1/0 per row: over no rows the sum is null and the count is left out.
+    null_count = array.null_count if num_records else None
+    if not column.min_max:
+        return ColumnStats(null_count)
+    lo, hi = _raw_min_max(array, column.type_name)
+    return ColumnStats(
+        null_count,
+        json_value(column.type_name, lo, is_max=False, prefix_length=prefix_length),
+        json_value(column.type_name, hi, is_max=True, prefix_length=prefix_length),
+    )
+
+
+def collect_stats(
+    data: pa.Table,
+    schema: StructType,
+    configuration: Mapping[str, str | None],
+    partition_columns: Sequence[str],
+    *,
+    tight_bounds: bool | None = None,
+) -> dict[str, Any]:
+    """The `add.stats` object of a data file holding `data`, as Delta Spark computes it.
+
+    :param data: the file's rows with its physical column names (no partition columns).
+    :param schema: the table schema (logical names; column mapping metadata on the fields).
+    :param configuration: the table properties (`delta.dataSkippingNumIndexedCols`,
+        `delta.dataSkippingStatsColumns`, `delta.dataSkippingStringPrefixLength`, column mapping mode).
+    :param partition_columns: the table's partition columns.
+    :param tight_bounds: written as `tightBounds` when not None; pass `tight_bounds_for(protocol)`
+        (True when the table supports deletion vectors).
+    :return: numRecords, minValues, maxValues, nullCount (and tightBounds), values as in the JSON: int,
+        float, str (NaN and infinities as `"NaN"`, `"Infinity"`, `"-Infinity"`) and `Decimal` for decimal
+        columns. Serialize with `stats_to_json` (`json.dumps` cannot write a Decimal exactly).
+    :raises InvalidArgumentError: a stats table property that cannot be parsed.
+    """
+    prefix_length = string_prefix_length(configuration)
+    columns = stats_columns(schema, configuration, partition_columns)
+    children: dict[tuple[str, ...], list[pa.ChunkedArray]] = {}
+    collected = [(c, _column_stats(data, c, prefix_length, children)) for c in columns]
+    return build_stats(data.num_rows, collected, tight_bounds=tight_bounds)
+
+
+def stats_json(
+    data: pa.Table,
+    schema: StructType,
+    configuration: Mapping[str, str | None],
+    partition_columns: Sequence[str],
+    *,
+    tight_bounds: bool | None = None,
+) -> str:
+    """`collect_stats` as the JSON text of `add.stats`."""
+    return stats_to_json(collect_stats(data, schema, configuration, partition_columns, tight_bounds=tight_bounds))
