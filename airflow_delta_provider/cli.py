@@ -107,6 +107,20 @@ def _number(limit: float) -> Any:
     return parse
 
 
+def _positive(text: str) -> int:
+    value = _count(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def _ratio(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:  # NaN fails too
+        raise ValueError(text)
+    return value
+
+
 def _kv(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
@@ -131,6 +145,8 @@ TIMESTAMP = _arg(_timestamp, "an ISO-8601 time or epoch milliseconds")
 HOURS = _arg(_number(1e12), "a finite number of hours >= 0")
 MEBIBYTES = _arg(_number(2**63 / 2**20), "a number of MiB >= 0")
 KEY_VALUE = _arg(_kv, "KEY=VALUE")
+POSITIVE = _arg(_positive, "an integer >= 1")
+RATIO = _arg(_ratio, "a number between 0 and 1")
 JSON_OBJECT = _arg(_json_object, "a JSON object")
 
 
@@ -374,6 +390,38 @@ def cmd_vacuum(args: argparse.Namespace, out: TextIO) -> None:
         out.write(f"  {f['path']}  {human_bytes(f['size'])}\n")
 
 
+def cmd_optimize(args: argparse.Namespace, out: TextIO) -> None:
+    target = None if args.target_size_mb is None else max(1, int(args.target_size_mb * 1024 * 1024))
+    result = _run(
+        args,
+        "optimize",
+        target_size=target,
+        min_num_files=args.min_num_files,
+        where=args.where,
+        apply=not args.dry_run,
+        min_small_file_ratio=args.min_small_file_ratio,
+    )
+    if args.json:
+        keys = ("version", "num_files_removed", "num_files_added", "bytes_removed", "bytes_added", "partitions")
+        _print_json({k: result[k] for k in keys} | {"dry_run": result["dry_run"]}, out)
+        return
+    if result["dry_run"]:
+        out.write(
+            f"optimize dry run at version {result['read_version']}: would compact {result['num_files_removed']} files "
+            f"({human_bytes(result['bytes_removed'])}) into {result['num_files_added']}\n"
+        )
+    elif result["version"] is None:
+        out.write(f"optimize: nothing to compact at version {result['read_version']}\n")
+    else:
+        out.write(
+            f"optimize committed version {result['version']}: {result['num_files_removed']} files "
+            f"({human_bytes(result['bytes_removed'])}) compacted into {result['num_files_added']} "
+            f"({human_bytes(result['bytes_added'])})\n"
+        )
+    for name, p in result["partitions"].items():
+        out.write(f"  {name or '(unpartitioned)'}  {json.dumps(p)}\n")
+
+
 def cmd_completion(args: argparse.Namespace, out: TextIO) -> None:
     out.write((bash_completion if args.shell == "bash" else zsh_completion)(build_parser()))
 
@@ -542,6 +590,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=("full", "lite"), default="full", help="list the table (full) or the log (lite)")
     p.add_argument("--apply", action="store_true", help="delete (default: a dry run that deletes nothing)")
     p.set_defaults(fn=cmd_vacuum)
+    p = command("optimize", "compact small files into larger ones (applies unless --dry-run; deletes nothing)")
+    p.add_argument("--engine", choices=("local", "spark"), default="local", help="rewrite here or on Spark executors")
+    p.add_argument("--master", default="local[*]", help="Spark master URL for --engine spark (default local[*])")
+    p.add_argument(
+        "--target-size-mb", type=MEBIBYTES, help="output file size (default: delta.targetFileSize, else 256 MiB)"
+    )
+    p.add_argument("--min-num-files", type=POSITIVE, default=2, help="compact a partition with at least N candidates")
+    p.add_argument("--where", help="partition predicate, e.g. \"date >= '2024-01-01'\"")
+    p.add_argument(
+        "--min-small-file-ratio", type=RATIO, help="compact only partitions with at least this share of small files"
+    )
+    p.add_argument("--dry-run", action="store_true", help="plan only: write and commit nothing")
+    p.set_defaults(fn=cmd_optimize)
     p = sub.add_parser("completion", help="print a shell completion script", description="print a completion script")
     p.add_argument("shell", choices=("bash", "zsh"))
     p.set_defaults(fn=cmd_completion, json=False)

@@ -13,8 +13,8 @@ check is lineage too) with an `OperatorLineage` built here from the task's own r
   Replays and reports only read it; a checkpoint or a log cleanup rewrites the log's bookkeeping but
   creates no table version and changes no row, so an output would claim a write that did not happen.
   The operation itself is the run facet `delta_operation` (`DeltaOperationRunFacet`: `SNAPSHOT_REPLAY`,
-  `TOMBSTONE_REPORT`, `CHECKPOINT`, `LOG_CLEANUP` or `VACUUM`, the version, whether it was a dry run, and its
-  counts). A replay adds the input facets `dataQualityMetrics` (active files and bytes) and, with
+  `TOMBSTONE_REPORT`, `CHECKPOINT`, `LOG_CLEANUP`, `VACUUM` or `OPTIMIZE`, the version, whether it was a
+  dry run, and its counts). A replay adds the input facets `dataQualityMetrics` (active files and bytes) and, with
   checks, `dataQualityAssertions` (one per check, and one per failing version of the per-commit checks).
 
 OpenLineage is optional: the operators import this module only when the OpenLineage provider asks them
@@ -60,6 +60,7 @@ OPERATIONS = {
     "checkpoint": "CHECKPOINT",
     "cleanup_log": "LOG_CLEANUP",
     "vacuum": "VACUUM",
+    "optimize": "OPTIMIZE",
 }
 
 _S3 = ("s3", "s3a", "s3n")
@@ -72,8 +73,9 @@ _WASB = ("wasb", "wasbs")
 class DeltaOperationRunFacet(RunFacet):
     """What a Delta task did to its table (custom run facet `delta_operation`).
 
-    `operation`: `SNAPSHOT_REPLAY`, `TOMBSTONE_REPORT`, `CHECKPOINT`, `LOG_CLEANUP` or `VACUUM`; `tableVersion`:
-    the version read (checkpointed); `dryRun`: log cleanup only; `engine`: `local` or `spark`;
+    `operation`: `SNAPSHOT_REPLAY`, `TOMBSTONE_REPORT`, `CHECKPOINT`, `LOG_CLEANUP`, `VACUUM` or `OPTIMIZE`;
+    `tableVersion`: the version read (checkpointed); `dryRun`: log cleanup, VACUUM and OPTIMIZE;
+    `engine`: `local` or `spark`;
     `details`: the operation's counts (files, bytes, checkpoint kind, earliest readable version...).
     """
 
@@ -226,6 +228,7 @@ def _details(action: str, result: Mapping[str, Any]) -> dict[str, Any]:
         "checkpoint": ("kind", "written", "num_actions", "num_add_files", "size_in_bytes", "last_checkpoint_updated"),
         "cleanup_log": ("cutoff", "num_files", "bytes", "deleted", "earliest_readable_version", "reason"),
         "vacuum": ("mode", "cutoff", "num_files", "bytes", "deleted", "deleted_bytes", "directories"),
+        "optimize": ("read_version", "num_files_removed", "num_files_added", "bytes_removed", "bytes_added"),
     }[action]
     return {k: result[k] for k in keys if result.get(k) is not None}
 
@@ -274,7 +277,7 @@ def operator_lineage(
     operation = DeltaOperationRunFacet(
         operation=OPERATIONS.get(action, action.upper()),
         tableVersion=version,
-        dryRun=result.get("dry_run") if action in ("cleanup_log", "vacuum") else None,
+        dryRun=result.get("dry_run") if action in ("cleanup_log", "vacuum", "optimize") else None,
         engine=result.get("engine"),
         details=_details(action, result) if action in OPERATIONS and result.get("status") == "success" else {},
     )

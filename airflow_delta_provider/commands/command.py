@@ -34,9 +34,21 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..delta.snapshot import Snapshot
 
 #: What a request can ask for. `version` reads only the log listing; `history` and `changes` read commits.
-ACTIONS = ("version", "snapshot", "tombstones", "files", "history", "changes", "checkpoint", "cleanup_log", "vacuum")
-#: Actions that write to the table (`cleanup_log` and `vacuum` delete only with `apply`).
-WRITE_ACTIONS = ("checkpoint", "cleanup_log", "vacuum")
+ACTIONS = (
+    "version",
+    "snapshot",
+    "tombstones",
+    "files",
+    "history",
+    "changes",
+    "checkpoint",
+    "cleanup_log",
+    "vacuum",
+    "optimize",
+)
+#: Actions that write to the table (`cleanup_log` and `vacuum` delete only with `apply`; `optimize`
+#: rewrites only with `apply` and deletes nothing).
+WRITE_ACTIONS = ("checkpoint", "cleanup_log", "vacuum", "optimize")
 ENGINES = ("auto", "local", "spark")
 #: `engine="auto"` distributes when the log segment to replay (checkpoint + commits) is at least this
 #: big: below it the local engine replays faster than any cluster round trip (bench/RESULTS.md), so
@@ -85,6 +97,15 @@ class Request:
     enforce_retention_duration: bool = True
     #: vacuum: apply this plan (a dry run's result) instead of making one
     plan: Mapping[str, Any] | None = None
+    #: optimize: bytes per output file (default: delta.targetFileSize, else 256 MiB)
+    target_size: int | None = None
+    #: optimize: a partition needs this many candidate files
+    min_num_files: int = 2
+    #: optimize: commit after each batch of bins of about this many input bytes
+    max_commit_bytes: int | None = None
+    #: optimize: compact only partitions where at least this share of files is under `small_file_mb`
+    min_small_file_ratio: float | None = None
+    small_file_mb: float = 32.0
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -97,6 +118,13 @@ class Request:
             )
         if self.version is not None and self.timestamp is not None:
             raise InvalidArgumentError("give version or timestamp, not both", argument="version", table=self.table)
+        for name in ("target_size", "max_commit_bytes"):
+            if getattr(self, name) is not None:
+                check_int(getattr(self, name), name, minimum=1, table=self.table)
+        check_int(self.min_num_files, "min_num_files", minimum=1, table=self.table)
+        check_number(self.small_file_mb, "small_file_mb", minimum=1e-6, table=self.table)
+        if self.min_small_file_ratio is not None:
+            check_number(self.min_small_file_ratio, "min_small_file_ratio", minimum=0, maximum=1, table=self.table)
         for name in ("version", "limit", "since_version"):
             if getattr(self, name) is not None:
                 check_int(getattr(self, name), name, minimum=0, table=self.table)
@@ -284,6 +312,8 @@ class _Run:
                 clock=self._clock(),
             )
             return {"table": r.table, **done.to_dict()}
+        if r.action == "optimize":
+            return {"table": r.table, **self._optimize()}
         if r.action == "version":
             return {"table": r.table, "version": self._local_log().latest_version()}
         if r.action == "history":
@@ -324,6 +354,32 @@ class _Run:
             out = {"table": snap.table, "version": snap.version, "num_files": snap.num_files, "files": files}
         self.timings["report_s"] = round(time.perf_counter() - t0, 4)
         return out
+
+    def _optimize(self) -> dict[str, Any]:
+        """Plan on the driver; rewrite the bins here (threads) or on Spark executors; commit on the driver."""
+        from ..delta.maintenance.optimize import optimize
+
+        r = self.request
+        executor = None
+        if r.engine == "spark":
+            from ..delta.engines.spark_optimize import spark_bin_executor
+
+            self.engine = "spark"
+            self.spark = self.spark_factory(self.options)
+            executor = spark_bin_executor(self.spark, self.options)
+        done = optimize(
+            self._local_log(),
+            target_size=r.target_size,
+            min_num_files=r.min_num_files,
+            where=r.where,
+            dry_run=not r.apply,
+            max_commit_bytes=r.max_commit_bytes,
+            min_small_file_ratio=r.min_small_file_ratio,
+            small_file_bytes=int(r.small_file_mb * 1024 * 1024),
+            executor=executor,
+            clock=self._clock(),
+        )
+        return done.to_dict()
 
     def report_extras(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """What a report draws beyond the result: the file-size or deletion-age histogram. Local engine

@@ -38,7 +38,7 @@ from ..commands.command import (
 from ..delta.errors import DeltaError, InvalidArgumentError
 
 #: The actions the job runs (the command layer's that read a snapshot or the commits).
-ACTIONS = ("snapshot", "tombstones", "files", "changes", "checkpoint", "cleanup_log", "vacuum")
+ACTIONS = ("snapshot", "tombstones", "files", "changes", "checkpoint", "cleanup_log", "vacuum", "optimize")
 STORAGE_OPTIONS_ENV = "DELTA_STORAGE_OPTIONS"
 
 
@@ -59,10 +59,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report-formats", default="", help="tombstones: also write md and/or html next to the result")
     p.add_argument("--fail-on-data-loss", action="store_true", help="changes, --since-version: a missing commit fails")
     p.add_argument("--since-version", type=int, help="snapshot: check every version and commit after this one")
-    p.add_argument("--apply", action="store_true", help="cleanup_log, vacuum: delete (default: dry run)")
+    p.add_argument("--apply", action="store_true", help="cleanup_log, vacuum: delete; optimize: commit (default: plan)")
     p.add_argument("--mode", choices=("full", "lite"), default="full", help="vacuum: list the table, or the log only")
     p.add_argument("--no-enforce-retention", action="store_true", help="vacuum: allow a shorter retention")
     p.add_argument("--plan", help="vacuum: apply this plan (JSON of a dry run's result, or a path/URI to it)")
+    p.add_argument("--target-size", type=int, help="optimize: bytes per output file")
+    p.add_argument("--min-num-files", type=int, default=2, help="optimize: candidates a partition needs")
+    p.add_argument("--max-commit-bytes", type=int, help="optimize: commit after each batch of this many input bytes")
+    p.add_argument("--min-small-file-ratio", type=float, help="optimize: small-file share a partition needs")
+    p.add_argument("--small-file-mb", type=float, default=32.0, help="optimize: what --min-small-file-ratio counts")
     p.add_argument("--write-checkpoint-first", action="store_true", help="cleanup_log: checkpoint at the cutoff first")
     p.add_argument("--now-ms", type=int, help="clock for retention (default: now)")
     p.add_argument(
@@ -107,6 +112,11 @@ def request_from_args(args: argparse.Namespace, storage_options: Mapping[str, An
         vacuum_mode=args.mode,
         enforce_retention_duration=not args.no_enforce_retention,
         plan=_plan(args.plan, storage_options),
+        target_size=args.target_size,
+        min_num_files=args.min_num_files,
+        max_commit_bytes=args.max_commit_bytes,
+        min_small_file_ratio=args.min_small_file_ratio,
+        small_file_mb=args.small_file_mb,
         now_ms=args.now_ms,
         snapshot_partitions=args.snapshot_partitions,
         auto_threshold_mb=args.auto_threshold_mb,
@@ -159,6 +169,15 @@ def job_argv(request: Request, result_uri: str, report_formats: Sequence[str] = 
             args.append("--no-enforce-retention")
         if r.plan is not None:
             args += ["--plan", json.dumps(dict(r.plan))]
+    if r.action == "optimize":
+        args += ["--min-num-files", str(r.min_num_files), "--small-file-mb", str(r.small_file_mb)]
+        for flag, value in (
+            ("--target-size", r.target_size),
+            ("--max-commit-bytes", r.max_commit_bytes),
+            ("--min-small-file-ratio", r.min_small_file_ratio),
+        ):
+            if value is not None:
+                args += [flag, str(value)]
     if r.now_ms is not None:
         args += ["--now-ms", str(r.now_ms)]
     if report_formats:

@@ -671,3 +671,89 @@ class DeltaVacuumOperator(DeltaJobOperator):
             " (dry run: dry_run=False deletes)" if result["dry_run"] else "",
         )
         return summary
+
+
+class DeltaOptimizeOperator(DeltaJobOperator):
+    """OPTIMIZE: compact small files into files of about `target_size` bytes, with a `dataChange=false` commit.
+
+    It applies by default, as Delta and delta-rs do: it deletes nothing (the replaced files stay for time
+    travel until VACUUM) and readers see the same rows. `dry_run=True` only plans. On the Spark engine
+    the bins are rewritten on the executors (`mapInArrow`) and only the new files' `add` actions come
+    back to the driver, which commits. A concurrent commit that removed or changed an input file fails
+    the task with a typed conflict (the files written for it are left for VACUUM); concurrent appends
+    do not.
+
+    :param target_size: bytes per output file (default: `delta.targetFileSize`, else 256 MiB).
+    :param min_num_files: a partition needs this many candidate files to be compacted (default 2).
+    :param where: a predicate on partition columns, e.g. `"date >= '2024-01-01'"` (templated).
+    :param min_small_file_ratio: compact only partitions where at least this share of the files is
+        smaller than `small_file_mb` (default 32): the replay checks' small-file ratio, per partition.
+    :param max_commit_bytes: commit after each batch of bins of about this many input bytes.
+
+    XCom: `{table_uri, dry_run, read_version, version, versions, num_files_removed, num_files_added,
+    bytes_removed, bytes_added, num_partitions, engine, result_uri}` (per-partition figures in the result).
+    """
+
+    action = "optimize"
+    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "where", "dry_run")
+
+    def __init__(
+        self,
+        *,
+        dry_run: bool | str = False,
+        target_size: int | None = None,
+        min_num_files: int = 2,
+        where: str | None = None,
+        min_small_file_ratio: float | None = None,
+        small_file_mb: float = 32.0,
+        max_commit_bytes: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.dry_run = dry_run
+        self.target_size = target_size
+        self.min_num_files = min_num_files
+        self.where = where
+        self.min_small_file_ratio = min_small_file_ratio
+        self.small_file_mb = small_file_mb
+        self.max_commit_bytes = max_commit_bytes
+
+    def extra_request_fields(self) -> dict[str, Any]:
+        dry = self.dry_run
+        if isinstance(dry, str):  # a rendered template
+            dry = dry.strip().lower() in ("true", "1", "yes")
+        return {
+            "apply": not dry,
+            "target_size": self.target_size,
+            "min_num_files": self.min_num_files,
+            "where": self.where or None,
+            "min_small_file_ratio": self.min_small_file_ratio,
+            "small_file_mb": self.small_file_mb,
+            "max_commit_bytes": self.max_commit_bytes,
+        }
+
+    def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
+        keys = (
+            "dry_run",
+            "read_version",
+            "version",
+            "versions",
+            "num_files_removed",
+            "num_files_added",
+            "bytes_removed",
+            "bytes_added",
+        )
+        summary = {"table_uri": result["table"], **{k: result.get(k) for k in keys}}
+        summary.update(
+            num_partitions=len(result.get("partitions") or {}), engine=result["engine"], result_uri=result_uri
+        )
+        self.log.info(
+            "%s: optimize %s %s files (%s bytes) into %s%s",
+            result["table"],
+            "would compact" if result["dry_run"] else "compacted",
+            result.get("num_files_removed"),
+            result.get("bytes_removed"),
+            result.get("num_files_added"),
+            f" at version {result['version']}" if result.get("version") is not None else "",
+        )
+        return summary

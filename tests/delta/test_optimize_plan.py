@@ -132,3 +132,11 @@ def test_commit_parameters_and_metrics_as_spark_names_them() -> None:
     assert m["p25FileSize"] <= m["p50FileSize"] <= m["p75FileSize"]
     assert (m["numDeletionVectorsRemoved"], m["numDeletionVectorRowsRemoved"]) == (1, 2)
     assert "minFileSize" not in operation_metrics(removed, [])
+
+
+def test_column_mapped_partition_values_are_keyed_by_physical_name() -> None:
+    # partitionValues use physical names under column mapping: grouping must never merge two partitions
+    files = [AddFile(f"f{i}", {"col-5f1a": v}, 10, 0) for i, v in enumerate(["1", "1", "2", "2", None, None])]
+    p = plan_optimize(files, ["part"], table="t", version=0, target_size=100, physical_names={"part": "col-5f1a"})
+    assert [b.partition for b in p.bins] == ["part=1", "part=2", "part=__HIVE_DEFAULT_PARTITION__"]
+    assert all(len({f.partition_values["col-5f1a"] for f in b.files}) == 1 for b in p.bins)

@@ -59,12 +59,22 @@ def target_file_size(configuration: Mapping[str, str | None], requested: int | N
     return DEFAULT_TARGET_SIZE if configured in (None, "") else parse_size(str(configured))
 
 
-def partition_key(partition_values: Mapping[str, str | None], partition_columns: Sequence[str]) -> str:
-    """`a=1/b=x` in the table's partition column order ("" when unpartitioned): how reports name a partition."""
-    return "/".join(
-        f"{c}={NULL_PARTITION if partition_values.get(c) is None else partition_values.get(c)}"
-        for c in partition_columns
-    )
+def partition_key(
+    partition_values: Mapping[str, str | None],
+    partition_columns: Sequence[str],
+    physical_names: Mapping[str, str] | None = None,
+) -> str:
+    """`a=1/b=x` in the table's partition column order ("" when unpartitioned): how reports name a partition.
+
+    `physical_names` maps a logical partition column to the key of `partition_values` (its physical name
+    under column mapping); a key missing from it is the column's own name.
+    """
+    names = physical_names or {}
+    parts = []
+    for c in partition_columns:
+        value = partition_values.get(names.get(c, c))
+        parts.append(f"{c}={NULL_PARTITION if value is None else value}")
+    return "/".join(parts)
 
 
 def num_records(add: AddFile) -> int | None:
@@ -176,8 +186,12 @@ def plan_optimize(
     min_small_file_ratio: float | None = None,
     small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES,
     predicate: str | None = None,
+    physical_names: Mapping[str, str] | None = None,
 ) -> OptimizePlan:
     """Bins of the candidate files among `files` (the active files, already filtered by the predicate).
+
+    Files are grouped by their exact `partitionValues` (keyed by physical name under column mapping:
+    `physical_names` maps the logical `partition_columns` to those keys, for the reports' names).
 
     :param min_num_files: a partition needs at least this many candidates to be compacted.
     :param min_small_file_ratio: compact only partitions where at least this share of the files is
@@ -192,12 +206,13 @@ def plan_optimize(
             f"min_small_file_ratio must be between 0 and 1, got {min_small_file_ratio!r}",
             argument="min_small_file_ratio",
         )
-    by_partition: dict[str, list[AddFile]] = {}
+    by_partition: dict[tuple[tuple[str, str | None], ...], list[AddFile]] = {}
     for f in files:
-        by_partition.setdefault(partition_key(f.partition_values, partition_columns), []).append(f)
+        by_partition.setdefault(tuple(sorted(f.partition_values.items())), []).append(f)
     plan = OptimizePlan(table, version, target_size, min_num_files, predicate)
-    for key in sorted(by_partition):
-        members = by_partition[key]
+    named = sorted((partition_key(dict(values), partition_columns, physical_names), values) for values in by_partition)
+    for key, values in named:
+        members = by_partition[values]
         if min_small_file_ratio is not None:
             ratio = sum(f.size < small_file_bytes for f in members) / len(members)
             if ratio < min_small_file_ratio:

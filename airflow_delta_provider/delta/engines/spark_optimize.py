@@ -1,0 +1,72 @@
+"""OPTIMIZE's bins on Spark executors: a DataFrame of bins, `mapInArrow` runs `write.data_files.compact_bin`
+on each (the same function as the local thread pool), and only the new files' `add` actions come back
+to the driver, which commits them. DataFrame API only, so it also runs over Spark Connect.
+
+Each task builds its own store from the table URI and the storage options (which travel inside the
+task closure, never in a DataFrame or a log line).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..protocol.actions import AddFile
+from ..protocol.optimize import Bin
+from ..write.data_files import TableLayout
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+
+    from ..storage import LogStore
+
+BIN_SCHEMA = "bin_id long, bin string"
+ADD_SCHEMA = "bin_id long, add string"
+
+
+def compact_task(layout: TableLayout, storage_options: Mapping[str, Any]) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The `mapInArrow` function: each input row is one bin (JSON), each output row its new `add` (JSON)."""
+    options = dict(storage_options)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        from ..storage import store_for
+        from ..write.data_files import compact_bin
+
+        store = store_for(layout.table_uri, options)
+        clock = lambda: int(time.time() * 1000)  # noqa: E731
+        for batch in batches:
+            ids, adds = [], []
+            for bin_id, text in zip(batch.column("bin_id").to_pylist(), batch.column("bin").to_pylist(), strict=True):
+                add = compact_bin(store, layout, Bin.from_dict(json.loads(text)), now_ms=clock, table=layout.table_uri)
+                ids.append(bin_id)
+                adds.append(json.dumps(add.to_json()))
+            columns = [pa.array(ids, pa.int64()), pa.array(adds, pa.string())]
+            yield pa.RecordBatch.from_arrays(columns, ["bin_id", "add"])
+
+    return run
+
+
+def spark_bin_executor(spark: SparkSession, storage_options: Mapping[str, Any]) -> Callable[..., list[AddFile]]:
+    """A `maintenance.optimize.BinExecutor` running each bin as one Spark task."""
+
+    def run(
+        layout: TableLayout,
+        bins: Sequence[Bin],
+        *,
+        store: LogStore | None = None,
+        clock: Callable[[], int] | None = None,
+    ) -> list[AddFile]:
+        if not bins:
+            return []
+        rows = [(i, json.dumps(b.to_dict())) for i, b in enumerate(bins)]
+        df = spark.createDataFrame(rows, BIN_SCHEMA).repartition(len(bins))  # round-robin: one bin per task
+        out = df.mapInArrow(compact_task(layout, storage_options), ADD_SCHEMA).collect()
+        by_id = {r["bin_id"]: AddFile.from_json(json.loads(r["add"])) for r in out}
+        return [by_id[i] for i in range(len(bins))]
+
+    return run

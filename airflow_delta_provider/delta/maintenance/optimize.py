@@ -1,0 +1,286 @@
+"""OPTIMIZE: compact small files with `dataChange=false` commits (Spark `OptimizeTableCommand`; delta-writes.md §7).
+
+`optimize(table)` runs the writer check for `optimize` first (features whose obligations a rewrite
+cannot meet here, such as row tracking, clustering or Iceberg compatibility, are refused before any
+file is written, naming the feature), plans bins with `protocol.optimize.plan_optimize`, and, unless
+`dry_run`, rewrites each bin as one new file (`write.data_files.compact_bin`: on a thread pool, or on
+Spark executors through `executor=`) and commits.
+
+Commits go through the transaction (`delta.txn`): removes of the bin's files (their deletion vectors
+included, so the tombstone's key matches) and the new adds, operation `OPTIMIZE` with Delta's
+parameters and metrics. A concurrent commit that removed, or changed the deletion vector of, an input
+file is a conflict: the typed error says which file and that the new files were left for VACUUM.
+Concurrent appends are not: the commit rebases (SnapshotIsolation, as Spark downgrades compaction).
+With `max_commit_bytes`, bins are compacted and committed in batches, so a long run keeps its progress
+when a later batch conflicts. Nothing is deleted: the replaced files stay for time travel until VACUUM.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..delta_log import DeltaLog
+from ..errors import (
+    ConcurrentDeleteReadError,
+    ConcurrentModificationError,
+    InvalidArgumentError,
+    check_bool,
+    check_int,
+)
+from ..protocol.actions import AddFile
+from ..protocol.optimize import (
+    DEFAULT_MAX_DELETED_ROWS_RATIO,
+    DEFAULT_MIN_NUM_FILES,
+    DEFAULT_SMALL_FILE_BYTES,
+    Bin,
+    OptimizePlan,
+    commit_batches,
+    operation_metrics,
+    operation_parameters,
+    partition_key,
+    plan_optimize,
+    target_file_size,
+)
+from ..protocol.predicate import parse_predicate
+from ..protocol.stats import tight_bounds_for
+from ..protocol.table_features import check_can_write
+from ..snapshot import Snapshot
+from ..write.data_files import TableLayout, compact_bin
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..storage import LogStore
+
+log = logging.getLogger(__name__)
+
+
+class BinExecutor(Protocol):
+    """Runs bins and returns each bin's new `add`, in order (the local thread pool, or Spark executors)."""
+
+    def __call__(
+        self, layout: TableLayout, bins: Sequence[Bin], *, store: LogStore, clock: Callable[[], int]
+    ) -> list[AddFile]: ...
+
+
+@dataclass
+class OptimizeResult:
+    """What an OPTIMIZE planned and, unless a dry run, committed."""
+
+    plan: OptimizePlan
+    dry_run: bool
+    versions: list[int] = field(default_factory=list)
+    removed: list[AddFile] = field(default_factory=list)
+    added: list[AddFile] = field(default_factory=list)
+    plan_partition_columns: tuple[str, ...] = ()
+    physical_names: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def version(self) -> int | None:
+        """The last version committed, None when nothing was (a dry run, or nothing to compact)."""
+        return self.versions[-1] if self.versions else None
+
+    def partitions(self) -> dict[str, dict[str, int]]:
+        """Per partition: files and bytes removed and added (planned, for a dry run)."""
+        if self.dry_run:
+            return self.plan.partitions()
+        cols = self.plan_partition_columns
+        out: dict[str, dict[str, int]] = {}
+        for kind, files in (("removed", self.removed), ("added", self.added)):
+            for f in files:
+                p = out.setdefault(
+                    partition_key(f.partition_values, cols, self.physical_names),
+                    {"files_removed": 0, "bytes_removed": 0, "files_added": 0, "bytes_added": 0},
+                )
+                p[f"files_{kind}"] += 1
+                p[f"bytes_{kind}"] += f.size
+        return dict(sorted(out.items()))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The CLI's `--json` shape plus the plan's summary (JSON, XCom)."""
+        removed = self.plan.num_files if self.dry_run else len(self.removed)
+        return {
+            "dry_run": self.dry_run,
+            "version": self.version,
+            "versions": list(self.versions),
+            "read_version": self.plan.version,
+            "num_files_removed": removed,
+            "num_files_added": len(self.plan.bins) if self.dry_run else len(self.added),
+            "bytes_removed": self.plan.num_bytes if self.dry_run else sum(f.size for f in self.removed),
+            "bytes_added": None if self.dry_run else sum(f.size for f in self.added),
+            "partitions": self.partitions(),
+            "plan": self.plan.summary(),
+        }
+
+
+def local_executor(max_workers: int | None = None) -> BinExecutor:
+    """Bins on a thread pool (pyarrow releases the GIL while decoding and encoding)."""
+
+    def run(layout: TableLayout, bins: Sequence[Bin], *, store: LogStore, clock: Callable[[], int]) -> list[AddFile]:
+        workers = max_workers or min(len(bins), os.cpu_count() or 1) or 1
+        if workers == 1 or len(bins) == 1:
+            return [compact_bin(store, layout, b, now_ms=clock, table=layout.table_uri) for b in bins]
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="optimize") as pool:
+            return list(pool.map(lambda b: compact_bin(store, layout, b, now_ms=clock, table=layout.table_uri), bins))
+
+    return run
+
+
+def physical_partition_names(snapshot: Snapshot) -> dict[str, str]:
+    """Logical partition column -> its key in `partitionValues` (the physical name under column mapping)."""
+    if snapshot.column_mapping_mode == "none":
+        return {c: c for c in snapshot.partition_columns}
+    out = {}
+    for c in snapshot.partition_columns:
+        f = snapshot.schema.get(c)
+        out[c] = c if f is None else f.physical_name
+    return out
+
+
+def table_layout(snapshot: Snapshot, table_uri: str) -> TableLayout:
+    """What rewriting a bin needs: schema, configuration, partition columns, stats tightness."""
+    return TableLayout(
+        table_uri=table_uri,
+        schema_json=snapshot.metadata.schema_json,
+        configuration=dict(snapshot.metadata.configuration),
+        partition_columns=tuple(snapshot.partition_columns),
+        tight_bounds=tight_bounds_for(snapshot.protocol),
+        physical_partition_columns=tuple(physical_partition_names(snapshot).values()),
+    )
+
+
+def _candidates(snapshot: Snapshot, where: str | None) -> list[AddFile]:
+    """Active files (with stats), restricted to the partitions `where` selects (partition columns only,
+    as Spark's `OPTIMIZE ... WHERE`)."""
+    files = list(snapshot.all_files(with_stats=True))
+    if not where:
+        return files
+    expr = parse_predicate(where, label="where")
+    parts = {c.casefold() for c in snapshot.partition_columns}
+    others = [c for c in expr.columns() if c.casefold() not in parts]
+    if others:
+        raise InvalidArgumentError(
+            f"OPTIMIZE's where may only use partition columns {list(snapshot.partition_columns)}, not {others}",
+            argument="where",
+            table=snapshot.table,
+        )
+    keep = {f.key for f in snapshot.files(expr)}
+    return [f for f in files if f.key in keep]
+
+
+def _require_active(snapshot: Snapshot, inputs: Sequence[AddFile], planned_at: int) -> None:
+    """Every input still active with the same deletion vector, else the conflict a commit would raise."""
+    active = {f.key for f in snapshot.all_files()}
+    for f in inputs:
+        if f.key not in active:
+            raise ConcurrentDeleteReadError(
+                f"A file OPTIMIZE planned to compact at version {planned_at} was removed or changed by a "
+                "concurrent update",
+                table=snapshot.table,
+                version=snapshot.version,
+                file=f.path,
+            )
+
+
+def _left_for_vacuum(
+    exc: ConcurrentModificationError, added: Sequence[AddFile], committed: Sequence[int]
+) -> ConcurrentModificationError:
+    """The same conflict, saying what became of the files this batch wrote (and what was committed)."""
+    note = f"; the {len(added)} files this OPTIMIZE wrote for it are not in the table and are left for VACUUM"
+    if committed:
+        note += f" (versions {list(committed)} were committed before the conflict)"
+    return type(exc)(exc.message + note, table=exc.table, version=exc.version, file=exc.file)
+
+
+def optimize(
+    table_or_log: DeltaLog | str | os.PathLike[str],
+    *,
+    target_size: int | None = None,
+    min_num_files: int = DEFAULT_MIN_NUM_FILES,
+    where: str | None = None,
+    dry_run: bool = False,
+    max_commit_bytes: int | None = None,
+    min_small_file_ratio: float | None = None,
+    small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES,
+    max_deleted_rows_ratio: float = DEFAULT_MAX_DELETED_ROWS_RATIO,
+    max_workers: int | None = None,
+    executor: BinExecutor | None = None,
+    clock: Callable[[], int] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> OptimizeResult:
+    """Compact the table's small files (applies unless `dry_run`; deletes nothing).
+
+    :param target_size: bytes per output file (default: `delta.targetFileSize`, else 256 MiB); files at
+        or over it are left alone.
+    :param min_num_files: a partition needs this many candidate files to be compacted.
+    :param where: a predicate on partition columns (`deltalog files` grammar).
+    :param max_commit_bytes: commit after each batch of bins of about this many input bytes.
+    :param min_small_file_ratio: compact only partitions where at least this share of the files is
+        smaller than `small_file_bytes`.
+    :param executor: runs the bins (default: a thread pool of `max_workers`).
+    :raises UnsupportedFeatureError, OperationNotAllowedError: a table this library must not rewrite.
+    :raises ConcurrentModificationError: a concurrent commit removed or changed an input file.
+    """
+    check_bool(dry_run, "dry_run")
+    if max_commit_bytes is not None:
+        check_int(max_commit_bytes, "max_commit_bytes", minimum=1)
+    if max_workers is not None:
+        check_int(max_workers, "max_workers", minimum=1)
+    check_int(small_file_bytes, "small_file_bytes", minimum=1)
+    dlog = (
+        table_or_log
+        if isinstance(table_or_log, DeltaLog)
+        else DeltaLog(str(table_or_log), storage_options=storage_options)
+    )
+    snapshot = dlog.update()
+    table = dlog.table_uri
+    check_can_write(snapshot.protocol, snapshot.metadata, ["optimize", "commit"], table=table, version=snapshot.version)
+    size = target_file_size(snapshot.metadata.configuration, target_size)
+    plan = plan_optimize(
+        _candidates(snapshot, where),
+        snapshot.partition_columns,
+        table=table,
+        version=snapshot.version,
+        target_size=size,
+        min_num_files=min_num_files,
+        max_deleted_rows_ratio=max_deleted_rows_ratio,
+        min_small_file_ratio=min_small_file_ratio,
+        small_file_bytes=small_file_bytes,
+        predicate=where,
+        physical_names=physical_partition_names(snapshot),
+    )
+    result = OptimizeResult(
+        plan,
+        dry_run=dry_run,
+        plan_partition_columns=tuple(snapshot.partition_columns),
+        physical_names=physical_partition_names(snapshot),
+    )
+    if dry_run or not plan.bins:
+        return result
+    run = executor or local_executor(max_workers)
+    clock = clock or dlog.clock
+    layout = table_layout(snapshot, table)
+    params = operation_parameters([where] if where else [])
+    for n, batch in enumerate(commit_batches(plan.bins, max_commit_bytes)):
+        inputs = [f for b in batch for f in b.files]
+        if n:  # a later batch: its files were planned at plan.version; later commits may have taken them
+            snapshot = dlog.update()
+            _require_active(snapshot, inputs, plan.version)
+        added = run(layout, batch, store=dlog.store, clock=clock)
+        txn = snapshot.transaction("OPTIMIZE", params)
+        txn.read_files(inputs).remove(*inputs, data_change=False).add(*added)
+        try:
+            version = txn.commit(operation_metrics=operation_metrics(inputs, added))
+        except ConcurrentModificationError as exc:
+            raise _left_for_vacuum(exc, added, result.versions) from exc
+        result.versions.append(version)
+        result.removed.extend(inputs)
+        result.added.extend(added)
+        log.info("OPTIMIZE of %s: version %d replaced %d files with %d", table, version, len(inputs), len(added))
+    return result
+
+
+__all__ = ["BinExecutor", "OptimizeResult", "local_executor", "optimize", "table_layout"]

@@ -1,0 +1,132 @@
+"""OPTIMIZE on Spark: bins rewritten on executors (`mapInArrow`), the commit on the driver. Same rows and the
+same number of files as the local engine, in process on local[2], through the real spark-submit, and on a
+real standalone master and worker (whose Python has pyarrow: `mapInArrow` needs it on the executors)."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+deltalake = pytest.importorskip("deltalake")
+pytest.importorskip("pyspark")
+from deltalake import DeltaTable, write_deltalake  # noqa: E402
+from spark_cluster import spark_submit, standalone_cluster  # noqa: E402
+
+from airflow_delta_provider.delta.engines.spark_optimize import spark_bin_executor  # noqa: E402
+from airflow_delta_provider.delta.maintenance.optimize import optimize  # noqa: E402
+from airflow_delta_provider.jobs import build_py_files_zip  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+
+def _table(path: Path, seed: int = 1) -> Path:
+    import pyarrow as pa
+
+    rng = random.Random(seed)
+    for _ in range(6):
+        n = 30
+        batch = pa.table(
+            {
+                "id": [rng.randrange(10**6) for _ in range(n)],
+                "p": [rng.choice(["a", "b", None]) for _ in range(n)],
+                "s": [rng.choice(["x", None, "yy" * rng.randrange(30)]) for _ in range(n)],
+            }
+        )
+        write_deltalake(str(path), batch, mode="append", partition_by=["p"])
+    return path
+
+
+def _rows(path: Path) -> Counter[str]:
+    t = DeltaTable(str(path)).to_pyarrow_table()
+    return Counter(json.dumps(r, sort_keys=True) for r in t.to_pylist())
+
+
+def _per_partition(path: Path) -> Counter[str]:
+    import pyarrow as pa
+
+    adds = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True))
+    return Counter(str(v) for v in adds.column("partition.p").to_pylist())
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("optimize-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
+
+
+def test_local2_executors_match_the_local_engine(tmp_path: Path, spark) -> None:
+    local = _table(tmp_path / "local")
+    dist = tmp_path / "spark"
+    shutil.copytree(local, dist)
+    rows = _rows(local)
+    a = optimize(str(local))
+    b = optimize(str(dist), executor=spark_bin_executor(spark, {}))
+    assert a.plan.summary() | {"table": None} == b.plan.summary() | {"table": None}
+    assert _rows(local) == _rows(dist) == rows
+    assert _per_partition(local) == _per_partition(dist)
+    assert len(b.added) == len(a.added) == len(b.plan.bins) > 0
+    assert DeltaTable(str(dist)).history(1)[0]["operation"] == "OPTIMIZE"
+
+
+@pytest.fixture(scope="module")
+def py_files(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return build_py_files_zip(tmp_path_factory.mktemp("pyfiles"))
+
+
+def _job_args(table: Path, out: Path) -> list[str]:
+    return ["--table", str(table), "--action", "optimize", "--engine", "spark", "--apply", "--result-uri", str(out)]
+
+
+def test_spark_submit_local2(tmp_path: Path, py_files: str) -> None:
+    table = _table(tmp_path / "t", 2)
+    rows, v = _rows(table), DeltaTable(str(table)).version()
+    out = tmp_path / "result.json"
+    proc = spark_submit("local[2]", _job_args(table, out), py_files=py_files)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["status"] == "success" and result["engine"] == "spark", result
+    assert result["version"] == v + 1 and result["num_files_added"] == 3
+    assert _rows(table) == rows and len(DeltaTable(str(table)).file_uris()) == 3
+
+
+@pytest.mark.slow
+def test_standalone_cluster(tmp_path: Path, py_files: str) -> None:
+    table = _table(tmp_path / "t", 3)
+    reference = tmp_path / "reference"
+    shutil.copytree(table, reference)
+    optimize(str(reference))
+    out = tmp_path / "result.json"
+    work = tmp_path / "cluster"
+    work.mkdir()
+    with standalone_cluster(work, sys.executable) as cluster:
+        proc = spark_submit(
+            cluster.master_url,
+            _job_args(table, out),
+            py_files=py_files,
+            conf={
+                "spark.pyspark.python": sys.executable,
+                "spark.pyspark.driver.python": sys.executable,
+                "spark.executor.memory": "512m",
+                "spark.cores.max": "1",
+            },
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["status"] == "success" and result["spark_app_id"].startswith("app-")
+    assert _rows(table) == _rows(reference)
+    assert _per_partition(table) == _per_partition(reference)
