@@ -5,6 +5,7 @@ real standalone master and worker (whose Python has pyarrow: `mapInArrow` needs 
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import sys
@@ -58,6 +59,8 @@ def _per_partition(path: Path) -> Counter[str]:
 def spark():
     from pyspark.sql import SparkSession
 
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # the executors need pyarrow: this venv's Python
     session = (
         SparkSession.builder.master("local[2]")
         .appName("optimize-tests")
