@@ -31,6 +31,7 @@ from .results import file_dict, snapshot_dict, tombstone_report
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
+    from ..delta.protocol.log_segment import LogSegment
     from ..delta.snapshot import Snapshot
 
 #: What a request can ask for. `version` reads only the log listing; `history` and `changes` read commits.
@@ -242,24 +243,27 @@ class _Run:
         engine = SparkEngine(self.spark, snapshot_partitions=r.snapshot_partitions, prefetch_digest=prefetch)
         return DeltaLog(r.table, storage_options=self.options, clock=self._clock(), engine=engine)
 
-    def _log(self) -> DeltaLog:
+    def _log(self) -> tuple[DeltaLog, LogSegment | None]:
+        """The log to read, and the segment `auto` listed to size it (loaded without a second listing)."""
         r = self.request
         probe = self._local_log()
         if r.engine == "spark":
-            return self._spark_log()
+            return self._spark_log(), None
         if r.engine == "local":
-            return probe
+            return probe, None
         t0 = time.perf_counter()
         segment = probe.log_segment(r.version)
         self.timings["listing_s"] = round(time.perf_counter() - t0, 4)
         if choose_engine(r.engine, segment.size_in_bytes, r.auto_threshold_mb) == "spark":
-            return self._spark_log()
-        return probe
+            return self._spark_log(), None
+        return probe, segment if r.timestamp is None else None
 
-    def _snapshot_of(self, log: DeltaLog) -> Snapshot:
+    def _snapshot_of(self, log: DeltaLog, segment: LogSegment | None = None) -> Snapshot:
         r = self.request
         t0 = time.perf_counter()
-        if r.version is not None:
+        if segment is not None:
+            snap = log.load_segment(segment)
+        elif r.version is not None:
             snap = log.snapshot_at(version=r.version)
         elif r.timestamp is not None:
             ts = r.timestamp
@@ -273,7 +277,7 @@ class _Run:
 
     def snapshot(self) -> Snapshot:
         try:
-            return self._snapshot_of(self._log())
+            return self._snapshot_of(*self._log())
         except ResourceLimitError:
             # `auto` chose local from the log's size, but its state would not fit the local engine's
             # memory limit (checked before any state is read, V2 sidecars included): distribute it

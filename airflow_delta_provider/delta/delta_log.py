@@ -233,6 +233,17 @@ class DeltaLog:
             check_int(version, "version", minimum=0, table=self.table_uri)
         return self._segment_for(version)[0]
 
+    def load_segment(self, segment: LogSegment) -> Snapshot:
+        """The snapshot of a segment `log_segment()` returned, without listing the log again (a caller that
+        sized the segment first, e.g. to choose an engine). A checkpoint that turns out malformed falls
+        back to a fresh load at the segment's version, which lists."""
+        try:
+            state = self.engine.load_state(self.table_uri, self.log_dir, self.store, segment)
+        except MalformedCheckpointError as exc:
+            log.warning("%s; reloading version %d from a fresh listing", exc, segment.version)
+            return self._load(segment.version)
+        return self._snapshot(segment, state)
+
     def _snapshot(self, segment: LogSegment, state: Any) -> Snapshot:
         from .snapshot import Snapshot
 

@@ -1,0 +1,34 @@
+"""`engine="auto"` sizes the log segment from one listing and loads that same segment: it lists the log no
+more often than `engine="local"` (a real local store, its `list_from` counted)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import copy_table
+
+from airflow_delta_provider.commands.command import Request, run
+from airflow_delta_provider.delta.storage.local import LocalLogStore
+
+
+@pytest.mark.parametrize("name", ["delta-golden/checkpoint", "delta-rs/delta-0.8.0-partitioned"])
+def test_auto_lists_the_log_as_often_as_local(tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    table = copy_table(name, tmp_path)
+    calls: list[str] = []
+    real = LocalLogStore.list_from
+
+    def counted(self: LocalLogStore, directory: str, start: str = "") -> list:
+        calls.append(directory)
+        return real(self, directory, start)
+
+    monkeypatch.setattr(LocalLogStore, "list_from", counted)
+    counts, bodies = {}, {}
+    for engine in ("local", "auto"):
+        calls.clear()
+        outcome = run(Request(table=str(table), action="snapshot", engine=engine))
+        counts[engine] = len(calls)
+        bodies[engine] = outcome.body
+        assert outcome.engine == "local"
+    assert counts["auto"] == counts["local"] >= 1
+    assert bodies["auto"] == bodies["local"]
