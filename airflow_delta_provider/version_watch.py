@@ -15,29 +15,34 @@ from .delta.storage import normalize_table_uri
 
 
 def last_version(pulled: Any, table_uri: str | None = None) -> int | None:
-    """The highest `version` among XCom results, whatever shape `xcom_pull` gave them in.
+    """The version of the latest result among XCom results, whatever shape `xcom_pull` gave them in.
 
     `ti.xcom_pull(task_ids=..., include_prior_dates=True)` returns None (no earlier run), one dict,
-    or, on Airflow 3 once several runs stored a value, a list of them (in no set order). A bare
-    int is taken as a version. With `table_uri`, only results whose `table_uri` names the same
-    table (compared normalized) count, so runs of a DAG over another table are ignored. Register
-    it as a macro (`user_defined_macros={"last_version": last_version}`) and template
+    or, on Airflow 3 once several runs stored a value, a list of them (in no set order). The latest
+    result is the one whose version was committed last (`timestamp_ms`, as the replay and the sensor
+    report it), then the highest version: a table dropped and recreated (`allow_recreation`) restarts
+    at a lower version, and its runs must not wait for the old table's higher ones. A bare int is taken
+    as a version. With `table_uri`, only results whose `table_uri` names the same table (compared
+    normalized) count, so runs of a DAG over another table are ignored. Register it as a macro
+    (`user_defined_macros={"last_version": last_version}`) and template
     `newer_than="{{ last_version(ti.xcom_pull(task_ids='replay', include_prior_dates=True)) }}"`:
     None renders as "None", which the sensor reads as "no version".
     """
     items = pulled if isinstance(pulled, list | tuple) else [pulled]
     wanted = normalize_table_uri(table_uri) if table_uri else None
-    versions: list[int] = []
+    found: list[tuple[bool, int, int]] = []  # (has a commit time, commit time, version)
     for item in items:
         if isinstance(item, bool) or item is None:
             continue
         if isinstance(item, int):
-            versions.append(item)
+            found.append((False, 0, item))
         elif isinstance(item, Mapping) and isinstance(item.get("version"), int):
             uri = item.get("table_uri")
             if wanted is None or (isinstance(uri, str) and normalize_table_uri(uri) == wanted):
-                versions.append(item["version"])
-    return max(versions, default=None)
+                ts = item.get("timestamp_ms")
+                timed = isinstance(ts, int) and not isinstance(ts, bool)
+                found.append((timed, ts if timed else 0, item["version"]))
+    return max(found)[2] if found else None
 
 
 def as_version(value: Any, name: str) -> int | None:
