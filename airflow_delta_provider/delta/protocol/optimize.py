@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import InvalidArgumentError
 from .actions import AddFile
@@ -226,20 +226,28 @@ def plan_optimize(
     return plan
 
 
+T = TypeVar("T")
+
+
+def next_fit(items: Iterable[T], size: Callable[[T], int], max_size: int) -> list[list[T]]:
+    """Consecutive items in groups of at most `max_size` (an item over it is a group of its own)."""
+    groups: list[list[T]] = []
+    current: list[T] = []
+    total = 0
+    for item in items:
+        if current and total + size(item) > max_size:
+            groups.append(current)
+            current, total = [], 0
+        current.append(item)
+        total += size(item)
+    if current:
+        groups.append(current)
+    return groups
+
+
 def pack(files: Sequence[AddFile], max_bin_size: int) -> list[list[AddFile]]:
     """Files sorted by size (then path, for a stable plan), a new bin whenever the next would overflow."""
-    bins: list[list[AddFile]] = []
-    current: list[AddFile] = []
-    size = 0
-    for f in sorted(files, key=lambda f: (f.size, f.path)):
-        if current and size + f.size > max_bin_size:
-            bins.append(current)
-            current, size = [], 0
-        current.append(f)
-        size += f.size
-    if current:
-        bins.append(current)
-    return bins
+    return next_fit(sorted(files, key=lambda f: (f.size, f.path)), lambda f: f.size, max_bin_size)
 
 
 def commit_batches(bins: Sequence[Bin], max_commit_bytes: int | None) -> list[list[Bin]]:
@@ -247,18 +255,7 @@ def commit_batches(bins: Sequence[Bin], max_commit_bytes: int | None) -> list[li
     None); a bin larger than the bound is a batch of its own."""
     if max_commit_bytes is None:
         return [list(bins)] if bins else []
-    batches: list[list[Bin]] = []
-    current: list[Bin] = []
-    size = 0
-    for b in bins:
-        if current and size + b.num_bytes > max_commit_bytes:
-            batches.append(current)
-            current, size = [], 0
-        current.append(b)
-        size += b.num_bytes
-    if current:
-        batches.append(current)
-    return batches
+    return next_fit(bins, lambda b: b.num_bytes, max_commit_bytes)
 
 
 def operation_parameters(predicates: Sequence[str]) -> dict[str, Any]:
