@@ -244,8 +244,6 @@ class Transaction:
         }
         attempt = snap.version + 1
         for retries in range(self.max_retries + 1):
-            if retries > 1:  # a hot table: spread the next attempts out a little
-                time.sleep(random.uniform(0, min(0.5, 0.005 * 2**retries)))
             lines: list[Action] = [build_commit_info(**info_args, in_commit_timestamp=ict)]
             for a in actions:
                 if isinstance(a, Metadata) and ict is not None:
@@ -254,6 +252,8 @@ class Transaction:
             self.attempts += 1
             if self._put(store, attempt, commit_bytes(lines)):
                 return self._done(attempt)
+            if retries > 0:  # a hot table: back off, then read the winners (never put at a version read before)
+                time.sleep(random.uniform(0, min(0.5, 0.005 * 2 ** (retries + 1))))
             for winner in (winners := self._winners(store, attempt)):
                 if winner.txn_id == self.txn_id:  # our own put landed although the store reported a failure
                     return self._done(winner.version)
