@@ -25,8 +25,8 @@ Object stores (`FsspecLogStore`):
   and s3fs's own loop (`S3FileSystem.retries`) are switched off, so one logical request makes at
   most `max_attempts` attempts (aiohttp, under s3fs, may resend a request once more when the
   connection drops; it cannot be switched off, which is why a conditional PUT answered "exists" is
-  read back before it is believed). gcsfs and adlfs keep their own retry policies; by default no
-  second layer is stacked on them (pass `retry=` to add one).
+  read back before it is believed). On GCS and Azure too the store's policy is the only layer:
+  gcsfs's internal retry loop is bypassed and the Azure SDK's retry count is 0.
 * **Writes** (`put_if_absent`, `put`, `delete_many`, `list_recursive`): conditional PUT with
   `If-None-Match: *` on S3 (GCS and Azure: their create-only preconditions), DeleteObjects of 1,000
   keys, recursive listing without delimiter. A store that cannot create atomically refuses commits

@@ -5,20 +5,32 @@ Writes (the `LogStore` write verbs; delta-writes.md §1.1):
 
 * `put_if_absent` is one create-only request: S3 `PUT` with `If-None-Match: *` (s3fs
   `pipe_file(mode="create")`; 412 PreconditionFailed = exists, 409 ConditionalRequestConflict = another
-  conditional write was in flight, retried), GCS `ifGenerationMatch=0` (gcsfs `mode="create"`), Azure
-  `overwrite=False` (adlfs `mode="create"`); fsspec's in-process memory filesystem under a process lock.
-  Any other fsspec filesystem only has check-then-write, so `put_if_absent` refuses with
-  `UnsupportedStoreError` unless the store was built with `unsafe_put_if_absent=True` (one writer
-  process only, as delta-rs's `AWS_S3_ALLOW_UNSAFE_RENAME`). A server answering NotImplemented to the
-  conditional request (some S3-compatible stores) is refused the same way, or with the opt-in gets
-  check-then-write from then on. Servers that ignore `If-None-Match` silently cannot be detected. GCS and
-  Azure paths follow the clients' documented APIs and are not tested here (neither client is installed).
+  conditional write was in flight, retried), GCS upload with `ifGenerationMatch=0` (gcsfs
+  `pipe_file(mode="create")` on its JSON-API filesystem; 412 = exists), Azure Put Blob with
+  `If-None-Match: *` (adlfs `pipe_file(overwrite=False)`, i.e. `upload_blob(overwrite=False)`; 409
+  BlobAlreadyExists or 412 = exists); fsspec's in-process memory filesystem under a process lock. A GCS or
+  Azure client too old to send the precondition leaves `atomic_put_if_absent` False. Any other fsspec
+  filesystem only has check-then-write, so `put_if_absent` refuses with `UnsupportedStoreError` unless the
+  store was built with `unsafe_put_if_absent=True` (one writer process only, as delta-rs's
+  `AWS_S3_ALLOW_UNSAFE_RENAME`). A server answering NotImplemented to the conditional request (some
+  S3-compatible stores) is refused the same way, or with the opt-in gets check-then-write from then on.
+  Servers that ignore the precondition silently cannot be detected (gcp-storage-emulator does: use
+  fake-gcs-server to test against an emulator).
 * An "exists" answer may be to a resend of our own write whose first answer was lost: our retry layer
-  resends after a dropped connection or a 5xx, and so do layers below it that we cannot switch off
-  (aiohttp, under s3fs, resends an idempotent PUT once when the connection drops; gcsfs and adlfs retry
-  inside the client). So every "exists" is checked by reading the object back: our bytes mean our write
-  landed (success), other bytes are another writer's (`FileExistsError`). Commit content must therefore be
-  unique to the writer (a commitInfo `txnId` makes it so). fsspec's memory filesystem needs no check.
+  resends after a dropped connection or a 5xx, and aiohttp (under s3fs and adlfs) resends an idempotent
+  PUT once when a kept-alive connection drops, below any layer we control. So every "exists" is checked
+  by reading the object back: our bytes mean our write landed (success), other bytes are another writer's
+  (`FileExistsError`). Commit content must therefore be unique to the writer (a commitInfo `txnId` makes
+  it so). fsspec's memory filesystem needs no check.
+* Retries: on S3, GCS and Azure the store's `RetryPolicy` is the one retry layer. botocore's and s3fs's
+  loops are off (see `s3fs_options`); gcsfs's request loop is bypassed (`_single_attempt_gcsfs`) and the
+  Azure SDK's retry policy is set to no retries (`_single_attempt_adlfs`), so a logical request makes at
+  most `max_attempts` attempts (plus aiohttp's one resend above).
+* GCS goes through `gcsfs.core.GCSFileSystem`, not the class `gcsfs.GCSFileSystem` names in recent gcsfs
+  (`ExtendedGcsFileSystem`, its experimental zonal/HNS support): that class writes to zonal buckets over
+  gRPC, ignoring `mode="create"` (it would overwrite a commit), and asks the storage-control API for each
+  bucket's layout, which emulators and private endpoints do not serve (minutes of timeouts). A zonal
+  bucket that refuses JSON-API writes is then a `StorageError`, never a silent overwrite.
 * `put` is one overwriting request (atomic visibility on object stores). `delete_many` sends S3
   DeleteObjects with up to 1,000 keys per request (missing keys count as deleted; a per-key error raises
   `StorageError` naming the first failing key, after retrying the failed keys if the error is
@@ -96,8 +108,10 @@ _S3_WRITER_OPTIONS = frozenset(
     {"aws_allow_http", "allow_http", "aws_conditional_put", "conditional_put", "aws_s3_allow_unsafe_rename"}
 )
 _S3_SCHEMES = ("s3", "s3a")
-# Filesystems whose create-only write is atomic (see the module doc).
-_ATOMIC_CREATE_SCHEMES = frozenset({*_S3_SCHEMES, "gs", "gcs", "abfs", "abfss", "az", "memory"})
+_GCS_SCHEMES = ("gs", "gcs")
+_AZURE_SCHEMES = ("abfs", "abfss", "az")
+# Object stores (no directories to make), and fsspec's memory filesystem, whose create-only write is atomic.
+_OBJECT_STORE_SCHEMES = frozenset({*_S3_SCHEMES, *_GCS_SCHEMES, *_AZURE_SCHEMES, "memory"})
 #: fsspec's memory filesystem is one store per process: a create under this lock is atomic.
 _MEMORY_CREATE_LOCK = threading.Lock()
 
@@ -142,6 +156,83 @@ def _single_attempt_s3fs() -> type:
         retries = 1
 
     return SingleAttemptS3FileSystem
+
+
+# -- GCS and Azure: single-attempt clients -------------------------------------------------------------
+
+
+def _fs_options(fs_class: type, uri: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Constructor keywords: what the URI implies (an Azure account in `container@account.host`, a GCS
+    generation), then the caller's options; no listings cache (a log store must see other writers' files)."""
+    out = {**fs_class._get_kwargs_from_urls(uri), **dict(options or {})}
+    out.setdefault("use_listings_cache", False)
+    return out
+
+
+@functools.cache
+def _single_attempt_gcsfs() -> type:
+    """gcsfs's JSON-API filesystem with its own request retry loop off and its errors made classifiable.
+
+    `gcsfs.core.GCSFileSystem._request` retries up to 6 times (sleeps of up to 32 s); its undecorated
+    function (`__wrapped__`) makes one attempt. gcsfs turns a 403 into a bare `OSError("Forbidden...")`, a
+    502 into `requests.exceptions.ProxyError` and a 400 mentioning "invalid" into `ValueError`: they become
+    `PermissionError` and gcsfs `HttpError`s with the status, which `classify_error` reads.
+    """
+    import gcsfs.core
+    import requests.exceptions
+    from gcsfs.retry import HttpError
+
+    base = gcsfs.core.GCSFileSystem
+    request_once = getattr(base._request, "__wrapped__", None)
+
+    class SingleAttemptGCSFileSystem(base):  # type: ignore[misc,valid-type]
+        async def _request(self, method: str, path: str, *args: Any, **kwargs: Any) -> Any:
+            try:
+                if request_once is None:  # a gcsfs without the decorator: its own retries stay
+                    return await super()._request(method, path, *args, **kwargs)
+                return await request_once(self, method, path, *args, **kwargs)
+            except (FileExistsError, FileNotFoundError):
+                raise
+            except requests.exceptions.ProxyError:  # gcsfs's rendering of a 502 answer
+                raise HttpError({"code": 502, "message": "Bad Gateway"}) from None
+            except ValueError as exc:
+                if str(exc).startswith("Bad Request"):
+                    raise HttpError({"code": 400, "message": str(exc)}) from None
+                raise
+            except OSError as exc:
+                if type(exc) is OSError and str(exc).startswith("Forbidden"):
+                    raise PermissionError(errno.EACCES, str(exc)) from None
+                raise
+
+    return SingleAttemptGCSFileSystem
+
+
+@functools.cache
+def _single_attempt_adlfs() -> type:
+    """adlfs's filesystem with the Azure SDK's retry policy (10 retries by default) set to none.
+
+    The SDK's `StorageRetryPolicy` instance sits in the service client's pipeline (`_config.retry_policy`),
+    shared by every blob and container client made from it.
+    """
+    import adlfs
+
+    class SingleAttemptAzureBlobFileSystem(adlfs.AzureBlobFileSystem):  # type: ignore[misc]
+        def do_connect(self) -> None:
+            super().do_connect()
+            policy = getattr(getattr(self.service_client, "_config", None), "retry_policy", None)
+            if policy is not None and hasattr(policy, "total_retries"):
+                policy.total_retries = 0
+            else:  # an SDK laid out differently: its retries stay, stacked under ours
+                log.debug("adlfs: no retry policy found on the service client; the SDK's retries stay on")
+
+    return SingleAttemptAzureBlobFileSystem
+
+
+def _accepts(method: Any, name: str) -> bool:
+    try:
+        return name in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 # -- the fsspec store ----------------------------------------------------------------------------------
@@ -195,8 +286,8 @@ class _RetryingFile(io.RawIOBase):
 class FsspecLogStore:
     """Any fsspec filesystem (s3, gs, abfs, memory, ...): see the module doc for listing, reads and retries.
 
-    `retry` defaults to `RetryPolicy()` on S3 and to `NO_RETRY` elsewhere (gcsfs and adlfs retry
-    themselves); `block_size` is the ranged-read block for parquet. `attempt_count` and `retry_count`
+    `retry` defaults to `RetryPolicy()` on S3, GCS and Azure (whose clients' own retries are off) and to
+    `NO_RETRY` elsewhere; `block_size` is the ranged-read block for parquet. `attempt_count` and `retry_count`
     count storage calls and retries made (for tests and metrics).
 
     `read_only=True` (implied by anonymous access) makes every write verb raise `UnsupportedStoreError`
@@ -224,20 +315,29 @@ class FsspecLogStore:
         self.root = uri.rstrip("/")
         self._protocol = urlparse(uri).scheme
         self.is_s3 = self._protocol in _S3_SCHEMES
+        self.is_gcs = self._protocol in _GCS_SCHEMES
+        self.is_azure = self._protocol in _AZURE_SCHEMES
         anonymous = _anonymous(storage_options)
         self.read_only = read_only or anonymous
         self._read_only_reason = "read_only=True" if read_only else "anonymous access"
         self.unsafe_put_if_absent = unsafe_put_if_absent
-        #: True when `put_if_absent` is an atomic create (False for read-only stores and under the opt-in).
-        self.atomic_put_if_absent = self._protocol in _ATOMIC_CREATE_SCHEMES and not self.read_only
         self._secrets = secret_values(storage_options)
         if self.is_s3:
             self.fs = _single_attempt_s3fs()(**s3fs_options(storage_options))
+        elif self.is_gcs:
+            cls = _single_attempt_gcsfs()
+            self.fs = cls(**_fs_options(cls, uri, storage_options))
+        elif self.is_azure:
+            cls = _single_attempt_adlfs()
+            self.fs = cls(**_fs_options(cls, uri, storage_options))
         else:
             import fsspec
 
             self.fs, _ = fsspec.core.url_to_fs(uri, **dict(storage_options or {}))
-        self.retry = retry if retry is not None else (RetryPolicy() if self.is_s3 else NO_RETRY)
+        #: True when `put_if_absent` is an atomic create (False for read-only stores and under the opt-in).
+        self.atomic_put_if_absent = self._has_atomic_create() and not self.read_only
+        cloud = self.is_s3 or self.is_gcs or self.is_azure
+        self.retry = retry if retry is not None else (RetryPolicy() if cloud else NO_RETRY)
         # recent s3fs HEADs before a whole-object GET (to split big objects into concurrent ranges) unless told not to
         cat_params = inspect.signature(self.fs._cat_file).parameters if self.is_s3 else {}
         self._cat_kwargs: dict[str, Any] = {"max_concurrency": 1} if "max_concurrency" in cat_params else {}
@@ -249,6 +349,16 @@ class FsspecLogStore:
 
     def __repr__(self) -> str:
         return f"FsspecLogStore({self.root!r})"
+
+    def _has_atomic_create(self) -> bool:
+        """Whether this filesystem's client can send the create-only precondition (see the module doc)."""
+        if self.is_s3 or self._protocol == "memory":
+            return True
+        if self.is_gcs:  # `mode="create"` adds ifGenerationMatch=0 to the upload
+            return _accepts(self.fs._pipe_file, "mode")
+        if self.is_azure:  # `overwrite=False` makes upload_blob send If-None-Match: *
+            return _accepts(self.fs._pipe_file, "overwrite")
+        return False
 
     # -- retries and errors --------------------------------------------------------------------------
     def _relative(self, path: str) -> str:
@@ -316,6 +426,10 @@ class FsspecLogStore:
         return self.fs._strip_protocol(path)
 
     def _unstrip(self, path: str) -> str:
+        """A listed name as a URI, spelled as the root was (`abfs://c@account.host/t/...` stays so)."""
+        root = self._strip(self.root).rstrip("/")
+        if root and path.startswith(root + "/"):
+            return self.root + path[len(root) :]
         return f"{self._protocol}://{path}" if self._protocol and "://" not in path else path
 
     def _bucket_key(self, path: str) -> tuple[str, str]:
@@ -507,12 +621,14 @@ class FsspecLogStore:
         elif self._protocol == "memory":
             with _MEMORY_CREATE_LOCK:
                 self.fs.pipe_file(stripped, data, mode="create")
+        elif self.is_azure:
+            self.fs.pipe_file(stripped, data, overwrite=False)  # Put Blob, If-None-Match: *
         else:
-            self.fs.pipe_file(stripped, data, mode="create")
+            self.fs.pipe_file(stripped, data, mode="create")  # S3 If-None-Match: *; GCS ifGenerationMatch=0
 
     def _make_parent(self, stripped: str) -> None:
         """Directories exist on plain filesystems (fsspec's `file`), not on object stores."""
-        if self._protocol not in _ATOMIC_CREATE_SCHEMES:
+        if self._protocol not in _OBJECT_STORE_SCHEMES:
             self.fs.makedirs(self.fs._parent(stripped), exist_ok=True)
 
     def _holds(self, path: str, data: bytes) -> bool:
