@@ -1,19 +1,32 @@
-"""Keep one Delta table's log in shape: check what changed, plan VACUUM, checkpoint when the log is behind,
-clean up the log, report.
+"""Keep one Delta table in shape: check what changed, compact small files, plan VACUUM and apply it only on
+a human's approval, checkpoint when the log is behind, clean up the log, report.
 
     replay_and_check   SnapshotReplayOperator: every version since the one the previous run checked
-      -> vacuum_plan     TombstoneReportOperator: files removed and past retention, what VACUUM would delete
-                         (read-only; before the checkpoint, which drops expired tombstones as Delta's do)
-      -> checkpoint_needed   branch: versions since the last checkpoint >= params.checkpoint_interval?
-           -> checkpoint         DeltaCheckpointOperator, at the version just checked
+      -> optimize        DeltaOptimizeOperator: compact the partitions where at least
+                         params.optimize_min_small_file_ratio of the files are small (a dataChange=false
+                         commit; deletes nothing); a dry run when params.optimize is false
+      -> vacuum_plan     DeltaVacuumOperator dry run, FULL mode: the files no version within retention
+                         needs, listed from the table (after optimize: its replaced files are tombstones)
+      -> vacuum_approval_needed   branch: params.apply_vacuum and the plan has files?
+           -> approve_vacuum   ApprovalOperator (Airflow 3.1+): the plan's counts, bytes, cutoff and report;
+                               Reject (or no answer within 20 hours) skips vacuum_apply
+                -> vacuum_apply    DeltaVacuumOperator(dry_run=False, plan=vacuum_plan's result):
+                                   exactly that plan, re-validated against the table first
+           -> vacuum_not_applied
+      -> checkpoint_needed   branch: versions since the last checkpoint >= params.checkpoint_interval,
+                             counted at the latest version (optimize and VACUUM commit versions too)?
+           -> checkpoint         DeltaCheckpointOperator, at that latest version
            -> checkpoint_not_needed
-      -> [OPTIMIZE of partitions over a small-file threshold: no operator yet, see below]
-      -> [approval, then VACUUM apply of the plan: no VACUUM operator yet, see below]
       -> log_cleanup     DeltaLogCleanupOperator: a dry run unless params.apply_log_cleanup
       -> report          one summary of the run (and each task links to its full result: "Delta report")
 
-Runs daily and on each new version the health DAG's sensor records (the table's asset). Nothing is
-deleted unless a run asks: `airflow dags test delta_table_maintenance -c '{"apply_log_cleanup": true}'`.
+Runs daily and on each new version the health DAG's sensor records (the table's asset). OPTIMIZE rewrites
+small files into bigger ones but deletes nothing (readers see the same rows; the old files stay for time
+travel). Data files are deleted only when a run asks and a human approves: `airflow dags test
+delta_table_maintenance -c '{"apply_vacuum": true}'`, then answer `approve_vacuum` in the UI (Required
+Actions) or the REST API (`PATCH .../taskInstances/approve_vacuum/-1/hitlDetails`). Log files are deleted
+only with `{"apply_log_cleanup": true}`. On Airflow before 3.1 (no human-in-the-loop operators)
+`approve_vacuum` skips itself, saying so, and VACUUM is never applied.
 
 Configured by environment, as delta_table_health.py: DELTA_EXAMPLE_TABLE_URI (the table),
 DELTA_RESULT_DIR (where full results and reports go), DELTA_SPARK_CONN_ID (default spark_default; `none`
@@ -23,10 +36,13 @@ runs every job in the worker process, no Spark), DELTA_STORAGE_CONN_ID (object-s
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pendulum
+from airflow.exceptions import AirflowOptionalProviderFeatureException
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import Param, dag, task
 
@@ -35,13 +51,23 @@ try:
 except ImportError:  # pragma: no cover - Airflow 3.0
     from airflow.timetables.assets import AssetOrTimeSchedule
     from airflow.timetables.trigger import CronTriggerTimetable
+try:
+    from airflow.sdk.exceptions import AirflowSkipException
+except ImportError:  # pragma: no cover - Airflow 3.0
+    from airflow.exceptions import AirflowSkipException
+try:  # human-in-the-loop operators: Airflow 3.1+ (the module refuses to import before)
+    from airflow.providers.standard.operators.hitl import ApprovalOperator
+except (ImportError, AirflowOptionalProviderFeatureException):  # Airflow < 3.1
+    ApprovalOperator = None
 
 from airflow_delta_provider.assets import delta_table_asset
+from airflow_delta_provider.hooks.delta import DeltaTableHook
 from airflow_delta_provider.operators.delta import (
     DeltaCheckpointOperator,
     DeltaLogCleanupOperator,
+    DeltaOptimizeOperator,
+    DeltaVacuumOperator,
     SnapshotReplayOperator,
-    TombstoneReportOperator,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,8 +80,22 @@ STORAGE_CONN_ID = os.environ.get("DELTA_STORAGE_CONN_ID") or None
 
 #: The asset delta_table_health.py's sensor updates on each new version (same name and URI).
 TABLE_ASSET = delta_table_asset(TABLE_URI, name="delta_example_table")
-#: The version replay_and_check checked: checkpoint and VACUUM plan work on that state.
-CHECKED_VERSION = "{{ ti.xcom_pull(task_ids='replay_and_check')['version'] }}"
+#: How long approve_vacuum waits for an answer; none by then counts as Reject, before the next daily run
+#: is due (max_active_runs=1: a waiting run holds the next one back), which plans again.
+APPROVAL_TIMEOUT = timedelta(hours=20)
+
+#: What the report keeps of optimize's and vacuum_apply's results.
+OPTIMIZE_KEYS = (
+    "dry_run",
+    "read_version",
+    "version",
+    "num_files_removed",
+    "num_files_added",
+    "bytes_removed",
+    "bytes_added",
+    "num_partitions",
+)
+VACUUM_KEYS = ("deleted", "deleted_bytes", "directories", "num_dropped")
 
 COMMON: dict[str, Any] = {
     "table_uri": "{{ params.table_uri }}",
@@ -64,6 +104,48 @@ COMMON: dict[str, Any] = {
     "submit": SUBMIT,
     "result_uri": f"{RESULT_DIR.rstrip('/')}/",
 }
+
+
+def report_of(result: Mapping[str, Any] | None) -> str | None:
+    """Where a task's full result is best read: its HTML report when it has one, else its JSON result."""
+    if not result:
+        return None
+    return (result.get("reports") or {}).get("html") or result.get("result_uri")
+
+
+def approval_of(asked: bool | None, approval: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The human's answer: None when none was asked, else `approved` and, when approved, by whom and when.
+    ApprovalOperator returns the answer only on Approve: on Reject (or a timeout, answered by its default)
+    it skips vacuum_apply and returns nothing."""
+    if not asked:
+        return None
+    if not approval:
+        return {"approved": False}
+    by = approval.get("responded_by_user") or {}
+    return {"approved": True, "by": by.get("name"), "at": str(approval.get("responded_at"))}
+
+
+def vacuum_approval_body(plan: Mapping[str, Any]) -> str:
+    """The approval request's body (Markdown): what approving deletes, from vacuum_plan's XCom."""
+    result_uri = plan.get("result_uri")
+    html = (plan.get("reports") or {}).get("html")
+    if not html and isinstance(result_uri, str) and result_uri.endswith(".json"):
+        html = result_uri[: -len(".json")] + ".html"  # the job renders its report beside the result
+    return "\n".join(
+        [
+            f"VACUUM ({plan['mode'].upper()}) of `{plan['table_uri']}`, planned at version {plan['version']}:",
+            "",
+            f"- files to delete: **{plan['num_files']}** ({plan['bytes']:,} bytes)",
+            f"- cutoff: {plan['cutoff']} (files removed from the table before it, and files no version "
+            "references older than it)",
+            f"- report: {html or 'none kept'}",
+            f"- plan (the exact file list): {result_uri or 'none kept'}",
+            "",
+            "Approve deletes exactly these files, after checking them again against the table's latest "
+            "version (a file needed again is kept). Time travel to versions that need them ends. "
+            "Reject deletes nothing.",
+        ]
+    )
 
 
 @dag(
@@ -78,13 +160,27 @@ COMMON: dict[str, Any] = {
         "checkpoint_interval": Param(
             10, type="integer", minimum=1, description="checkpoint when this many versions follow the last checkpoint"
         ),
+        "optimize": Param(
+            True, type="boolean", description="compact small files (deletes nothing); false: only plan the compaction"
+        ),
+        "optimize_min_small_file_ratio": Param(
+            0.5,
+            type="number",
+            minimum=0,
+            maximum=1,
+            description="compact only partitions where at least this share of the files is under 32 MiB",
+        ),
         "retention_hours": Param(None, type=["null", "number"], description="VACUUM plan: override the retention"),
+        "apply_vacuum": Param(
+            False, type="boolean", description="ask a human to approve the VACUUM plan, then delete its files"
+        ),
         "log_retention_hours": Param(
             None, type=["null", "number"], description="log cleanup: override delta.logRetentionDuration"
         ),
         "apply_log_cleanup": Param(False, type="boolean", description="delete the expired log files (else a dry run)"),
         "max_small_file_ratio": Param(1.0, type="number", minimum=0, maximum=1, description="check"),
     },
+    user_defined_macros={"vacuum_approval_body": vacuum_approval_body},
     doc_md=__doc__,
 )
 def delta_table_maintenance() -> None:
@@ -95,32 +191,88 @@ def delta_table_maintenance() -> None:
         **COMMON,
     )
 
-    vacuum_plan = TombstoneReportOperator(
+    optimize = DeltaOptimizeOperator(
+        task_id="optimize",
+        dry_run="{{ not params.optimize }}",
+        min_small_file_ratio="{{ params.optimize_min_small_file_ratio }}",
+        **COMMON,
+    )
+
+    vacuum_plan = DeltaVacuumOperator(
         task_id="vacuum_plan",
-        version=CHECKED_VERSION,
+        dry_run=True,
+        mode="full",
         retention_hours="{{ params.retention_hours if params.retention_hours is not none else '' }}",
         **COMMON,
     )
 
     @task.branch
+    def vacuum_approval_needed(plan: dict[str, Any], **context: Any) -> str:
+        """Ask for approval only when the run asks to apply VACUUM and the plan deletes something (XCom
+        `approval_asked` says which, for the report)."""
+        ask = bool(plan["num_files"]) and context["params"]["apply_vacuum"]
+        if not plan["num_files"]:
+            print(f"the VACUUM plan at version {plan['version']} deletes nothing")
+        elif not ask:
+            print(
+                f"VACUUM would delete {plan['num_files']} files ({plan['bytes']} bytes); not applied: "
+                f"params.apply_vacuum is false (plan at {plan['result_uri']})"
+            )
+        context["ti"].xcom_push(key="approval_asked", value=ask)
+        return "approve_vacuum" if ask else "vacuum_not_applied"
+
+    if ApprovalOperator is not None:
+        approve = ApprovalOperator(
+            task_id="approve_vacuum",
+            subject="VACUUM {{ params.table_uri }}: delete "
+            "{{ ti.xcom_pull(task_ids='vacuum_plan')['num_files'] }} files?",
+            body="{{ vacuum_approval_body(ti.xcom_pull(task_ids='vacuum_plan')) }}",
+            defaults="Reject",
+            response_timeout=APPROVAL_TIMEOUT,
+        )
+    else:  # Airflow < 3.1
+
+        @task(task_id="approve_vacuum")
+        def approval_unavailable() -> None:
+            """No human-in-the-loop operators on this Airflow: VACUUM is never applied."""
+            raise AirflowSkipException(
+                "approval needs Airflow 3.1+ (airflow.providers.standard.operators.hitl): VACUUM not applied; "
+                "the plan stays at vacuum_plan's result"
+            )
+
+        approve = approval_unavailable().operator
+
+    vacuum_apply = DeltaVacuumOperator(
+        task_id="vacuum_apply",
+        dry_run=False,
+        mode="full",
+        plan="{{ ti.xcom_pull(task_ids='vacuum_plan')['result_uri'] }}",
+        **COMMON,
+    )
+    no_vacuum = EmptyOperator(task_id="vacuum_not_applied")
+
+    @task.branch(trigger_rule="none_failed")
     def checkpoint_needed(state: dict[str, Any], **context: Any) -> str:
-        """Checkpoint when `checkpoint_interval` versions or more follow the last checkpoint."""
-        last = state["checkpoint_version"]
-        behind = state["version"] - (-1 if last is None else last)
+        """Checkpoint when `checkpoint_interval` versions or more follow the last checkpoint, counted at the
+        table's latest version (optimize and VACUUM commit versions after the one replay_and_check checked).
+        Pushes that version (XCom `latest_version`): the checkpoint is written there."""
+        hook = DeltaTableHook(context["params"]["table_uri"], STORAGE_CONN_ID)
+        latest = hook.latest_version()
+        hint = hook.delta_log().read_last_checkpoint()
+        known = [v for v in (state["checkpoint_version"], hint and hint.version) if v is not None]
+        last = max(known, default=None)
+        behind = latest - (-1 if last is None else last)
         interval = context["params"]["checkpoint_interval"]
-        print(f"version {state['version']}, last checkpoint {last}: {behind} versions behind (interval {interval})")
+        print(f"latest version {latest}, last checkpoint {last}: {behind} versions behind (interval {interval})")
+        context["ti"].xcom_push(key="latest_version", value=latest)
         return "checkpoint" if behind >= interval else "checkpoint_not_needed"
 
-    checkpoint = DeltaCheckpointOperator(task_id="checkpoint", version=CHECKED_VERSION, **COMMON)
+    checkpoint = DeltaCheckpointOperator(
+        task_id="checkpoint",
+        version="{{ ti.xcom_pull(task_ids='checkpoint_needed', key='latest_version') }}",
+        **COMMON,
+    )
     no_checkpoint = EmptyOperator(task_id="checkpoint_not_needed")
-
-    # OPTIMIZE goes here: compact the partitions over a small-file threshold (replay_and_check reports the
-    # table's `small_file_ratio`; a per-partition figure comes with the OPTIMIZE plan). No OPTIMIZE operator yet.
-
-    # Approval and VACUUM apply go here: an ApprovalOperator (airflow.providers.standard.operators.hitl,
-    # Airflow 3.1+) showing vacuum_plan's report, then a VACUUM operator deleting exactly the files of that
-    # plan (not a fresh listing; files never logged need a listing VACUUM's own dry run). No VACUUM operator
-    # yet: nothing here deletes data files.
 
     log_cleanup = DeltaLogCleanupOperator(
         task_id="log_cleanup",
@@ -132,29 +284,57 @@ def delta_table_maintenance() -> None:
 
     @task(trigger_rule="none_failed")
     def report(
-        state: dict[str, Any], written: dict[str, Any] | None, plan: dict[str, Any], cleanup: dict[str, Any]
+        state: dict[str, Any],
+        optimized: dict[str, Any],
+        plan: dict[str, Any],
+        vacuumed: dict[str, Any] | None,
+        written: dict[str, Any] | None,
+        cleanup: dict[str, Any],
+        **context: Any,
     ) -> dict[str, Any]:
-        """One summary of the run: what was checked, checkpointed, planned and cleaned."""
+        """One summary of the run: what was checked, compacted, planned, approved, deleted, checkpointed.
+
+        The approval is read from XCom, not taken as an argument: a Reject skips the approval task's
+        direct downstream tasks, and this one must still run."""
+        ti = context["ti"]
+        asked = ti.xcom_pull(task_ids="vacuum_approval_needed", key="approval_asked")
+        approval = approval_of(asked, ti.xcom_pull(task_ids="approve_vacuum"))
         summary = {
             "table_uri": state["table_uri"],
             "version": state["version"],
+            "latest_version": ti.xcom_pull(task_ids="checkpoint_needed", key="latest_version"),
             "checked_versions": state["checked_versions"],
             "checks": state["checks"],
+            "optimize": {k: optimized[k] for k in OPTIMIZE_KEYS},
+            "vacuum_plan": {k: plan[k] for k in ("version", "mode", "cutoff", "num_files", "bytes")},
+            "vacuum_approval": approval,
+            "vacuum": None if vacuumed is None else {k: vacuumed[k] for k in VACUUM_KEYS},
             "checkpoint": None if written is None else {k: written[k] for k in ("version", "kind", "written")},
-            "vacuum_plan": {k: plan[k] for k in ("expired", "reclaimable_bytes", "retained", "retention")},
             "log_cleanup": {k: cleanup[k] for k in ("dry_run", "num_files", "deleted", "earliest_readable_version")},
             "reports": {
                 "replay": state["reports"].get("html", state["result_uri"]),
-                "vacuum_plan": plan["reports"].get("html"),
+                "optimize": report_of(optimized),
+                "vacuum_plan": report_of(plan),
+                "vacuum_apply": report_of(vacuumed),
             },
         }
         for key, value in summary.items():
             print(f"{key}: {value}")
         return summary
 
-    branch = checkpoint_needed(replay.output)
-    replay >> vacuum_plan >> branch >> [checkpoint, no_checkpoint] >> log_cleanup
-    report(replay.output, checkpoint.output, vacuum_plan.output, log_cleanup.output)
+    approval_branch = vacuum_approval_needed(vacuum_plan.output)
+    checkpoint_branch = checkpoint_needed(replay.output)
+    replay >> optimize >> vacuum_plan >> approval_branch >> [approve, no_vacuum]
+    approve >> vacuum_apply
+    [vacuum_apply, no_vacuum] >> checkpoint_branch >> [checkpoint, no_checkpoint] >> log_cleanup
+    report(
+        replay.output,
+        optimize.output,
+        vacuum_plan.output,
+        vacuum_apply.output,
+        checkpoint.output,
+        log_cleanup.output,
+    )
 
 
 delta_table_maintenance()

@@ -613,7 +613,7 @@ class DeltaVacuumOperator(DeltaJobOperator):
     refused unless `enforce_retention_duration=False`. `mode="lite"` plans from the log alone.
 
     XCom: `{table_uri, dry_run, version, cutoff, mode, num_files, bytes, deleted, deleted_bytes,
-    directories, num_dropped, engine, result_uri}` (the file list stays in the result).
+    directories, num_dropped, engine, result_uri, reports}` (the file list stays in the result).
     """
 
     action = "vacuum"
@@ -662,6 +662,7 @@ class DeltaVacuumOperator(DeltaJobOperator):
         keys = ("dry_run", "version", "cutoff", "mode", "num_files", "bytes", "deleted", "deleted_bytes", "directories")
         summary = {"table_uri": result["table"], **{k: result.get(k) for k in keys}}
         summary.update(num_dropped=len(result.get("dropped", [])), engine=result["engine"], result_uri=result_uri)
+        summary["reports"] = result.get("reports", {})
         self.log.info(
             "%s: vacuum %s %s files (%s bytes)%s",
             result["table"],
@@ -695,7 +696,7 @@ class DeltaOptimizeOperator(DeltaJobOperator):
     """
 
     action = "optimize"
-    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "where", "dry_run")
+    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "where", "dry_run", "min_small_file_ratio")
 
     def __init__(
         self,
@@ -704,7 +705,7 @@ class DeltaOptimizeOperator(DeltaJobOperator):
         target_size: int | None = None,
         min_num_files: int = 2,
         where: str | None = None,
-        min_small_file_ratio: float | None = None,
+        min_small_file_ratio: float | str | None = None,
         small_file_mb: float = 32.0,
         max_commit_bytes: int | None = None,
         **kwargs: Any,
@@ -722,12 +723,15 @@ class DeltaOptimizeOperator(DeltaJobOperator):
         dry = self.dry_run
         if isinstance(dry, str):  # a rendered template
             dry = dry.strip().lower() in ("true", "1", "yes")
+        ratio = self.min_small_file_ratio
+        if isinstance(ratio, str):  # a rendered template: "" or "None" for no threshold
+            ratio = None if ratio.strip() in ("", "None", "null") else float(ratio)
         return {
             "apply": not dry,
             "target_size": self.target_size,
             "min_num_files": self.min_num_files,
             "where": self.where or None,
-            "min_small_file_ratio": self.min_small_file_ratio,
+            "min_small_file_ratio": ratio,
             "small_file_mb": self.small_file_mb,
             "max_commit_bytes": self.max_commit_bytes,
         }

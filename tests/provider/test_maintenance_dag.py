@@ -1,24 +1,36 @@
-"""The example DAG `delta_table_maintenance` run twice through real Airflow (`dag.test()` on the session's
-SQLite DB), jobs in the worker process (`DELTA_SPARK_CONN_ID=none`): no JVM.
+"""The example DAG `delta_table_maintenance` run through real Airflow (`dag.test()` on the session's SQLite
+DB), jobs in the worker process (`DELTA_SPARK_CONN_ID=none`): no JVM.
 
-Run 1, a log thirteen versions past any checkpoint: the VACUUM plan sees the expired tombstone, the
-checkpoint is written at the checked version, the log cleanup is a dry run, nothing is deleted.
-Run 2, one commit later: the branch skips the checkpoint, the per-commit checks cover only the new
-version, and the run's `apply_log_cleanup` deletes the expired commits, leaving a table delta-rs
-still reads.
+A log built without data files (`DeltaLogBuilder`), OPTIMIZE only planning: run 1, thirteen versions past
+any checkpoint, writes the checkpoint at the latest version, the log cleanup is a dry run, nothing is
+deleted; run 2, one commit later, skips the checkpoint, checks only the new version, and its
+`apply_log_cleanup` deletes the expired commits, leaving a table delta-rs still reads.
+
+A delta-rs table with real data (small appends, an overwrite, a stray file, a 0-hour retention), three
+runs: OPTIMIZE compacts and VACUUM only plans; `apply_vacuum` with the approval rejected deletes nothing;
+`apply_vacuum` approved deletes exactly the plan's files. The approval is answered as the UI answers it:
+`PATCH /api/v2/.../taskInstances/approve_vacuum/-1/hitlDetails` on Airflow's own REST API app (in process,
+`TestClient`, the simple auth manager's all-admins mode), while `dag.test()` waits for the task parked
+in `awaiting_input`.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
 import pytest
 from conftest import REPO, metadata_db, task_states, xcom_return
 
 pytest.importorskip("airflow")
 
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
 from airflow_delta_provider.testing import DeltaLogBuilder
 
@@ -39,6 +51,18 @@ def maintenance_dag(airflow_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyP
     dag = bag.dags[DAG_ID]
     assert {t.submit for t in dag.tasks if hasattr(t, "submit")} == {False}
     return dag
+
+
+def _conf(table: str, **overrides: Any) -> dict[str, Any]:
+    """A run's conf with every run-dependent param given (`dag.test()` keeps an earlier run's conf)."""
+    conf = {
+        "table_uri": table,
+        "checkpoint_interval": 10,
+        "optimize": True,
+        "apply_vacuum": False,
+        "apply_log_cleanup": False,
+    }
+    return {**conf, **overrides}
 
 
 def _log(b: DeltaLogBuilder) -> dict[str, int]:
@@ -70,14 +94,20 @@ def test_maintenance_dag_checkpoints_when_behind_and_deletes_nothing_by_default(
     assert b.version == 12
     before = _log(b)
 
-    dr = maintenance_dag.test(run_conf={"table_uri": b.path, "apply_log_cleanup": False})
+    # this log's data files were never written: OPTIMIZE only plans (a dry run), the VACUUM plan lists nothing
+    dr = maintenance_dag.test(run_conf=_conf(b.path, optimize=False))
     states = task_states(dr.run_id)
     assert states == {
         "replay_and_check": "success",
+        "optimize": "success",
+        "vacuum_plan": "success",
+        "vacuum_approval_needed": "success",
+        "approve_vacuum": "skipped",
+        "vacuum_apply": "skipped",
+        "vacuum_not_applied": "success",
         "checkpoint_needed": "success",
         "checkpoint": "success",
         "checkpoint_not_needed": "skipped",
-        "vacuum_plan": "success",
         "log_cleanup": "success",
         "report": "success",
     }, states
@@ -88,25 +118,236 @@ def test_maintenance_dag_checkpoints_when_behind_and_deletes_nothing_by_default(
     assert all(after[name] == mtime for name, mtime in before.items())  # nothing deleted or rewritten
     cleanup = xcom_return(dr.run_id, "log_cleanup")
     assert cleanup["dry_run"] and cleanup["deleted"] == 0 and cleanup["num_files"] > 0
+    optimized = xcom_return(dr.run_id, "optimize")
+    assert optimized["dry_run"] and optimized["version"] is None and optimized["num_files_removed"] == 10
     plan = xcom_return(dr.run_id, "vacuum_plan")
-    assert plan["version"] == 12 and plan["expired"] == 1 and plan["reclaimable_bytes"] == 1000
+    assert plan["dry_run"] and plan["version"] == 12 and plan["num_files"] == 0  # f0.parquet is not on disk
     summary = xcom_return(dr.run_id, "report")
+    assert summary["optimize"]["dry_run"] and summary["vacuum"] is None and summary["vacuum_approval"] is None
     assert summary["checkpoint"] == {"version": 12, "kind": "classic", "written": True}
     assert summary["log_cleanup"]["dry_run"] and summary["log_cleanup"]["deleted"] == 0
     # extra links: the replay's and the VACUUM plan's HTML reports
     assert _link(dr.run_id, "replay_and_check") == "file://" + summary["reports"]["replay"]
     assert summary["reports"]["replay"].endswith(".html") and Path(summary["reports"]["replay"]).exists()
     assert _link(dr.run_id, "vacuum_plan") == "file://" + summary["reports"]["vacuum_plan"]
-    assert summary["reports"]["vacuum_plan"].endswith(".html") and Path(summary["reports"]["vacuum_plan"]).exists()
+    assert Path(summary["reports"]["vacuum_plan"]).exists()
 
     b.append(["late.parquet"], size=5, partition={"region": "eu"})  # version 13: one past the checkpoint
-    dr = maintenance_dag.test(run_conf={"table_uri": b.path, "apply_log_cleanup": True})
+    dr = maintenance_dag.test(run_conf=_conf(b.path, optimize=False, apply_log_cleanup=True))
     states = task_states(dr.run_id)
     assert states["checkpoint"] == "skipped" and states["checkpoint_not_needed"] == "success", states
-    assert {states[t] for t in ("replay_and_check", "vacuum_plan", "log_cleanup", "report")} == {"success"}
+    assert {states[t] for t in ("replay_and_check", "optimize", "vacuum_plan", "log_cleanup", "report")} == {"success"}
     assert xcom_return(dr.run_id, "replay_and_check")["checked_versions"] == [13]
     cleanup = xcom_return(dr.run_id, "log_cleanup")
     assert not cleanup["dry_run"] and cleanup["deleted"] == cleanup["num_files"] > 0
     assert cleanup["earliest_readable_version"] == 12
     assert not Path(b.commit_path(0)).exists()
     assert DeltaTable(b.path).version() == 13 and len(DeltaTable(b.path).file_uris()) == 11
+
+
+# -- a real table: OPTIMIZE, then VACUUM planned, rejected, approved ------------------------------------------
+
+
+def _small_file_table(root: Path) -> None:
+    """delta-rs, partitioned by `p`: an overwrite (2 tombstones), four small appends (5 files per
+    partition), a stray file nothing references; `delta.deletedFileRetentionDuration` 0 hours, so VACUUM
+    may delete what the latest version does not need (the DAG never turns the retention check off)."""
+    retention = {"delta.deletedFileRetentionDuration": "interval 0 hours"}
+    write_deltalake(str(root), pa.table({"id": [0, 1], "p": ["a", "b"]}), partition_by=["p"], configuration=retention)
+    write_deltalake(str(root), pa.table({"id": [2, 3], "p": ["a", "b"]}), partition_by=["p"], mode="overwrite")
+    for i in range(4):
+        write_deltalake(str(root), pa.table({"id": [10 + i, 20 + i], "p": ["a", "b"]}), mode="append")
+    stray = root / "p=a" / "stray-from-a-failed-job.parquet"
+    stray.write_bytes(b"never committed")
+    old = time.time() - 3600
+    os.utime(stray, (old, old))
+
+
+def _data_files(root: Path) -> dict[str, int]:
+    """Every file under the table root but the log: relative path -> mtime."""
+    return {
+        p.relative_to(root).as_posix(): p.stat().st_mtime_ns
+        for p in root.rglob("*")
+        if p.is_file() and "_delta_log" not in p.parts
+    }
+
+
+def _rows(root: Path) -> list[tuple[int, str]]:
+    t = DeltaTable(str(root)).to_pyarrow_table()
+    return sorted(zip(t.column("id").to_pylist(), t.column("p").to_pylist(), strict=True))
+
+
+def _active(root: Path) -> set[str]:
+    """The latest version's data files, as delta-rs reads them (relative paths)."""
+    prefix = root.resolve().as_uri().removeprefix("file://")
+    return {uri.removeprefix("file://").removeprefix(prefix).lstrip("/") for uri in DeltaTable(str(root)).file_uris()}
+
+
+class ApprovalResponder:
+    """Answers `approve_vacuum` through Airflow's REST API while `dag.test()` runs (it waits, polling, for a
+    response recorded from outside). Watches the metadata DB for the task parked in `awaiting_input`, reads
+    its request (`GET .../hitlDetails`), then answers (`PATCH`): the API records the response and resumes
+    the task. If no answer can be sent the task is failed, so `dag.test()` ends instead of waiting forever."""
+
+    def __init__(self, client: Any, option: str) -> None:
+        self.client, self.option = client, option
+        self.request: dict[str, Any] | None = None
+        self.response: Any = None
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="hitl-responder", daemon=True)
+
+    def __enter__(self) -> ApprovalResponder:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+    def _parked(self) -> tuple[str, str] | None:
+        with metadata_db() as db:
+            return db.execute(
+                "SELECT ti.run_id, ti.id FROM hitl_detail h JOIN task_instance ti ON ti.id = h.ti_id "
+                "WHERE ti.dag_id = ? AND ti.task_id = 'approve_vacuum' AND ti.state = 'awaiting_input' "
+                "AND h.responded_at IS NULL",
+                (DAG_ID,),
+            ).fetchone()
+
+    def _run(self) -> None:
+        parked = None
+        while parked is None and not self._stop.wait(0.5):
+            parked = self._parked()
+        if parked is None:
+            return  # the run ended without asking
+        run_id, ti_id = parked
+        url = f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/approve_vacuum/-1/hitlDetails"
+        try:
+            got = self.client.get(url)
+            self.request = got.json()
+            sent = self.client.patch(url, json={"chosen_options": [self.option], "params_input": {}})
+            self.response = sent.json()
+            if sent.status_code != 200:
+                self.error = f"PATCH {url}: {sent.status_code} {sent.text}"
+        except Exception as exc:  # the test reports it; the run must not wait forever
+            self.error = f"{type(exc).__name__}: {exc}"
+        if self.error:
+            with metadata_db() as db:
+                db.execute("UPDATE task_instance SET state = 'failed' WHERE id = ?", (ti_id,))
+
+
+@pytest.fixture
+def api_client(airflow_db: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """Airflow's REST API app (core API only), every caller an admin (the simple auth manager's dev mode)."""
+    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "True")
+    monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "a-test-only-secret-" + "x" * 64)
+    from airflow.api_fastapi.app import create_app, purge_cached_app
+    from fastapi.testclient import TestClient
+
+    with TestClient(create_app(apps="core")) as client:
+        yield client
+    purge_cached_app()
+
+
+def _run_answering(dag: Any, client: Any, option: str, conf: dict[str, Any]) -> tuple[Any, ApprovalResponder]:
+    with ApprovalResponder(client, option) as responder:
+        dr = dag.test(run_conf=conf)
+    assert responder.error is None, responder.error
+    return dr, responder
+
+
+@pytest.mark.airflow
+@pytest.mark.slow
+def test_maintenance_dag_optimizes_then_vacuums_only_what_a_human_approved(
+    maintenance_dag, api_client, tmp_path: Path
+) -> None:
+    root = tmp_path / "table"
+    _small_file_table(root)
+    rows, v = _rows(root), DeltaTable(str(root)).version()
+    files_before = _data_files(root)
+    assert len(_active(root)) == 10 and v == 5
+
+    # run 1: OPTIMIZE compacts (a new version, the same rows), VACUUM only plans; the checkpoint is written
+    # at the version OPTIMIZE committed, not the one replay_and_check read
+    dr = maintenance_dag.test(run_conf=_conf(str(root), checkpoint_interval=5))
+    states = task_states(dr.run_id)
+    assert states["vacuum_not_applied"] == "success" and states["checkpoint"] == "success", states
+    assert {states["approve_vacuum"], states["vacuum_apply"]} == {"skipped"}, states
+    optimized = xcom_return(dr.run_id, "optimize")
+    assert not optimized["dry_run"] and optimized["read_version"] == v and optimized["version"] == v + 1
+    assert (optimized["num_files_removed"], optimized["num_files_added"]) == (10, 2)
+    assert DeltaTable(str(root)).version() == v + 1 and _rows(root) == rows and len(_active(root)) == 2
+    assert xcom_return(dr.run_id, "checkpoint")["version"] == v + 1
+    after_optimize = _data_files(root)
+    assert files_before.items() <= after_optimize.items()  # nothing deleted or rewritten
+    garbage = set(after_optimize) - _active(root)  # replaced by OPTIMIZE or the overwrite, and the stray
+    assert len(garbage) == 2 + 10 + 1
+    plan = xcom_return(dr.run_id, "vacuum_plan")
+    assert plan["dry_run"] and plan["num_files"] == len(garbage) and plan["deleted"] == 0
+    summary = xcom_return(dr.run_id, "report")
+    assert summary["optimize"]["num_files_added"] == 2 and summary["vacuum"] is None
+    assert summary["vacuum_approval"] is None and summary["checkpoint"]["version"] == v + 1
+    assert (summary["version"], summary["latest_version"]) == (v, v + 1)
+
+    # run 2: apply_vacuum, the approval rejected: vacuum_apply skipped, nothing deleted, the run goes on
+    dr, responder = _run_answering(maintenance_dag, api_client, "Reject", _conf(str(root), apply_vacuum=True))
+    states = task_states(dr.run_id)
+    assert states["approve_vacuum"] == "success" and states["vacuum_apply"] == "skipped", states
+    assert states["vacuum_not_applied"] == "skipped" and states["report"] == "success", states
+    assert responder.response["chosen_options"] == ["Reject"] and responder.response["responded_by"]["name"]
+    asked = responder.request
+    assert asked["options"] == ["Approve", "Reject"] and asked["defaults"] == ["Reject"]
+    plan = xcom_return(dr.run_id, "vacuum_plan")
+    assert f"delete {plan['num_files']} files" in asked["subject"] and str(root) in asked["subject"]
+    assert f"**{plan['num_files']}** ({plan['bytes']:,} bytes)" in asked["body"]
+    assert plan["cutoff"] in asked["body"] and plan["result_uri"] in asked["body"]
+    report = plan["result_uri"].removesuffix(".json") + ".html"  # the plan's HTML report, linked in the body
+    assert f"report: {report}" in asked["body"] and Path(report).exists()
+    assert _data_files(root) == after_optimize and DeltaTable(str(root)).version() == v + 1
+    summary = xcom_return(dr.run_id, "report")
+    assert summary["vacuum_approval"] == {"approved": False}
+    assert summary["vacuum"] is None
+
+    # run 3: approved: vacuum_apply deletes exactly the plan's files; delta-rs reads the same rows
+    dr, responder = _run_answering(maintenance_dag, api_client, "Approve", _conf(str(root), apply_vacuum=True))
+    states = task_states(dr.run_id)
+    assert states["approve_vacuum"] == "success" and states["vacuum_apply"] == "success", states
+    assert states["report"] == "success", states
+    plan = xcom_return(dr.run_id, "vacuum_plan")
+    planned = {f["path"] for f in json.loads(Path(plan["result_uri"]).read_text())["files"]}
+    assert planned == garbage
+    applied = xcom_return(dr.run_id, "vacuum_apply")
+    assert not applied["dry_run"] and applied["deleted"] == len(planned) and applied["num_dropped"] == 0
+    assert set(after_optimize) - set(_data_files(root)) == planned
+    assert set(_data_files(root)) == _active(root)
+    assert _rows(root) == rows
+    history = [h["operation"] for h in DeltaTable(str(root)).history(2)]
+    assert history == ["VACUUM END", "VACUUM START"]  # the audit commits, read by delta-rs
+    summary = xcom_return(dr.run_id, "report")
+    assert summary["latest_version"] == v + 3  # VACUUM START and END
+    assert summary["vacuum_approval"]["approved"] and summary["vacuum"]["deleted"] == len(planned)
+    assert summary["vacuum_approval"]["by"] == responder.response["responded_by"]["name"]
+
+
+@pytest.mark.airflow
+def test_without_human_in_the_loop_operators_vacuum_is_never_applied(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Airflow before 3.1 has no `airflow.providers.standard.operators.hitl` (simulated: the import made to
+    fail): the DAG still parses, and `approve_vacuum` skips itself, so `vacuum_apply` never runs."""
+    import sys
+
+    from airflow.dag_processing.dagbag import DagBag
+
+    try:
+        from airflow.sdk.exceptions import AirflowSkipException
+    except ImportError:  # Airflow 3.0
+        from airflow.exceptions import AirflowSkipException
+
+    monkeypatch.setitem(sys.modules, "airflow.providers.standard.operators.hitl", None)
+    bag = DagBag(dag_folder=str(REPO / "dags" / "delta_table_maintenance.py"))
+    assert bag.import_errors == {}
+    dag = bag.dags[DAG_ID]
+    approve = dag.get_task("approve_vacuum")
+    assert type(approve).__name__ != "ApprovalOperator" and approve.downstream_task_ids == {"vacuum_apply"}
+    assert dag.get_task("vacuum_apply").trigger_rule == "all_success"  # skipped with its only upstream
+    with pytest.raises(AirflowSkipException, match=r"approval needs Airflow 3\.1"):
+        approve.python_callable()
