@@ -596,3 +596,17 @@ def test_a_truncated_body_is_a_connection_failure_not_http_400():
         failure = classify_error(exc)
     assert failure is not None and failure.kind == "connection" and failure.transient
     assert failure.status is None and "cut short" in failure.message
+
+
+def test_request_timeout_408_is_retried_as_a_server_error() -> None:
+    """GCS answers 408 when a request timed out on its side and asks clients to retry it."""
+    from airflow_delta_provider.delta.storage.retry import classify_error
+
+    class GcsError(OSError):
+        def __init__(self, code: int) -> None:
+            super().__init__(f"HTTP {code}")
+            self.code = code
+
+    timeout, denied = classify_error(GcsError(408)), classify_error(GcsError(409))
+    assert timeout is not None and timeout.kind == "server" and timeout.transient
+    assert denied is not None and not denied.transient

@@ -230,7 +230,7 @@ def classify_error(exc: BaseException) -> StorageFailure | None:
         return failure("not_found")
     if code in _THROTTLE_CODES or status in (429, 503):
         return failure("throttled")
-    if code in _SERVER_CODES or status in (500, 502, 504):
+    if code in _SERVER_CODES or status in (500, 502, 504, 408):  # 408 Request Timeout: GCS asks for a retry
         return failure("server")
     if code in _CONFLICT_CODES:
         return failure("conflict")
