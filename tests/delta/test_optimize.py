@@ -407,3 +407,24 @@ def test_nothing_to_compact_commits_nothing(tmp_path: Path) -> None:
     result = optimize(str(path))
     assert result.version is None and listing(path) == before
     assert os.path.exists(path / "_delta_log" / f"{0:020d}.json")
+
+
+def test_a_bin_with_no_rows_left_only_removes(tmp_path: Path) -> None:
+    """Files whose rows are all gone (empty files here; all rows deleted by DVs alike) leave no new file."""
+    from airflow_delta_provider.delta.protocol.actions import AddFile
+
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"id": [1], "p": ["a"]}), partition_by=["p"])
+    empty = pa.table({"id": pa.array([], pa.int64())})
+    (path / "p=b").mkdir()
+    adds = []
+    for i in range(2):
+        pq.write_table(empty, path / "p=b" / f"empty-{i}.parquet")
+        size = (path / "p=b" / f"empty-{i}.parquet").stat().st_size
+        adds.append(AddFile(f"p=b/empty-{i}.parquet", {"p": "b"}, size, 0, True, '{"numRecords":0}'))
+    DeltaLog(str(path)).update().transaction("WRITE").add(*adds).commit()
+    rows = deltars_rows(path)
+    result = optimize(str(path))
+    assert result.version is not None and result.added == []
+    assert sorted(f.path for f in result.removed) == ["p=b/empty-0.parquet", "p=b/empty-1.parquet"]
+    assert deltars_rows(path) == rows and len(DeltaTable(str(path)).file_uris()) == 1

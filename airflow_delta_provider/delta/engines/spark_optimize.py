@@ -44,14 +44,14 @@ def compact_task(layout: TableLayout, storage_options: Mapping[str, Any]) -> Cal
             for bin_id, text in zip(batch.column("bin_id").to_pylist(), batch.column("bin").to_pylist(), strict=True):
                 add = compact_bin(store, layout, Bin.from_dict(json.loads(text)), now_ms=clock, table=layout.table_uri)
                 ids.append(bin_id)
-                adds.append(json.dumps(add.to_json()))
+                adds.append(None if add is None else json.dumps(add.to_json()))
             columns = [pa.array(ids, pa.int64()), pa.array(adds, pa.string())]
             yield pa.RecordBatch.from_arrays(columns, ["bin_id", "add"])
 
     return run
 
 
-def spark_bin_executor(spark: SparkSession, storage_options: Mapping[str, Any]) -> Callable[..., list[AddFile]]:
+def spark_bin_executor(spark: SparkSession, storage_options: Mapping[str, Any]) -> Callable[..., list[AddFile | None]]:
     """A `maintenance.optimize.BinExecutor` running each bin as one Spark task."""
 
     def run(
@@ -60,13 +60,13 @@ def spark_bin_executor(spark: SparkSession, storage_options: Mapping[str, Any]) 
         *,
         store: LogStore | None = None,
         clock: Callable[[], int] | None = None,
-    ) -> list[AddFile]:
+    ) -> list[AddFile | None]:
         if not bins:
             return []
         rows = [(i, json.dumps(b.to_dict())) for i, b in enumerate(bins)]
         df = spark.createDataFrame(rows, BIN_SCHEMA).repartition(len(bins))  # round-robin: one bin per task
         out = df.mapInArrow(compact_task(layout, storage_options), ADD_SCHEMA).collect()
-        by_id = {r["bin_id"]: AddFile.from_json(json.loads(r["add"])) for r in out}
+        by_id = {r["bin_id"]: None if r["add"] is None else AddFile.from_json(json.loads(r["add"])) for r in out}
         return [by_id[i] for i in range(len(bins))]
 
     return run

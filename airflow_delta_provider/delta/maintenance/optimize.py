@@ -59,11 +59,12 @@ log = logging.getLogger(__name__)
 
 
 class BinExecutor(Protocol):
-    """Runs bins and returns each bin's new `add`, in order (the local thread pool, or Spark executors)."""
+    """Runs bins and returns each bin's new `add` (None: no row left), in order (the local thread pool, or
+    Spark executors)."""
 
     def __call__(
         self, layout: TableLayout, bins: Sequence[Bin], *, store: LogStore, clock: Callable[[], int]
-    ) -> list[AddFile]: ...
+    ) -> list[AddFile | None]: ...
 
 
 @dataclass
@@ -119,7 +120,9 @@ class OptimizeResult:
 def local_executor(max_workers: int | None = None) -> BinExecutor:
     """Bins on a thread pool (pyarrow releases the GIL while decoding and encoding)."""
 
-    def run(layout: TableLayout, bins: Sequence[Bin], *, store: LogStore, clock: Callable[[], int]) -> list[AddFile]:
+    def run(
+        layout: TableLayout, bins: Sequence[Bin], *, store: LogStore, clock: Callable[[], int]
+    ) -> list[AddFile | None]:
         workers = max_workers or min(len(bins), os.cpu_count() or 1) or 1
         if workers == 1 or len(bins) == 1:
             return [compact_bin(store, layout, b, now_ms=clock, table=layout.table_uri) for b in bins]
@@ -269,7 +272,7 @@ def optimize(
         if n:  # a later batch: its files were planned at plan.version; later commits may have taken them
             snapshot = dlog.update()
             _require_active(snapshot, inputs, plan.version)
-        added = run(layout, batch, store=dlog.store, clock=clock)
+        added = [a for a in run(layout, batch, store=dlog.store, clock=clock) if a is not None]
         txn = snapshot.transaction("OPTIMIZE", params)
         txn.read_files(inputs).remove(*inputs, data_change=False).add(*added)
         try:

@@ -126,10 +126,13 @@ def compact_bin(
     *,
     now_ms: Callable[[], int],
     table: str | None = None,
-) -> AddFile:
-    """Read `bin_`'s files through their deletion vectors, write them as one new file, return its `add`."""
+) -> AddFile | None:
+    """Read `bin_`'s files through their deletion vectors, write them as one new file, return its `add`
+    (None when no row is left: every row deleted by the DVs; the bin's files are then only removed)."""
     tables = [read_data_file(store, layout.table_uri, f, table=table) for f in bin_.files]
     data = _concat(tables)
+    if data.num_rows == 0:
+        return None
     stats = stats_json(
         data, layout.schema, layout.configuration, layout.partition_columns, tight_bounds=layout.tight_bounds
     )
