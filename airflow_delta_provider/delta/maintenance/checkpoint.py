@@ -22,13 +22,16 @@ Steps, in order (each a crash point for tests, see `KILL_AT_ENV`):
 5. `_last_checkpoint`: read it, and write ours only when it is missing, unreadable or older (never
    moved backwards; two racing writers can still both pass the check, as in Spark).
 
-On Spark a state too large for the driver would be written from the executors (one sidecar per
-partition); that engine path is not written yet: this writer holds the whole file list in memory.
+This process holds the whole file list. A snapshot the Spark engine loaded is written from the
+executors instead when an `executor` is given (`engines.spark_checkpoint.SparkCheckpointExecutor`:
+one sidecar or multi-part part per partition); steps 1 and 5 and the Parquet layout
+(`checkpoint_parquet`) are shared, so both engines write the same schemas.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 import signal
@@ -37,7 +40,7 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pac
@@ -60,7 +63,7 @@ from ..protocol.checkpoints import (
     v2_checkpoint_name,
 )
 from ..protocol.filenames import LAST_CHECKPOINT_NAME, SIDECAR_DIR_NAME, LogFileKind, ParsedLogPath
-from ..protocol.last_checkpoint import parse_last_checkpoint, render_last_checkpoint
+from ..protocol.last_checkpoint import CHECKSUM_KEY, json_checksum, parse_last_checkpoint, render_last_checkpoint
 from ..protocol.log_segment import CheckpointInstance
 from ..protocol.table_features import check_can_write
 from ..read import arrow_compute as pc
@@ -82,7 +85,8 @@ from ..storage import LogStore, local_path
 #: step, leaving storage exactly as a crash there would. Steps: `before_write` (nothing written),
 #: `temp_file_half_written` (half the checkpoint in the hidden temp file `LocalLogStore.put_if_absent`
 #: writes first, as a crash inside it leaves), `sidecars_written` (V2: sidecars, no top-level file),
-#: `after_checkpoint_file` (published, not verified, no `_last_checkpoint`), `after_last_checkpoint`.
+#: `after_checkpoint_file` (published, not verified, no `_last_checkpoint`), `after_last_checkpoint`;
+#: on Spark also `executor_files_written` (the executors' sidecars or parts, nothing else).
 KILL_AT_ENV = "DELTA_TEST_KILL_AT"
 #: `lazy_stats_bytes` that makes the local engine read checkpoint stats with everything else.
 EAGER_STATS = 1 << 62
@@ -146,7 +150,8 @@ _PRIMITIVES = {
 @dataclass(frozen=True)
 class CheckpointResult:
     """What `write_checkpoint` did. `written` is False when a classic checkpoint of that version
-    already existed (then nothing was written and the counts are the replayed state's)."""
+    already existed (then nothing was written and the counts are the replayed state's). `path` is the
+    checkpoint file (the first part of a multi-part one, whose parts are `parts`)."""
 
     version: int
     kind: CheckpointKind
@@ -158,6 +163,14 @@ class CheckpointResult:
     size_in_bytes: int
     last_checkpoint_updated: bool
     written: bool = True
+    parts: tuple[str, ...] = ()
+
+
+class CheckpointExecutor(Protocol):
+    """Writes a planned checkpoint elsewhere than in this process (`engines.spark_checkpoint`), after
+    `write_checkpoint` checked the table and the store and planned it (`actions`: the non-file rows)."""
+
+    def write(self, snapshot: Snapshot, plan: CheckpointPlan, actions: list[Action]) -> CheckpointResult: ...
 
 
 @dataclass
@@ -182,6 +195,7 @@ def write_checkpoint(
     clock: Callable[[], int] | None = None,
     classic_name: bool = False,
     actions_per_sidecar: int = ACTIONS_PER_SIDECAR,
+    executor: CheckpointExecutor | None = None,
 ) -> CheckpointResult:
     """Write the checkpoint of a snapshot (or of `version` / the latest version of a `DeltaLog`).
 
@@ -190,7 +204,10 @@ def write_checkpoint(
     :param clock: "now" in ms for tombstone and txn retention; default: the snapshot's clock.
     :param classic_name: on a `v2Checkpoint` table, write the V2 content under the classic name
         (the compatibility checkpoint log cleanup needs, delta-writes.md 5.2) instead of a UUID name.
-    :param actions_per_sidecar: most add/remove rows per V2 sidecar; fewer are written inline.
+    :param actions_per_sidecar: most add/remove rows per V2 sidecar; fewer are written inline. On Spark
+        also the most per part of a multi-part classic checkpoint.
+    :param executor: writes the file actions elsewhere (Spark: `SparkCheckpointExecutor`, for a snapshot
+        or log on the Spark engine, whose file list then never reaches this process).
     :raises UnsupportedFeatureError, OperationNotAllowedError: the table cannot be written here.
     :raises UnsupportedStoreError: the store cannot write. Both before anything is written.
     :raises CheckpointMismatchError: the checkpoint read back differs from the replay.
@@ -210,24 +227,34 @@ def write_checkpoint(
         actions_per_sidecar=actions_per_sidecar,
     )
     actions = _non_file_actions(snapshot, plan)
+    if executor is not None:
+        return executor.write(snapshot, plan, actions)
     top = store.join(log_dir, plan.name or v2_checkpoint_name(plan.version, str(uuid.uuid4())))
     existing = store.head(top) if plan.name else None
     if existing is not None:
-        return _existing(snapshot, plan, actions, existing.path, existing.size)
+        return existing_result(snapshot, plan, actions, existing.path, existing.size)
     content = _Content(actions, snapshot.add_files_table, _kept_tombstones(snapshot, plan))
-    _crash_point("before_write")
+    crash_point("before_write")
     try:
         num_sidecars, size = _publish(store, log_dir, top, plan, content)
-        _crash_point("after_checkpoint_file")
+        crash_point("after_checkpoint_file")
         _verify(snapshot, store, top, plan, content)
     except BaseException as exc:  # nothing this call created stays behind (unreferenced sidecars included)
         store.delete_many(content.written[::-1])
         if isinstance(exc, FileExistsError) and top not in content.written:  # a racing writer was first
             info = store.head(top)
-            return _existing(snapshot, plan, actions, top, info.size if info else 0)
+            return existing_result(snapshot, plan, actions, top, info.size if info else 0)
         raise
-    updated = _update_last_checkpoint(store, log_dir, top, plan, content, size, num_sidecars)
-    _crash_point("after_last_checkpoint")
+    updated = update_last_checkpoint(
+        store,
+        log_dir,
+        top,
+        plan,
+        num_actions=_num_actions(plan, content, num_sidecars),
+        size=size,
+        num_add_files=content.adds.num_rows,
+    )
+    crash_point("after_last_checkpoint")
     return _result(plan, content, top, size, num_sidecars, updated)
 
 
@@ -263,7 +290,7 @@ def _check_store(store: LogStore, table: str, version: int) -> None:
         )
 
 
-def _crash_point(step: str, *, temp_of: tuple[str, bytes] | None = None) -> None:
+def crash_point(step: str, *, temp_of: tuple[str, bytes] | None = None) -> None:
     """The test seam described at `KILL_AT_ENV` (does nothing unless that variable names `step`)."""
     if os.environ.get(KILL_AT_ENV) != step:
         return
@@ -282,15 +309,24 @@ def _non_file_actions(snapshot: Snapshot, plan: CheckpointPlan) -> list[Action]:
 
 
 def _kept_tombstones(snapshot: Snapshot, plan: CheckpointPlan) -> pa.Table:
-    removes = snapshot.remove_files_table
+    return kept_tombstones(snapshot.remove_files_table, plan)
+
+
+def kept_tombstones(removes: pa.Table, plan: CheckpointPlan) -> pa.Table:
+    """The rows of a REMOVE_SCHEMA table deleted after the plan's retention cutoff."""
     if not removes.num_rows:
         return removes
     ts = pc.fill_null(removes.column("deletionTimestamp"), int64_scalar(0))
     return pc.filter(removes, pc.greater(ts, int64_scalar(plan.min_file_retention_timestamp)))
 
 
-def _existing(
-    snapshot: Snapshot, plan: CheckpointPlan, actions: list[Action], path: str, size: int
+def existing_result(
+    snapshot: Snapshot,
+    plan: CheckpointPlan,
+    actions: list[Action],
+    path: str,
+    size: int,
+    parts: tuple[str, ...] = (),
 ) -> CheckpointResult:
     """The result when the classic checkpoint is already there: nothing written, the state's counts."""
     tombstones = snapshot.state.files.count_tombstones_after(plan.min_file_retention_timestamp)
@@ -305,6 +341,7 @@ def _existing(
         size_in_bytes=size,
         last_checkpoint_updated=False,
         written=False,
+        parts=parts,
     )
 
 
@@ -334,32 +371,68 @@ def _num_actions(plan: CheckpointPlan, content: _Content, num_sidecars: int) -> 
 
 def _publish(store: LogStore, log_dir: str, top: str, plan: CheckpointPlan, content: _Content) -> tuple[int, int]:
     """Write sidecars (V2, many files) then the top-level file; (number of sidecars, total bytes)."""
-    add_type = _add_type(plan)
     files = content.adds.num_rows + content.removes.num_rows
     parts = plan.num_sidecars(files)
     sidecars: list[dict[str, Any]] = []
     size = 0
     if parts:
-        schema = pa.schema([("add", add_type), ("remove", REMOVE_TYPE)])
         stamp = str(uuid.uuid4())
         for part, (start, stop) in enumerate(sidecar_ranges(files, parts), start=1):
             name = sidecar_name(plan.version, part, parts, stamp)
             path = store.join(log_dir, SIDECAR_DIR_NAME, name)
-            data = _parquet(schema, _file_batches(schema, plan, add_type, content, start, stop))
+            adds, removes = _file_slice(content, start, stop)
+            data = checkpoint_parquet(plan, adds, removes, sidecar_file=True)
             _put(store, path, data, content)
             info = store.head(path)
             mtime = info.modification_time if info is not None else 0
             sidecars.append({"path": name, "sizeInBytes": len(data), "modificationTime": mtime})
             size += len(data)
-        _crash_point("sidecars_written")
-    schema = _top_schema(plan, add_type)
-    batches: Iterator[pa.RecordBatch] = iter([_non_file_batch(schema, plan, content.actions, sidecars)])
-    if not parts:
-        batches = itertools.chain(batches, _file_batches(schema, plan, add_type, content, 0, files))
-    data = _parquet(schema, batches)
-    _crash_point("temp_file_half_written", temp_of=(top, data))
+        crash_point("sidecars_written")
+    adds, removes = _file_slice(content, 0, 0 if parts else files)
+    data = checkpoint_parquet(plan, adds, removes, actions=content.actions, sidecars=sidecars)
+    crash_point("temp_file_half_written", temp_of=(top, data))
     _put(store, top, data, content)
     return len(sidecars), size + len(data)
+
+
+def _file_slice(content: _Content, start: int, stop: int) -> tuple[pa.Table, pa.Table]:
+    """Rows `start:stop` of (adds, then tombstones), as the two tables."""
+    n_adds = content.adds.num_rows
+    adds = content.adds.slice(min(start, n_adds), max(min(stop, n_adds) - start, 0))
+    lo, hi = max(start - n_adds, 0), max(stop - n_adds, 0)
+    return adds, content.removes.slice(lo, max(hi - lo, 0))
+
+
+def checkpoint_parquet(
+    plan: CheckpointPlan,
+    adds: pa.Table,
+    removes: pa.Table,
+    *,
+    actions: Sequence[Action] | None = None,
+    sidecars: Sequence[Mapping[str, Any]] = (),
+    sidecar_file: bool = False,
+    key_value_metadata: Mapping[str, str] | None = None,
+) -> bytes:
+    """One checkpoint Parquet file of reconciled file rows: what every engine writes, with one schema.
+
+    :param adds: active files (ADD_SCHEMA columns, stats as JSON text): `add` rows, in order.
+    :param removes: tombstones to keep (REMOVE_SCHEMA columns): `remove` rows after the adds.
+    :param actions: the non-file actions, written first (V2: after `checkpointMetadata`, with a
+        `sidecar` row per entry of `sidecars`); None for a part without them (a multi-part checkpoint
+        holds them in its first part only).
+    :param sidecar_file: a V2 sidecar (`add` and `remove` columns only); else a checkpoint file with
+        every action column (V2 ones for a `v2Checkpoint` table).
+    :param key_value_metadata: extra footer entries (ignored by readers).
+    """
+    add_type = _add_type(plan)
+    if sidecar_file:
+        schema = pa.schema([("add", add_type), ("remove", REMOVE_TYPE)])
+    else:
+        schema = _top_schema(plan, add_type)
+    batches: Iterator[pa.RecordBatch] = _file_batches(schema, plan, add_type, adds, removes)
+    if actions is not None and not sidecar_file:
+        batches = itertools.chain([_non_file_batch(schema, plan, actions, list(sidecars))], batches)
+    return _parquet(schema, batches, key_value_metadata)
 
 
 def _put(store: LogStore, path: str, data: bytes, content: _Content) -> None:
@@ -369,7 +442,9 @@ def _put(store: LogStore, path: str, data: bytes, content: _Content) -> None:
     content.digests[path] = (len(data), zlib.crc32(data))
 
 
-def _parquet(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> bytes:
+def _parquet(
+    schema: pa.Schema, batches: Iterator[pa.RecordBatch], key_value_metadata: Mapping[str, str] | None = None
+) -> bytes:
     """Snappy Parquet of `batches`, one row group per batch. Dictionaries only for partition values
     (elsewhere values are per file, or the rows are few: trying costs more than it saves, 1.8 s
     against 1.3 s for 1M files); column statistics only for the parsed structs, which readers can use
@@ -381,6 +456,8 @@ def _parquet(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> bytes:
     with pq.ParquetWriter(sink, schema, use_dictionary=dictionary, write_statistics=parsed) as writer:
         for batch in batches:
             writer.write_batch(batch)
+        if key_value_metadata:
+            writer.add_key_value_metadata(dict(key_value_metadata))
     return sink.getvalue().to_pybytes()
 
 
@@ -438,16 +515,14 @@ def _array(values: list[Any], type_: pa.DataType) -> pa.Array:
 
 
 def _file_batches(
-    schema: pa.Schema, plan: CheckpointPlan, add_type: pa.StructType, content: _Content, start: int, stop: int
+    schema: pa.Schema, plan: CheckpointPlan, add_type: pa.StructType, adds: pa.Table, removes: pa.Table
 ) -> Iterator[pa.RecordBatch]:
-    """Rows `start:stop` of (adds, then tombstones) as batches with only `add` or `remove` set."""
+    """The adds, then the tombstones, as batches with only `add` or `remove` set."""
     nulls: dict[str, pa.Array] = {}
-    n_adds = content.adds.num_rows
-    for table, name, first in ((content.adds, "add", 0), (content.removes, "remove", n_adds)):
-        lo, hi = max(start - first, 0), min(stop - first, table.num_rows)
-        if lo >= hi:
+    for table, name in ((adds, "add"), (removes, "remove")):
+        if not table.num_rows:
             continue
-        for batch in table.slice(lo, hi - lo).to_batches(max_chunksize=ROWS_PER_GROUP):
+        for batch in table.to_batches(max_chunksize=ROWS_PER_GROUP):
             n = batch.num_rows
             struct = _add_struct(batch, plan, add_type) if name == "add" else _struct(batch, REMOVE_TYPE)
             arrays = []
@@ -603,7 +678,7 @@ def _diff(name: str, got: pa.Table, want: pa.Table, columns: Sequence[str]) -> l
     return [f"{name}.{c}" for c in columns if not got.column(c).equals(want.column(c))]
 
 
-def _digest(store: LogStore, path: str) -> tuple[int, int]:
+def stored_digest(store: LogStore, path: str) -> tuple[int, int]:
     """(length, CRC-32) of a stored file, read in chunks; (-1, 0) when it is gone."""
     crc, length = 0, 0
     try:
@@ -635,7 +710,7 @@ def _verify(snapshot: Snapshot, store: LogStore, top: str, plan: CheckpointPlan,
     )
     error: DeltaError | None = None
     with ThreadPoolExecutor(max_workers=1) as pool:  # hash the stored bytes while the reader decodes them
-        stored = pool.submit(lambda: {p: _digest(store, p) for p in content.digests})
+        stored = pool.submit(lambda: {p: stored_digest(store, p) for p in content.digests})
         try:
             data = read_checkpoint(snapshot.table, snapshot.log_dir, store, instance, lazy_stats_bytes=0)
         except DeltaError as exc:
@@ -660,10 +735,21 @@ def _verify(snapshot: Snapshot, store: LogStore, top: str, plan: CheckpointPlan,
         )
 
 
-def _update_last_checkpoint(
-    store: LogStore, log_dir: str, top: str, plan: CheckpointPlan, content: _Content, size: int, num_sidecars: int
+def update_last_checkpoint(
+    store: LogStore,
+    log_dir: str,
+    top: str,
+    plan: CheckpointPlan,
+    *,
+    num_actions: int,
+    size: int,
+    num_add_files: int,
+    parts: int | None = None,
 ) -> bool:
-    """Point `_last_checkpoint` at this checkpoint unless it already names this version or a newer one."""
+    """Point `_last_checkpoint` at this checkpoint unless it already names this version or a newer one.
+
+    `num_actions`: rows of every file of the checkpoint; `size`: their bytes; `parts`: the number of
+    parts of a multi-part checkpoint (None otherwise)."""
     path = store.join(log_dir, LAST_CHECKPOINT_NAME)
     try:
         current = parse_last_checkpoint(store.read_bytes(path), origin=path)
@@ -676,12 +762,35 @@ def _update_last_checkpoint(
         info = store.head(top)
         assert info is not None, "the checkpoint was just verified"
         v2 = {"path": info.name, "sizeInBytes": info.size, "modificationTime": info.modification_time}
-    hint = render_last_checkpoint(
+    hint = render_hint(
         plan.version,
-        size=_num_actions(plan, content, num_sidecars),
+        size=num_actions,
         size_in_bytes=size,
-        num_of_add_files=content.adds.num_rows,
+        num_of_add_files=num_add_files,
         v2_checkpoint=v2,
+        parts=parts,
     )
     store.put(path, hint)
     return True
+
+
+def render_hint(
+    version: int,
+    *,
+    size: int,
+    size_in_bytes: int,
+    num_of_add_files: int,
+    v2_checkpoint: Mapping[str, Any] | None = None,
+    parts: int | None = None,
+) -> bytes:
+    """`render_last_checkpoint`, with `parts` after `size` for a multi-part checkpoint (Spark's order)."""
+    data = render_last_checkpoint(
+        version, size=size, size_in_bytes=size_in_bytes, num_of_add_files=num_of_add_files, v2_checkpoint=v2_checkpoint
+    )
+    if parts is None:
+        return data
+    rendered = json.loads(data)
+    obj: dict[str, Any] = {"version": version, "size": size, "parts": parts}
+    obj.update((k, v) for k, v in rendered.items() if k not in obj and k != CHECKSUM_KEY)
+    obj[CHECKSUM_KEY] = json_checksum(obj)
+    return json.dumps(obj, separators=(",", ":")).encode("utf-8")

@@ -13,7 +13,9 @@ Kinds (`plan_checkpoint`):
   With ``classic_name`` the same content goes under the classic name (no sidecars): the compatibility
   checkpoint old clients can find (PROTOCOL.md "Handling Backward compatibility while moving to
   UUID-named v2 Checkpoints"); log cleanup asks for one before deleting commits (delta-writes.md 5.2).
-  Multi-part checkpoints are never written (deprecated; forbidden with `v2Checkpoint`).
+  The local writer never writes a multi-part checkpoint (deprecated; forbidden with `v2Checkpoint`);
+  the Spark writer (`engines.spark_checkpoint`) writes one part per partition on classic tables, so
+  that no single process holds a huge file list.
 """
 
 from __future__ import annotations

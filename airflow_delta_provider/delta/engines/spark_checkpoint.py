@@ -1,0 +1,657 @@
+"""Checkpoints written from Spark executors: the file list never reaches the driver (issue 16).
+
+`SparkCheckpointExecutor` is a `maintenance.checkpoint.CheckpointExecutor`:
+`write_checkpoint(log, executor=SparkCheckpointExecutor(spark, storage_options=...))` on a log (or
+snapshot) the Spark engine loads. The driver keeps what is small: the checks and the plan, protocol,
+metadata, txns and domains, V2's top-level file, the verdict of the verification and `_last_checkpoint`.
+The file actions stay on the cluster:
+
+* The snapshot's reconciled file actions (`DistributedFileState`: the replayed commits, an RDD, and the
+  checkpoint rows no commit touched, DataFrames) become one DataFrame of JSON rows, hash-partitioned
+  into n = ceil(file actions / `actions_per_sidecar`) partitions (Spark's `checkpoint.partSize` rule;
+  expired tombstones not counted).
+* `mapInArrow`: each task turns its rows into the Arrow tables the local writer builds and writes one
+  file with `maintenance.checkpoint.checkpoint_parquet` (so both engines write the same schemas):
+
+  - `v2Checkpoint` table: one sidecar `_delta_log/_sidecars/N.checkpoint.<i>.<n>.<uuid>.parquet` per
+    partition holding rows; the driver then writes the UUID-named top-level file (checkpointMetadata,
+    non-file actions, a `sidecar` row per sidecar) as the local writer's V2 path does.
+  - other tables: part `N.checkpoint.<i>.<n>.parquet` per partition, an empty partition included (a
+    multi-part checkpoint exists only with all n parts), the non-file actions in part 1 (the spec lets
+    them sit in any part). n = 1 is the classic `N.checkpoint.parquet`.
+  - few file actions on a V2 table (or `classic_name`): one task writes the single file, rows inline.
+
+  Each task builds its store from the table URI and the storage options (inside the closure, never in a
+  DataFrame), creates its file with `put_if_absent`, reads it back (length and CRC-32 of the bytes it
+  produced) and returns one row: name, size, mtime, counts and an order-independent digest of its rows.
+* A complete classic-named or multi-part checkpoint of that version already there is kept and nothing is
+  written (the local writer's rule for the classic name); a UUID-named V2 checkpoint is always new.
+* Atomicity: each file appears whole or not at all; readers take a multi-part checkpoint only when all
+  n parts exist, and `_last_checkpoint` (with `parts`) is written after all of them are verified. Parts
+  carry this write's id in their Parquet footer; n is raised past any leftover parts of that version,
+  so an earlier attempt's files are never mixed in; a part another writer created meanwhile is a
+  `ConcurrentModificationError` (ours are deleted first). A task retried after its file landed finds
+  its own id there and keeps the file (Spark's zombie-task rule).
+* Verification: the written checkpoint alone is loaded again with the Spark engine. Protocol, metadata,
+  txns and domains compare on the driver; adds and tombstones compare by count and by the sum of
+  128-bit hashes of each row's key, size, DV and the other fields written (`rows_digest`), against the
+  digests the writing tasks took of the replayed rows; the adds written must number the snapshot's files
+  (Spark's `checkpointMismatchWithSnapshot`). On a difference, or any failure, the files this call
+  created are deleted (on a failed job: those of the planned names with this write's id) and
+  `CheckpointMismatchError` (or the failure) is raised.
+
+DataFrame API for the new Spark work (`mapInArrow`, `repartition`, `unionByName`); the replayed RDD is
+only converted to a DataFrame. Executors need pyarrow and this package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import CheckpointMismatchError, ConcurrentModificationError, DeltaError, InvalidArgumentError
+from ..maintenance.checkpoint import (
+    CheckpointResult,
+    checkpoint_parquet,
+    crash_point,
+    existing_result,
+    kept_tombstones,
+    stored_digest,
+    update_last_checkpoint,
+)
+from ..protocol.actions import Action, AddFile, RemoveFile, action_from_json, action_to_json
+from ..protocol.checkpoints import CheckpointPlan, non_file_state, sidecar_name, v2_checkpoint_name
+from ..protocol.filenames import (
+    SIDECAR_DIR_NAME,
+    FileInfo,
+    LogFileKind,
+    ParsedLogPath,
+    multipart_checkpoint_name,
+    version_prefix,
+)
+from ..protocol.log_segment import CheckpointInstance, LogSegment, complete_checkpoints, parse_listing
+from ..read.file_state import ADD_SCHEMA, REMOVE_SCHEMA, adds_to_table, empty_table, removes_to_table
+from ..storage import LogStore, store_for
+from .spark import DistributedFileState, SparkEngine, run_spark
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ..snapshot import Snapshot
+
+#: Footer entry naming the write that created a checkpoint file (readers ignore footer entries).
+WRITE_ID_KEY = "delta.checkpoint.writeId"
+JSON_SCHEMA = "json string"
+_DIGEST_FIELDS = [("adds", pa.int64()), ("removes", pa.int64()), ("add_digest", pa.string())]
+_DIGEST_FIELDS += [("remove_digest", pa.string())]
+_DIGEST_ARROW = pa.schema(_DIGEST_FIELDS)
+_RESULT_FIELDS = [("part", pa.int64()), ("path", pa.string()), ("size", pa.int64()), ("mtime", pa.int64())]
+_RESULT_ARROW = pa.schema([*_RESULT_FIELDS, ("status", pa.string()), *_DIGEST_FIELDS])
+#: `mapInArrow` output of a write task (one row per partition; digests as decimal text: 128-bit sums).
+RESULT_SCHEMA = ", ".join(f"{f.name} {'long' if f.type == pa.int64() else 'string'}" for f in _RESULT_ARROW)
+#: `mapInArrow` output of a digest task.
+DIGEST_SCHEMA = ", ".join(f"{f.name} {'long' if f.type == pa.int64() else 'string'}" for f in _DIGEST_ARROW)
+_MOD = 1 << 128
+_ADD_DIGEST = ("path", "partitionValues", "size", "modificationTime", "tags", "deletionVector", "baseRowId")
+_ADD_DIGEST += ("defaultRowCommitVersion", "clusteringProvider")
+_REMOVE_DIGEST = ("path", "deletionTimestamp", "extendedFileMetadata", "partitionValues", "size", "deletionVector")
+_REMOVE_DIGEST += ("baseRowId", "defaultRowCommitVersion")
+#: Task outcomes: the file was created (or found from this write's earlier attempt), another writer's
+#: file holds the name, or (sidecars) the partition had no rows and wrote nothing.
+WRITTEN, EXISTS, EMPTY = "written", "exists", "empty"
+
+ArrowTask = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+LayoutKind = Literal["single", "parts", "sidecars"]
+
+
+# -- rows and digests (executor side) ----------------------------------------------------------------------
+
+
+def json_row(row: Mapping[str, Any]) -> tuple[str]:
+    """A reconciled `{"add": ...}` / `{"remove": ...}` row of the replayed RDD as one JSON column."""
+    return (json.dumps(row, separators=(",", ":")),)
+
+
+def file_tables(batches: Iterable[pa.RecordBatch]) -> tuple[pa.Table, pa.Table]:
+    """The ADD_SCHEMA and REMOVE_SCHEMA tables of batches of JSON file-action rows."""
+    adds: list[AddFile] = []
+    removes: list[RemoveFile] = []
+    for batch in batches:
+        for text in batch.column(0).to_pylist():
+            action = action_from_json(json.loads(text))
+            if isinstance(action, AddFile):
+                adds.append(action)
+            elif isinstance(action, RemoveFile):
+                removes.append(action)
+    return adds_to_table(adds), removes_to_table(removes)
+
+
+def _canonical(value: Any) -> Any:
+    """Maps (lists of pairs from Arrow) as dicts, so their order does not count."""
+    return dict(value) if isinstance(value, list) else value
+
+
+def _sum_of_hashes(table: pa.Table, columns: Sequence[str]) -> int:
+    total = 0
+    for batch in table.select(list(columns)).to_batches(max_chunksize=65_536):
+        for row in batch.to_pylist():
+            text = json.dumps([_canonical(row[c]) for c in columns], separators=(",", ":"), sort_keys=True)
+            total += int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest(), "big")
+    return total % _MOD
+
+
+def rows_digest(adds: pa.Table, removes: pa.Table, plan: CheckpointPlan) -> tuple[int, int, int, int]:
+    """(adds, sum of their row hashes, tombstones, sum of theirs): equal for equal sets of rows in any order.
+
+    A row's hash covers what a checkpoint keeps of it: path and DV (the file key), size, partition
+    values, times, row tracking, tags and clustering (adds), `extendedFileMetadata` (tombstones) and the
+    JSON stats when the table writes them; not `dataChange`, which a checkpoint always writes false.
+    """
+    add_columns = (*_ADD_DIGEST, "stats") if plan.stats_as_json else _ADD_DIGEST
+    return (
+        adds.num_rows,
+        _sum_of_hashes(adds, add_columns),
+        removes.num_rows,
+        _sum_of_hashes(removes, _REMOVE_DIGEST),
+    )
+
+
+def digest_task(plan: CheckpointPlan) -> ArrowTask:
+    """`mapInArrow` function: one `DIGEST_SCHEMA` row per partition of JSON file-action rows."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        n_adds, add_sum, n_removes, remove_sum = rows_digest(*file_tables(batches), plan)
+        row = {"adds": n_adds, "removes": n_removes, "add_digest": str(add_sum), "remove_digest": str(remove_sum)}
+        yield pa.RecordBatch.from_pylist([row], schema=_DIGEST_ARROW)
+
+    return run
+
+
+# -- layout ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The files of one checkpoint: `names[i]` is what partition i writes, relative to `_delta_log`
+    (`_sidecars/...` for sidecars); `top` the V2 file the driver writes after the sidecars."""
+
+    kind: LayoutKind
+    names: tuple[str, ...]
+    top: str | None = None
+
+    @property
+    def num_partitions(self) -> int:
+        return len(self.names)
+
+    def path(self, store: LogStore, log_dir: str, part: int) -> str:
+        return store.join(log_dir, *self.names[part].split("/"))
+
+
+def _planned_layout(
+    store: LogStore, log_dir: str, plan: CheckpointPlan, num_file_actions: int
+) -> tuple[Layout, list[ParsedLogPath] | None]:
+    """Where this checkpoint goes, and the complete checkpoint of that version already there (classic
+    names only: a UUID-named V2 checkpoint is always new), else None."""
+    per = plan.actions_per_sidecar
+    stamp = str(uuid.uuid4())
+    if plan.kind == "v2" and not plan.classic_name:
+        n = plan.num_sidecars(num_file_actions)
+        top = v2_checkpoint_name(plan.version, stamp)
+        if n == 0:
+            return Layout("single", (top,)), None
+        names = tuple(f"{SIDECAR_DIR_NAME}/{sidecar_name(plan.version, i, n, stamp)}" for i in range(1, n + 1))
+        return Layout("sidecars", names, top), None
+    listed = [
+        f
+        for f in parse_listing(store.list_from(log_dir, version_prefix(plan.version)))
+        if f.version == plan.version and f.kind.is_checkpoint
+    ]
+    complete = [c for c in complete_checkpoints(listed) if c.kind is not LogFileKind.CHECKPOINT_UUID]
+    if complete:
+        return Layout("single", ()), list(complete[0].files)
+    n = 1 if plan.kind == "v2" else max(1, -(-num_file_actions // per))
+    if n == 1:
+        assert plan.name is not None
+        return Layout("single", (plan.name,)), None
+    taken = {f.num_parts for f in listed if f.kind is LogFileKind.CHECKPOINT_MULTIPART}
+    while n in taken:  # leftovers of an earlier attempt with n parts: never mix them with ours
+        n += 1
+    return Layout("parts", tuple(multipart_checkpoint_name(plan.version, i, n) for i in range(1, n + 1))), None
+
+
+# -- the write task (executor side) ----------------------------------------------------------------------
+
+
+def _write_id(store: LogStore, path: str) -> str | None:
+    """The write id in a checkpoint file's footer (None when absent or unreadable)."""
+    try:
+        with store.open(path) as fh:
+            meta = pq.read_metadata(fh).metadata or {}
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+    value = meta.get(WRITE_ID_KEY.encode())
+    return value.decode() if value is not None else None
+
+
+def _result_batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist(rows, schema=_RESULT_ARROW)
+
+
+def write_task(
+    table_uri: str,
+    storage_options: Mapping[str, Any],
+    log_dir: str,
+    plan: CheckpointPlan,
+    layout: Layout,
+    actions: Sequence[Mapping[str, Any]],
+    write_id: str,
+) -> ArrowTask:
+    """The `mapInArrow` function writing partition i's file of `layout` (`RESULT_SCHEMA`, one row).
+
+    `actions` (JSON) are the non-file rows that partition 0 writes into a single file or part 1.
+    """
+    options = dict(storage_options)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        part = context.partitionId() if context is not None else 0
+        adds, removes = file_tables(batches)
+        removes = kept_tombstones(removes, plan)
+        n_adds, add_sum, n_removes, remove_sum = rows_digest(adds, removes, plan)
+        row: dict[str, Any] = {"part": part, "adds": n_adds, "removes": n_removes, "size": 0, "mtime": 0}
+        row.update(add_digest=str(add_sum), remove_digest=str(remove_sum), path=None)
+        sidecar = layout.kind == "sidecars"
+        if sidecar and not n_adds + n_removes:
+            yield _result_batch([{**row, "status": EMPTY}])
+            return
+        non_file = [action_from_json(a) for a in actions] if part == 0 and not sidecar else None
+        data = checkpoint_parquet(
+            plan, adds, removes, actions=non_file, sidecar_file=sidecar, key_value_metadata={WRITE_ID_KEY: write_id}
+        )
+        store = store_for(table_uri, options)
+        path = layout.path(store, log_dir, part)
+        row["path"] = path
+        try:
+            store.put_if_absent(path, data)
+            created = True
+        except FileExistsError:
+            if _write_id(store, path) != write_id:
+                yield _result_batch([{**row, "status": EXISTS}])
+                return
+            created = False  # this write's earlier attempt of the task: same rows, kept as it is
+        try:
+            if created and stored_digest(store, path) != (len(data), zlib.crc32(data)):
+                raise CheckpointMismatchError(
+                    "The checkpoint file stored differs from the one written",
+                    table=table_uri,
+                    version=plan.version,
+                    file=path.rsplit("/", 1)[-1],
+                )
+            info = store.head(path)
+        except BaseException:
+            if created:
+                store.delete_many([path])
+            raise
+        size, mtime = (info.size, info.modification_time) if info is not None else (len(data), 0)
+        yield _result_batch([{**row, "status": WRITTEN, "size": size, "mtime": mtime}])
+
+    return run
+
+
+# -- the driver ------------------------------------------------------------------------------------------
+
+
+def file_rows_frame(spark: SparkSession, files: DistributedFileState) -> DataFrame:
+    """Every reconciled file action of a Spark-engine state as one `json` column (nothing collected)."""
+    frame = spark.createDataFrame(files.replayed.map(json_row), JSON_SCHEMA)
+    if files.checkpoint is not None:
+        for other in files.checkpoint.json_frames():
+            frame = frame.unionByName(other)
+    return frame
+
+
+@dataclass(frozen=True)
+class _Totals:
+    """Counts and row-hash sums of the file actions of a checkpoint (as written or as read back)."""
+
+    adds: int = 0
+    add_digest: int = 0
+    removes: int = 0
+    remove_digest: int = 0
+
+    @classmethod
+    def of(cls, rows: Iterable[Any]) -> _Totals:
+        out = cls()
+        for r in rows:
+            out = _Totals(
+                out.adds + r["adds"],
+                (out.add_digest + int(r["add_digest"])) % _MOD,
+                out.removes + r["removes"],
+                (out.remove_digest + int(r["remove_digest"])) % _MOD,
+            )
+        return out
+
+
+class SparkCheckpointExecutor:
+    """A `maintenance.checkpoint.CheckpointExecutor` on Spark executors (see the module doc).
+
+    :param spark: the session the snapshot was loaded with (`SparkEngine`).
+    :param storage_options: the table's storage options, for the stores the executors build.
+    """
+
+    def __init__(self, spark: SparkSession, *, storage_options: Mapping[str, Any] | None = None) -> None:
+        self.spark = spark
+        self.storage_options = dict(storage_options or {})
+        #: file actions each partition of the last write held (after retention), in partition order
+        self.partition_rows: tuple[int, ...] = ()
+
+    def write(self, snapshot: Snapshot, plan: CheckpointPlan, actions: list[Action]) -> CheckpointResult:
+        files = snapshot.state.files
+        if not isinstance(files, DistributedFileState):
+            raise InvalidArgumentError(
+                "SparkCheckpointExecutor writes snapshots loaded with the Spark engine "
+                "(DeltaLog(..., engine=SparkEngine(spark)))",
+                argument="snapshot",
+                table=snapshot.table,
+            )
+        store, log_dir = snapshot.store, snapshot.log_dir
+        num_files = snapshot.num_files
+        num_tombstones = files.count_tombstones_after(plan.min_file_retention_timestamp)
+        layout, existing = _planned_layout(store, log_dir, plan, num_files + num_tombstones)
+        if existing is not None:
+            parts = tuple(f.file.path for f in existing) if len(existing) > 1 else ()
+            size = sum(f.file.size for f in existing)
+            return existing_result(snapshot, plan, actions, existing[0].file.path, size, parts)
+        if layout.kind == "single" and plan.name:
+            found = store.head(store.join(log_dir, plan.name))
+            if found is not None:
+                return existing_result(snapshot, plan, actions, found.path, found.size)
+        crash_point("before_write")
+        write_id = uuid.uuid4().hex
+        created: list[str] | None = None  # known once the executors report
+        top_path: str | None = None
+        try:
+            rows = self._write_files(snapshot, plan, actions, layout, write_id)
+            created = [r["path"] for r in rows if r["status"] == WRITTEN]
+            if any(r["status"] == EXISTS for r in rows):
+                store.delete_many(created)
+                created = []
+                return self._lost_race(snapshot, plan, actions, layout)
+            written = _Totals.of(rows)
+            self._check_counts(snapshot, plan, layout, rows, written, num_files, num_tombstones)
+            crash_point("executor_files_written")
+            sidecars = [r for r in rows if r["status"] == WRITTEN] if layout.kind == "sidecars" else []
+            top_size = 0
+            if layout.top is not None:
+                top_path = store.join(log_dir, layout.top)  # UUID-named: if it exists, this call made it
+                top_size = self._write_top(snapshot, plan, actions, top_path, sidecars)
+            self._verify(snapshot, plan, actions, layout, top_path, written)
+        except BaseException:
+            self._clean_up(store, log_dir, layout, write_id, created, top_path)
+            raise
+        files_written = [r for r in rows if r["status"] == WRITTEN]
+        size = sum(r["size"] for r in files_written) + top_size
+        num_actions = len(actions) + written.adds + written.removes
+        num_actions += (1 + len(sidecars)) if plan.kind == "v2" else 0
+        path = top_path or files_written[0]["path"]
+        updated = update_last_checkpoint(
+            store,
+            log_dir,
+            path,
+            plan,
+            num_actions=num_actions,
+            size=size,
+            num_add_files=written.adds,
+            parts=layout.num_partitions if layout.kind == "parts" else None,
+        )
+        crash_point("after_last_checkpoint")
+        return CheckpointResult(
+            version=plan.version,
+            kind=plan.kind,
+            path=path,
+            sidecars=tuple(r["path"] for r in sidecars),
+            num_actions=num_actions,
+            num_add_files=written.adds,
+            num_tombstones=written.removes,
+            size_in_bytes=size,
+            last_checkpoint_updated=updated,
+            parts=tuple(r["path"] for r in files_written) if layout.kind == "parts" else (),
+        )
+
+    # -- steps -----------------------------------------------------------------------------------------------
+    def _write_files(
+        self, snapshot: Snapshot, plan: CheckpointPlan, actions: list[Action], layout: Layout, write_id: str
+    ) -> list[dict[str, Any]]:
+        """Run the write tasks: one row per partition, in partition order."""
+        from pyspark.sql import functions as F
+
+        assert isinstance(snapshot.state.files, DistributedFileState)
+        frame = file_rows_frame(self.spark, snapshot.state.files)
+        n = layout.num_partitions
+        frame = frame.repartition(n, F.col("json")) if n > 1 else frame.repartition(1)
+        task = write_task(
+            snapshot.table,
+            self.storage_options,
+            snapshot.log_dir,
+            plan,
+            layout,
+            [action_to_json(a) for a in actions],
+            write_id,
+        )
+        out = run_spark(
+            lambda: frame.mapInArrow(task, RESULT_SCHEMA).collect(), table=snapshot.table, version=plan.version
+        )
+        rows = sorted((r.asDict() for r in out), key=lambda r: r["part"])
+        self.partition_rows = tuple(r["adds"] + r["removes"] for r in rows)
+        return rows
+
+    def _lost_race(
+        self, snapshot: Snapshot, plan: CheckpointPlan, actions: list[Action], layout: Layout
+    ) -> CheckpointResult:
+        """Another writer created one of our names first: its classic checkpoint stands (as in the local
+        writer); a part of a multi-part checkpoint cannot be mixed with ours."""
+        store = snapshot.store
+        if layout.kind == "single" and plan.name:
+            info = store.head(store.join(snapshot.log_dir, plan.name))
+            return existing_result(snapshot, plan, actions, info.path if info else plan.name, info.size if info else 0)
+        raise ConcurrentModificationError(
+            f"Another writer created files of a {layout.num_partitions}-file checkpoint of this version "
+            "first; the files this write created were deleted",
+            table=snapshot.table,
+            version=plan.version,
+        )
+
+    @staticmethod
+    def _check_counts(
+        snapshot: Snapshot,
+        plan: CheckpointPlan,
+        layout: Layout,
+        rows: list[dict[str, Any]],
+        written: _Totals,
+        num_files: int,
+        num_tombstones: int,
+    ) -> None:
+        """Every partition reported, each part exists, and the rows written number the snapshot's."""
+        problems = []
+        if [r["part"] for r in rows] != list(range(layout.num_partitions)):
+            problems.append(f"{len(rows)} of {layout.num_partitions} partitions reported")
+        if layout.kind != "sidecars" and any(r["status"] != WRITTEN for r in rows):
+            problems.append("a part was not written")
+        if written.adds != num_files:
+            problems.append(f"{written.adds} adds written, the snapshot has {num_files} files")
+        if written.removes != num_tombstones:
+            problems.append(f"{written.removes} tombstones written, the snapshot keeps {num_tombstones}")
+        if problems:
+            raise CheckpointMismatchError(
+                f"The executors' checkpoint files differ from the snapshot ({'; '.join(problems)}); they were deleted",
+                table=snapshot.table,
+                version=plan.version,
+            )
+
+    @staticmethod
+    def _write_top(
+        snapshot: Snapshot, plan: CheckpointPlan, actions: list[Action], path: str, sidecars: list[dict[str, Any]]
+    ) -> int:
+        """The V2 top-level file over the sidecars, written here as the local writer writes it; checked
+        back by length and CRC-32. Its size."""
+        store = snapshot.store
+        entries = [
+            {"path": r["path"].rsplit("/", 1)[-1], "sizeInBytes": r["size"], "modificationTime": r["mtime"]}
+            for r in sidecars
+        ]
+        data = checkpoint_parquet(
+            plan, empty_table(ADD_SCHEMA), empty_table(REMOVE_SCHEMA), actions=actions, sidecars=entries
+        )
+        store.put_if_absent(path, data)
+        if stored_digest(store, path) != (len(data), zlib.crc32(data)):
+            raise CheckpointMismatchError(
+                "The checkpoint stored differs from the one written; it was deleted",
+                table=snapshot.table,
+                version=plan.version,
+                file=path.rsplit("/", 1)[-1],
+            )
+        return len(data)
+
+    def _verify(
+        self,
+        snapshot: Snapshot,
+        plan: CheckpointPlan,
+        actions: list[Action],
+        layout: Layout,
+        top_path: str | None,
+        written: _Totals,
+    ) -> None:
+        """Load the written checkpoint alone with the Spark engine and compare it with what was written:
+        non-file actions here, file actions by counts and digests computed on the executors."""
+        store, log_dir, table = snapshot.store, snapshot.log_dir, snapshot.table
+        instance = _instance(store, log_dir, plan.version, layout, top_path)
+        name = instance.files[0].name
+        segment = LogSegment(table, plan.version, instance, ())
+        # no commits to replay: one (empty) partition for them; the checkpoint's files are read as they lie
+        engine = SparkEngine(self.spark, snapshot_partitions=1, prefetch_digest=False)
+        try:
+            state = engine.reconstruct(table, log_dir, store, segment)
+        except DeltaError as exc:
+            raise CheckpointMismatchError(
+                f"The checkpoint cannot be read back ({exc.message}); it was deleted",
+                table=table,
+                version=plan.version,
+                file=name,
+            ) from exc
+        files = state.files
+        assert isinstance(files, DistributedFileState)
+        try:
+            got = {
+                "protocol": state.protocol,
+                "metadata": state.metadata,
+                "txns": dict(state.transactions),
+                "domains": dict(state.domain_metadata),
+            }
+            want = non_file_state(actions)
+            problems = [key for key in want if got[key] != want[key]]
+            frame = file_rows_frame(self.spark, files)
+            read = _Totals.of(
+                run_spark(
+                    lambda: frame.mapInArrow(digest_task(plan), DIGEST_SCHEMA).collect(),
+                    table=table,
+                    version=plan.version,
+                )
+            )
+        finally:
+            files.uncache()
+        problems += _differences(read, written)
+        if problems:
+            raise CheckpointMismatchError(
+                f"The checkpoint read back differs from the replayed state in {', '.join(problems)}; it was deleted",
+                table=table,
+                version=plan.version,
+                file=name,
+            )
+
+    def _clean_up(
+        self,
+        store: LogStore,
+        log_dir: str,
+        layout: Layout,
+        write_id: str,
+        created: list[str] | None,
+        top_path: str | None,
+    ) -> None:
+        """Delete what this call created: the files the executors reported, or, when their job failed
+        before reporting, the planned files whose footer carries this write's id."""
+        if created is None:
+            paths = [layout.path(store, log_dir, i) for i in range(layout.num_partitions)]
+            created = [p for p in paths if store.head(p) is not None and _write_id(store, p) == write_id]
+        doomed = [*created, *([top_path] if top_path and top_path not in created else [])]
+        if doomed:
+            store.delete_many(doomed[::-1])
+
+
+def _differences(read: _Totals, written: _Totals) -> list[str]:
+    problems = []
+    if read.adds != written.adds:
+        problems.append(f"add count ({read.adds} read, {written.adds} written)")
+    elif read.add_digest != written.add_digest:
+        problems.append("add rows")
+    if read.removes != written.removes:
+        problems.append(f"remove count ({read.removes} read, {written.removes} written)")
+    elif read.remove_digest != written.remove_digest:
+        problems.append("remove rows")
+    return problems
+
+
+def _instance(store: LogStore, log_dir: str, version: int, layout: Layout, top_path: str | None) -> CheckpointInstance:
+    """The checkpoint just written, as the log segment of a reader would name it."""
+
+    def info(path: str) -> FileInfo:
+        found = store.head(path)
+        if found is None:
+            raise CheckpointMismatchError(
+                "A checkpoint file written is missing", version=version, file=path.rsplit("/", 1)[-1]
+            )
+        return found
+
+    if layout.kind == "parts":
+        n = layout.num_partitions
+        parsed = tuple(
+            ParsedLogPath(
+                info(layout.path(store, log_dir, i)),
+                version,
+                LogFileKind.CHECKPOINT_MULTIPART,
+                part=i + 1,
+                num_parts=n,
+                extension="parquet",
+            )
+            for i in range(n)
+        )
+        return CheckpointInstance(version, LogFileKind.CHECKPOINT_MULTIPART, parsed)
+    path = top_path or layout.path(store, log_dir, 0)
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    is_uuid = name.count(".") == 3
+    kind = LogFileKind.CHECKPOINT_UUID if is_uuid else LogFileKind.CHECKPOINT_CLASSIC
+    uid = name.split(".")[2] if is_uuid else None
+    return CheckpointInstance(version, kind, (ParsedLogPath(info(path), version, kind, uid, extension="parquet"),))
+
+
+def write_checkpoint_on_spark(
+    snapshot_or_log: Any,
+    spark: SparkSession,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> CheckpointResult:
+    """`maintenance.checkpoint.write_checkpoint` with a `SparkCheckpointExecutor` (same keyword arguments)."""
+    from ..maintenance.checkpoint import write_checkpoint
+
+    executor = SparkCheckpointExecutor(spark, storage_options=storage_options)
+    return write_checkpoint(snapshot_or_log, executor=executor, **kwargs)
