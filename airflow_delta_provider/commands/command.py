@@ -98,6 +98,10 @@ class Request:
     enforce_retention_duration: bool = True
     #: vacuum: apply this plan (a dry run's result) instead of making one
     plan: Mapping[str, Any] | None = None
+    #: vacuum: ... or the plan kept at this path/URI (a dry run's `result_uri`), read when the action runs
+    plan_uri: str | None = None
+    #: vacuum on Spark: where the executors write a plan's file list (the job: `<result-uri>.plan/`)
+    vacuum_plan_dir: str | None = None
     #: optimize: bytes per output file (default: delta.targetFileSize, else 256 MiB)
     target_size: int | None = None
     #: optimize: a partition needs this many candidate files
@@ -239,7 +243,7 @@ class _Run:
         self.engine = "spark"
         self.spark = self.spark_factory(self.options)
         # snapshot and tombstones report from the digest: start its checkpoint half early
-        prefetch = r.action in ("snapshot", "tombstones")
+        prefetch = r.action in ("snapshot", "tombstones", "checkpoint")
         engine = SparkEngine(self.spark, snapshot_partitions=r.snapshot_partitions, prefetch_digest=prefetch)
         return DeltaLog(r.table, storage_options=self.options, clock=self._clock(), engine=engine)
 
@@ -290,7 +294,14 @@ class _Run:
         if r.action == "checkpoint":
             from ..delta.maintenance.checkpoint import write_checkpoint
 
-            done = write_checkpoint(self._local_log(), version=r.version, clock=self._clock())
+            if r.engine == "spark":  # the executors write the file actions; the driver never holds them
+                from ..delta.engines.spark_checkpoint import SparkCheckpointExecutor
+
+                log = self._spark_log()
+                executor = SparkCheckpointExecutor(self.spark, storage_options=self.options)
+                done = write_checkpoint(log, version=r.version, clock=self._clock(), executor=executor)
+            else:
+                done = write_checkpoint(self._local_log(), version=r.version, clock=self._clock())
             return {"table": r.table, **asdict(done)}
         if r.action == "cleanup_log":
             from ..delta.maintenance.log_cleanup import cleanup_log
@@ -306,14 +317,28 @@ class _Run:
         if r.action == "vacuum":
             from ..delta.maintenance.vacuum import vacuum
 
+            plan = r.plan
+            if plan is None and r.plan_uri:
+                plan = read_result(r.plan_uri, self.options)
+                if plan is None:
+                    raise InvalidArgumentError(f"no vacuum plan at {r.plan_uri}", argument="plan", table=r.table)
+            executor = None
+            if r.engine == "spark":  # listing, re-validation and deletes on the executors
+                from ..delta.engines.spark_vacuum import SparkVacuumExecutor
+
+                log = self._spark_log()
+                executor = SparkVacuumExecutor(self.spark, storage_options=self.options, plan_dir=r.vacuum_plan_dir)
+            else:
+                log = self._local_log()
             done = vacuum(
-                self._local_log(),
+                log,
                 retention_hours=r.retention_hours,
                 enforce_retention_duration=r.enforce_retention_duration,
                 mode=r.vacuum_mode,
                 dry_run=not r.apply,
-                plan=r.plan,
+                plan=plan,
                 clock=self._clock(),
+                executor=executor,
             )
             return {"table": r.table, **done.to_dict()}
         if r.action == "optimize":

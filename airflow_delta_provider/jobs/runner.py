@@ -31,7 +31,7 @@ from ..commands.command import (
     Request,
     SparkFactory,
     execute,
-    read_result,
+    sibling,
     storage_options_from_env,
     write_result,
 )
@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=("full", "lite"), default="full", help="vacuum: list the table, or the log only")
     p.add_argument("--no-enforce-retention", action="store_true", help="vacuum: allow a shorter retention")
     p.add_argument("--plan", help="vacuum: apply this plan (JSON of a dry run's result, or a path/URI to it)")
+    p.add_argument("--plan-dir", help="vacuum on Spark: where executors write the file list (default <result>.plan)")
     p.add_argument("--target-size", type=int, help="optimize: bytes per output file")
     p.add_argument("--min-num-files", type=int, default=2, help="optimize: candidates a partition needs")
     p.add_argument("--max-commit-bytes", type=int, help="optimize: commit after each batch of this many input bytes")
@@ -111,7 +112,9 @@ def request_from_args(args: argparse.Namespace, storage_options: Mapping[str, An
         write_checkpoint_first=args.write_checkpoint_first,
         vacuum_mode=args.mode,
         enforce_retention_duration=not args.no_enforce_retention,
-        plan=_plan(args.plan, storage_options),
+        plan=json.loads(args.plan) if args.plan and args.plan.lstrip().startswith("{") else None,
+        plan_uri=args.plan if args.plan and not args.plan.lstrip().startswith("{") else None,
+        vacuum_plan_dir=args.plan_dir or (sibling(args.result_uri, "plan") if args.action == "vacuum" else None),
         target_size=args.target_size,
         min_num_files=args.min_num_files,
         max_commit_bytes=args.max_commit_bytes,
@@ -121,18 +124,6 @@ def request_from_args(args: argparse.Namespace, storage_options: Mapping[str, An
         snapshot_partitions=args.snapshot_partitions,
         auto_threshold_mb=args.auto_threshold_mb,
     )
-
-
-def _plan(text: str | None, storage_options: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A vacuum plan given as JSON, or as the path/URI of a result file holding one."""
-    if not text:
-        return None
-    if text.lstrip().startswith("{"):
-        return json.loads(text)
-    plan = read_result(text, storage_options)
-    if plan is None:
-        raise InvalidArgumentError(f"no vacuum plan at {text}", argument="--plan")
-    return plan
 
 
 def job_argv(request: Request, result_uri: str, report_formats: Sequence[str] = ()) -> list[str]:
@@ -167,8 +158,12 @@ def job_argv(request: Request, result_uri: str, report_formats: Sequence[str] = 
         args += ["--mode", r.vacuum_mode]
         if not r.enforce_retention_duration:
             args.append("--no-enforce-retention")
-        if r.plan is not None:
+        if r.plan_uri:  # a kept plan travels as its URI: a big plan would not fit on a command line
+            args += ["--plan", r.plan_uri]
+        elif r.plan is not None:
             args += ["--plan", json.dumps(dict(r.plan))]
+        if r.vacuum_plan_dir:
+            args += ["--plan-dir", r.vacuum_plan_dir]
     if r.action == "optimize":
         args += ["--min-num-files", str(r.min_num_files), "--small-file-mb", str(r.small_file_mb)]
         for flag, value in (

@@ -636,26 +636,24 @@ class DeltaVacuumOperator(DeltaJobOperator):
         self.enforce_retention_duration = enforce_retention_duration
         self.plan = plan
 
-    def _plan(self) -> Mapping[str, Any] | None:
-        """The plan to apply: a dict, its JSON, or the path/URI of a dry run's result."""
+    def _plan(self) -> dict[str, Any]:
+        """The plan to apply: a dict or its JSON (`plan`), or the path/URI of a dry run's result
+        (`plan_uri`, read where the job runs: a big plan never goes on a command line)."""
         if self.plan is None or self.plan == "":
-            return None
+            return {}
         if isinstance(self.plan, Mapping):
-            return self.plan
+            return {"plan": self.plan}
         text = str(self.plan)
         if text.lstrip().startswith("{"):
-            return json.loads(text)
-        found = read_result(text, self._storage_options())
-        if found is None:
-            raise ValueError(f"no vacuum plan at {text}")
-        return found
+            return {"plan": json.loads(text)}
+        return {"plan_uri": text}
 
     def extra_request_fields(self) -> dict[str, Any]:
         return {
             "apply": not self.dry_run,
             "vacuum_mode": self.mode,
             "enforce_retention_duration": bool(self.enforce_retention_duration),
-            "plan": self._plan(),
+            **self._plan(),
         }
 
     def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:

@@ -13,6 +13,11 @@ raised). The audit commits go through the transaction (`delta.txn`); by default 
 schemes where Spark writes them (`file`, `hdfs`, `abfs[s]`, `wasb[s]`, `adl`, `gs`; not `s3`), `audit=`
 forces either way. A failed `VACUUM END` commit is logged, not raised (the files are gone either way).
 
+Where the FULL listing, the re-validation and the deletes run is a `VacuumExecutor`: this process by
+default (`LocalVacuumExecutor`), Spark executors with `engines.spark_vacuum.SparkVacuumExecutor` (the
+listing split by directory, the file list never on the driver); checks, retention and audit commits
+stay here either way, and the rules are `protocol.vacuum`'s.
+
 LITE reads every remove from the commit files (checkpoints drop expired tombstones), so it needs the
 log from version 0 and otherwise refuses with "run FULL"; `_delta_log/_last_vacuum_info` (Spark's
 incremental LITE start) is neither read nor written. Apply does not re-check listed mtimes (a planned
@@ -28,9 +33,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from urllib.parse import urlparse
 
 from ..delta_log import DeltaLog
@@ -52,6 +57,9 @@ from ..protocol.vacuum import (
     revalidate,
 )
 from ..snapshot import Snapshot
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..storage import LogStore
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +94,8 @@ class VacuumResult:
         return out
 
 
-def _logged(snapshot: Snapshot) -> tuple[list[LoggedFile], list[LoggedFile]]:
+def logged_files(snapshot: Snapshot) -> tuple[list[LoggedFile], list[LoggedFile]]:
+    """The snapshot's active files and every tombstone it holds, as the plan's rules read them."""
     active = [LoggedFile(a.path, a.deletion_vector) for a in snapshot.all_files(with_stats=False)]
     tombs = [
         LoggedFile(r.path, r.deletion_vector, r.deletion_timestamp, r.size)
@@ -95,7 +104,8 @@ def _logged(snapshot: Snapshot) -> tuple[list[LoggedFile], list[LoggedFile]]:
     return active, tombs
 
 
-def _partition_columns(snapshot: Snapshot) -> list[str]:
+def partition_columns(snapshot: Snapshot) -> list[str]:
+    """Partition column names the hidden-path rule allows, physical names included."""
     cols = list(snapshot.partition_columns)
     for name in snapshot.partition_columns:  # column mapping: directories use physical names
         f = snapshot.schema.get(name)
@@ -176,15 +186,113 @@ def _lite_tombstones(dlog: DeltaLog, snapshot: Snapshot) -> list[LoggedFile]:
     return list(out.values())
 
 
-def make_plan(dlog: DeltaLog, snapshot: Snapshot, *, mode: str, retention_ms: int, now_ms: int) -> VacuumPlan:
-    """List (FULL) or read the log (LITE) and plan at `now_ms - retention_ms`."""
-    active, tombs = _logged(snapshot)
-    listing = None
+class Revalidation(NamedTuple):
+    """A plan re-validated against the latest snapshot: `plan` keeps what may still be deleted, `dropped`
+    lists what was dropped (at most the executor's collect bound of them; `num_dropped` counts all),
+    `handle` is the executor's own (Spark: the kept rows), `release` frees what it holds."""
+
+    plan: VacuumPlan
+    dropped: list[PlannedFile]
+    num_dropped: int
+    handle: Any = None
+    release: Callable[[], None] | None = None
+
+
+class Deleted(NamedTuple):
+    files: int
+    bytes: int
+    directories: int
+
+
+class VacuumExecutor(Protocol):
+    """Where a FULL plan's listing, a plan's re-validation and its deletes run. The default
+    (`LocalVacuumExecutor`) runs them in this process; `engines.spark_vacuum.SparkVacuumExecutor` on
+    Spark executors. The rules are `protocol.vacuum`'s either way; the audit commits stay here."""
+
+    def plan_full(
+        self, dlog: DeltaLog, snapshot: Snapshot, *, cutoff_ms: int, retention_ms: int, partition_columns: list[str]
+    ) -> VacuumPlan:
+        """The FULL plan at `cutoff_ms` (the table listed, the snapshot's files protected)."""
+        ...
+
+    def revalidate(
+        self, dlog: DeltaLog, snapshot: Snapshot, plan: VacuumPlan, *, cutoff_ms: int, partition_columns: list[str]
+    ) -> Revalidation:
+        """`plan` against `snapshot` (`protocol.vacuum.revalidate`'s rules)."""
+        ...
+
+    def delete(self, dlog: DeltaLog, checked: Revalidation, *, batch_size: int) -> Deleted:
+        """Delete what `checked` keeps, in batches of `batch_size`; empty directories left on local stores too."""
+        ...
+
+
+class LocalVacuumExecutor:
+    """Lists, re-validates and deletes in this process (`store.list_recursive`, `store.delete_many`)."""
+
+    def plan_full(
+        self, dlog: DeltaLog, snapshot: Snapshot, *, cutoff_ms: int, retention_ms: int, partition_columns: list[str]
+    ) -> VacuumPlan:
+        active, tombs = logged_files(snapshot)
+        return plan_vacuum(
+            table=dlog.table_uri,
+            version=snapshot.version,
+            mode=FULL,
+            cutoff_ms=cutoff_ms,
+            retention_ms=retention_ms,
+            active=active,
+            tombstones=tombs,
+            listing=_listing(dlog),
+            partition_columns=partition_columns,
+            protocol=snapshot.protocol.to_json(),
+        )
+
+    def revalidate(
+        self, dlog: DeltaLog, snapshot: Snapshot, plan: VacuumPlan, *, cutoff_ms: int, partition_columns: list[str]
+    ) -> Revalidation:
+        if not plan.files_inline:
+            raise InvalidArgumentError(
+                f"The plan carries counts only ({plan.num_files} files"
+                + (f", listed at {plan.files_uri}" if plan.files_uri else "")
+                + "): it was made on Spark and is applied there (engine='spark')",
+                argument="plan",
+                table=dlog.table_uri,
+            )
+        active, tombs = logged_files(snapshot)
+        keep, dropped = revalidate(
+            plan, active=active, tombstones=tombs, cutoff_ms=cutoff_ms, partition_columns=partition_columns
+        )
+        kept = VacuumPlan(
+            plan.table, plan.version, plan.cutoff_ms, plan.retention_ms, plan.mode, keep, dict(plan.protocol)
+        )
+        return Revalidation(kept, dropped, len(dropped))
+
+    def delete(self, dlog: DeltaLog, checked: Revalidation, *, batch_size: int) -> Deleted:
+        files = checked.plan.files
+        done = delete_files(dlog.store, dlog.table_uri, [f.path for f in files], batch_size)
+        directories = remove_empty_dirs(dlog, {partition_of(f.path) for f in files})
+        return Deleted(done, sum(f.size for f in files), directories)
+
+
+def make_plan(
+    dlog: DeltaLog,
+    snapshot: Snapshot,
+    *,
+    mode: str,
+    retention_ms: int,
+    now_ms: int,
+    executor: VacuumExecutor | None = None,
+) -> VacuumPlan:
+    """List (FULL, through `executor`) or read the log (LITE, here) and plan at `now_ms - retention_ms`."""
     if mode == FULL:
-        listing = _listing(dlog)
-    else:
-        _require_lite_log(dlog)
-        tombs = _lite_tombstones(dlog, snapshot) + tombs
+        return (executor or LocalVacuumExecutor()).plan_full(
+            dlog,
+            snapshot,
+            cutoff_ms=now_ms - retention_ms,
+            retention_ms=retention_ms,
+            partition_columns=partition_columns(snapshot),
+        )
+    active, tombs = logged_files(snapshot)
+    _require_lite_log(dlog)
     return plan_vacuum(
         table=dlog.table_uri,
         version=snapshot.version,
@@ -192,18 +300,19 @@ def make_plan(dlog: DeltaLog, snapshot: Snapshot, *, mode: str, retention_ms: in
         cutoff_ms=now_ms - retention_ms,
         retention_ms=retention_ms,
         active=active,
-        tombstones=tombs,
-        listing=listing,
-        partition_columns=_partition_columns(snapshot),
+        tombstones=_lite_tombstones(dlog, snapshot) + tombs,
+        listing=None,
+        partition_columns=partition_columns(snapshot),
         protocol=snapshot.protocol.to_json(),
     )
 
 
-def _delete(dlog: DeltaLog, files: list[PlannedFile], batch_size: int) -> int:
-    """Delete in batches, each retried on transient storage errors; returns files handled."""
-    store, done = dlog.store, 0
-    for i in range(0, len(files), batch_size):
-        batch = [store.join(dlog.table_uri, *f.path.split("/")) for f in files[i : i + batch_size]]
+def delete_files(store: LogStore, table_uri: str, paths: Sequence[str], batch_size: int) -> int:
+    """Delete `paths` (relative to the table root) in batches, each retried on transient storage
+    errors; returns files handled (a missing file counts). Runs on Spark executors too."""
+    done = 0
+    for i in range(0, len(paths), batch_size):
+        batch = [store.join(table_uri, *p.split("/")) for p in paths[i : i + batch_size]]
         for attempt in range(DELETE_ATTEMPTS):
             try:
                 done += store.delete_many(batch)
@@ -212,18 +321,18 @@ def _delete(dlog: DeltaLog, files: list[PlannedFile], batch_size: int) -> int:
                 transient = isinstance(exc, StorageError) and exc.transient
                 if not transient or attempt == DELETE_ATTEMPTS - 1:
                     raise
-                log.warning("VACUUM of %s: retrying a delete batch after %s", dlog.table_uri, exc)
+                log.warning("VACUUM of %s: retrying a delete batch after %s", table_uri, exc)
     return done
 
 
-def _remove_empty_dirs(dlog: DeltaLog, files: list[PlannedFile]) -> int:
-    """Local stores: remove directories the deletes left empty (never the root, never `_delta_log`)."""
+def remove_empty_dirs(dlog: DeltaLog, dirs: Iterable[str]) -> int:
+    """Local stores: remove the directories `dirs` (relative, with their parents) that deletes left
+    empty (never the root, never `_delta_log`)."""
     if urlparse(dlog.table_uri).scheme not in ("", "file"):
         return 0  # object stores have no directories
     root = _root_dir(dlog)
-    dirs = {partition_of(f.path) for f in files} - {""}
     candidates: set[str] = set()
-    for d in dirs:
+    for d in set(dirs) - {""}:
         parts = d.split("/")
         candidates.update("/".join(parts[:n]) for n in range(1, len(parts) + 1))
     removed = 0
@@ -264,6 +373,7 @@ def vacuum(
     audit: bool | None = None,
     storage_options: Mapping[str, Any] | None = None,
     batch_size: int = 1000,
+    executor: VacuumExecutor | None = None,
 ) -> VacuumResult:
     """Plan (dry run, the default) or delete the files no version within retention needs.
 
@@ -275,6 +385,9 @@ def vacuum(
     :param plan: apply this plan (a `VacuumPlan` or its dict) instead of making one; re-validated first.
     :param clock: epoch-ms clock (default: the `DeltaLog`'s).
     :param audit: write the `VACUUM START`/`END` commits (None: where Delta does, by scheme).
+    :param batch_size: files per delete request.
+    :param executor: where the FULL listing, re-validation and deletes run (default: this process;
+        `engines.spark_vacuum.SparkVacuumExecutor` on Spark executors).
     :raises InvalidArgumentError: bad arguments, a retention refused, a plan for another table.
     :raises UnsupportedFeatureError, OperationNotAllowedError: a table this library must not vacuum, a
         LITE vacuum whose commits were cleaned up, a protocol changed since the plan.
@@ -296,7 +409,7 @@ def vacuum(
     now_ms = (clock or dlog.clock)()
     if plan is None:
         retention_ms = _retention_ms(snapshot, retention_hours, enforce_retention_duration)
-        the_plan = make_plan(dlog, snapshot, mode=mode, retention_ms=retention_ms, now_ms=now_ms)
+        the_plan = make_plan(dlog, snapshot, mode=mode, retention_ms=retention_ms, now_ms=now_ms, executor=executor)
     else:
         the_plan = plan if isinstance(plan, VacuumPlan) else VacuumPlan.from_dict(plan)
         if the_plan.table != dlog.table_uri:
@@ -305,7 +418,9 @@ def vacuum(
             )
     if dry_run:
         return VacuumResult(the_plan, dry_run=True)
-    return _apply(dlog, snapshot, the_plan, enforce_retention_duration, now_ms, audit, batch_size)
+    run = executor or LocalVacuumExecutor()
+    # re-validate against the table as it is now: a writer may have committed while the table was listed
+    return _apply(dlog, dlog.update(), the_plan, enforce_retention_duration, now_ms, audit, batch_size, run)
 
 
 def _apply(
@@ -316,6 +431,7 @@ def _apply(
     now_ms: int,
     audit: bool | None,
     batch_size: int,
+    executor: VacuumExecutor,
 ) -> VacuumResult:
     if plan.protocol and plan.protocol != snapshot.protocol.to_json():
         raise OperationNotAllowedError(
@@ -335,14 +451,32 @@ def _apply(
         )
     if enforce:  # a table retention raised since the plan protects more
         cutoff = min(cutoff, now_ms - table_ms)
-    active, tombs = _logged(snapshot)
-    keep, dropped = revalidate(
-        plan, active=active, tombstones=tombs, cutoff_ms=cutoff, partition_columns=_partition_columns(snapshot)
-    )
-    for f in dropped:
+    checked = executor.revalidate(dlog, snapshot, plan, cutoff_ms=cutoff, partition_columns=partition_columns(snapshot))
+    try:
+        return _delete_checked(dlog, snapshot, plan, checked, enforce, audit, batch_size, executor)
+    finally:
+        if checked.release is not None:
+            checked.release()
+
+
+def _delete_checked(
+    dlog: DeltaLog,
+    snapshot: Snapshot,
+    plan: VacuumPlan,
+    checked: Revalidation,
+    enforce: bool,
+    audit: bool | None,
+    batch_size: int,
+    executor: VacuumExecutor,
+) -> VacuumResult:
+    """VACUUM START, the deletes, VACUUM END, for a re-validated plan."""
+    for f in checked.dropped:
         log.warning("VACUUM of %s: %s is needed again (active, within retention or hidden): kept", plan.table, f.path)
-    result = VacuumResult(plan, dry_run=False, dropped=dropped)
-    if not keep:
+    if checked.num_dropped > len(checked.dropped):
+        log.warning("VACUUM of %s: %d planned files dropped in all", plan.table, checked.num_dropped)
+    result = VacuumResult(plan, dry_run=False, dropped=list(checked.dropped))
+    keep = checked.plan
+    if not keep.num_files:
         return result
     write_audit = _audit_default(dlog) if audit is None else audit
     conf = snapshot.metadata.configuration
@@ -352,13 +486,12 @@ def _apply(
         "specifiedRetentionMillis": plan.retention_ms,
     }
     if write_audit:
-        start_metrics = {"numFilesToDelete": len(keep), "sizeOfDataToDelete": sum(f.size for f in keep)}
+        start_metrics = {"numFilesToDelete": keep.num_files, "sizeOfDataToDelete": keep.num_bytes}
         result.audit_versions.append(_commit(snapshot, "VACUUM START", params, start_metrics))
     status = "FAILED"
     try:
-        result.deleted = _delete(dlog, keep, batch_size)
-        result.deleted_bytes = sum(f.size for f in keep)
-        result.directories = _remove_empty_dirs(dlog, keep)
+        done = executor.delete(dlog, checked, batch_size=batch_size)
+        result.deleted, result.deleted_bytes, result.directories = done
         status = "COMPLETED"
     finally:
         if write_audit:
@@ -368,12 +501,23 @@ def _apply(
                 result.audit_versions.append(_commit(latest, "VACUUM END", {"status": status}, end_metrics))
             except DeltaError as exc:  # the files are gone either way: the END record is best effort
                 log.warning("VACUUM of %s: could not commit VACUUM END (%s)", plan.table, exc)
-    plan_kept = VacuumPlan(
-        plan.table, plan.version, plan.cutoff_ms, plan.retention_ms, plan.mode, keep, dict(plan.protocol)
-    )
-    result.plan = plan_kept
+    result.plan = keep
     log.info("VACUUM of %s: deleted %d files (%d bytes)", plan.table, result.deleted, result.deleted_bytes)
     return result
 
 
-__all__ = ["FULL", "LITE", "VacuumResult", "make_plan", "vacuum"]
+__all__ = [
+    "FULL",
+    "LITE",
+    "Deleted",
+    "LocalVacuumExecutor",
+    "Revalidation",
+    "VacuumExecutor",
+    "VacuumResult",
+    "delete_files",
+    "logged_files",
+    "make_plan",
+    "partition_columns",
+    "remove_empty_dirs",
+    "vacuum",
+]

@@ -1,7 +1,10 @@
 """VACUUM planning: which files under a table root are safe to delete (delta-writes.md section 6, P§12).
 
 Pure: the snapshot's active files and tombstones, a listing, the cutoff and the mode come in, a
-`VacuumPlan` comes out; `maintenance.vacuum` lists, plans, re-validates and deletes.
+`VacuumPlan` comes out; `maintenance.vacuum` lists, plans, re-validates and deletes. The Spark engine
+(`engines.spark_vacuum`) applies the same rules without a plan in memory: the per-row ones
+(`listed_candidate`, `plan_entry_relative`, `dv_alias_key`) where the rows are, the protected set
+(`protected_paths`) as a join.
 
 Never in a plan:
 
@@ -21,7 +24,6 @@ from __future__ import annotations
 
 import datetime as dt
 import unicodedata
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,44 +31,13 @@ from urllib.parse import unquote
 
 from ..errors import InvalidArgumentError
 from .actions import DeletionVectorDescriptor
+from .deletion_vectors import DV_FILE_CORE, dv_relative_path
+from .deletion_vectors import z85_decode as z85_decode  # re-exported (it lived here before `deletion_vectors`)
 
 FULL, LITE = "full", "lite"
 MODES = (FULL, LITE)
 PLAN_FORMAT = "delta-vacuum-plan/1"
-DV_FILE_CORE = "deletion_vector_"
 _VISIBLE_PREFIXES = ("_change_data", "_delta_index")
-_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
-_Z85_INDEX = {c: i for i, c in enumerate(_Z85)}
-
-
-def z85_decode(text: str) -> bytes:
-    """Z85 (ZeroMQ RFC 32) decoding, as Delta encodes DV UUIDs (5 characters -> 4 bytes, big-endian)."""
-    if len(text) % 5:
-        raise InvalidArgumentError(f"Z85 text length must be a multiple of 5, got {len(text)}", argument="z85")
-    out = bytearray()
-    for i in range(0, len(text), 5):
-        value = 0
-        for ch in text[i : i + 5]:
-            if ch not in _Z85_INDEX:
-                raise InvalidArgumentError(f"Invalid Z85 character {ch!r}", argument="z85")
-            value = value * 85 + _Z85_INDEX[ch]
-        if value > 0xFFFFFFFF:
-            raise InvalidArgumentError(f"Z85 block {text[i : i + 5]!r} overflows", argument="z85")
-        out += value.to_bytes(4, "big")
-    return bytes(out)
-
-
-def dv_relative_path(dv: DeletionVectorDescriptor) -> str | None:
-    """The table-relative file of a `u` deletion vector (`<prefix>/deletion_vector_<uuid>.bin`); None
-    for other storage types (P§"Deletion Vector Descriptor Schema")."""
-    if dv.storage_type != "u":
-        return None
-    encoded = dv.path_or_inline_dv
-    if len(encoded) < 20:
-        raise InvalidArgumentError(f"Deletion vector path {encoded!r} is shorter than a Z85 UUID", argument="dv")
-    prefix, z85 = encoded[:-20], encoded[-20:]
-    name = f"{DV_FILE_CORE}{uuid.UUID(bytes=z85_decode(z85))}.bin"
-    return f"{prefix}/{name}" if prefix else name
 
 
 def normalize_relative(path: str) -> str:
@@ -147,9 +118,24 @@ class PlannedFile:
         return {"path": self.path, "size": self.size}
 
 
+@dataclass(frozen=True, slots=True)
+class PlanTotals:
+    """Counts of a plan whose file list is not carried in it (`VacuumPlan.files_inline` is False)."""
+
+    num_files: int
+    num_bytes: int
+    #: files and bytes per directory, as `VacuumPlan.partitions()`
+    partitions: dict[str, dict[str, int]]
+
+
 @dataclass
 class VacuumPlan:
-    """Files to delete, relative to `table` (decoded storage names), and what the plan was made from."""
+    """Files to delete, relative to `table` (decoded storage names), and what the plan was made from.
+
+    A plan made on Spark may be too big to carry its files (`engines.spark_vacuum`): `totals` then holds
+    the counts, `files` is empty, and the list is at `files_uri` (JSON lines `{"path", "size"}`, written
+    by the executors), or nowhere for a summary-only dry run. Such a plan is applied on Spark only.
+    """
 
     table: str
     version: int
@@ -158,10 +144,23 @@ class VacuumPlan:
     mode: str
     files: list[PlannedFile]
     protocol: dict[str, Any] = field(default_factory=dict)
+    #: where the executors wrote the whole file list (also set when `files` carries it)
+    files_uri: str | None = None
+    #: the counts when `files` does not carry the list
+    totals: PlanTotals | None = None
+
+    @property
+    def files_inline(self) -> bool:
+        """True when `files` is the whole plan."""
+        return self.totals is None
+
+    @property
+    def num_files(self) -> int:
+        return len(self.files) if self.totals is None else self.totals.num_files
 
     @property
     def num_bytes(self) -> int:
-        return sum(f.size for f in self.files)
+        return sum(f.size for f in self.files) if self.totals is None else self.totals.num_bytes
 
     @property
     def cutoff(self) -> str:
@@ -169,6 +168,8 @@ class VacuumPlan:
 
     def partitions(self) -> dict[str, dict[str, int]]:
         """Files and bytes per directory (partition), `""` for the root."""
+        if self.totals is not None:
+            return dict(sorted(self.totals.partitions.items()))
         out: dict[str, dict[str, int]] = {}
         for f in self.files:
             entry = out.setdefault(partition_of(f.path), {"files": 0, "bytes": 0})
@@ -177,8 +178,9 @@ class VacuumPlan:
         return dict(sorted(out.items()))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serializable form; `from_dict` reads it back (plan now, apply later)."""
-        return {
+        """JSON-serializable form; `from_dict` reads it back (plan now, apply later). `files_uri` and
+        `files_inline` appear only for a plan whose list was written by Spark executors."""
+        out = {
             "format": PLAN_FORMAT,
             "table": self.table,
             "version": self.version,
@@ -188,14 +190,21 @@ class VacuumPlan:
             "mode": self.mode,
             "protocol": dict(self.protocol),
             "files": [f.to_dict() for f in self.files],
-            "num_files": len(self.files),
+            "num_files": self.num_files,
             "bytes": self.num_bytes,
             "partitions": self.partitions(),
         }
+        if self.files_uri is not None or not self.files_inline:
+            out.update(files_uri=self.files_uri, files_inline=self.files_inline)
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> VacuumPlan:
-        """A plan from `to_dict` output (or a `VacuumResult.to_dict()` of a dry run)."""
+        """A plan from `to_dict` output (or a `VacuumResult.to_dict()` of a dry run).
+
+        `files` is the plan unless the dict says `"files_inline": false` (then its counts are read and
+        the list is at `files_uri`): a hand-edited list is what gets re-validated and applied.
+        """
         if not isinstance(d, Mapping):
             raise InvalidArgumentError(f"A vacuum plan must be a mapping, got {type(d).__name__}", argument="plan")
         try:
@@ -203,6 +212,13 @@ class VacuumPlan:
             mode = str(d["mode"])
             if mode not in MODES:
                 raise ValueError(f"mode {mode!r}")
+            totals = None
+            if d.get("files_inline", True) is False:
+                partitions = d["partitions"]
+                parts = {str(k): {"files": int(v["files"]), "bytes": int(v["bytes"])} for k, v in partitions.items()}
+                totals = PlanTotals(int(d["num_files"]), int(d["bytes"]), parts)
+                files = []
+            uri = d.get("files_uri")
             return cls(
                 table=str(d["table"]),
                 version=int(d["version"]),
@@ -211,8 +227,10 @@ class VacuumPlan:
                 mode=mode,
                 files=files,
                 protocol=dict(d.get("protocol") or {}),
+                files_uri=None if uri is None else str(uri),
+                totals=totals,
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InvalidArgumentError(f"Not a vacuum plan: {type(exc).__name__}: {exc}", argument="plan") from exc
 
 
@@ -241,27 +259,53 @@ def protected_paths(
     return set(_with_dvs(active, table_root)) | set(_with_dvs(recent, table_root))
 
 
-def deletable(relative: str, protected: set[str], partition_columns: Sequence[str]) -> bool:
-    """The never-rules on one normalized relative path (apart from mtime and retention of the listing)."""
+def deletable_name(relative: str, partition_columns: Sequence[str] = ()) -> bool:
+    """The never-rules that need only the normalized relative path: not empty, no `..` part, not under
+    `_delta_log`, not hidden (one row's check: the Spark engine runs it where the listing happens)."""
     if not relative or any(p == ".." for p in relative.split("/")):
         return False
     if relative == "_delta_log" or relative.startswith("_delta_log/"):
         return False
-    return (
-        relative not in protected and not _dv_alias(relative, protected) and not is_hidden(relative, partition_columns)
-    )
+    return not is_hidden(relative, partition_columns)
 
 
-def _dv_alias(relative: str, protected: set[str]) -> bool:
-    """True for `<dir>/<anything>deletion_vector_<uuid>.bin` when `<dir>/deletion_vector_<uuid>.bin` is
-    protected: Delta's test-only file-name prefix (`test%dv%prefix-` in Spark's DeletionVectorsSuite)
-    names live DV files that way; keeping them costs nothing."""
+def dv_alias_key(relative: str) -> str | None:
+    """`<dir>/deletion_vector_<uuid>.bin` for `<dir>/<anything>deletion_vector_<uuid>.bin` (a non-empty
+    prefix), else None. Such a file is kept when its key is protected: Delta's test-only file-name prefix
+    (`test%dv%prefix-` in Spark's DeletionVectorsSuite) names live DV files that way; keeping them costs
+    nothing."""
     directory, _, name = relative.rpartition("/")
     at = name.find(DV_FILE_CORE)
     if at <= 0:
-        return False
+        return None
     core = name[at:]
-    return (f"{directory}/{core}" if directory else core) in protected
+    return f"{directory}/{core}" if directory else core
+
+
+def deletable(relative: str, protected: set[str], partition_columns: Sequence[str]) -> bool:
+    """The never-rules on one normalized relative path (apart from mtime and retention of the listing)."""
+    if not deletable_name(relative, partition_columns) or relative in protected:
+        return False
+    alias = dv_alias_key(relative)
+    return alias is None or alias not in protected
+
+
+def listed_candidate(item: ListedFile, cutoff_ms: int, partition_columns: Sequence[str] = ()) -> str | None:
+    """The normalized relative path of a listed file FULL mode may delete if nothing protects it: older
+    than the cutoff and allowed by `deletable_name`; None otherwise."""
+    if item.modification_time >= cutoff_ms:
+        return None
+    rel = normalize_relative(item.path)
+    return rel if deletable_name(rel, partition_columns) else None
+
+
+def plan_entry_relative(path: str, partition_columns: Sequence[str] = ()) -> str | None:
+    """The normalized relative path of a plan entry that re-validation may keep if nothing protects it:
+    relative (a hand-edited absolute path is dropped) and allowed by `deletable_name`; None otherwise."""
+    if path.startswith("/") or "://" in path:
+        return None
+    rel = normalize_relative(path)
+    return rel if deletable_name(rel, partition_columns) else None
 
 
 def plan_vacuum(
@@ -292,8 +336,8 @@ def plan_vacuum(
         if listing is None:
             raise InvalidArgumentError("FULL mode needs a listing", argument="listing", table=table)
         for item in listing:
-            rel = normalize_relative(item.path)
-            if item.modification_time >= cutoff_ms or rel in chosen:
+            rel = listed_candidate(item, cutoff_ms, partition_columns)
+            if rel is None or rel in chosen:
                 continue
             if deletable(rel, protected, partition_columns):
                 chosen[rel] = PlannedFile(item.path.strip("/"), item.size)
@@ -323,7 +367,7 @@ def revalidate(
     keep: list[PlannedFile] = []
     dropped: list[PlannedFile] = []
     for f in plan.files:
-        rel = normalize_relative(f.path)
-        ok = not f.path.startswith("/") and "://" not in f.path and deletable(rel, protected, partition_columns)
+        rel = plan_entry_relative(f.path, partition_columns)
+        ok = rel is not None and deletable(rel, protected, partition_columns)
         (keep if ok else dropped).append(f)
     return keep, dropped

@@ -1,0 +1,544 @@
+"""VACUUM on Spark executors: the listing split by directory, the plan joined in Spark, deletes on the executors.
+
+`SparkVacuumExecutor` is a `maintenance.vacuum.VacuumExecutor`: `vacuum(..., executor=SparkVacuumExecutor(spark))`
+keeps the checks, the retention rules and the `VACUUM START`/`END` commits on the driver and runs these here:
+
+* **Listing** (as Delta's `DeltaFileOperations.recursiveListDirs`): one task lists the table root one level
+  (`_delta_log` and hidden directories pruned, as `protocol.vacuum.is_hidden` says); the entries are spread
+  round-robin over `parallelism` tasks, each listing its directories recursively (`store.list_recursive`).
+  The per-file rules (`protocol.vacuum.listed_candidate`: mtime before the cutoff, no hidden part, ...) run
+  where the files are listed, so only candidates leave the executors.
+* **Plan**: the candidates anti-joined with the protected paths (`protocol.vacuum.protected_paths`: active
+  files, tombstones within retention, their DV files) on the path and on its DV alias (`dv_alias_key`).
+  The protected paths come from the Spark engine's state when the snapshot was replayed on Spark, else
+  from the driver's snapshot.
+* **Dry run**: with `plan_dir`, the executors write the file list there as JSON lines (`{"path", "size"}`,
+  one directory per plan, never overwritten) and the plan records it in `files_uri`; the driver gets counts
+  and bytes per directory from a DataFrame aggregation, and the file list itself only when it holds at most
+  `collect_limit` files (the plan's dict then has them as the local engine's does). A larger plan carries
+  counts only (`VacuumPlan.totals`): it is applied from `files_uri` (or, without `plan_dir`, only in the
+  same call, by listing again).
+* **Apply**: the plan's files (inline, else read from `files_uri` and checked against the plan's count) are
+  re-validated against the latest snapshot (`protocol.vacuum.plan_entry_relative`, then the same joins), and
+  the executors delete what stays in batches (`maintenance.vacuum.delete_files`: `batch_size` files per
+  `delete_many`, one S3 DeleteObjects each, retried), returning files and bytes per directory that the
+  driver sums. Directories left empty are removed by the driver on local stores.
+
+DataFrame API only (`mapInArrow`, joins, aggregations, the JSON reader and writer), so it also runs over
+Spark Connect, except the protected paths of a snapshot the Spark engine replayed (its state is an RDD).
+Executors need pyarrow (`mapInArrow`), this package (`--py-files`) and, for object stores, fsspec and
+s3fs: each task builds its store from the table URI and the storage options, which travel inside the
+task's closure, never in a DataFrame.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ..errors import OperationNotAllowedError
+from ..maintenance.vacuum import Deleted, Revalidation, delete_files, logged_files, remove_empty_dirs
+from ..protocol.actions import AddFile, RemoveFile, action_from_json
+from ..protocol.vacuum import (
+    FULL,
+    ListedFile,
+    LoggedFile,
+    PlannedFile,
+    PlanTotals,
+    VacuumPlan,
+    dv_alias_key,
+    is_hidden,
+    listed_candidate,
+    partition_of,
+    plan_entry_relative,
+    protected_paths,
+)
+from ..storage import LocalLogStore, LogStore, local_path, store_for
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ..delta_log import DeltaLog
+    from ..snapshot import Snapshot
+
+log = logging.getLogger(__name__)
+
+#: Files a plan may hold and still be collected to the driver (its dict then lists them).
+DEFAULT_COLLECT_LIMIT = 100_000
+#: Rows per Arrow batch the executors yield.
+_BATCH_ROWS = 8192
+
+LISTED_SCHEMA = "path string, size long, modification_time long, directory boolean"
+CANDIDATE_SCHEMA = "path string, size long, rel string, alias string, partition string"
+PLAN_FILE_SCHEMA = "path string, size long"
+DELETED_SCHEMA = "partition string, files long, bytes long"
+_LISTED = (("path", pa.string()), ("size", pa.int64()), ("modification_time", pa.int64()), ("directory", pa.bool_()))
+_CANDIDATE = (
+    ("path", pa.string()),
+    ("size", pa.int64()),
+    ("rel", pa.string()),
+    ("alias", pa.string()),
+    ("partition", pa.string()),
+)
+_DELETED = (("partition", pa.string()), ("files", pa.int64()), ("bytes", pa.int64()))
+
+Row = tuple[Any, ...]
+ArrowTask = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+
+# -- executor side: listing ------------------------------------------------------------------------------
+def _batches(rows: Iterable[Row], fields: Sequence[tuple[str, pa.DataType]]) -> Iterator[pa.RecordBatch]:
+    """`rows` as Arrow batches of at most `_BATCH_ROWS` rows."""
+    chunk: list[Row] = []
+
+    def flush() -> pa.RecordBatch:
+        columns = list(zip(*chunk, strict=True)) if chunk else [() for _ in fields]
+        arrays = [pa.array(list(c), t) for c, (_, t) in zip(columns, fields, strict=True)]
+        return pa.RecordBatch.from_arrays(arrays, [n for n, _ in fields])
+
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= _BATCH_ROWS:
+            yield flush()
+            chunk = []
+    if chunk:
+        yield flush()
+
+
+def _root(store: LogStore, table_uri: str) -> str:
+    return store.join(table_uri).rstrip("/")
+
+
+def list_level(store: LogStore, directory: str) -> Iterator[tuple[str, int, int, bool]]:
+    """(name, size, mtime ms, is directory) of each entry directly in `directory`, streamed (a flat table
+    root of millions of files is never held whole). The `LogStore` contract lists files only; this is the
+    one-level listing with directories the split needs: `os.scandir` locally, ListObjectsV2 with a
+    delimiter on S3, `ls` on other fsspec filesystems."""
+    if isinstance(store, LocalLogStore):
+        try:
+            entries = os.scandir(local_path(directory))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        with entries:
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        yield entry.name, 0, 0, True
+                    elif entry.is_file(follow_symlinks=False):
+                        st = entry.stat(follow_symlinks=False)
+                        yield entry.name, st.st_size, st.st_mtime_ns // 1_000_000, False
+                except FileNotFoundError:  # removed while listing
+                    continue
+        return
+    yield from _list_level_fsspec(store, directory)
+
+
+def _list_level_fsspec(store: Any, directory: str) -> Iterator[tuple[str, int, int, bool]]:
+    from ..storage.object_store import _mtime_ms  # the store's own reading of listing timestamps
+
+    fs = store.fs
+    stripped = fs._strip_protocol(directory).rstrip("/")
+    if not getattr(store, "is_s3", False):
+        fs.invalidate_cache(stripped)
+        try:
+            entries = store.retrying("LIST", directory, lambda: fs.ls(stripped, detail=True))
+        except FileNotFoundError:
+            return
+        for e in entries:
+            name = e["name"].rstrip("/").rsplit("/", 1)[-1]
+            if e.get("type") == "directory":
+                yield name, 0, 0, True
+            else:
+                yield name, int(e.get("size") or 0), _mtime_ms(e), False
+        return
+    bucket, key, _ = fs.split_path(stripped)
+    prefix = key.strip("/") + "/" if key.strip("/") else ""
+    params: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/", "MaxKeys": store.list_page_size}
+    while True:
+        try:
+            page = store.retrying("LIST", directory, functools.partial(fs.call_s3, "list_objects_v2", **params))
+        except FileNotFoundError:  # no bucket
+            return
+        for common in page.get("CommonPrefixes") or ():
+            yield common["Prefix"][len(prefix) :].rstrip("/"), 0, 0, True
+        for obj in page.get("Contents") or ():
+            name = obj["Key"][len(prefix) :]
+            if name and "/" not in name:
+                yield name, int(obj.get("Size") or 0), _mtime_ms(obj), False
+        token = page.get("NextContinuationToken")
+        if not page.get("IsTruncated") or not token:
+            return
+        params["ContinuationToken"] = token
+
+
+def _candidate(path: str, size: int, mtime: int, cutoff_ms: int, columns: Sequence[str]) -> Row | None:
+    """A `CANDIDATE_SCHEMA` row for a listed file FULL mode may delete if nothing protects it."""
+    rel = listed_candidate(ListedFile(path, size, mtime), cutoff_ms, columns)
+    if rel is None:
+        return None
+    stored = path.strip("/")
+    return stored, size, rel, dv_alias_key(rel), partition_of(stored)
+
+
+def list_root_task(table_uri: str, options: Mapping[str, Any], cutoff_ms: int, columns: Sequence[str]) -> ArrowTask:
+    """`mapInArrow` over one row: the table root's directories (hidden ones and `_delta_log` pruned) and
+    its files that pass the per-file rules, as `LISTED_SCHEMA` rows."""
+    options, columns = dict(options), list(columns)
+
+    def rows(store: LogStore) -> Iterator[Row]:
+        for name, size, mtime, directory in list_level(store, _root(store, table_uri)):
+            if directory:
+                if not is_hidden(name, columns):
+                    yield name, 0, 0, True
+            elif _candidate(name, size, mtime, cutoff_ms, columns) is not None:
+                yield name, size, mtime, False
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if any(b.num_rows for b in batches):
+            yield from _batches(rows(store_for(table_uri, options)), _LISTED)
+
+    return run
+
+
+def expand_task(table_uri: str, options: Mapping[str, Any], cutoff_ms: int, columns: Sequence[str]) -> ArrowTask:
+    """`mapInArrow` over `LISTED_SCHEMA` rows: each directory listed recursively, its files and the root's
+    passed through the per-file rules, as `CANDIDATE_SCHEMA` rows (paths relative to the root, as stored)."""
+    options, columns = dict(options), list(columns)
+
+    def rows(store: LogStore, batches: Iterator[pa.RecordBatch]) -> Iterator[Row]:
+        root = _root(store, table_uri)
+        for batch in batches:
+            for path, size, mtime, directory in zip(*(batch.column(n).to_pylist() for n, _ in _LISTED), strict=True):
+                if not directory:
+                    found = _candidate(path, size, mtime, cutoff_ms, columns)
+                    if found is not None:
+                        yield found
+                    continue
+                for info in store.list_recursive(store.join(table_uri, *path.split("/"))):
+                    if info.path.startswith(root + "/"):
+                        found = _candidate(
+                            info.path[len(root) + 1 :], info.size, info.modification_time, cutoff_ms, columns
+                        )
+                        if found is not None:
+                            yield found
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield from _batches(rows(store_for(table_uri, options), batches), _CANDIDATE)
+
+    return run
+
+
+# -- executor side: protected paths, plan entries, deletes ----------------------------------------------
+def protected_task(table_uri: str, cutoff_ms: int) -> Callable[[Iterable[Mapping[str, Any]]], Iterator[Row]]:
+    """`mapPartitions` over reconciled file actions (`{"add": ...}` / `{"remove": ...}` rows of the Spark
+    engine's state): the protected relative paths (`protocol.vacuum.protected_paths`), one per row."""
+
+    def run(rows: Iterable[Mapping[str, Any]]) -> Iterator[Row]:
+        active: list[LoggedFile] = []
+        tombstones: list[LoggedFile] = []
+        for row in rows:
+            action = action_from_json(row)
+            if isinstance(action, AddFile):
+                active.append(LoggedFile(action.path, action.deletion_vector))
+            elif isinstance(action, RemoveFile):
+                tombstones.append(
+                    LoggedFile(action.path, action.deletion_vector, action.deletion_timestamp, action.size)
+                )
+        for rel in protected_paths(active, tombstones, cutoff_ms=cutoff_ms, table_root=table_uri):
+            yield (rel,)
+
+    return run
+
+
+def entry_task(columns: Sequence[str]) -> ArrowTask:
+    """`mapInArrow` over plan entries (`PLAN_FILE_SCHEMA`): `CANDIDATE_SCHEMA` rows whose `rel` is null when
+    the entry breaks a never-rule by its name alone (`protocol.vacuum.plan_entry_relative`)."""
+    columns = list(columns)
+
+    def rows(batches: Iterator[pa.RecordBatch]) -> Iterator[Row]:
+        for batch in batches:
+            for path, size in zip(batch.column("path").to_pylist(), batch.column("size").to_pylist(), strict=True):
+                rel = plan_entry_relative(path, columns)
+                yield path, size or 0, rel, None if rel is None else dv_alias_key(rel), partition_of(path)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield from _batches(rows(batches), _CANDIDATE)
+
+    return run
+
+
+def delete_task(table_uri: str, options: Mapping[str, Any], batch_size: int) -> ArrowTask:
+    """`mapInArrow` over (path, size, partition) rows: delete them in batches of `batch_size`
+    (`maintenance.vacuum.delete_files`); one `DELETED_SCHEMA` row per directory: files handled, bytes."""
+    options = dict(options)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        store = store_for(table_uri, options)
+        done: dict[str, list[int]] = {}
+        pending: list[tuple[str, int, str]] = []
+
+        def flush() -> None:
+            delete_files(store, table_uri, [p for p, _, _ in pending], batch_size)
+            for _, size, part in pending:
+                entry = done.setdefault(part, [0, 0])
+                entry[0] += 1
+                entry[1] += size or 0
+            pending.clear()
+
+        for batch in batches:
+            cols = (batch.column(n).to_pylist() for n in ("path", "size", "partition"))
+            for row in zip(*cols, strict=True):
+                pending.append(row)
+                if len(pending) >= batch_size:
+                    flush()
+        if pending:
+            flush()
+        yield from _batches(((part, n, b) for part, (n, b) in done.items()), _DELETED)
+
+    return run
+
+
+# -- driver side -----------------------------------------------------------------------------------------
+#: `protocol.vacuum.partition_of(path)` in SQL (no regular expression: names may hold anything).
+_PARTITION_OF_PATH = (
+    "CASE WHEN instr(path, '/') = 0 THEN '' "
+    "ELSE substring(path, 1, length(path) - length(substring_index(path, '/', -1)) - 1) END"
+)
+
+
+def _by_partition(rows: Iterable[Any]) -> dict[str, dict[str, int]]:
+    """`VacuumPlan.partitions()` from rows of (partition, files, bytes)."""
+    return {r["partition"]: {"files": int(r["files"]), "bytes": int(r["bytes"] or 0)} for r in rows}
+
+
+def _default_parallelism(spark: SparkSession) -> int:
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    except Exception:  # Spark Connect has no SparkContext
+        return max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 200))
+
+
+class SparkVacuumExecutor:
+    """A `maintenance.vacuum.VacuumExecutor` on Spark executors (see the module doc).
+
+    :param spark: the session (classic or Spark Connect).
+    :param storage_options: the table's storage options, for the stores the executors build.
+    :param plan_dir: where dry runs write their file lists (`<plan_dir>/vacuum-plan-v<version>-<uuid>/`);
+        without it a plan above `collect_limit` files carries counts only.
+    :param collect_limit: most files a plan (or the dropped files of a re-validation) collected to the driver.
+    :param parallelism: listing tasks (default: the session's default parallelism).
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        plan_dir: str | None = None,
+        collect_limit: int = DEFAULT_COLLECT_LIMIT,
+        parallelism: int | None = None,
+    ) -> None:
+        if collect_limit < 0:
+            raise ValueError("collect_limit must be >= 0")
+        self.spark = spark
+        self.storage_options = dict(storage_options or {})
+        self.plan_dir = plan_dir
+        self.collect_limit = collect_limit
+        self.parallelism = parallelism or _default_parallelism(spark)
+        #: the last plan made without a file list, with the DataFrame that lists it again (same call's apply)
+        self._unlisted: tuple[VacuumPlan, DataFrame] | None = None
+
+    # -- frames ------------------------------------------------------------------------------------------
+    def candidates(self, dlog: DeltaLog, *, cutoff_ms: int, partition_columns: Sequence[str]) -> DataFrame:
+        """The listed files FULL mode may delete if nothing protects them (`CANDIDATE_SCHEMA`)."""
+        table, options = dlog.table_uri, self.storage_options
+        root = self.spark.createDataFrame([("",)], "dir string")
+        level = root.mapInArrow(list_root_task(table, options, cutoff_ms, partition_columns), LISTED_SCHEMA)
+        return level.repartition(self.parallelism).mapInArrow(
+            expand_task(table, options, cutoff_ms, partition_columns), CANDIDATE_SCHEMA
+        )
+
+    def protected(self, snapshot: Snapshot, *, cutoff_ms: int, table_uri: str) -> DataFrame:
+        """The snapshot's protected relative paths (`rel`): on the cluster when the Spark engine replayed it."""
+        from .spark import DistributedFileState
+
+        files = snapshot.state.files
+        if isinstance(files, DistributedFileState):
+            rows = files.rdd.mapPartitions(protected_task(table_uri, cutoff_ms))
+            return self.spark.createDataFrame(rows, "rel string")
+        active, tombstones = logged_files(snapshot)
+        paths = sorted(protected_paths(active, tombstones, cutoff_ms=cutoff_ms, table_root=table_uri))
+        if not paths:
+            return self.spark.createDataFrame([], "rel string")
+        return self.spark.createDataFrame(pa.table({"rel": pa.array(paths, pa.string())}))
+
+    @staticmethod
+    def _flag(entries: DataFrame, protected: DataFrame) -> DataFrame:
+        """(path, size, partition, keep): `keep` when `rel` is set and neither it nor its DV alias is protected."""
+        from pyspark.sql import functions as F
+
+        unique = protected.distinct()
+        by_rel = unique.select(F.col("rel").alias("_rel_hit"))
+        by_alias = unique.select(F.col("rel").alias("_alias_hit"))
+        joined = entries.join(by_rel, entries["rel"] == by_rel["_rel_hit"], "left").join(
+            by_alias, entries["alias"] == by_alias["_alias_hit"], "left"
+        )
+        keep = F.col("rel").isNotNull() & F.col("_rel_hit").isNull() & F.col("_alias_hit").isNull()
+        return joined.select("path", "size", "partition", keep.alias("keep"))
+
+    def _run(self, action: Callable[[], Any], dlog: DeltaLog, version: int | None) -> Any:
+        from .spark import run_spark
+
+        return run_spark(action, table=dlog.table_uri, version=version)
+
+    # -- VacuumExecutor ----------------------------------------------------------------------------------
+    def plan_full(
+        self, dlog: DeltaLog, snapshot: Snapshot, *, cutoff_ms: int, retention_ms: int, partition_columns: list[str]
+    ) -> VacuumPlan:
+        table = dlog.table_uri
+        cands = self.candidates(dlog, cutoff_ms=cutoff_ms, partition_columns=partition_columns)
+        protected = self.protected(snapshot, cutoff_ms=cutoff_ms, table_uri=table)
+        by_alias = protected.withColumnRenamed("rel", "alias")
+        planned = cands.join(protected, "rel", "left_anti").join(by_alias, "alias", "left_anti").select("path", "size")
+        plan = VacuumPlan(table, snapshot.version, cutoff_ms, retention_ms, FULL, [], snapshot.protocol.to_json())
+        return self._run(lambda: self._materialize(plan, planned), dlog, snapshot.version)
+
+    def _materialize(self, plan: VacuumPlan, planned: DataFrame) -> VacuumPlan:
+        """Write (with `plan_dir`) and summarize the planned files; collect them when few enough."""
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        from .spark import spark_path
+
+        if self.plan_dir:
+            plan.files_uri = f"{self.plan_dir.rstrip('/')}/vacuum-plan-v{plan.version}-{uuid.uuid4().hex}"
+            planned.write.mode("error").json(spark_path(plan.files_uri))
+            source = self.spark.read.schema(PLAN_FILE_SCHEMA).json(spark_path(plan.files_uri))
+        else:
+            source = planned.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            rows = (
+                source.groupBy(F.expr(_PARTITION_OF_PATH).alias("partition"))
+                .agg(F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"))
+                .collect()
+            )
+            parts = _by_partition(rows)
+            num = sum(p["files"] for p in parts.values())
+            if num <= self.collect_limit:
+                plan.files = sorted(
+                    (PlannedFile(r["path"], int(r["size"] or 0)) for r in source.collect()), key=lambda f: f.path
+                )
+                return plan
+        finally:
+            if not self.plan_dir:
+                source.unpersist()
+        plan.totals = PlanTotals(num, sum(p["bytes"] for p in parts.values()), parts)
+        if plan.files_uri is None:
+            self._unlisted = (plan, planned)
+            log.warning(
+                "VACUUM of %s: the plan has %d files (over %d) and no plan_dir: it carries counts only",
+                plan.table,
+                num,
+                self.collect_limit,
+            )
+        return plan
+
+    def _plan_files(self, plan: VacuumPlan) -> DataFrame:
+        """The plan's files as (path, size): inline, else read from `files_uri`, else the same call's plan."""
+        from .spark import spark_path
+
+        if plan.files_inline:
+            if not plan.files:
+                return self.spark.createDataFrame([], PLAN_FILE_SCHEMA)
+            paths = pa.array([f.path for f in plan.files], pa.string())
+            sizes = pa.array([f.size for f in plan.files], pa.int64())
+            return self.spark.createDataFrame(pa.table({"path": paths, "size": sizes})).repartition(self.parallelism)
+        if plan.files_uri:
+            return self.spark.read.schema(PLAN_FILE_SCHEMA).json(spark_path(plan.files_uri))
+        if self._unlisted is not None and self._unlisted[0] is plan:
+            return self._unlisted[1]
+        raise OperationNotAllowedError(
+            f"The vacuum plan carries counts only ({plan.num_files} files, no file list was written): plan "
+            "again with a plan location to apply it",
+            table=plan.table,
+            version=plan.version,
+        )
+
+    def revalidate(
+        self, dlog: DeltaLog, snapshot: Snapshot, plan: VacuumPlan, *, cutoff_ms: int, partition_columns: list[str]
+    ) -> Revalidation:
+        return self._run(
+            lambda: self._revalidate(dlog, snapshot, plan, cutoff_ms, partition_columns), dlog, snapshot.version
+        )
+
+    def _revalidate(
+        self, dlog: DeltaLog, snapshot: Snapshot, plan: VacuumPlan, cutoff_ms: int, partition_columns: list[str]
+    ) -> Revalidation:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        entries = self._plan_files(plan).mapInArrow(entry_task(partition_columns), CANDIDATE_SCHEMA)
+        protected = self.protected(snapshot, cutoff_ms=cutoff_ms, table_uri=plan.table)
+        flagged = self._flag(entries, protected).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            rows = (
+                flagged.groupBy("keep", "partition")
+                .agg(F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"))
+                .collect()
+            )
+            kept = _by_partition(r for r in rows if r["keep"])
+            num_kept = sum(p["files"] for p in kept.values())
+            num_dropped = sum(int(r["files"]) for r in rows if not r["keep"])
+            if plan.files_uri and not plan.files_inline and num_kept + num_dropped != plan.num_files:
+                raise OperationNotAllowedError(
+                    f"The vacuum plan's file list at {plan.files_uri} holds {num_kept + num_dropped} files, the "
+                    f"plan {plan.num_files}: plan again",
+                    table=plan.table,
+                    version=plan.version,
+                )
+            dropped = self._collect(flagged.where(~F.col("keep")), num_dropped)
+            checked = VacuumPlan(
+                plan.table, plan.version, plan.cutoff_ms, plan.retention_ms, plan.mode, [], dict(plan.protocol)
+            )
+            if num_kept <= self.collect_limit:
+                checked.files = self._collect(flagged.where(F.col("keep")), num_kept)
+            else:
+                checked.totals = PlanTotals(num_kept, sum(p["bytes"] for p in kept.values()), kept)
+        except BaseException:
+            flagged.unpersist()
+            raise
+
+        def release() -> None:
+            flagged.unpersist()
+
+        return Revalidation(checked, dropped, num_dropped, flagged.where(F.col("keep")), release)
+
+    def _collect(self, frame: DataFrame, count: int) -> list[PlannedFile]:
+        if not count:
+            return []
+        rows = frame.select("path", "size").limit(self.collect_limit).collect()
+        return sorted((PlannedFile(r["path"], int(r["size"] or 0)) for r in rows), key=lambda f: f.path)
+
+    def delete(self, dlog: DeltaLog, checked: Revalidation, *, batch_size: int) -> Deleted:
+        from pyspark.sql import functions as F
+
+        kept: DataFrame = checked.handle
+        task = delete_task(dlog.table_uri, self.storage_options, batch_size)
+
+        def run() -> list[Any]:
+            done = kept.select("path", "size", "partition").mapInArrow(task, DELETED_SCHEMA)
+            return done.groupBy("partition").agg(F.sum("files").alias("files"), F.sum("bytes").alias("bytes")).collect()
+
+        rows = self._run(run, dlog, checked.plan.version)
+        files = sum(int(r["files"] or 0) for r in rows)
+        size = sum(int(r["bytes"] or 0) for r in rows)
+        return Deleted(files, size, remove_empty_dirs(dlog, (r["partition"] for r in rows)))
+
+
+__all__ = ["DEFAULT_COLLECT_LIMIT", "SparkVacuumExecutor", "list_level"]
