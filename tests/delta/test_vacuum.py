@@ -13,9 +13,11 @@ import math
 import os
 import random
 import time
+import unicodedata
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pytest
@@ -35,6 +37,7 @@ from airflow_delta_provider.delta.protocol.vacuum import (  # noqa: E402
     plan_vacuum,
     relative_to_root,
 )
+from airflow_delta_provider.delta.storage import LocalLogStore  # noqa: E402
 
 DAY_MS = 86_400_000
 ROOT = "file:///t"
@@ -496,3 +499,188 @@ def test_plan_with_short_retention_applied_only_when_not_enforced(tmp_path: Path
     with pytest.raises(InvalidArgumentError, match="enforce_retention_duration=False"):
         vacuum(str(path), plan=plan, dry_run=False, clock=clock_at(later(0.01)))
     assert vacuum(str(path), plan=plan, dry_run=False, **kw).deleted == plan["num_files"] > 0
+
+
+# -- fast paths: the same answers as the rules written out in full ---------------------------------------
+def _normalize_reference(path: str) -> str:
+    """`normalize_relative` as the module doc states it, with no shortcut."""
+    return "/".join(p for p in unicodedata.normalize("NFC", path).split("/") if p not in ("", "."))
+
+
+def _relative_reference(path: str, root: str) -> str | None:
+    """`relative_to_root` with no shortcut: absolute paths decoded and compared with the decoded root,
+    relative ones decoded once; None outside the root or climbing out of it."""
+    if "://" in path or path.startswith("/") or path.startswith("file:"):
+
+        def local(uri: str) -> str:
+            text = unquote(uri)
+            for prefix in ("file://localhost/", "file:///"):
+                if text.startswith(prefix):
+                    return "/" + text[len(prefix) :]
+            if text.startswith("file:/"):
+                return "/" + text[len("file:/") :].lstrip("/")
+            return text
+
+        base, absolute = _normalize_reference(local(root)), _normalize_reference(local(path))
+        if not absolute.startswith(base + "/"):
+            return None
+        rel = absolute[len(base) + 1 :]
+    else:
+        rel = _normalize_reference(unquote(path))
+    return None if not rel or ".." in rel.split("/") else rel
+
+
+_PIECES = ["a", "B9", "p=1", "x y", "%20", "%2B", "%C3%A9", "%", "+", ":", "//", "/", "./", "..", ".", "_", "é"]
+_PIECES += ["e\u0301", "\u00e9", "-", "~", "\t", "file:", "://", "deletion_vector_"]
+
+
+def _random_paths(seed: int, n: int) -> list[str]:
+    rng = random.Random(seed)
+    out = ["", "/", "a/", "/a", "a//b", "a/./b", "a/../b", ".a", "a/.b", "a.b/c", "%", "a%2Fb", "file:///t/a"]
+    for _ in range(n):
+        out.append("".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 6))))
+    return out
+
+
+def test_simple_paths_are_their_own_relative_form_and_arrow_agrees() -> None:
+    import pyarrow.compute as pc
+
+    from airflow_delta_provider.delta.protocol.vacuum import SIMPLE_PATH_PATTERN, is_simple_path
+
+    paths = _random_paths(1, 3000)
+    simple = [p for p in paths if is_simple_path(p)]
+    assert 100 < len(simple) < len(paths) - 100  # both kinds are exercised
+    for p in simple:
+        assert _relative_reference(p, ROOT) == p, p
+    # the whole-column test `protected_set` runs (RE2) marks exactly the same paths
+    arrow = pc.match_substring_regex(pa.array(paths, pa.string()), f"^(?:{SIMPLE_PATH_PATTERN})$").to_pylist()
+    assert arrow == [is_simple_path(p) for p in paths]
+
+
+@pytest.mark.parametrize("root", [ROOT, "file:///t/caf%C3%A9", "s3://bucket/t"])
+def test_relative_to_root_and_normalize_equal_the_rules_written_out(root: str) -> None:
+    from airflow_delta_provider.delta.protocol.vacuum import normalize_relative
+
+    paths = _random_paths(2, 3000)
+    paths += [f"{root}/{p}" for p in paths[:500]]
+    for p in paths:
+        assert relative_to_root(p, root) == _relative_reference(p, root), p
+        assert normalize_relative(p) == _normalize_reference(p), p
+
+
+def test_name_rules_per_directory_equal_the_rules_per_path() -> None:
+    """`unprotected_names` (one directory at a time, set difference first) decides as `listed_key` (one
+    path at a time) on random names, with a protected set holding NFC spellings, DV files and aliases."""
+    from airflow_delta_provider.delta.protocol.vacuum import listed_key, subdirectory_key, unprotected_names
+
+    rng = random.Random(3)
+    dv = f"deletion_vector_{uuid.uuid4()}.bin"
+    names = sorted({p.replace("/", "") for p in _random_paths(4, 2000)} - {"", ".", ".."})  # as listings name files
+    names += ["_delta_log", "_change_data", "_p=1", "_q=1", dv, f"pre-{dv}", "x-" + dv[:-4]]
+    for directory in ["", "p=1", "p=caf\u00e9", "_p=2"]:
+        listed = [f"{directory}/{n}" if directory else n for n in names]
+        protected = {_normalize_reference(p) for p in rng.sample(listed, 300)}
+        protected.add(f"{directory}/{dv}" if directory else dv)
+        for prot in (protected, set()):
+            keys = [listed_key(p, prot, ["_p"]) for p in listed]
+            expected = [(i, k) for i, k in enumerate(keys) if k is not None]
+            assert unprotected_names(directory, names, prot, ["_p"]) == expected
+    assert subdirectory_key("", "_delta_log") is None and subdirectory_key("a", "_delta_log") is None
+    assert subdirectory_key("", "_p=1", ["_p"]) == "_p=1" and subdirectory_key("", ".git") is None
+    assert subdirectory_key("p=1", "q=e\u0301") == "p=1/q=\u00e9"
+
+
+def test_protected_set_from_columns_equals_the_rules_on_logged_files(tmp_path: Path) -> None:
+    """`protected_set` (Arrow columns, fast path for simple paths) against `protected_paths` over the same
+    snapshot's `LoggedFile`s, on deletion-vector tables of the corpus and a table with encoded paths."""
+    from conftest import copy_table
+
+    from airflow_delta_provider.delta.maintenance.vacuum import logged_files, protected_set
+    from airflow_delta_provider.delta.protocol.vacuum import protected_paths
+
+    path = tmp_path / "enc"
+    write_deltalake(str(path), pa.table({"id": [1, 2, 3], "p": ["a b", "café", "x+y%z"]}), partition_by=["p"])
+    DeltaTable(str(path)).delete("id = 2")
+    tables = [path] + [copy_table(name, tmp_path / str(i)) for i, name in enumerate(DV_TABLES)]
+    for table in tables:
+        dlog = DeltaLog(str(table))
+        snap = dlog.update()
+        active, tombs = logged_files(snap)
+        assert [f.path for f in active] == [a.path for a in snap.all_files(with_stats=False)]
+        assert [f.deletion_vector for f in active] == [a.deletion_vector for a in snap.all_files(with_stats=False)]
+        for cutoff in (0, later(1)):
+            expected = protected_paths(active, tombs, cutoff_ms=cutoff, table_root=dlog.table_uri)
+            assert protected_set(snap, cutoff_ms=cutoff, table_root=dlog.table_uri) == expected
+        assert any("deletion_vector_" in p for p in expected) or table == path
+
+
+class _ListingStore(LocalLogStore):
+    """The local store listed through `list_recursive` (a subclass: VACUUM does not walk it itself)."""
+
+    def list_recursive(self, directory: str):
+        return super().list_recursive(directory)
+
+
+def test_local_walk_plans_what_the_store_listing_plans(tmp_path: Path) -> None:
+    """The walk (pruned directories, a `stat` only for unprotected names) against the plain listing: the
+    same plan on a table with strays, hidden files and directories, NFC/NFD twins, DV-alias names and a
+    symlink, at several cutoffs; and the walk stats no protected file."""
+    from airflow_delta_provider.delta.maintenance.vacuum import protected_set, walk_candidates
+
+    path = _table(tmp_path)
+    old = time.time() - 30 * 86_400
+    strays = [
+        "stray.parquet",
+        "p=a/stray 2+%.parquet",
+        "p=a/caf\u00e9.parquet",
+        "p=a/cafe\u0301.parquet",
+        "_tmp/x.parquet",
+        "p=a/.hidden.parquet",
+        "p=b/_SUCCESS",
+        "_change_data/cdc.parquet",
+        "deep/er/dir/x.bin",
+        "_delta_log/_stray",
+        f"p=a/pre-deletion_vector_{uuid.uuid4()}.bin",
+    ]
+    for rel in strays:
+        f = path / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(b"xy")
+        os.utime(f, (old, old))
+    (path / "p=a" / "link.parquet").symlink_to(path / "stray.parquet")
+    for days, threads in [(8, 1), (8, 3), (0, 2), (-1, 1)]:
+        kw: dict = dict(retention_hours=0, enforce_retention_duration=False, clock=clock_at(later(days)))
+        DeltaLog.clear_cache()
+        walked = vacuum(str(path), **kw).plan
+        listed = vacuum(DeltaLog(str(path), store=_ListingStore()), **kw).plan
+        assert walked.to_dict() == listed.to_dict()
+        snap = DeltaLog(str(path)).update()
+        protected = protected_set(snap, cutoff_ms=walked.cutoff_ms, table_root=snap.table)
+        found = walk_candidates(str(path), protected, ["p"], threads=threads)
+        assert not set(found.keys) & protected  # protected files are never stat-ed
+        old_enough = [
+            (p, k) for p, k, m in zip(found.paths, found.keys, found.mtimes, strict=True) if m < walked.cutoff_ms
+        ]
+        assert {f.path for f in walked.files} <= {p for p, _ in old_enough}
+        assert len(walked.files) == len({k for _, k in old_enough})
+    planned = {f.path for f in vacuum(str(path), retention_hours=0, enforce_retention_duration=False).plan.files}
+    assert "p=a/link.parquet" not in planned and "_change_data/cdc.parquet" in planned
+    assert len(planned & {"p=a/caf\u00e9.parquet", "p=a/cafe\u0301.parquet"}) == 1  # one comparable path
+
+
+def test_gc_state_is_restored_after_a_plan_and_after_an_error(tmp_path: Path) -> None:
+    import gc
+
+    path = _table(tmp_path)
+    assert gc.isenabled()
+    vacuum(str(path), clock=clock_at(later(8)))
+    assert gc.isenabled()
+    with pytest.raises(InvalidArgumentError):
+        vacuum(str(path), plan={"files": []})
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        vacuum(str(path), clock=clock_at(later(8)))
+        assert not gc.isenabled()  # a caller's choice is kept
+    finally:
+        gc.enable()
