@@ -56,6 +56,13 @@ class LogStore(Protocol):
         `UnsupportedStoreError` before any request on a read-only store."""
         ...
 
+    def write_new(self, path: str, data: bytes) -> None:
+        """Write a new data file under a fresh, unique name that no version references yet (OPTIMIZE's
+        output). No atomicity is promised: a crash may leave a partial file under its own visible name,
+        which VACUUM removes as untracked once it is older than the retention (never a hidden temp file,
+        which VACUUM never deletes). `UnsupportedStoreError` on a read-only store."""
+        ...
+
     def delete_many(self, paths: Sequence[str]) -> int:
         """Delete files (batched where the store can); a missing file counts as deleted. Returns
         how many of `paths` were handled. A file the store refuses to delete raises `StorageError`

@@ -93,6 +93,14 @@ class LocalLogStore:
             os.unlink(tmp)
         _fsync_dir(os.path.dirname(target))
 
+    def write_new(self, path: str, data: bytes) -> None:
+        target = local_path(path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "xb") as fh:  # exclusive: never over another file
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+
     def put(self, path: str, data: bytes) -> None:
         target = local_path(path)
         tmp = self._temp(target, data)

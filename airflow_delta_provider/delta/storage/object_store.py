@@ -649,6 +649,10 @@ class FsspecLogStore:
 
         self.retrying("PUT", path, attempt)
 
+    def write_new(self, path: str, data: bytes) -> None:
+        """One PUT (an object appears whole or not at all; the name is fresh, so nothing is replaced)."""
+        self.put(path, data)
+
     def delete_many(self, paths: Sequence[str]) -> int:
         """Delete `paths` (S3: DeleteObjects, 1,000 keys a request); missing files count as deleted."""
         if not paths:

@@ -3,9 +3,10 @@
 Each input is read through its deletion vector (the rows it marks are dropped) with the file's physical
 column names and field ids, the inputs are concatenated (columns one file lacks are null there, types
 widened where a later file has the wider one), and the result is written once under a fresh name in the
-directory the table's writers used for that partition, never over an existing file (`put_if_absent`).
-The returned `add` carries `dataChange=false`, the partition values copied from the inputs and the
-statistics Delta writes (`write.stats`). The function runs where the bytes are: a thread of the local
+directory the table's writers used for that partition, never over an existing file (`write_new`: a crash
+leaves at most a visible untracked file, which VACUUM removes, never a hidden temp file). The returned
+`add` carries `dataChange=false`, the partition values copied from the inputs and the statistics Delta
+writes (`write.stats`). The function runs where the bytes are: a thread of the local
 engine or a Spark executor; it commits nothing.
 """
 
@@ -142,7 +143,7 @@ def compact_bin(
     rel = f"{prefix}/{name}" if prefix else name
     target = store.join(layout.table_uri, *decode_path(rel).split("/"))
     try:
-        store.put_if_absent(target, payload)
+        store.write_new(target, payload)
     except OSError as exc:
         raise StorageError(
             f"Cannot write compacted file: {type(exc).__name__}: {exc}",
