@@ -589,6 +589,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--mode", choices=("full", "lite"), default="full", help="list the table (full) or the log (lite)")
     p.add_argument("--apply", action="store_true", help="delete (default: a dry run that deletes nothing)")
+    p.add_argument("--engine", choices=("local", "spark"), default="local", help="list and delete here or on Spark")
+    p.add_argument("--master", default="local[*]", help="Spark master URL for --engine spark (default local[*])")
     p.set_defaults(fn=cmd_vacuum)
     p = command("optimize", "compact small files into larger ones (applies unless --dry-run; deletes nothing)")
     p.add_argument("--engine", choices=("local", "spark"), default="local", help="rewrite here or on Spark executors")
