@@ -1,0 +1,490 @@
+"""OPTIMIZE (bin-packing compaction), whole process: our local engine vs delta-rs `optimize.compact()`.
+
+    .venv/bin/python bench/optimize_bench.py                       # 2,000 files, 3 reps, Spark at 1,000 and 2,000
+    .venv/bin/python bench/optimize_bench.py --files 200 --reps 1 --spark-files 100,200 --max-load 100
+        --max-busy 1   # a smoke run (one command line)
+    .venv/bin/python bench/optimize_bench.py --no-spark --json /tmp/o.json --markdown /tmp/o.md
+
+The table: `--files` small files (default 2,000 of ~100 KiB) in `--partitions` (20) partitions, written
+once by delta-rs (`write_deltalake` appends, one file per partition each: a streaming-style table with
+stats and a delta-rs checkpoint) and cached under `bench/.data/optimize-<files>x<partitions>/`.
+
+Every timed command runs in a fresh process on its own identical copy (`cp -a`, untimed) and compacts
+with the same target size (`--target-mb`, 256 MiB: one output file per partition for both):
+
+* **ours**: `python -c` calling `maintenance.optimize.optimize(path, target_size=...)` (local engine:
+  pyarrow on a thread pool);
+* **ours CLI**: `python -m airflow_delta_provider.cli optimize --json --target-size-mb N` (the `deltalog` face);
+* **delta-rs**: `python -c` calling `DeltaTable(path).optimize.compact(target_size=...)`;
+* floors, for context: **cat** (every data file read once to /dev/null: the bytes in) and **pyarrow**
+  (each partition's files read one by one with `pq.read_table`, concatenated and written as one snappy
+  file, two partitions at a time: the same rewrite with no Delta log, no stats, no fsync).
+
+Rounds are round-robin with the order rotated each round; medians of `--reps` are reported. Wall time
+is spawn to exit; CPU (user+sys) and peak RSS come from `os.wait4` (the child and the descendants it
+waited for), and the process tree's RSS and CPU are also sampled every 0.2 s (a JVM a Python driver
+does not wait for is counted only there). "others' CPU" is the share of the machine's CPU time that
+other processes used during the run (from /proc/stat): wall times with a high share are not comparable.
+After each run the copy is checked, untimed, with delta-rs (`SELECT count(*), sum(checksum)`, active
+files, partitions, last operation): ours and delta-rs must give the source's rows and checksum and the
+same number of files.
+
+Spark (`python -m airflow_delta_provider.cli optimize --engine spark --master local[2]`) runs once per
+size in `--spark-files` (default 1,000 and 2,000 files of the same size), to show that its time beyond
+the fixed JVM start grows linearly with bytes; the local engine is timed at the same sizes.
+
+The machine is shared: before each timed command the run waits (up to `--max-wait` s) until the
+1-minute load average is below `--max-load` and other processes use less than `--max-busy` of the CPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import benchlib
+
+MIB = 2**20
+
+# -- child programs (argv: table path, then program-specific values); each prints one JSON line ------------
+
+OURS = """
+import json, sys
+from airflow_delta_provider.delta.maintenance.optimize import optimize
+d = optimize(sys.argv[1], target_size=int(sys.argv[2])).to_dict()
+print(json.dumps({"version": d["version"], "removed": d["num_files_removed"], "added": d["num_files_added"]}))
+"""
+
+DELTARS = """
+import json, sys
+from deltalake import DeltaTable
+m = DeltaTable(sys.argv[1]).optimize.compact(target_size=int(sys.argv[2]))
+print(json.dumps({"removed": m["numFilesRemoved"], "added": m["numFilesAdded"]}))
+"""
+
+PYARROW_FLOOR = """
+import json, os, sys
+from concurrent.futures import ThreadPoolExecutor
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+root = sys.argv[1]
+parts = sorted(d for d in os.listdir(root) if not d.startswith(("_", ".")))
+def rewrite(part):
+    d = os.path.join(root, part)
+    files = [os.path.join(d, f) for f in sorted(os.listdir(d)) if f.endswith(".parquet")]
+    t = pa.concat_tables([pq.read_table(f) for f in files])
+    pq.write_table(t, os.path.join(d, "compacted.floor.parquet"), compression="snappy")
+    return t.num_rows, pc.sum(t["checksum"]).as_py()
+with ThreadPoolExecutor(2) as pool:
+    out = list(pool.map(rewrite, parts))
+print(json.dumps({"rows": sum(n for n, _ in out), "checksum": sum(s for _, s in out), "added": len(out)}))
+"""
+
+VERIFY = """
+import json, sys
+import pyarrow as pa
+from deltalake import DeltaTable, QueryBuilder
+dt = DeltaTable(sys.argv[1])
+reader = QueryBuilder().register("t", dt).execute("SELECT count(*) AS n, sum(checksum) AS s FROM t")
+n, s = pa.table(reader.read_all()).to_pylist()[0].values()
+adds = pa.table(dt.get_add_actions(flatten=True))
+print(json.dumps({"version": dt.version(), "rows": n, "checksum": s, "files": adds.num_rows,
+                  "partitions": len(set(adds.column("partition.part").to_pylist())),
+                  "last_operation": dt.history(1)[0]["operation"]}))
+"""
+
+GENERATE = """
+import json, sys
+import numpy as np
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+path, files, partitions, rows = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rng = np.random.default_rng(2024)
+letters = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", dtype="S1")
+total, checksum, start = 0, 0, 0
+for _ in range(files // partitions):
+    n = rows * partitions
+    t = pa.table({
+        "id": pa.array(np.arange(start, start + n, dtype=np.int64)),
+        "part": pa.array([f"p{i:02d}" for i in range(partitions) for _ in range(rows)]),
+        "amount": pa.array(rng.normal(100, 30, n).round(2)),
+        "qty": pa.array(rng.integers(0, 1000, n, dtype=np.int32)),
+        "name": pa.array(rng.choice(letters, size=(n, 8)).view("S8").ravel().astype(str)),
+        "ts": pa.array(np.datetime64("2025-01-01") + rng.integers(0, 864 * 10**8, n).astype("timedelta64[us]"),
+                       pa.timestamp("us", tz="UTC")),
+        "checksum": pa.array(rng.integers(0, 10**6, n, dtype=np.int64)),
+    })
+    write_deltalake(path, t, mode="append", partition_by=["part"])
+    total += n
+    checksum += int(t["checksum"].to_numpy().sum())
+    start += n
+adds = pa.table(DeltaTable(path).get_add_actions(flatten=True))
+sizes = adds.column("size_bytes").to_pylist()
+print(json.dumps({"files": len(sizes), "bytes": sum(sizes), "rows": total, "checksum": checksum,
+                  "partitions": partitions, "mean_file_kib": sum(sizes) / len(sizes) / 1024}))
+"""
+
+
+# -- data ---------------------------------------------------------------------------------------------------
+
+
+def ensure_data(files: int, partitions: int, rows_per_file: int) -> tuple[Path, dict[str, Any]]:
+    """The cached source table (generated once) and its manifest."""
+    src = benchlib.DATA / f"optimize-{files}x{partitions}-{rows_per_file}"
+    manifest = src / benchlib.MANIFEST
+    if manifest.exists():
+        return src, json.loads(manifest.read_text())
+    if src.exists():
+        shutil.rmtree(src)
+    print(f"generating {files} files in {partitions} partitions at {src} ...", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    out = subprocess.run(
+        [benchlib.python(), "-c", GENERATE, str(src), str(files), str(partitions), str(rows_per_file)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    facts = json.loads(out.strip().splitlines()[-1])
+    manifest.write_text(json.dumps(facts))
+    print(f"  done in {time.perf_counter() - t0:.0f}s: {facts}", file=sys.stderr)
+    return src, facts
+
+
+# -- timing -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Sample:
+    wall: float
+    cpu: float
+    rss_mib: float
+    tree_rss_mib: float
+    payload: dict[str, Any]
+    check: dict[str, Any] = field(default_factory=dict)
+    load: float = 0.0
+    #: share of the machine's CPU time that other processes used while this one ran
+    others: float = 0.0
+
+
+@dataclass
+class Command:
+    name: str
+    argv: list[str]  # `{table}` is replaced by the copy's path
+    kind: str  # "table": a Delta table checked afterwards; "floor"
+    samples: list[Sample] = field(default_factory=list)
+
+    def med(self, attr: str) -> float:
+        return statistics.median(getattr(s, attr) for s in self.samples) if self.samples else float("nan")
+
+
+def _tree_usage(root: int) -> tuple[int, dict[int, int]]:
+    """`root` and its descendants (from /proc): total VmRSS in KiB, and CPU clock ticks per process."""
+    children: dict[int, list[int]] = {}
+    stats: dict[int, tuple[int, int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as fh:
+                fields = fh.read().rpartition(")")[2].split()
+            with open(f"/proc/{entry.name}/status") as fh:
+                kib = next((int(x.split()[1]) for x in fh if x.startswith("VmRSS:")), 0)
+        except (OSError, ValueError, IndexError):
+            continue
+        pid = int(entry.name)
+        children.setdefault(int(fields[1]), []).append(pid)
+        stats[pid] = (kib, int(fields[11]) + int(fields[12]))  # utime + stime
+    rss, ticks, stack = 0, {}, [root]
+    while stack:
+        pid = stack.pop()
+        if pid in stats:
+            rss += stats[pid][0]
+            ticks[pid] = stats[pid][1]
+        stack.extend(children.get(pid, []))
+    return rss, ticks
+
+
+def _cpu_ticks() -> tuple[int, int]:
+    """(busy, total) clock ticks of all CPUs so far, from /proc/stat."""
+    with open("/proc/stat") as fh:
+        fields = [int(x) for x in fh.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
+
+
+def run_timed(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> Sample:
+    """Run `argv`: wall (spawn to exit); CPU and peak RSS from wait4 (the child and the descendants it
+    waited for) or from sampling the process tree every 0.2 s, whichever is larger (a JVM that a Python
+    driver does not wait for shows only in the samples)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        busy0, total0 = _cpu_ticks()
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd, env=env)
+        peak = [0]
+        ticks: dict[int, int] = {}
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.wait(0.2):
+                rss, now = _tree_usage(proc.pid)
+                peak[0] = max(peak[0], rss)
+                ticks.update(now)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        busy1, total1 = _cpu_ticks()
+        timer.cancel()
+        done.set()
+        sampler.join()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:4])}... exited {proc.returncode}:\n{stderr[-3000:]}")
+    rss = usage.ru_maxrss / 1024
+    hz = os.sysconf("SC_CLK_TCK")
+    cpu = max(usage.ru_utime + usage.ru_stime, sum(ticks.values()) / hz)
+    others = max(0.0, (busy1 - busy0 - cpu * hz) / max(total1 - total0, 1))
+    return Sample(wall, cpu, rss, max(rss, peak[0] / 1024), _json_payload(stdout), others=others)
+
+
+def _json_payload(stdout: str) -> dict[str, Any]:
+    """The child's answer: its whole output as JSON (the CLI's indented `--json`), else its last JSON line."""
+    try:
+        return json.loads(stdout)
+    except ValueError:
+        lines = [line for line in stdout.splitlines() if line.startswith("{")]
+        return json.loads(lines[-1]) if lines else {}
+
+
+def wait_for_quiet(max_load: float, max_busy: float, max_wait: float) -> float:
+    """Wait (up to `max_wait` s) until the 1-minute load average is below `max_load` and other processes
+    use less than `max_busy` of the CPUs (over 1 s: between two commands nothing of ours runs); return
+    the load average."""
+    deadline = time.monotonic() + max_wait
+    while time.monotonic() < deadline:
+        if os.getloadavg()[0] <= max_load and benchlib.cpu_busy(1.0) <= max_busy:
+            break
+        time.sleep(2)
+    return os.getloadavg()[0]
+
+
+def verify(table: Path, env: dict[str, str], cwd: Path) -> dict[str, Any]:
+    out = subprocess.run(
+        [benchlib.python(), "-c", VERIFY, str(table)], env=env, cwd=cwd, capture_output=True, text=True
+    )
+    if out.returncode:
+        raise RuntimeError(out.stderr[-3000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_once(cmd: Command, src: Path, work: Path, env: dict[str, str], cwd: Path, args: argparse.Namespace) -> Sample:
+    """Copy `src` (untimed), run `cmd` on the copy (timed), check the result (untimed), remove the copy."""
+    copy = work / cmd.name.replace(" ", "-")
+    subprocess.run(["cp", "-a", str(src), str(copy)], check=True)
+    load = wait_for_quiet(args.max_load, args.max_busy, args.max_wait)
+    try:
+        argv = [str(copy) if a == "{table}" else a for a in cmd.argv]
+        sample = run_timed(argv, env, cwd, args.timeout)
+        sample.load = load
+        if cmd.kind == "table":
+            sample.check = verify(copy, env, cwd)
+    finally:
+        shutil.rmtree(copy)
+    print(
+        f"  {cmd.name}: {sample.wall:.2f}s wall, {sample.cpu:.2f}s cpu, {sample.tree_rss_mib:.0f} MiB, "
+        f"load {load:.2f}, others {sample.others:.0%} "
+        f"{json.dumps(_brief(sample.payload))} {json.dumps(sample.check)}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return sample
+
+
+def _brief(payload: dict[str, Any]) -> dict[str, Any]:
+    """A child's answer without its per-partition detail (for the progress lines)."""
+    return {k: v for k, v in payload.items() if not isinstance(v, dict | list)}
+
+
+def check_results(commands: list[Command], facts: dict[str, Any], partitions: int) -> list[str]:
+    """The answers every run must give: the source's rows and checksum, the same number of files."""
+    problems = []
+    counts = set()
+    for cmd in commands:
+        for s in cmd.samples:
+            got = s.check or s.payload
+            if cmd.kind == "table" or "rows" in got:
+                if (got.get("rows"), got.get("checksum")) != (facts["rows"], facts["checksum"]):
+                    problems.append(f"{cmd.name}: rows/checksum {got.get('rows')}/{got.get('checksum')}")
+            if cmd.kind == "table":
+                counts.add(got["files"])
+                if got["last_operation"] != "OPTIMIZE":
+                    problems.append(f"{cmd.name}: last operation {got['last_operation']}")
+    if len(counts) > 1:
+        problems.append(f"the engines left different numbers of files: {sorted(counts)}")
+    if counts and counts != {partitions}:
+        problems.append(f"expected one file per partition ({partitions}), got {sorted(counts)}")
+    return problems
+
+
+# -- report -------------------------------------------------------------------------------------------------
+
+
+def md_table(header: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return "\n".join(out + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--files", type=int, default=2000)
+    p.add_argument("--partitions", type=int, default=20)
+    p.add_argument("--rows-per-file", type=int, default=2600, help="~100 KiB per file with the default schema")
+    p.add_argument("--target-mb", type=int, default=256)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--spark-files", default="1000,2000", help="sizes (files) for the Spark runs")
+    p.add_argument("--no-spark", action="store_true")
+    p.add_argument("--commands", help="run only these of the main table's commands (comma-separated names)")
+    p.add_argument("--max-load", type=float, default=1.5, help="wait for a 1-min load average below this")
+    p.add_argument("--max-busy", type=float, default=0.15, help="... and other processes below this CPU share")
+    p.add_argument("--max-wait", type=float, default=900, help="seconds to wait for that before each command")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds before a timed command is killed")
+    p.add_argument("--json", type=Path)
+    p.add_argument("--markdown", type=Path)
+    args = p.parse_args(argv)
+
+    root, fingerprint = benchlib.snapshot_library()
+    env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
+    machine = benchlib.machine_info()
+    print(f"library {fingerprint}, loadavg {machine['loadavg']}", file=sys.stderr)
+    target = args.target_mb * MIB
+    py = benchlib.python()
+    cli = [py, "-m", "airflow_delta_provider.cli", "optimize", "--json", "--target-size-mb", str(args.target_mb)]
+    src, facts = ensure_data(args.files, args.partitions, args.rows_per_file)
+    commands = [
+        Command("ours", [py, "-c", OURS, "{table}", str(target)], "table"),
+        Command("ours CLI", [*cli, "{table}"], "table"),
+        Command("delta-rs", [py, "-c", DELTARS, "{table}", str(target)], "table"),
+        Command("floor: pyarrow rewrite", [py, "-c", PYARROW_FLOOR, "{table}"], "floor"),
+        Command(
+            "floor: cat", ["sh", "-c", "find \"$0\" -name '*.parquet' -exec cat {} + > /dev/null", "{table}"], "floor"
+        ),
+    ]
+    if args.commands:
+        wanted = {c.strip() for c in args.commands.split(",")}
+        commands = [c for c in commands if c.name in wanted]
+    work = benchlib.scratch_dir()
+    spark_rows: list[dict[str, Any]] = []
+    try:
+        for r in range(args.reps):
+            shift = r % len(commands)
+            for cmd in commands[shift:] + commands[:shift]:
+                cmd.samples.append(run_once(cmd, src, work, env, root, args))
+            print(f"round {r + 1}/{args.reps} done", file=sys.stderr, flush=True)
+        problems = check_results(commands, facts, args.partitions)
+        if not args.no_spark:
+            for n in [int(x) for x in args.spark_files.split(",") if x]:
+                s_src, s_facts = ensure_data(n, args.partitions, args.rows_per_file)
+                spark = Command(
+                    "Spark local[2]",
+                    [*cli[:4], "--engine", "spark", "--master", "local[2]", *cli[4:], "{table}"],
+                    "table",
+                )
+                local = Command("ours", [py, "-c", OURS, "{table}", str(target)], "table")
+                for cmd in (spark, local):
+                    cmd.samples.append(run_once(cmd, s_src, work, env, root, args))
+                problems += check_results([spark, local], s_facts, args.partitions)
+                spark_rows.append(
+                    {"files": n, "bytes": s_facts["bytes"], "spark": spark.samples[0], "ours": local.samples[0]}
+                )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    by_name = {c.name: c for c in commands}
+    ratio = (
+        by_name["ours"].med("wall") / by_name["delta-rs"].med("wall") if {"ours", "delta-rs"} <= set(by_name) else None
+    )
+    parts = [
+        f"## OPTIMIZE: {facts['files']:,} files, {facts['bytes'] / MIB:.0f} MiB "
+        f"(mean {facts['mean_file_kib']:.0f} KiB), "
+        f"{args.partitions} partitions, target {args.target_mb} MiB\n",
+        f"library `{fingerprint}`, {machine['cpu']}, {machine['nproc']} CPUs, deltalake {machine.get('deltalake')}, "
+        f"pyarrow {machine.get('pyarrow')}; load at start {machine['loadavg']}; median of {args.reps}\n",
+        md_table(
+            ["command", "wall s (median)", "min-max", "CPU s", "peak RSS MiB", "files after", "others' CPU"],
+            [
+                [
+                    c.name,
+                    f"{c.med('wall'):.2f}",
+                    f"{min(s.wall for s in c.samples):.2f}-{max(s.wall for s in c.samples):.2f}",
+                    f"{c.med('cpu'):.2f}",
+                    f"{c.med('tree_rss_mib'):.0f}",
+                    str(c.samples[0].check.get("files", c.samples[0].payload.get("added", ""))),
+                    f"{statistics.median(s.others for s in c.samples):.0%}",
+                ]
+                for c in commands
+            ],
+        ),
+    ]
+    if ratio is not None:
+        parts.append(
+            f"\nours / delta-rs wall: **{ratio:.2f}x** (target <= 1.0x: {'met' if ratio <= 1.0 else 'MISSED'})"
+        )
+    if spark_rows:
+        rows = [
+            [
+                f"{x['files']:,}",
+                f"{x['bytes'] / MIB:.0f}",
+                f"{x['spark'].wall:.1f}",
+                f"{x['spark'].tree_rss_mib:.0f}",
+                f"{x['ours'].wall:.2f}",
+            ]
+            for x in spark_rows
+        ]
+        parts += ["\n### Spark local[2] (one run per size) vs the local engine\n"]
+        parts.append(md_table(["files", "MiB", "Spark wall s", "Spark tree RSS MiB", "ours wall s"], rows))
+        if len(spark_rows) >= 2:
+            a, b = spark_rows[0], spark_rows[-1]
+            per_gib = (b["spark"].wall - a["spark"].wall) / ((b["bytes"] - a["bytes"]) / 2**30)
+            fixed = a["spark"].wall - per_gib * a["bytes"] / 2**30
+            parts.append(f"\nSpark: {per_gib:.1f} s per extra GiB, intercept (fixed cost) {fixed:.1f} s")
+    if problems:
+        parts.append("\n**WRONG ANSWERS**: " + "; ".join(problems))
+    report = "\n".join(parts)
+    print(report)
+    if args.markdown:
+        args.markdown.write_text(report + "\n")
+    if args.json:
+        raw = {
+            "machine": machine,
+            "facts": facts,
+            "commands": {c.name: [s.__dict__ for s in c.samples] for c in commands},
+            "spark": [
+                {"files": x["files"], "bytes": x["bytes"], "spark": x["spark"].__dict__, "ours": x["ours"].__dict__}
+                for x in spark_rows
+            ],
+            "problems": problems,
+        }
+        args.json.write_text(json.dumps(raw, indent=1, default=str))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
