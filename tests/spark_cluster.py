@@ -162,3 +162,27 @@ def spark_submit(
         argv += ["--conf", f"{key}={value}"]
     argv += [job_script(), *job_args]
     return subprocess.run(argv, env=env or spark_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def local_session(app_name: str) -> pyspark.sql.SparkSession:
+    """A `local[2]` SparkSession as the engine tests use it: the engine's settings, this venv's Python on
+    the executors (`mapInArrow` needs pyarrow), two shuffle partitions, no UI, errors-only logging."""
+    from pyspark.sql import SparkSession
+
+    from airflow_delta_provider.delta.engines.spark import SPARK_CONF
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    builder = SparkSession.builder.master("local[2]").appName(app_name)
+    conf = {
+        **SPARK_CONF,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.default.parallelism": "2",
+        "spark.sql.shuffle.partitions": "2",
+    }
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session

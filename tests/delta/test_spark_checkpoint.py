@@ -51,24 +51,11 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module")
 def engine():
-    from pyspark.sql import SparkSession
+    from spark_cluster import local_session
 
-    from airflow_delta_provider.delta.engines.spark import SPARK_CONF, SparkEngine
+    from airflow_delta_provider.delta.engines.spark import SparkEngine
 
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    builder = SparkSession.builder.master("local[2]").appName("delta-checkpoint-tests")
-    conf = {
-        **SPARK_CONF,
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.default.parallelism": "2",
-        "spark.sql.shuffle.partitions": "2",
-    }
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session("delta-checkpoint-tests")
     yield SparkEngine(spark, snapshot_partitions=4)
     spark.stop()
 

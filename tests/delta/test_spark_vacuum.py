@@ -33,24 +33,9 @@ OLD = time.time() - 30 * 86_400
 
 @pytest.fixture(scope="module")
 def spark():
-    from pyspark.sql import SparkSession
+    from spark_cluster import local_session
 
-    from airflow_delta_provider.delta.engines.spark import SPARK_CONF
-
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    builder = SparkSession.builder.master("local[2]").appName("delta-vacuum-tests")
-    conf = {
-        **SPARK_CONF,
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.default.parallelism": "2",
-        "spark.sql.shuffle.partitions": "2",
-    }
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_session("delta-vacuum-tests")
     yield session
     session.stop()
 

@@ -29,6 +29,7 @@ from airflow_delta_provider.delta.delta_log import DeltaLog  # noqa: E402
 from airflow_delta_provider.delta.errors import InvalidArgumentError, OperationNotAllowedError  # noqa: E402
 from airflow_delta_provider.delta.maintenance.vacuum import vacuum  # noqa: E402
 from airflow_delta_provider.delta.protocol.actions import AddFile, DeletionVectorDescriptor  # noqa: E402
+from airflow_delta_provider.delta.protocol.deletion_vectors import z85_encode  # noqa: E402
 from airflow_delta_provider.delta.protocol.vacuum import (  # noqa: E402
     ListedFile,
     LoggedFile,
@@ -41,19 +42,6 @@ from airflow_delta_provider.delta.storage import LocalLogStore  # noqa: E402
 
 DAY_MS = 86_400_000
 ROOT = "file:///t"
-_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
-
-
-def z85_encode(data: bytes) -> str:
-    out = []
-    for i in range(0, len(data), 4):
-        value = int.from_bytes(data[i : i + 4], "big")
-        chars = []
-        for _ in range(5):
-            value, r = divmod(value, 85)
-            chars.append(_Z85[r])
-        out.append("".join(reversed(chars)))
-    return "".join(out)
 
 
 def later(days: float) -> int:
