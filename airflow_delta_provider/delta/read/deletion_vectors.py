@@ -33,7 +33,8 @@ PORTABLE_MAGIC = 1681511377
 NATIVE_MAGIC = 1681511376
 #: Row indexes must keep the sign bit clear (PROTOCOL.md: every bitmap key has a 0 most significant bit).
 _MAX_ROW_INDEX = 2**63 - 1
-_EMPTY = pa.array([], type=pa.uint64())
+# Not `pa.array([])`: converting a Python object makes pyarrow import pandas (~0.5 s in every process).
+_EMPTY = pa.nulls(0, pa.uint64())
 
 
 def store_path(store: LogStore, table_root: str, logged_path: str) -> str:
