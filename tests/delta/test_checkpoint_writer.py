@@ -186,6 +186,15 @@ def test_last_checkpoint_renders_with_checksum_and_parses_back():
     assert parse_last_checkpoint(data.replace(b'"size":12', b'"size":13')) is None  # checksum no longer matches
 
 
+def test_last_checkpoint_of_a_multi_part_checkpoint_has_parts_after_size():
+    data = render_last_checkpoint(7, size=12, size_in_bytes=3456, num_of_add_files=9, parts=3)
+    obj = json.loads(data)
+    assert list(obj) == ["version", "size", "parts", "sizeInBytes", "numOfAddFiles", "checksum"]  # Spark's order
+    assert obj["parts"] == 3 and json_checksum(obj) == obj["checksum"]
+    hint = parse_last_checkpoint(data)
+    assert hint is not None and hint.parts == 3
+
+
 def _metadata(fields: list[dict[str, Any]], partitions: tuple[str, ...] = (), **conf: str) -> Metadata:
     schema = json.dumps({"type": "struct", "fields": fields})
     return Metadata(id="m", schema_string=schema, partition_columns=partitions, configuration=conf)

@@ -31,14 +31,13 @@ one sidecar or multi-part part per partition); steps 1 and 5 and the Parquet lay
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import re
 import signal
 import uuid
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -62,8 +61,8 @@ from ..protocol.checkpoints import (
     sidecar_ranges,
     v2_checkpoint_name,
 )
-from ..protocol.filenames import LAST_CHECKPOINT_NAME, SIDECAR_DIR_NAME, LogFileKind, ParsedLogPath
-from ..protocol.last_checkpoint import CHECKSUM_KEY, json_checksum, parse_last_checkpoint, render_last_checkpoint
+from ..protocol.filenames import LAST_CHECKPOINT_NAME, SIDECAR_DIR_NAME, FileInfo, LogFileKind, ParsedLogPath
+from ..protocol.last_checkpoint import parse_last_checkpoint, render_last_checkpoint
 from ..protocol.log_segment import CheckpointInstance
 from ..protocol.table_features import check_can_write
 from ..read import arrow_compute as pc
@@ -76,7 +75,7 @@ from ..read.arrow_build import (
     string_array,
     string_scalar,
 )
-from ..read.checkpoint import read_checkpoint
+from ..read.checkpoint import CheckpointData, read_checkpoint
 from ..read.file_state import ADD_SCHEMA, REMOVE_SCHEMA
 from ..snapshot import Snapshot
 from ..storage import LogStore, local_path
@@ -182,6 +181,8 @@ class _Content:
     removes: pa.Table
     written: list[str] = field(default_factory=list)  # paths this write created, in order
     digests: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (length, CRC-32) written
+    produced: dict[str, bytes] = field(default_factory=dict)  # path -> the bytes put there
+    read_back: Future[CheckpointData] | None = None  # this library reading `produced` (started early)
 
     @property
     def num_actions(self) -> int:
@@ -235,16 +236,17 @@ def write_checkpoint(
         return existing_result(snapshot, plan, actions, existing.path, existing.size)
     content = _Content(actions, snapshot.add_files_table, _kept_tombstones(snapshot, plan))
     crash_point("before_write")
-    try:
-        num_sidecars, size = _publish(store, log_dir, top, plan, content)
-        crash_point("after_checkpoint_file")
-        _verify(snapshot, store, top, plan, content)
-    except BaseException as exc:  # nothing this call created stays behind (unreferenced sidecars included)
-        store.delete_many(content.written[::-1])
-        if isinstance(exc, FileExistsError) and top not in content.written:  # a racing writer was first
-            info = store.head(top)
-            return existing_result(snapshot, plan, actions, top, info.size if info else 0)
-        raise
+    with ThreadPoolExecutor(max_workers=1) as pool:  # decodes what was produced while it is stored
+        try:
+            num_sidecars, size = _publish(store, log_dir, top, plan, content, pool=pool, table=table)
+            crash_point("after_checkpoint_file")
+            _verify(snapshot, store, top, plan, content)
+        except BaseException as exc:  # nothing this call created stays behind (unreferenced sidecars included)
+            store.delete_many(content.written[::-1])
+            if isinstance(exc, FileExistsError) and top not in content.written:  # a racing writer was first
+                info = store.head(top)
+                return existing_result(snapshot, plan, actions, top, info.size if info else 0)
+            raise
     updated = update_last_checkpoint(
         store,
         log_dir,
@@ -369,8 +371,20 @@ def _num_actions(plan: CheckpointPlan, content: _Content, num_sidecars: int) -> 
 # -- publishing ------------------------------------------------------------------------------------------
 
 
-def _publish(store: LogStore, log_dir: str, top: str, plan: CheckpointPlan, content: _Content) -> tuple[int, int]:
-    """Write sidecars (V2, many files) then the top-level file; (number of sidecars, total bytes)."""
+def _publish(
+    store: LogStore,
+    log_dir: str,
+    top: str,
+    plan: CheckpointPlan,
+    content: _Content,
+    *,
+    pool: Executor | None = None,
+    table: str = "",
+) -> tuple[int, int]:
+    """Write sidecars (V2, many files) then the top-level file; (number of sidecars, total bytes).
+
+    With a `pool`, the reader starts on the produced bytes (`_read_back`) while the top-level file is
+    being stored: `_verify` then proves the stored bytes equal them."""
     files = content.adds.num_rows + content.removes.num_rows
     parts = plan.num_sidecars(files)
     sidecars: list[dict[str, Any]] = []
@@ -382,6 +396,7 @@ def _publish(store: LogStore, log_dir: str, top: str, plan: CheckpointPlan, cont
             path = store.join(log_dir, SIDECAR_DIR_NAME, name)
             adds, removes = _file_slice(content, start, stop)
             data = checkpoint_parquet(plan, adds, removes, sidecar_file=True)
+            content.produced[path] = data
             _put(store, path, data, content)
             info = store.head(path)
             mtime = info.modification_time if info is not None else 0
@@ -390,6 +405,9 @@ def _publish(store: LogStore, log_dir: str, top: str, plan: CheckpointPlan, cont
         crash_point("sidecars_written")
     adds, removes = _file_slice(content, 0, 0 if parts else files)
     data = checkpoint_parquet(plan, adds, removes, actions=content.actions, sidecars=sidecars)
+    content.produced[top] = data
+    if pool is not None:
+        content.read_back = pool.submit(_read_back, table, log_dir, store, top, plan, content.produced)
     crash_point("temp_file_half_written", temp_of=(top, data))
     _put(store, top, data, content)
     return len(sidecars), size + len(data)
@@ -690,32 +708,69 @@ def stored_digest(store: LogStore, path: str) -> tuple[int, int]:
     return length, crc
 
 
+class _Produced:
+    """A read-only view of storage in which the files this call produced read from memory."""
+
+    def __init__(self, store: LogStore, produced: Mapping[str, bytes]) -> None:
+        self.store, self.produced = store, produced
+
+    def open(self, path: str) -> Any:
+        data = self.produced.get(path)
+        return self.store.open(path) if data is None else pa.BufferReader(data)
+
+    def read_bytes(self, path: str) -> bytes:
+        data = self.produced.get(path)
+        return self.store.read_bytes(path) if data is None else data
+
+    def head(self, path: str) -> FileInfo | None:
+        data = self.produced.get(path)
+        return self.store.head(path) if data is None else FileInfo(path, len(data), 0)
+
+    def join(self, base: str, *parts: str) -> str:
+        return self.store.join(base, *parts)
+
+
+def _read_back(
+    table: str, log_dir: str, store: LogStore, top: str, plan: CheckpointPlan, produced: Mapping[str, bytes]
+) -> CheckpointData:
+    """This library's reader on the checkpoint at `top` (sidecars followed), its produced files from memory."""
+    view = _Produced(store, produced)
+    info = view.head(top)
+    if info is None:
+        raise CheckpointMismatchError("The published checkpoint is missing", table=table, file=top.rsplit("/", 1)[-1])
+    kind = LogFileKind.CHECKPOINT_CLASSIC if plan.name else LogFileKind.CHECKPOINT_UUID
+    uid = None if plan.name else info.name.split(".")[2]
+    instance = CheckpointInstance(
+        plan.version, kind, (ParsedLogPath(info, plan.version, kind, uid, extension="parquet"),)
+    )
+    return read_checkpoint(table, log_dir, view, instance, lazy_stats_bytes=0)  # type: ignore[arg-type]
+
+
 def _verify(snapshot: Snapshot, store: LogStore, top: str, plan: CheckpointPlan, content: _Content) -> None:
     """Check the published checkpoint before anything points at it, in two ways.
 
     Storage: every file written (sidecars too) reads back with the length and CRC-32 of the bytes
     produced (a torn or mixed upload, delta-rs #4433, fails here). Content: this library's reader
-    reads it (sidecars followed) and every action matches, row by row in written order, the state it
-    was written from: protocol, metadata, txns, domains, and each add and tombstone field but the
-    stats string, which is not decoded again (the bytes that hold it were just checked).
+    reads those bytes (sidecars followed; started by `_publish` while they were being stored, so
+    both checks together cover what is stored) and every action matches, row by row in written
+    order, the state it was written from: protocol, metadata, txns, domains, and each add and
+    tombstone field but the stats string, which is not decoded again (the bytes that hold it were
+    just checked).
     """
     name = top.rstrip("/").rsplit("/", 1)[-1]
-    info = store.head(top)
-    if info is None:
+    if store.head(top) is None:
         raise CheckpointMismatchError("The published checkpoint is missing", table=snapshot.table, file=name)
-    kind = LogFileKind.CHECKPOINT_CLASSIC if plan.name else LogFileKind.CHECKPOINT_UUID
-    uid = None if plan.name else name.split(".")[2]
-    instance = CheckpointInstance(
-        plan.version, kind, (ParsedLogPath(info, plan.version, kind, uid, extension="parquet"),)
-    )
+    problems = [
+        f"bytes of {p.rsplit('/', 1)[-1]}" for p in content.digests if content.digests[p] != stored_digest(store, p)
+    ]
     error: DeltaError | None = None
-    with ThreadPoolExecutor(max_workers=1) as pool:  # hash the stored bytes while the reader decodes them
-        stored = pool.submit(lambda: {p: stored_digest(store, p) for p in content.digests})
-        try:
-            data = read_checkpoint(snapshot.table, snapshot.log_dir, store, instance, lazy_stats_bytes=0)
-        except DeltaError as exc:
-            error = exc
-        problems = [f"bytes of {p.rsplit('/', 1)[-1]}" for p, d in stored.result().items() if content.digests[p] != d]
+    try:
+        if content.read_back is not None:
+            data = content.read_back.result()
+        else:
+            data = _read_back(snapshot.table, snapshot.log_dir, store, top, plan, content.produced)
+    except DeltaError as exc:
+        error = exc
     if problems or error is not None:
         what = f"stored differs from the one written ({', '.join(problems)})" if problems else "cannot be read back"
         detail = f" ({error.message})" if error is not None else ""
@@ -762,7 +817,7 @@ def update_last_checkpoint(
         info = store.head(top)
         assert info is not None, "the checkpoint was just verified"
         v2 = {"path": info.name, "sizeInBytes": info.size, "modificationTime": info.modification_time}
-    hint = render_hint(
+    hint = render_last_checkpoint(
         plan.version,
         size=num_actions,
         size_in_bytes=size,
@@ -772,25 +827,3 @@ def update_last_checkpoint(
     )
     store.put(path, hint)
     return True
-
-
-def render_hint(
-    version: int,
-    *,
-    size: int,
-    size_in_bytes: int,
-    num_of_add_files: int,
-    v2_checkpoint: Mapping[str, Any] | None = None,
-    parts: int | None = None,
-) -> bytes:
-    """`render_last_checkpoint`, with `parts` after `size` for a multi-part checkpoint (Spark's order)."""
-    data = render_last_checkpoint(
-        version, size=size, size_in_bytes=size_in_bytes, num_of_add_files=num_of_add_files, v2_checkpoint=v2_checkpoint
-    )
-    if parts is None:
-        return data
-    rendered = json.loads(data)
-    obj: dict[str, Any] = {"version": version, "size": size, "parts": parts}
-    obj.update((k, v) for k, v in rendered.items() if k not in obj and k != CHECKSUM_KEY)
-    obj[CHECKSUM_KEY] = json_checksum(obj)
-    return json.dumps(obj, separators=(",", ":")).encode("utf-8")

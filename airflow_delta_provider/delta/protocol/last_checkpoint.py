@@ -70,9 +70,14 @@ def render_last_checkpoint(
     size_in_bytes: int,
     num_of_add_files: int,
     v2_checkpoint: Mapping[str, Any] | None = None,
+    parts: int | None = None,
 ) -> bytes:
-    """The `_last_checkpoint` content Spark writes (`LastCheckpointInfo`), checksum last."""
-    obj: dict[str, Any] = {"version": version, "size": size, "sizeInBytes": size_in_bytes}
+    """The `_last_checkpoint` content Spark writes (`LastCheckpointInfo`; `parts` for a multi-part
+    checkpoint), checksum last."""
+    obj: dict[str, Any] = {"version": version, "size": size}
+    if parts is not None:
+        obj["parts"] = parts
+    obj["sizeInBytes"] = size_in_bytes
     obj["numOfAddFiles"] = num_of_add_files
     if v2_checkpoint is not None:
         obj["v2Checkpoint"] = dict(v2_checkpoint)
