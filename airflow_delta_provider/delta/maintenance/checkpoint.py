@@ -16,9 +16,10 @@ Steps, in order (each a crash point for tests, see `KILL_AT_ENV`):
    the top-level file. A classic checkpoint that already exists is not overwritten (it may be the
    only anchor of a cleaned log, and ours could not be checked before it replaced it).
 4. Verify (`_verify`): every file written reads back with the length and CRC-32 of the bytes
-   produced, and this library's reader reads the checkpoint back with protocol, metadata, txns,
-   domains and every add/remove field equal, row by row, to the state it was written from. On a
-   difference the files this call created are deleted and `CheckpointMismatchError` is raised.
+   produced, and this library's reader, run on those bytes while the top-level file is being
+   stored, finds protocol, metadata, txns, domains and every add/remove field equal, row by row, to
+   the state it was written from. On a difference the files this call created are deleted and
+   `CheckpointMismatchError` is raised.
 5. `_last_checkpoint`: read it, and write ours only when it is missing, unreadable or older (never
    moved backwards; two racing writers can still both pass the check, as in Spark).
 
