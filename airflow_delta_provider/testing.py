@@ -37,7 +37,7 @@ File names: a name without ``/`` is placed under the partition directory built f
 Hive-escaped, then the whole path is URI-encoded, as Spark does: ``ts=2024-01-01 10:00`` becomes
 ``ts=2024-01-01%2010%253A00``). A name containing ``/`` (or an absolute URI) is logged verbatim.
 
-This module imports only the standard library and the provider's pure `delta.actions` module;
+This module imports only the standard library and the provider's pure `delta.protocol` modules;
 pyarrow is imported when a checkpoint is written. It never imports Airflow, pyspark or deltalake.
 """
 
@@ -53,6 +53,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from airflow_delta_provider.delta.protocol.actions import DeletionVectorDescriptor, file_key
+from airflow_delta_provider.delta.protocol.schema import HIVE_DEFAULT_PARTITION
 
 __all__ = ["ENGINE_INFO", "DeltaLogBuilder", "FileSpec", "partition_path"]
 
@@ -61,8 +62,6 @@ ENGINE_INFO = "airflow-delta-provider-testing"
 
 DEFAULT_START_TIME_MS = 1_700_000_000_000
 """Commit 0's timestamp unless `start_time_ms` is given (2023-11-14T22:13:20Z)."""
-
-HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 JsonDict = dict[str, Any]
 SchemaSpec = Mapping[str, Any]

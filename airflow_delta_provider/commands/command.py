@@ -22,6 +22,7 @@ from ..delta.delta_log import DeltaLog
 from ..delta.errors import DeltaError, InvalidArgumentError, ResourceLimitError, check_int, check_number
 from ..delta.protocol.actions import AddFile, action_to_json
 from ..delta.protocol.history import to_epoch_ms
+from ..delta.protocol.optimize import DEFAULT_MIN_NUM_FILES, DEFAULT_SMALL_FILE_MB
 from ..delta.protocol.predicate import parse_predicate
 from ..delta.storage import is_local, local_path
 from .checks import KNOWN_CHECKS, evaluate_checks, failed_checks_message, small_file_bytes, validate_checks
@@ -105,12 +106,12 @@ class Request:
     #: optimize: bytes per output file (default: delta.targetFileSize, else 256 MiB)
     target_size: int | None = None
     #: optimize: a partition needs this many candidate files
-    min_num_files: int = 2
+    min_num_files: int = DEFAULT_MIN_NUM_FILES
     #: optimize: commit after each batch of bins of about this many input bytes
     max_commit_bytes: int | None = None
     #: optimize: compact only partitions where at least this share of files is under `small_file_mb`
     min_small_file_ratio: float | None = None
-    small_file_mb: float = 32.0
+    small_file_mb: float = DEFAULT_SMALL_FILE_MB
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:

@@ -117,6 +117,14 @@ class Snapshot:
     def column_mapping_mode(self) -> str:
         return column_mapping_mode(self.metadata.configuration)
 
+    @property
+    def physical_partition_columns(self) -> dict[str, str]:
+        """Logical partition column -> its key in `partitionValues` and its directory name (the physical
+        name under column mapping), in partition column order."""
+        from .protocol.schema import physical_partition_columns
+
+        return physical_partition_columns(self.schema, self.partition_columns, self.column_mapping_mode)
+
     @cached_property
     def commit_info(self) -> CommitInfo | None:
         """The commitInfo of the commit at this version (read on demand when replay did not see it)."""
@@ -205,10 +213,8 @@ class Snapshot:
         from .protocol.schema import parse_partition_value
 
         out: dict[str, Any] = {}
-        mapped = self.column_mapping_mode != "none"
-        for name in self.partition_columns:
+        for name, key in self.physical_partition_columns.items():
             field = self.schema.get(name)
-            key = field.physical_name if (field is not None and mapped) else name
             raw = add.partition_values.get(key, add.partition_values.get(name))
             out[name] = raw if field is None else parse_partition_value(raw, field.type_name)
         return out
@@ -226,12 +232,15 @@ class Snapshot:
         *,
         partition_filters: Iterable[Sequence[Any]] | None = None,
         data_filters: Iterable[Sequence[Any]] | None = None,
+        with_stats: bool = False,
     ) -> list[AddFile]:
         """Active files that may hold rows matching `where` and the filters (partition pruning + data skipping).
 
         :param where: a predicate (`protocol.predicate` grammar: text, or a parsed expression), on any column.
         :param partition_filters: `(column, op, value)` tuples on partition columns, ANDed with `where`.
         :param data_filters: the same on any column. A list given as `where` is read as `partition_filters`.
+        :param with_stats: the files returned carry their stats even when a predicate on partition columns
+            alone does not need them (without a predicate they always do).
         """
         from .protocol.predicate import Expr, parse_predicate
         from .read.file_index import file_predicate, matching_files
@@ -244,8 +253,8 @@ class Snapshot:
             raise InvalidArgumentError(f"where must be a predicate or its text, got {where!r}", argument="where")
         expr = file_predicate(self.schema, self.partition_columns, where, partition_filters, data_filters)
         parts = {c.casefold() for c in self.partition_columns}
-        with_stats = expr is not None and any(c.casefold() not in parts for c in expr.columns())
-        adds = self.all_files(with_stats=with_stats or expr is None)
+        skipping = expr is not None and any(c.casefold() not in parts for c in expr.columns())
+        adds = self.all_files(with_stats=with_stats or skipping or expr is None)
         if expr is None:
             return list(adds)
         mapped = self.column_mapping_mode != "none"

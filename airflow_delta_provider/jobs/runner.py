@@ -36,6 +36,7 @@ from ..commands.command import (
     write_result,
 )
 from ..delta.errors import DeltaError, InvalidArgumentError
+from ..delta.protocol.optimize import DEFAULT_MIN_NUM_FILES, DEFAULT_SMALL_FILE_MB
 
 #: The actions the job runs (the command layer's that read a snapshot or the commits).
 ACTIONS = ("snapshot", "tombstones", "files", "changes", "checkpoint", "cleanup_log", "vacuum", "optimize")
@@ -65,10 +66,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plan", help="vacuum: apply this plan (JSON of a dry run's result, or a path/URI to it)")
     p.add_argument("--plan-dir", help="vacuum on Spark: where executors write the file list (default <result>.plan)")
     p.add_argument("--target-size", type=int, help="optimize: bytes per output file")
-    p.add_argument("--min-num-files", type=int, default=2, help="optimize: candidates a partition needs")
+    p.add_argument(
+        "--min-num-files", type=int, default=DEFAULT_MIN_NUM_FILES, help="optimize: candidates a partition needs"
+    )
     p.add_argument("--max-commit-bytes", type=int, help="optimize: commit after each batch of this many input bytes")
     p.add_argument("--min-small-file-ratio", type=float, help="optimize: small-file share a partition needs")
-    p.add_argument("--small-file-mb", type=float, default=32.0, help="optimize: what --min-small-file-ratio counts")
+    p.add_argument(
+        "--small-file-mb",
+        type=float,
+        default=DEFAULT_SMALL_FILE_MB,
+        help="optimize: what --min-small-file-ratio counts",
+    )
     p.add_argument("--write-checkpoint-first", action="store_true", help="cleanup_log: checkpoint at the cutoff first")
     p.add_argument("--now-ms", type=int, help="clock for retention (default: now)")
     p.add_argument(

@@ -39,7 +39,8 @@ from ..commands.command import ENGINES, Request, execute, plan_engine, read_resu
 from ..commands.commit_checks import validate_commit_checks, version_ranges
 from ..commands.reports import REPORT_KINDS
 from ..delta.engines.spark import SPARK_CONF
-from ..delta.errors import DeltaError, error_from_dict
+from ..delta.errors import DeltaError, InvalidArgumentError, error_from_dict
+from ..delta.protocol.optimize import DEFAULT_MIN_NUM_FILES, DEFAULT_SMALL_FILE_MB
 from ..jobs import build_py_files_zip, job_script
 from ..jobs.runner import STORAGE_OPTIONS_ENV, job_argv
 from ..version_watch import as_version, last_version
@@ -302,9 +303,9 @@ class DeltaJobOperator(SparkSubmitOperator):
 
     def execute(self, context: Context) -> Any:
         self._conn_id = self.spark_conn_id = self.conn_id  # rendered now (templated)
-        result_uri, tmp = self._result_target(context)
         options = self._storage_options()
-        request = self.build_request(options)
+        request = self.build_request(options)  # a bad argument fails here, before any temp dir or job
+        result_uri, tmp = self._result_target(context)
         try:
             if request.engine == "local":
                 why = "submit=False" if not self.submit else "engine='local'"
@@ -361,7 +362,8 @@ class DeltaJobOperator(SparkSubmitOperator):
 
 
 def as_flag(value: Any, name: str) -> bool:
-    """A templated boolean (rendered templates are strings: "True", "false", "1", "")."""
+    """A templated boolean (rendered templates are strings: "True", "false", "1", ""); anything else is an
+    `InvalidArgumentError` (a `ValueError`) naming the argument."""
     if isinstance(value, bool) or value is None:
         return bool(value)
     text = str(value).strip().lower()
@@ -369,7 +371,7 @@ def as_flag(value: Any, name: str) -> bool:
         return True
     if text in ("false", "0", "no", "off", "", "none"):
         return False
-    raise ValueError(f"{name} must be a boolean, got {value!r}")
+    raise InvalidArgumentError(f"{name} must be a boolean, got {value!r}", argument=name)
 
 
 #: `since_version` default: the version the previous successful run of this task checked (its XCom).
@@ -701,10 +703,10 @@ class DeltaOptimizeOperator(DeltaJobOperator):
         *,
         dry_run: bool | str = False,
         target_size: int | None = None,
-        min_num_files: int = 2,
+        min_num_files: int = DEFAULT_MIN_NUM_FILES,
         where: str | None = None,
         min_small_file_ratio: float | str | None = None,
-        small_file_mb: float = 32.0,
+        small_file_mb: float = DEFAULT_SMALL_FILE_MB,
         max_commit_bytes: int | None = None,
         **kwargs: Any,
     ) -> None:
@@ -718,9 +720,7 @@ class DeltaOptimizeOperator(DeltaJobOperator):
         self.max_commit_bytes = max_commit_bytes
 
     def extra_request_fields(self) -> dict[str, Any]:
-        dry = self.dry_run
-        if isinstance(dry, str):  # a rendered template
-            dry = dry.strip().lower() in ("true", "1", "yes")
+        dry = as_flag(self.dry_run, "dry_run")
         ratio = self.min_small_file_ratio
         if isinstance(ratio, str):  # a rendered template: "" or "None" for no threshold
             ratio = None if ratio.strip() in ("", "None", "null") else float(ratio)

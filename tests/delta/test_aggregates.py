@@ -80,3 +80,24 @@ def test_too_many_groups_make_the_digest_incomplete() -> None:
     assert not full.merge(small).complete and not small.merge(full).complete
     with pytest.raises(ValueError):
         full.merge(digest_file_rows([], 1, ("x",)))
+
+
+def test_reports_and_writers_share_one_partition_key_and_null_partition_name() -> None:
+    """One `partition_key` (the protocol layer's, which also reads physical names) and one name for a
+    null partition value, in reports, summaries, OPTIMIZE's output directories and the test log builder."""
+    from airflow_delta_provider.delta.protocol.optimize import partition_key
+    from airflow_delta_provider.delta.protocol.schema import HIVE_DEFAULT_PARTITION
+    from airflow_delta_provider.delta.read import aggregates
+    from airflow_delta_provider.delta.write.data_files import hive_partition_dir
+    from airflow_delta_provider.testing import partition_path
+
+    assert aggregates.partition_key is partition_key
+    null = f"date={HIVE_DEFAULT_PARTITION}/region=eu"
+    summary = aggregates.TombstoneSummary(cutoff_ms=0, partition_columns=COLUMNS)
+    summary.add({"region": "eu"}, 1, 1)
+    summary.add({"date": None, "region": "eu"}, 1, 1)
+    assert list(summary.partitions) == [null]
+    assert partition_key({"col-1": None, "col-2": "eu"}, COLUMNS, {"date": "col-1", "region": "col-2"}) == null
+    assert partition_key(None, ()) == ""
+    assert hive_partition_dir({"date": None, "region": "eu"}, COLUMNS) == null
+    assert partition_path({"date": None, "region": "eu"}, COLUMNS) == null

@@ -32,7 +32,9 @@ from airflow_delta_provider.delta.errors import (  # noqa: E402
     ConcurrentDeleteReadError,
     ConcurrentModificationError,
     InvalidArgumentError,
+    MetadataChangedError,
     OperationNotAllowedError,
+    ProtocolChangedError,
     UnsupportedFeatureError,
 )
 from airflow_delta_provider.delta.maintenance.optimize import local_executor, optimize  # noqa: E402
@@ -40,6 +42,7 @@ from airflow_delta_provider.delta.protocol.actions import decode_path  # noqa: E
 from airflow_delta_provider.delta.protocol.schema import StructType  # noqa: E402
 from airflow_delta_provider.delta.protocol.table_features import UNMET_WRITE_OBLIGATIONS  # noqa: E402
 from airflow_delta_provider.delta.read.deletion_vectors import read_data_file  # noqa: E402
+from airflow_delta_provider.delta.storage.local import LocalLogStore  # noqa: E402
 
 
 # -- tables -----------------------------------------------------------------------------------------------
@@ -428,3 +431,107 @@ def test_a_bin_with_no_rows_left_only_removes(tmp_path: Path) -> None:
     assert result.version is not None and result.added == []
     assert sorted(f.path for f in result.removed) == ["p=b/empty-0.parquet", "p=b/empty-1.parquet"]
     assert deltars_rows(path) == rows and len(DeltaTable(str(path)).file_uris()) == 1
+
+
+# -- later batches after a metadata or protocol change ------------------------------------------------------
+class _AfterFirstCommit(LocalLogStore):
+    """The real local store; right after OPTIMIZE's first commit lands, `action` (another writer) runs:
+    between the first batch's commit and the second batch's start."""
+
+    def __init__(self, action: Any) -> None:
+        super().__init__()
+        self.action = action
+        self.commits = 0
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        super().put_if_absent(path, data)
+        if os.path.basename(os.path.dirname(path)) == "_delta_log" and path.endswith(".json"):
+            self.commits += 1
+            if self.commits == 1:
+                self.action()
+
+
+_CHANGES = {
+    "metadata": (
+        lambda p: DeltaTable(p).alter.add_columns([deltalake.Field("extra", "string")]),
+        MetadataChangedError,
+    ),
+    "protocol": (
+        lambda p: DeltaTable(p).alter.add_feature(
+            deltalake.TableFeatures.DeletionVectors, allow_protocol_versions_increase=True
+        ),
+        ProtocolChangedError,
+    ),
+}
+
+
+@pytest.mark.parametrize("change", sorted(_CHANGES))
+def test_a_later_batch_does_not_rebase_over_a_metadata_or_protocol_change(tmp_path: Path, change: str) -> None:
+    """Batch 0 commits, another writer changes the table's metadata (a new column) or protocol, batch 1
+    must not commit files written with the plan's layout: the same typed conflict as batch 0 would get,
+    nothing written for it, batch 0's version kept."""
+    path = random_table(tmp_path / "t", 16, partitioned=True, appends=4)
+    rows = deltars_rows(path)
+    v0 = DeltaTable(str(path)).version()
+    action, error = _CHANGES[change]
+    before = set(listing(path))
+    with pytest.raises(error) as info:
+        optimize(DeltaLog(str(path), store=_AfterFirstCommit(lambda: action(str(path)))), max_commit_bytes=1)
+    assert f"versions [{v0 + 1}] were committed before" in info.value.message
+    assert "wrote no file for the batch" in info.value.message and info.value.table is not None
+    dt_ = DeltaTable(str(path))
+    assert dt_.version() == v0 + 2  # batch 0's OPTIMIZE, then the other writer's change
+    assert [h["operation"] for h in dt_.history(2)] == [
+        "ADD COLUMN" if change == "metadata" else "ADD FEATURE",
+        "OPTIMIZE",
+    ]
+    new = {p for p in set(listing(path)) - before if p.endswith(".parquet")}
+    tracked = {decode_path(a.path) for a in DeltaLog(str(path)).update().all_files()}
+    assert len(new) == 1 and new <= tracked  # batch 0's file only; batch 1 wrote none
+    assert deltars_rows(path, v0 + 1) == rows
+
+
+# -- one pass over the file state; one logical -> physical partition mapping ---------------------------------
+def test_where_plans_from_one_pass_and_later_batches_check_inputs_without_stats(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spy wraps (never replaces) `Snapshot.all_files` and records `with_stats`: planning with `where`
+    reads the file state once, with stats (the plan needs `numRecords`); the second batch's check that
+    its inputs are still active reads it once more, without decoding stats."""
+    from airflow_delta_provider.delta.snapshot import Snapshot
+
+    path = tmp_path / "t"
+    for i in range(3):
+        batch = pa.table({"id": [i, i + 10, i + 20], "part": ["a", "b", "c"]})
+        write_deltalake(str(path), batch, mode="append", partition_by=["part"])
+    calls: list[bool] = []
+    real = Snapshot.all_files
+
+    def spy(self: Snapshot, *, with_stats: bool = True) -> Any:
+        calls.append(with_stats)
+        return real(self, with_stats=with_stats)
+
+    monkeypatch.setattr(Snapshot, "all_files", spy)
+    result = optimize(str(path), where="part = 'a' OR part = 'b'", max_commit_bytes=1)
+    assert len(result.versions) == 2 and {b.partition for b in result.plan.bins} == {"part=a", "part=b"}
+    assert calls == [True, False]
+
+
+def test_physical_partition_columns_is_one_mapping_for_every_user(tmp_path: Path) -> None:
+    """Column mapping `name` (delta-rs corpus table): `partitionValues` and directories use the physical
+    name; the snapshot's mapping is what OPTIMIZE's layout and reports and VACUUM's hidden-path rule use."""
+    from airflow_delta_provider.delta.maintenance.optimize import table_layout
+    from airflow_delta_provider.delta.maintenance.vacuum import partition_columns
+
+    path = copy_table("delta-rs/table_with_partitioning_mapping", tmp_path)
+    snap = DeltaLog(str(path)).update()
+    mapping = snap.physical_partition_columns
+    assert list(mapping) == list(snap.partition_columns)
+    assert all(k != v for k, v in mapping.items())  # this table's physical names differ from the logical ones
+    assert all(set(a.partition_values) == set(mapping.values()) for a in snap.all_files(with_stats=False))
+    assert table_layout(snap, snap.table).physical_partition_columns == tuple(mapping.values())
+    assert partition_columns(snap) == [*mapping, *mapping.values()]
+    result = optimize(str(path), dry_run=True)
+    assert result.physical_names == mapping
+    plain = DeltaLog(str(random_table(tmp_path / "plain", 18, partitioned=True, appends=1))).update()
+    assert plain.physical_partition_columns == {"part": "part"} and partition_columns(plain) == ["part"]

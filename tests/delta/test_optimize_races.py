@@ -463,7 +463,7 @@ def executor(layout, bins, *, store, clock):
     for b in bins:
         if point == "bins" and written == k:
             die()
-        out.append(compact_bin(store, layout, b, now_ms=clock, table=layout.table_uri))
+        out.append(compact_bin(store, layout, b, now_ms=clock))
         written += 1
     return out
 

@@ -15,6 +15,7 @@ from deltalake import DeltaTable, write_deltalake
 from provider_support import task_context
 
 from airflow_delta_provider.cli import main as cli_main
+from airflow_delta_provider.delta.errors import InvalidArgumentError
 from airflow_delta_provider.jobs.runner import build_parser, job_argv, request_from_args
 from airflow_delta_provider.operators.delta import DeltaOptimizeOperator
 
@@ -100,3 +101,42 @@ def test_deltalog_optimize_bad_input(tmp_path: Path) -> None:
     err = io.StringIO()
     assert cli_main(["optimize", str(root), "--where", "id > 1"], out=io.StringIO(), err=err) != 0
     assert "partition columns" in err.getvalue()
+
+
+@pytest.mark.parametrize("value", ["y", "apply", "ture", "2"])
+def test_dry_run_refuses_a_value_that_is_not_a_boolean(tmp_path: Path, value: str) -> None:
+    """A rendered `dry_run` that is no boolean (a typo) is a typed error naming the argument, before any
+    run: the table is not compacted."""
+    root = _small_files(tmp_path, 3)
+    v = DeltaTable(str(root)).version()
+    op = DeltaOptimizeOperator(task_id="o", table_uri=str(root), submit=False, dry_run="{{ params.dry }}")
+    op.render_template_fields({"params": {"dry": value}})
+    with pytest.raises(InvalidArgumentError, match="dry_run must be a boolean") as info:
+        op.execute(task_context(tmp_path))
+    assert info.value.argument == "dry_run"
+    assert DeltaTable(str(root)).version() == v
+
+
+@pytest.mark.parametrize(("value", "dry"), [("True", True), ("on", True), ("yes", True), ("False", False), ("", False)])
+def test_dry_run_reads_rendered_booleans(value: str, dry: bool) -> None:
+    op = DeltaOptimizeOperator(task_id="o", table_uri="/t", dry_run="{{ params.dry }}")
+    op.render_template_fields({"params": {"dry": value}})
+    assert op.extra_request_fields()["apply"] is (not dry)
+
+
+def test_optimize_defaults_are_one_constant_everywhere() -> None:
+    """The request, the Spark job's parser and the operator default to the protocol layer's constants, and
+    the small-file line is the replay checks' (`table_properties.DEFAULT_SMALL_FILE_BYTES`)."""
+    from airflow_delta_provider.commands.command import Request
+    from airflow_delta_provider.delta.protocol import optimize as protocol_optimize
+    from airflow_delta_provider.delta.protocol import table_properties
+
+    assert protocol_optimize.DEFAULT_SMALL_FILE_BYTES is table_properties.DEFAULT_SMALL_FILE_BYTES
+    assert protocol_optimize.DEFAULT_SMALL_FILE_MB * 2**20 == table_properties.DEFAULT_SMALL_FILE_BYTES
+    expected = (protocol_optimize.DEFAULT_MIN_NUM_FILES, protocol_optimize.DEFAULT_SMALL_FILE_MB)
+    request = Request(table="/t", action="optimize")
+    parser = build_parser()
+    op = DeltaOptimizeOperator(task_id="o", table_uri="/t")
+    assert (request.min_num_files, request.small_file_mb) == expected
+    assert (parser.get_default("min_num_files"), parser.get_default("small_file_mb")) == expected
+    assert (op.min_num_files, op.small_file_mb) == expected

@@ -24,9 +24,9 @@ from pyspark.sql import types as T
 from pyspark.sql.types import DataType, StructType
 
 from ..protocol.actions import KEY_SEPARATOR
+from ..protocol.schema import HIVE_DEFAULT_PARTITION
 from ..read.aggregates import (
     MAX_DIGEST_GROUPS,
-    NULL_PARTITION,
     FileDigest,
     FileSummary,
     PartitionTombstones,
@@ -261,7 +261,10 @@ def partition_key_column(columns: Sequence[str]) -> Column:
     pv = F.col("partition_values")
     return F.concat_ws(
         "/",
-        *(F.concat(F.lit(f"{c}="), F.coalesce(F.try_element_at(pv, F.lit(c)), F.lit(NULL_PARTITION))) for c in columns),
+        *(
+            F.concat(F.lit(f"{c}="), F.coalesce(F.try_element_at(pv, F.lit(c)), F.lit(HIVE_DEFAULT_PARTITION)))
+            for c in columns
+        ),
     )
 
 

@@ -42,7 +42,7 @@ def compact_task(layout: TableLayout, storage_options: Mapping[str, Any]) -> Cal
         for batch in batches:
             ids, adds = [], []
             for bin_id, text in zip(batch.column("bin_id").to_pylist(), batch.column("bin").to_pylist(), strict=True):
-                add = compact_bin(store, layout, Bin.from_dict(json.loads(text)), now_ms=clock, table=layout.table_uri)
+                add = compact_bin(store, layout, Bin.from_dict(json.loads(text)), now_ms=clock)
                 ids.append(bin_id)
                 adds.append(None if add is None else json.dumps(add.to_json()))
             columns = [pa.array(ids, pa.int64()), pa.array(adds, pa.string())]

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 import signal
 import uuid
 import zlib
@@ -80,6 +79,7 @@ from ..read.checkpoint import CheckpointData, read_checkpoint
 from ..read.file_state import ADD_SCHEMA, REMOVE_SCHEMA
 from ..snapshot import Snapshot
 from ..storage import LogStore, local_path
+from ..write.data_files import primitive_arrow_type
 
 #: Test seam: with `DELTA_TEST_KILL_AT=<step>` in the environment the writer SIGKILLs itself at that
 #: step, leaving storage exactly as a crash there would. Steps: `before_write` (nothing written),
@@ -131,20 +131,6 @@ CHECKPOINT_METADATA_TYPE = pa.struct([("version", pa.int64()), ("tags", _STR_MAP
 SIDECAR_TYPE = pa.struct(
     [("path", pa.string()), ("sizeInBytes", pa.int64()), ("modificationTime", pa.int64()), ("tags", _STR_MAP)]
 )
-_PRIMITIVES = {
-    "byte": pa.int8(),
-    "short": pa.int16(),
-    "integer": pa.int32(),
-    "long": pa.int64(),
-    "float": pa.float32(),
-    "double": pa.float64(),
-    "string": pa.string(),
-    "binary": pa.binary(),
-    "boolean": pa.bool_(),
-    "date": pa.date32(),
-    "timestamp": pa.timestamp("us", tz="UTC"),
-    "timestamp_ntz": pa.timestamp("us"),
-}
 
 
 @dataclass(frozen=True)
@@ -576,7 +562,7 @@ def _add_type(plan: CheckpointPlan) -> pa.StructType:
     if plan.stats_as_json:
         fields.append(ADD_SCHEMA.field("stats"))
     if plan.stats_as_struct and plan.partition_fields:
-        parsed = [pa.field(name, _arrow_type(t) or pa.string()) for name, t in plan.partition_fields]
+        parsed = [pa.field(name, primitive_arrow_type(t) or pa.string()) for name, t in plan.partition_fields]
         fields.append(pa.field("partitionValues_parsed", pa.struct(parsed)))
     if plan.stats_as_struct and plan.stats_fields:
         fields.append(pa.field("stats_parsed", _stats_type(plan)))
@@ -596,14 +582,6 @@ def _add_struct(batch: pa.RecordBatch, plan: CheckpointPlan, add_type: pa.Struct
 # -- parsed stats and partition values ------------------------------------------------------------------
 
 
-def _arrow_type(delta_type: str) -> pa.DataType | None:
-    """The Arrow type of a primitive Delta type (None for types parsed columns leave out)."""
-    if delta_type in _PRIMITIVES:
-        return _PRIMITIVES[delta_type]
-    m = re.fullmatch(r"decimal\((\d+),\s*(\d+)\)", delta_type)
-    return pa.decimal128(int(m[1]), int(m[2])) if m else None
-
-
 def _values_type(fields: Sequence[StatsField], leaf: Callable[[StatsField], pa.DataType | None]) -> pa.DataType | None:
     out = []
     for f in fields:
@@ -616,7 +594,7 @@ def _values_type(fields: Sequence[StatsField], leaf: Callable[[StatsField], pa.D
 def _stats_type(plan: CheckpointPlan) -> pa.StructType:
     """`stats_parsed`: numRecords, minValues, maxValues, nullCount[, tightBounds] (Spark's order)."""
     fields = [pa.field("numRecords", pa.int64())]
-    values = _values_type(plan.stats_fields, lambda f: _arrow_type(f.type_name) if f.min_max else None)
+    values = _values_type(plan.stats_fields, lambda f: primitive_arrow_type(f.type_name) if f.min_max else None)
     if values is not None:
         fields += [pa.field("minValues", values), pa.field("maxValues", values)]
     nulls = _values_type(plan.stats_fields, lambda f: pa.int64())
@@ -680,7 +658,7 @@ def _partition_values_parsed(values: pa.Array, plan: CheckpointPlan) -> pa.Array
     (Spark: a cast that gives null when the value does not parse). Distinct values are parsed once."""
     children, fields = [], []
     for name, delta_type in plan.partition_fields:
-        target = _arrow_type(delta_type) or pa.string()
+        target = primitive_arrow_type(delta_type) or pa.string()
         encoded = pac.map_lookup(values, string_scalar(name), "first").dictionary_encode()
         texts = [partition_value_text(v, delta_type) for v in encoded.dictionary.to_pylist()]
         children.append(pc.take(pc.cast(string_array(texts), target), encoded.indices))

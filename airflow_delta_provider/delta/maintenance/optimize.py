@@ -12,11 +12,17 @@ parameters and metrics. A concurrent commit that removed, or changed the deletio
 file is a conflict: the typed error says which file and that the new files were left for VACUUM.
 Concurrent appends are not: the commit rebases (SnapshotIsolation, as Spark downgrades compaction).
 With `max_commit_bytes`, bins are compacted and committed in batches, so a long run keeps its progress
-when a later batch conflicts. Nothing is deleted: the replaced files stay for time travel until VACUUM.
+when a later batch conflicts; a later batch starts from the latest version, so a metadata or protocol
+change since the plan (which the plan's layout would not follow) is a typed conflict there too
+(`MetadataChangedError`, `ProtocolChangedError`), raised before anything is written for it. A bin that
+fails (a data file that does not hold the table's schema) fails the batch with its typed error, saying
+that the files other bins wrote are left for VACUUM. Nothing is deleted: the replaced files stay for
+time travel until VACUUM.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -28,7 +34,10 @@ from ..delta_log import DeltaLog
 from ..errors import (
     ConcurrentDeleteReadError,
     ConcurrentModificationError,
+    DeltaError,
     InvalidArgumentError,
+    MetadataChangedError,
+    ProtocolChangedError,
     check_bool,
     check_int,
 )
@@ -118,29 +127,24 @@ class OptimizeResult:
 
 
 def local_executor(max_workers: int | None = None) -> BinExecutor:
-    """Bins on a thread pool (pyarrow releases the GIL while decoding and encoding)."""
+    """Bins on a thread pool (pyarrow releases the GIL while decoding and encoding). After a bin fails no
+    other bin starts; the error is raised once the running ones are done."""
 
     def run(
         layout: TableLayout, bins: Sequence[Bin], *, store: LogStore, clock: Callable[[], int]
     ) -> list[AddFile | None]:
         workers = max_workers or min(len(bins), os.cpu_count() or 1) or 1
         if workers == 1 or len(bins) == 1:
-            return [compact_bin(store, layout, b, now_ms=clock, table=layout.table_uri) for b in bins]
+            return [compact_bin(store, layout, b, now_ms=clock) for b in bins]
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="optimize") as pool:
-            return list(pool.map(lambda b: compact_bin(store, layout, b, now_ms=clock, table=layout.table_uri), bins))
+            futures = [pool.submit(compact_bin, store, layout, b, now_ms=clock) for b in bins]
+            try:
+                return [f.result() for f in futures]
+            finally:
+                for f in futures:
+                    f.cancel()
 
     return run
-
-
-def physical_partition_names(snapshot: Snapshot) -> dict[str, str]:
-    """Logical partition column -> its key in `partitionValues` (the physical name under column mapping)."""
-    if snapshot.column_mapping_mode == "none":
-        return {c: c for c in snapshot.partition_columns}
-    out = {}
-    for c in snapshot.partition_columns:
-        f = snapshot.schema.get(c)
-        out[c] = c if f is None else f.physical_name
-    return out
 
 
 def table_layout(snapshot: Snapshot, table_uri: str) -> TableLayout:
@@ -151,16 +155,15 @@ def table_layout(snapshot: Snapshot, table_uri: str) -> TableLayout:
         configuration=dict(snapshot.metadata.configuration),
         partition_columns=tuple(snapshot.partition_columns),
         tight_bounds=tight_bounds_for(snapshot.protocol),
-        physical_partition_columns=tuple(physical_partition_names(snapshot).values()),
+        physical_partition_columns=tuple(snapshot.physical_partition_columns.values()),
     )
 
 
 def _candidates(snapshot: Snapshot, where: str | None) -> list[AddFile]:
     """Active files (with stats), restricted to the partitions `where` selects (partition columns only,
-    as Spark's `OPTIMIZE ... WHERE`)."""
-    files = list(snapshot.all_files(with_stats=True))
+    as Spark's `OPTIMIZE ... WHERE`), in one pass over the file state."""
     if not where:
-        return files
+        return list(snapshot.all_files(with_stats=True))
     expr = parse_predicate(where, label="where")
     parts = {c.casefold() for c in snapshot.partition_columns}
     others = [c for c in expr.columns() if c.casefold() not in parts]
@@ -170,13 +173,29 @@ def _candidates(snapshot: Snapshot, where: str | None) -> list[AddFile]:
             argument="where",
             table=snapshot.table,
         )
-    keep = {f.key for f in snapshot.files(expr)}
-    return [f for f in files if f.key in keep]
+    return snapshot.files(expr, with_stats=True)
+
+
+def _require_unchanged(snapshot: Snapshot, planned: Snapshot) -> None:
+    """The table's metadata and protocol still those of the plan's snapshot, else the typed conflict: a
+    later batch rewrites with the plan's layout and meets the plan's protocol. Stricter than the first
+    batch's commit, which rebases over a protocol upgrade that is safe for concurrent writers; the
+    window this covers (plan to batch start) is the one that batch's transaction does not read."""
+    for changed, error, what in (
+        (snapshot.metadata != planned.metadata, MetadataChangedError, "metadata"),
+        (snapshot.protocol != planned.protocol, ProtocolChangedError, "protocol"),
+    ):
+        if changed:
+            raise error(
+                f"The table's {what} changed after OPTIMIZE planned at version {planned.version}",
+                table=snapshot.table,
+                version=snapshot.version,
+            )
 
 
 def _require_active(snapshot: Snapshot, inputs: Sequence[AddFile], planned_at: int) -> None:
     """Every input still active with the same deletion vector, else the conflict a commit would raise."""
-    active = {f.key for f in snapshot.all_files()}
+    active = {f.key for f in snapshot.all_files(with_stats=False)}
     for f in inputs:
         if f.key not in active:
             raise ConcurrentDeleteReadError(
@@ -188,14 +207,21 @@ def _require_active(snapshot: Snapshot, inputs: Sequence[AddFile], planned_at: i
             )
 
 
-def _left_for_vacuum(
-    exc: ConcurrentModificationError, added: Sequence[AddFile], committed: Sequence[int]
-) -> ConcurrentModificationError:
-    """The same conflict, saying what became of the files this batch wrote (and what was committed)."""
-    note = f"; the {len(added)} files this OPTIMIZE wrote for it are not in the table and are left for VACUUM"
+#: What became of a failed batch's files, by where it failed.
+_NOTHING_WRITTEN = "; this OPTIMIZE wrote no file for the batch"
+_BINS_WRITTEN = "; any file this OPTIMIZE wrote for the batch's bins is not in the table and is left for VACUUM"
+_FILES_WRITTEN = "; the {} files this OPTIMIZE wrote for the batch are not in the table and are left for VACUUM"
+
+
+def _batch_failed(exc: DeltaError, note: str, committed: Sequence[int]) -> DeltaError:
+    """The same error (class and fields) with `note` (what became of the batch's files) and the versions
+    this OPTIMIZE committed before it."""
     if committed:
-        note += f" (versions {list(committed)} were committed before the conflict)"
-    return type(exc)(exc.message + note, table=exc.table, version=exc.version, file=exc.file)
+        note += f" (versions {list(committed)} were committed before)"
+    out = copy.copy(exc)
+    out.message = exc.message + note
+    out.args = (out._render(),)  # the message with the error's table/version/file, as DeltaError writes it
+    return out
 
 
 def optimize(
@@ -225,7 +251,9 @@ def optimize(
         smaller than `small_file_bytes`.
     :param executor: runs the bins (default: a thread pool of `max_workers`).
     :raises UnsupportedFeatureError, OperationNotAllowedError: a table this library must not rewrite.
-    :raises ConcurrentModificationError: a concurrent commit removed or changed an input file.
+    :raises ConcurrentModificationError: a concurrent commit removed or changed an input file, or changed
+        the metadata or protocol (`MetadataChangedError`, `ProtocolChangedError`).
+    :raises LogCorruptedError: an input file unreadable, or not holding the table's schema.
     """
     check_bool(dry_run, "dry_run")
     if max_commit_bytes is not None:
@@ -238,10 +266,11 @@ def optimize(
         if isinstance(table_or_log, DeltaLog)
         else DeltaLog(str(table_or_log), storage_options=storage_options)
     )
-    snapshot = dlog.update()
+    snapshot = planned = dlog.update()
     table = dlog.table_uri
     check_can_write(snapshot.protocol, snapshot.metadata, ["optimize", "commit"], table=table, version=snapshot.version)
     size = target_file_size(snapshot.metadata.configuration, target_size)
+    physical_names = snapshot.physical_partition_columns
     plan = plan_optimize(
         _candidates(snapshot, where),
         snapshot.partition_columns,
@@ -253,13 +282,13 @@ def optimize(
         min_small_file_ratio=min_small_file_ratio,
         small_file_bytes=small_file_bytes,
         predicate=where,
-        physical_names=physical_partition_names(snapshot),
+        physical_names=physical_names,
     )
     result = OptimizeResult(
         plan,
         dry_run=dry_run,
         plan_partition_columns=tuple(snapshot.partition_columns),
-        physical_names=physical_partition_names(snapshot),
+        physical_names=physical_names,
     )
     if dry_run or not plan.bins:
         return result
@@ -269,16 +298,23 @@ def optimize(
     params = operation_parameters([where] if where else [])
     for n, batch in enumerate(commit_batches(plan.bins, max_commit_bytes)):
         inputs = [f for b in batch for f in b.files]
-        if n:  # a later batch: its files were planned at plan.version; later commits may have taken them
+        if n:  # a later batch starts from the latest version: nothing it relies on may have changed since the plan
             snapshot = dlog.update()
-            _require_active(snapshot, inputs, plan.version)
-        added = [a for a in run(layout, batch, store=dlog.store, clock=clock) if a is not None]
+            try:
+                _require_unchanged(snapshot, planned)
+                _require_active(snapshot, inputs, plan.version)
+            except ConcurrentModificationError as exc:
+                raise _batch_failed(exc, _NOTHING_WRITTEN, result.versions) from exc
+        try:
+            added = [a for a in run(layout, batch, store=dlog.store, clock=clock) if a is not None]
+        except DeltaError as exc:  # the batch's bins that were done wrote their files
+            raise _batch_failed(exc, _BINS_WRITTEN, result.versions) from exc
         txn = snapshot.transaction("OPTIMIZE", params)
         txn.read_files(inputs).remove(*inputs, data_change=False).add(*added)
         try:
             version = txn.commit(operation_metrics=operation_metrics(inputs, added))
         except ConcurrentModificationError as exc:
-            raise _left_for_vacuum(exc, added, result.versions) from exc
+            raise _batch_failed(exc, _FILES_WRITTEN.format(len(added)), result.versions) from exc
         result.versions.append(version)
         result.removed.extend(inputs)
         result.added.extend(added)

@@ -19,17 +19,19 @@ from typing import Any, TypeVar
 
 from ..errors import InvalidArgumentError
 from .actions import AddFile
+from .schema import HIVE_DEFAULT_PARTITION
+from .table_properties import DEFAULT_SMALL_FILE_BYTES
 
 #: delta-rs's and the issue's default when the table sets no `delta.targetFileSize`.
 DEFAULT_TARGET_SIZE = 256 * 1024 * 1024
 TARGET_FILE_SIZE = "delta.targetFileSize"
+#: A partition needs this many candidate files to be compacted (the command layer's default too).
 DEFAULT_MIN_NUM_FILES = 2
 #: Spark `spark.databricks.delta.optimize.maxDeletedRowsRatio`.
 DEFAULT_MAX_DELETED_ROWS_RATIO = 0.05
-#: What `min_small_file_ratio` counts as small unless told (the replay checks' `small_file_mb` default).
-DEFAULT_SMALL_FILE_BYTES = 32 * 1024 * 1024
-#: Hive's name for a null partition value in a path, used in partition keys of reports.
-NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+#: What `min_small_file_ratio` counts as small unless told, in the MiB the command layer takes
+#: (`small_file_mb`): the replay checks' `DEFAULT_SMALL_FILE_BYTES`.
+DEFAULT_SMALL_FILE_MB = DEFAULT_SMALL_FILE_BYTES / 2**20
 
 _SIZE = re.compile(r"^\s*(\d+)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
@@ -60,20 +62,22 @@ def target_file_size(configuration: Mapping[str, str | None], requested: int | N
 
 
 def partition_key(
-    partition_values: Mapping[str, str | None],
-    partition_columns: Sequence[str],
+    partition_values: Mapping[str, str | None] | None,
+    partition_columns: Iterable[str],
     physical_names: Mapping[str, str] | None = None,
 ) -> str:
-    """`a=1/b=x` in the table's partition column order ("" when unpartitioned): how reports name a partition.
+    """`a=1/b=x` in the table's partition column order ("" when unpartitioned): how reports (OPTIMIZE's,
+    the file and tombstone summaries') name a partition. A missing or null value is Hive's null partition.
 
     `physical_names` maps a logical partition column to the key of `partition_values` (its physical name
     under column mapping); a key missing from it is the column's own name.
     """
+    values = partition_values or {}
     names = physical_names or {}
     parts = []
     for c in partition_columns:
-        value = partition_values.get(names.get(c, c))
-        parts.append(f"{c}={NULL_PARTITION if value is None else value}")
+        value = values.get(names.get(c, c))
+        parts.append(f"{c}={HIVE_DEFAULT_PARTITION if value is None else value}")
     return "/".join(parts)
 
 

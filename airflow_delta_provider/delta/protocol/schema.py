@@ -8,7 +8,7 @@ keyed by the column's *physical* name.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -17,6 +17,9 @@ from ..errors import InvalidArgumentError
 
 PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
 COLUMN_ID_KEY = "delta.columnMapping.id"
+#: A null partition value in a partition directory name, and in the partition keys reports print (Hive's
+#: name; Spark `ExternalCatalogUtils.DEFAULT_PARTITION_NAME`).
+HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,20 @@ class StructType:
             return self.field(name)
         except InvalidArgumentError:
             return None
+
+
+def physical_partition_columns(
+    schema: StructType, partition_columns: Sequence[str], column_mapping_mode: str
+) -> dict[str, str]:
+    """Logical partition column -> its key in `partitionValues` and its directory name: the column's
+    physical name under column mapping (`column_mapping_mode` "id" or "name"), else the column itself."""
+    if column_mapping_mode == "none":
+        return {c: c for c in partition_columns}
+    out = {}
+    for c in partition_columns:
+        f = schema.get(c)
+        out[c] = c if f is None else f.physical_name
+    return out
 
 
 def _parse_timestamp(text: str, *, with_zone: bool) -> dt.datetime:

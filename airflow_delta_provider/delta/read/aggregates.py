@@ -11,18 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..protocol.optimize import partition_key
 from ..protocol.table_properties import DEFAULT_SMALL_FILE_BYTES
-
-NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
-
-
-def partition_key(values: Mapping[str, str | None] | None, columns: Iterable[str]) -> str:
-    """`a=1/b=x` for a file's partition values in `columns` order; `""` for an unpartitioned table."""
-    cols = list(columns)
-    if not cols:
-        return ""
-    values = values or {}
-    return "/".join(f"{c}={NULL_PARTITION if values.get(c) is None else values.get(c)}" for c in cols)
 
 
 def _min(a: int | None, b: int | None) -> int | None:

@@ -1,30 +1,45 @@
 """Rewrite a bin of data files as one new Parquet file (OPTIMIZE's unit of work, Spark `runOptimizeBinJob`).
 
-Each input is read through its deletion vector (the rows it marks are dropped) with the file's physical
-column names and field ids, the inputs are concatenated (columns one file lacks are null there, types
-widened where a later file has the wider one), and the result is written once under a fresh name in the
-directory the table's writers used for that partition, never over an existing file (`write_new`: a crash
-leaves at most a visible untracked file, which VACUUM removes, never a hidden temp file). The returned
-`add` carries `dataChange=false`, the partition values copied from the inputs and the statistics Delta
-writes (`write.stats`). The function runs where the bytes are: a thread of the local
+Each input is read through its deletion vector (the rows it marks are dropped) and cast to the physical
+Arrow schema the table's Delta schema declares (`arrow_type`: what delta-rs and the kernels write, e.g.
+`timestamp` as microseconds in UTC, `timestamp_ntz` as microseconds without a zone, whatever the input
+file used: INT96, milliseconds, nanoseconds). Columns are found by Parquet field id (column mapping
+`id`) or by name (the physical name under column mapping) and written under the physical name with the
+field id; a column a file lacks is null there (added by schema evolution), a column the schema no longer
+has is dropped, an older file's narrower type is widened (typeWidening). A file whose column cannot hold
+the declared type is a `LogCorruptedError` naming it. The result is written once under a fresh name in
+the directory the table's writers used for that partition, never over an existing file (`write_new`: a
+crash leaves at most a visible untracked file, which VACUUM removes, never a hidden temp file). The
+returned `add` carries `dataChange=false`, the partition values copied from the inputs and the
+statistics Delta writes (`write.stats`). The function runs where the bytes are: a thread of the local
 engine or a Spark executor; it commits nothing.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..errors import StorageError
+from ..errors import LogCorruptedError, OperationNotAllowedError, StorageError
 from ..protocol.actions import AddFile, decode_path
 from ..protocol.optimize import Bin
-from ..protocol.schema import StructType
+from ..protocol.schema import (
+    COLUMN_ID_KEY,
+    HIVE_DEFAULT_PARTITION,
+    StructField,
+    StructType,
+    parse_partition_value,
+)
+from ..protocol.table_properties import column_mapping_mode
 from ..read.deletion_vectors import read_data_file
 from .stats import stats_json
 
@@ -47,9 +62,18 @@ class TableLayout:
     #: the keys of `partitionValues`, in `partition_columns` order (physical names under column mapping)
     physical_partition_columns: tuple[str, ...] = ()
 
-    @property
+    @cached_property
     def schema(self) -> StructType:
         return StructType.from_json(self.schema_json)
+
+    @property
+    def column_mapping_mode(self) -> str:
+        return column_mapping_mode(self.configuration)
+
+    @property
+    def partition_keys(self) -> tuple[str, ...]:
+        """The keys of `partitionValues` (and partition directory names), in `partition_columns` order."""
+        return self.physical_partition_columns or self.partition_columns
 
 
 def hive_partition_dir(partition_values: Mapping[str, str | None], partition_columns: Sequence[str]) -> str:
@@ -57,7 +81,7 @@ def hive_partition_dir(partition_values: Mapping[str, str | None], partition_col
     parts = []
     for c in partition_columns:
         v = partition_values.get(c)
-        text = "__HIVE_DEFAULT_PARTITION__" if v is None else v
+        text = HIVE_DEFAULT_PARTITION if v is None else v
         parts.append(quote(f"{c}={quote(text, safe='')}", safe="=%"))
     return "/".join(parts)
 
@@ -77,33 +101,223 @@ def new_file_name() -> str:
     return f"part-00000-{uuid.uuid4()}-c000.{COMPRESSION}.parquet"
 
 
-def _plain_type(t: pa.DataType) -> pa.DataType:
-    """`t` with Arrow's view types (which readers of some writers' files produce) as their plain layout."""
-    if pa.types.is_string_view(t):
-        return pa.string()
-    if pa.types.is_binary_view(t):
-        return pa.binary()
-    if pa.types.is_struct(t):
-        return pa.struct([f.with_type(_plain_type(f.type)) for f in t])
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
-        item = t.value_field.with_type(_plain_type(t.value_type))
-        return pa.large_list(item) if pa.types.is_large_list(t) else pa.list_(item)
-    if pa.types.is_map(t):
-        return pa.map_(t.key_field.with_type(_plain_type(t.key_type)), t.item_field.with_type(_plain_type(t.item_type)))
-    return t
+# -- the physical schema: Delta types as Arrow (and Parquet) types ----------------------------------------
+
+#: Delta's primitive types as delta-rs and the kernels' Arrow conversion write them: `timestamp` is INT64
+#: microseconds adjusted to UTC, `timestamp_ntz` INT64 microseconds not adjusted (never INT96).
+PRIMITIVE_TYPES: Mapping[str, pa.DataType] = {
+    "byte": pa.int8(),
+    "short": pa.int16(),
+    "integer": pa.int32(),
+    "long": pa.int64(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "string": pa.string(),
+    "binary": pa.binary(),
+    "boolean": pa.bool_(),
+    "date": pa.date32(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us"),
+}
+#: An unshredded `variant` as Spark writes it: its encoded value and metadata (a shredded one is kept as
+#: the file has it).
+VARIANT_TYPE = pa.struct([("value", pa.binary()), ("metadata", pa.binary())])
+_VARIANT_STRUCT = {"type": "struct", "fields": [{"name": n, "type": "binary"} for n in VARIANT_TYPE.names]}
+#: The Arrow field metadata key pyarrow reads and writes Parquet field ids under.
+FIELD_ID_KEY = b"PARQUET:field_id"
+_DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+
+DeltaType = str | Mapping[str, Any]
 
 
-def _plain(table: pa.Table) -> pa.Table:
-    schema = pa.schema([f.with_type(_plain_type(f.type)) for f in table.schema], metadata=table.schema.metadata)
-    return table if schema.equals(table.schema) else table.cast(schema)
+class _NotHeld(Exception):
+    """A file's column cannot hold the Delta type (the caller names the file)."""
 
 
-def _concat(tables: list[pa.Table]) -> pa.Table:
-    """The inputs as one table: missing columns null, compatible types widened (typeWidening)."""
-    tables = [_plain(t) for t in tables]
-    if len(tables) == 1:
-        return tables[0]
-    return pa.concat_tables(tables, promote_options="permissive")
+def primitive_arrow_type(delta_type: str) -> pa.DataType | None:
+    """The Arrow type of a primitive Delta type, decimals included (None for any other name)."""
+    m = _DECIMAL.fullmatch(delta_type)
+    return pa.decimal128(int(m[1]), int(m[2])) if m else PRIMITIVE_TYPES.get(delta_type)
+
+
+def arrow_type(delta_type: DeltaType, mode: str = "none") -> pa.DataType | None:
+    """The Arrow type a Delta type is written as (None for a primitive type this writer does not know).
+    Under column mapping (`mode` "id" or "name") nested fields take their physical names and field ids."""
+    if isinstance(delta_type, str):
+        if delta_type == "variant":
+            return VARIANT_TYPE
+        return primitive_arrow_type(delta_type)
+    kind = delta_type.get("type")
+    if kind == "struct":
+        fields = [(f, arrow_type(f.type, mode)) for f in StructType.from_json(delta_type).fields]
+        return None if any(t is None for _, t in fields) else pa.struct([arrow_field(f, t, mode) for f, t in fields])
+    if kind == "array":
+        element = arrow_type(delta_type["elementType"], mode)
+        return None if element is None else pa.list_(pa.field("element", element))
+    if kind == "map":
+        key, value = arrow_type(delta_type["keyType"], mode), arrow_type(delta_type["valueType"], mode)
+        return None if key is None or value is None else pa.map_(pa.field("key", key, False), pa.field("value", value))
+    return None
+
+
+def arrow_field(field: StructField, type_: pa.DataType, mode: str) -> pa.Field:
+    """`field` as written: its physical name and field id under column mapping. Every field is nullable
+    (Parquet `optional`), as Delta Spark writes data files, whatever the schema's `nullable` says."""
+    if mode == "none":
+        return pa.field(field.name, type_)
+    column_id = (field.metadata or {}).get(COLUMN_ID_KEY)
+    metadata = None if column_id is None else {FIELD_ID_KEY: str(column_id).encode()}
+    return pa.field(field.physical_name, type_, metadata=metadata)
+
+
+def _source_index(fields: Sequence[pa.Field], field: StructField, mode: str) -> int:
+    """The index of the file's column (or struct child) holding `field`, -1 when it has none: by Parquet
+    field id in `id` mode, else by name (physical under column mapping), exactly, then ignoring case as
+    Spark resolves Parquet columns."""
+    if mode == "id" and (column_id := (field.metadata or {}).get(COLUMN_ID_KEY)) is not None:
+        wanted = str(column_id).encode()
+        for i, f in enumerate(fields):
+            if f.metadata and f.metadata.get(FIELD_ID_KEY) == wanted:
+                return i
+    name = field.name if mode == "none" else field.physical_name
+    names = [f.name for f in fields]
+    if name in names:
+        return names.index(name)
+    folded = [i for i, n in enumerate(names) if n.casefold() == name.casefold()]
+    return folded[0] if len(folded) == 1 else -1
+
+
+def _holds(source: pa.DataType, target: pa.DataType) -> bool:
+    """Whether a file's `source` column holds values of `target` (a Delta primitive's Arrow type): the same
+    kind in any width or encoding Delta writers use (INT96 or millisecond timestamps, view and large
+    strings), or a narrower type Delta's type widening reads as the wider one (integers to wider integers,
+    decimals or doubles; float to double; date to timestamp_ntz)."""
+    t = pa.types
+    if t.is_null(source) or source == target:
+        return True
+    if t.is_integer(target):
+        return t.is_integer(source)
+    if t.is_floating(target):
+        return t.is_floating(source) or t.is_integer(source)
+    if t.is_decimal(target):
+        return t.is_decimal(source) or t.is_integer(source)
+    if t.is_string(target):  # unannotated BYTE_ARRAY: how some legacy writers store strings
+        return any(f(source) for f in (t.is_string, t.is_large_string, t.is_string_view, t.is_binary))
+    if t.is_binary(target):
+        return any(f(source) for f in (t.is_binary, t.is_large_binary, t.is_binary_view, t.is_fixed_size_binary))
+    if t.is_date(target):
+        return t.is_date(source)
+    if t.is_timestamp(target):
+        return t.is_timestamp(source) or (target.tz is None and t.is_date(source))
+    return t.is_boolean(target) and t.is_boolean(source)
+
+
+def _mask(array: pa.Array) -> pa.Array | None:
+    return array.is_null() if array.null_count else None
+
+
+def _conform(array: pa.Array, delta_type: DeltaType, mode: str, path: str) -> pa.Array:
+    """`array` (a file's column) as the Arrow type of `delta_type`; raises `_NotHeld` or `pa.ArrowInvalid`
+    (a value the type cannot hold, such as an overflow)."""
+    source = array.type
+    if pa.types.is_dictionary(source):
+        array = array.dictionary_decode()
+        source = array.type
+    if delta_type == "variant":  # unshredded: Spark's (value, metadata) struct; shredded: kept as the file has it
+        if pa.types.is_struct(source) and {f.name for f in source} == {"value", "metadata"}:
+            return _conform(array, _VARIANT_STRUCT, mode, path)
+        return array
+    if isinstance(delta_type, str):
+        target = arrow_type(delta_type, mode)
+        if target is None:  # a type this writer does not know: kept as the file has it
+            return array
+        if source == target:
+            return array
+        if not _holds(source, target):
+            raise _NotHeld(f"column {path} is {source}, which cannot hold Delta type {delta_type}")
+        return pc.cast(array, options=pc.CastOptions(target, allow_time_truncate=True))
+    kind = delta_type.get("type")
+    if kind == "struct" and pa.types.is_struct(source):
+        sources = list(source)
+        children = array.flatten()  # offset-adjusted, the parent's nulls in each child
+        fields, arrays = [], []
+        for f in StructType.from_json(delta_type).fields:
+            i = _source_index(sources, f, mode)
+            child = (
+                _conform(children[i], f.type, mode, f"{path}.{f.name}")
+                if i >= 0
+                else pa.nulls(len(array), arrow_type(f.type, mode) or pa.null())
+            )
+            fields.append(arrow_field(f, child.type, mode))
+            arrays.append(child)
+        return pa.StructArray.from_arrays(arrays, fields=fields, mask=_mask(array))
+    if kind == "array" and (pa.types.is_list_view(source) or pa.types.is_large_list_view(source)):
+        array = array.cast(pa.list_(source.value_field))
+        source = array.type
+    if kind == "array" and (pa.types.is_list(source) or pa.types.is_large_list(source)):
+        values = _conform(array.values, delta_type["elementType"], mode, f"{path}.element")
+        offsets = array.offsets.cast(pa.int32())
+        element = pa.field("element", values.type)
+        return pa.ListArray.from_arrays(offsets, values, type=pa.list_(element), mask=_mask(array))
+    if kind == "map" and pa.types.is_map(source):
+        keys = _conform(array.keys, delta_type["keyType"], mode, f"{path}.key")
+        items = _conform(array.items, delta_type["valueType"], mode, f"{path}.value")
+        type_ = pa.map_(pa.field("key", keys.type, False), pa.field("value", items.type))
+        return pa.MapArray.from_arrays(array.offsets, keys, items, type=type_, mask=_mask(array))
+    raise _NotHeld(f"column {path} is {source}, which cannot hold Delta type {kind}")
+
+
+def _column(data: pa.Table, index: int, delta_type: DeltaType, mode: str, path: str) -> pa.ChunkedArray:
+    column = data.column(index)
+    chunks = column.chunks or [pa.array([], column.type)]
+    conformed = [_conform(c, delta_type, mode, path) for c in chunks]
+    return pa.chunked_array(conformed, type=conformed[0].type)
+
+
+def physical_table(
+    data: pa.Table,
+    layout: TableLayout,
+    *,
+    partition_values: Mapping[str, str | None],
+    partition_columns_in_files: bool = False,
+    file: str | None = None,
+) -> pa.Table:
+    """`data` (a file's rows as read) in the table's physical schema: columns in schema order, each cast to
+    its Delta type's Arrow type (`arrow_type`), a column the file lacks null, one the schema lacks dropped.
+
+    Partition columns are left out (their values live in the log) unless `partition_columns_in_files`
+    (the bin's files carry them: `materializePartitionColumns`); then a file lacking one gets its
+    partition value. Raises `LogCorruptedError` naming `file` when a column cannot hold its type.
+    """
+    mode = layout.column_mapping_mode
+    partitions = dict(zip(layout.partition_columns, layout.partition_keys, strict=False))
+    sources = list(data.schema)
+    fields, columns = [], []
+    try:
+        for f in layout.schema.fields:
+            if f.name in partitions and not partition_columns_in_files:
+                continue
+            i = _source_index(sources, f, mode)
+            if i >= 0:
+                column = _column(data, i, f.type, mode, f.name)
+            elif f.name in partitions:
+                value = parse_partition_value(partition_values.get(partitions[f.name]), f.type_name)
+                column = pa.chunked_array([pa.array([value] * data.num_rows, arrow_type(f.type, mode))])
+            else:
+                column = pa.chunked_array([pa.nulls(data.num_rows, arrow_type(f.type, mode) or pa.null())])
+            fields.append(arrow_field(f, column.type, mode))
+            columns.append(column)
+    except (_NotHeld, pa.ArrowException) as exc:
+        raise LogCorruptedError(
+            f"Data file does not hold the table's schema: {exc}", table=layout.table_uri, file=file
+        ) from None
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+
+
+def _has_partition_columns(data: pa.Table, layout: TableLayout) -> bool:
+    """Whether the file carries a partition column (a writer materializing them)."""
+    mode, sources, partitions = layout.column_mapping_mode, list(data.schema), set(layout.partition_columns)
+    return any(_source_index(sources, f, mode) >= 0 for f in layout.schema.fields if f.name in partitions)
 
 
 def encode_parquet(data: pa.Table) -> bytes:
@@ -120,28 +334,48 @@ def encode_parquet(data: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def compact_bin(
-    store: LogStore,
-    layout: TableLayout,
-    bin_: Bin,
-    *,
-    now_ms: Callable[[], int],
-    table: str | None = None,
-) -> AddFile | None:
+def compact_bin(store: LogStore, layout: TableLayout, bin_: Bin, *, now_ms: Callable[[], int]) -> AddFile | None:
     """Read `bin_`'s files through their deletion vectors, write them as one new file, return its `add`
-    (None when no row is left: every row deleted by the DVs; the bin's files are then only removed)."""
-    tables = [read_data_file(store, layout.table_uri, f, table=table) for f in bin_.files]
-    data = _concat(tables)
-    if data.num_rows == 0:
-        return None
-    stats = stats_json(
-        data, layout.schema, layout.configuration, layout.partition_columns, tight_bounds=layout.tight_bounds
-    )
-    payload = encode_parquet(data)
-    prefix = output_dir(bin_, layout.physical_partition_columns or layout.partition_columns)
+    (None when no row is left: every row deleted by the DVs; the bin's files are then only removed).
+
+    :raises LogCorruptedError: an input unreadable, or not holding the table's schema (named).
+    :raises OperationNotAllowedError: the files hold no column (every column a partition column).
+    :raises StorageError: the new file could not be written.
+    """
+    table = layout.table_uri
+    read = [(f, read_data_file(store, table, f)) for f in bin_.files]
+    in_files = bool(layout.partition_columns) and any(_has_partition_columns(data, layout) for _, data in read)
+    tables = [
+        physical_table(
+            data, layout, partition_values=bin_.partition_values, partition_columns_in_files=in_files, file=f.path
+        )
+        for f, data in read
+    ]
+    if tables[0].num_columns == 0 and any(data.num_rows for _, data in read):  # Spark refuses such tables
+        raise OperationNotAllowedError(
+            "OPTIMIZE cannot rewrite data files that hold no column (every column is a partition column)",
+            table=table,
+            file=bin_.files[0].path,
+        )
+    try:
+        data = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+        if data.num_rows == 0:
+            return None
+        stats = stats_json(
+            data, layout.schema, layout.configuration, layout.partition_columns, tight_bounds=layout.tight_bounds
+        )
+        payload = encode_parquet(data)
+    except pa.ArrowException as exc:
+        raise LogCorruptedError(
+            f"Cannot rewrite the {len(bin_.files)} files of partition {bin_.partition or '(unpartitioned)'} as "
+            f"one: {type(exc).__name__}: {exc}",
+            table=table,
+            file=bin_.files[0].path,
+        ) from None
+    prefix = output_dir(bin_, layout.partition_keys)
     name = new_file_name()
     rel = f"{prefix}/{name}" if prefix else name
-    target = store.join(layout.table_uri, *decode_path(rel).split("/"))
+    target = store.join(table, *decode_path(rel).split("/"))
     try:
         store.write_new(target, payload)
     except OSError as exc:
