@@ -16,6 +16,7 @@ template whose `p` path the suite fills in, as done here.
 from __future__ import annotations
 
 import json
+import random
 import struct
 import uuid
 import zlib
@@ -257,6 +258,40 @@ def test_rows_kept_mask() -> None:
     assert rows_kept_mask(0, []).to_pylist() == []
     with pytest.raises(InvalidArgumentError):
         rows_kept_mask(3, [3])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rows_kept_mask_matches_the_rule_row_by_row(seed: int) -> None:
+    """The vectorised mask against the rule itself, on random sizes and deletions (runs, both ends, repeats,
+    any order) given as a list, an Arrow uint64 or int64 array, and a slice of one."""
+    rng = random.Random(seed)
+    for _ in range(50):
+        num_rows = rng.choice([0, 1, 2, 7, 8, 9, 64, 1000, 70_000])
+        deleted = [rng.randrange(num_rows) for _ in range(rng.randrange(num_rows + 1))] if num_rows else []
+        if num_rows and rng.random() < 0.3:
+            start = rng.randrange(num_rows)
+            deleted += list(range(start, min(num_rows, start + rng.randrange(1, 200))))  # a run
+        gone = set(deleted)
+        expected = [i not in gone for i in range(num_rows)]
+        assert rows_kept_mask(num_rows, deleted).to_pylist() == expected
+        assert rows_kept_mask(num_rows, pa.array(sorted(deleted), pa.uint64())).to_pylist() == expected
+        assert rows_kept_mask(num_rows, pa.array(deleted, pa.int64())).to_pylist() == expected
+        padded = pa.array([0, *deleted, 0], pa.uint64()).slice(1, len(deleted))
+        assert rows_kept_mask(num_rows, padded).to_pylist() == expected
+
+
+def test_rows_kept_mask_refuses_bad_indexes() -> None:
+    for num_rows, deleted in (
+        (3, [-1]),
+        (3, pa.array([-1], pa.int64())),
+        (3, pa.array([1, None], pa.uint64())),
+        (3, pa.array([5], pa.uint64())),
+        (0, [0]),
+        (3, [2**64]),
+    ):
+        with pytest.raises(InvalidArgumentError) as err:
+            rows_kept_mask(num_rows, deleted)
+        assert err.value.argument == "deleted"
 
 
 # -- descriptors (pure) --------------------------------------------------------------------------------

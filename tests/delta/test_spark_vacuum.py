@@ -256,7 +256,7 @@ def test_plan_above_the_collect_limit_is_applied_from_its_file_list_and_revalida
 
 
 @pytest.mark.spark
-def test_one_shot_apply_without_plan_dir_lists_again(spark, tmp_path: Path) -> None:
+def test_one_shot_apply_without_plan_dir_deletes_the_plan(spark, tmp_path: Path) -> None:
     from airflow_delta_provider.delta.engines.spark_vacuum import SparkVacuumExecutor
 
     path = tmp_path / "t"
@@ -267,6 +267,67 @@ def test_one_shot_apply_without_plan_dir_lists_again(spark, tmp_path: Path) -> N
     before = _files(path)
     result = vacuum(str(path), dry_run=False, audit=False, executor=SparkVacuumExecutor(spark, collect_limit=1), **kw)
     assert result.deleted == len(expected) and _files(path) == before - expected
+
+
+def _is_cached(frame) -> bool:
+    level = frame.storageLevel
+    return level.useMemory or level.useDisk
+
+
+def _plant_old(path: Path, rel: str) -> Path:
+    f = path / rel
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_bytes(b"stray")
+    os.utime(f, (OLD, OLD))
+    return f
+
+
+@pytest.mark.spark
+def test_counts_only_plan_without_plan_dir_is_applied_from_its_cached_list(spark, tmp_path: Path) -> None:
+    """Without `plan_dir`, a plan above `collect_limit` keeps its file list cached for this executor's apply:
+    the apply never lists the table again (an old stray planted after the plan is not deleted), checks the
+    list's count against the plan's, and frees the cache; `release()` frees it when the plan is not applied.
+    The test reads the executor's cached frame (`_unlisted`) to see that it is freed."""
+    from airflow_delta_provider.delta.engines.spark_vacuum import SparkVacuumExecutor
+    from airflow_delta_provider.delta.protocol.vacuum import PlanTotals
+
+    path = tmp_path / "t"
+    _random_table(path, 7)
+    now = int(time.time() * 1000) + 1000
+    kw: dict = dict(retention_hours=0, enforce_retention_duration=False, clock=lambda: now)
+    expected = {f["path"] for f in vacuum(str(path), **kw).to_dict()["files"]}
+    executor = SparkVacuumExecutor(spark, collect_limit=1)
+    plan = vacuum(str(path), executor=executor, **kw).plan
+    assert plan.files == [] and plan.num_files == len(expected) > 1
+    cached = executor._unlisted[1]
+    assert _is_cached(cached)
+    late = _plant_old(path, "p=a/late-stray.parquet")  # old enough to be planned, but written after the plan
+    before = _files(path)
+    result = vacuum(str(path), plan=plan, dry_run=False, audit=False, executor=executor, **kw)
+    assert result.deleted == len(expected) and _files(path) == before - expected and late.exists()
+    assert not _is_cached(cached) and executor._unlisted is None
+
+    # the cached list's count is checked against the plan's (a list recomputed after a lost cache block
+    # could differ: simulated by editing the plan's count)
+    _plant_old(path, "stray-a.parquet")
+    _plant_old(path, "p=b/stray-b.parquet")
+    again = vacuum(str(path), executor=executor, **kw).plan
+    assert again.num_files == len(vacuum(str(path), **kw).plan.files) == 3
+    cached = executor._unlisted[1]
+    again.totals = PlanTotals(again.num_files + 1, again.num_bytes, again.partitions())
+    before = _files(path)
+    with pytest.raises(OperationNotAllowedError, match="cached by this executor holds 3 files, the plan 4"):
+        vacuum(str(path), plan=again, dry_run=False, audit=False, executor=executor, **kw)
+    assert _files(path) == before and not _is_cached(cached) and executor._unlisted is None
+
+    # a dry run that is not applied: release() frees its list, and the plan can no longer be applied
+    unapplied = vacuum(str(path), executor=executor, **kw).plan
+    cached = executor._unlisted[1]
+    executor.release()
+    assert not _is_cached(cached)
+    with pytest.raises(OperationNotAllowedError, match="plan location"):
+        vacuum(str(path), plan=unapplied, dry_run=False, audit=False, executor=executor, **kw)
+    assert _files(path) == before
 
 
 # -- S3: executors list with a delimiter and delete with DeleteObjects, through the store's retries --------

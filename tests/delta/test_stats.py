@@ -33,9 +33,11 @@ from airflow_delta_provider.delta.protocol.actions import Metadata, Protocol
 from airflow_delta_provider.delta.protocol.schema import StructType
 from airflow_delta_provider.delta.protocol.stats import (
     StatsColumn,
+    num_indexed_cols,
     parse_column_list,
     stats_columns,
     stats_to_json,
+    string_prefix_length,
     tight_bounds_for,
     truncate_max_string,
     truncate_min_string,
@@ -243,6 +245,21 @@ class TestStatsColumns:
         ):
             with pytest.raises(InvalidArgumentError):
                 collect_stats(pa.table({"a": [1]}), NESTED, config, ["p"])
+
+    def test_int_properties_defaults_minimums_and_errors(self):
+        # Both properties share one parser: default when unset, surrounding blanks allowed, the minimum
+        # accepted, anything below it or not an integer refused naming the property.
+        for read, key, default, minimum in (
+            (num_indexed_cols, "delta.dataSkippingNumIndexedCols", 32, -1),
+            (string_prefix_length, "delta.dataSkippingStringPrefixLength", 32, 0),
+        ):
+            assert read({}) == read({key: None}) == default
+            assert read({key: f" {minimum} "}) == minimum
+            assert read({key: "7"}) == 7
+            for bad in (str(minimum - 1), "many", "1.5", ""):
+                with pytest.raises(InvalidArgumentError, match=f">= {minimum}") as err:
+                    read({key: bad})
+                assert err.value.argument == key
 
     def test_column_mapping_gives_physical_paths(self):
         schema = StructType.from_json(

@@ -4,25 +4,26 @@
 keeps the checks, the retention rules and the `VACUUM START`/`END` commits on the driver and runs these here:
 
 * **Listing** (as Delta's `DeltaFileOperations.recursiveListDirs`): one task lists the table root one level
-  (`_delta_log` and hidden directories pruned, as `protocol.vacuum.is_hidden` says); the entries are spread
-  round-robin over `parallelism` tasks, each listing its directories recursively (`store.list_recursive`).
-  The per-file rules (`protocol.vacuum.listed_candidate`: mtime before the cutoff, no hidden part, ...) run
-  where the files are listed, so only candidates leave the executors.
+  (`store.list_level`; `_delta_log` and hidden directories pruned, as `protocol.vacuum.is_hidden` says);
+  the entries are spread round-robin over `parallelism` tasks, each listing its directories recursively
+  (`store.list_recursive`). The per-file rules (`protocol.vacuum.listed_candidate`: mtime before the
+  cutoff, no hidden part, ...) run where the files are listed, so only candidates leave the executors.
 * **Plan**: the candidates anti-joined with the protected paths (`protocol.vacuum.protected_paths`: active
   files, tombstones within retention, their DV files) on the path and on its DV alias (`dv_alias_key`).
   The protected paths come from the Spark engine's state when the snapshot was replayed on Spark, else
-  from the driver's snapshot.
+  from the driver's snapshot (`maintenance.vacuum.protected_set`); they are persisted while the plan's
+  jobs run (they feed both joins).
 * **Dry run**: with `plan_dir`, the executors write the file list there as JSON lines (`{"path", "size"}`,
   one directory per plan, never overwritten) and the plan records it in `files_uri`; the driver gets counts
   and bytes per directory from a DataFrame aggregation, and the file list itself only when it holds at most
   `collect_limit` files (the plan's dict then has them as the local engine's does). A larger plan carries
-  counts only (`VacuumPlan.totals`): it is applied from `files_uri` (or, without `plan_dir`, only in the
-  same call, by listing again).
-* **Apply**: the plan's files (inline, else read from `files_uri` and checked against the plan's count) are
-  re-validated against the latest snapshot (`protocol.vacuum.plan_entry_relative`, then the same joins), and
-  the executors delete what stays in batches (`maintenance.vacuum.delete_files`: `batch_size` files per
-  `delete_many`, one S3 DeleteObjects each, retried), returning files and bytes per directory that the
-  driver sums. Directories left empty are removed by the driver on local stores.
+  counts only (`VacuumPlan.totals`): it is applied from `files_uri` or, without `plan_dir`, only by the
+  same executor, from its file list kept cached on the cluster until then (`release()` frees it unapplied).
+* **Apply**: the plan's files (inline, else read from `files_uri` or the cache, and checked against the
+  plan's count) are re-validated against the latest snapshot (`protocol.vacuum.plan_entry_relative`, then
+  the same joins), and the executors delete what stays in batches (`maintenance.vacuum.delete_files`:
+  `batch_size` files per `delete_many`, one S3 DeleteObjects each, retried), returning files and bytes per
+  directory that the driver sums. Directories left empty are removed by the driver on local stores.
 
 DataFrame API only (`mapInArrow`, joins, aggregations, the JSON reader and writer), so it also runs over
 Spark Connect, except the protected paths of a snapshot the Spark engine replayed (its state is an RDD).
@@ -33,9 +34,7 @@ task's closure, never in a DataFrame.
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -43,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ..errors import OperationNotAllowedError
-from ..maintenance.vacuum import Deleted, Revalidation, delete_files, logged_files, remove_empty_dirs
+from ..maintenance.vacuum import Deleted, Revalidation, delete_files, protected_set, remove_empty_dirs
 from ..protocol.actions import AddFile, RemoveFile, action_from_json
 from ..protocol.vacuum import (
     FULL,
@@ -59,7 +58,7 @@ from ..protocol.vacuum import (
     plan_entry_relative,
     protected_paths,
 )
-from ..storage import LocalLogStore, LogStore, local_path, store_for
+from ..storage import LogStore, store_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -115,68 +114,6 @@ def _root(store: LogStore, table_uri: str) -> str:
     return store.join(table_uri).rstrip("/")
 
 
-def list_level(store: LogStore, directory: str) -> Iterator[tuple[str, int, int, bool]]:
-    """(name, size, mtime ms, is directory) of each entry directly in `directory`, streamed (a flat table
-    root of millions of files is never held whole). The `LogStore` contract lists files only; this is the
-    one-level listing with directories the split needs: `os.scandir` locally, ListObjectsV2 with a
-    delimiter on S3, `ls` on other fsspec filesystems."""
-    if isinstance(store, LocalLogStore):
-        try:
-            entries = os.scandir(local_path(directory))
-        except (FileNotFoundError, NotADirectoryError):
-            return
-        with entries:
-            for entry in entries:
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        yield entry.name, 0, 0, True
-                    elif entry.is_file(follow_symlinks=False):
-                        st = entry.stat(follow_symlinks=False)
-                        yield entry.name, st.st_size, st.st_mtime_ns // 1_000_000, False
-                except FileNotFoundError:  # removed while listing
-                    continue
-        return
-    yield from _list_level_fsspec(store, directory)
-
-
-def _list_level_fsspec(store: Any, directory: str) -> Iterator[tuple[str, int, int, bool]]:
-    from ..storage.object_store import _mtime_ms  # the store's own reading of listing timestamps
-
-    fs = store.fs
-    stripped = fs._strip_protocol(directory).rstrip("/")
-    if not getattr(store, "is_s3", False):
-        fs.invalidate_cache(stripped)
-        try:
-            entries = store.retrying("LIST", directory, lambda: fs.ls(stripped, detail=True))
-        except FileNotFoundError:
-            return
-        for e in entries:
-            name = e["name"].rstrip("/").rsplit("/", 1)[-1]
-            if e.get("type") == "directory":
-                yield name, 0, 0, True
-            else:
-                yield name, int(e.get("size") or 0), _mtime_ms(e), False
-        return
-    bucket, key, _ = fs.split_path(stripped)
-    prefix = key.strip("/") + "/" if key.strip("/") else ""
-    params: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/", "MaxKeys": store.list_page_size}
-    while True:
-        try:
-            page = store.retrying("LIST", directory, functools.partial(fs.call_s3, "list_objects_v2", **params))
-        except FileNotFoundError:  # no bucket
-            return
-        for common in page.get("CommonPrefixes") or ():
-            yield common["Prefix"][len(prefix) :].rstrip("/"), 0, 0, True
-        for obj in page.get("Contents") or ():
-            name = obj["Key"][len(prefix) :]
-            if name and "/" not in name:
-                yield name, int(obj.get("Size") or 0), _mtime_ms(obj), False
-        token = page.get("NextContinuationToken")
-        if not page.get("IsTruncated") or not token:
-            return
-        params["ContinuationToken"] = token
-
-
 def _candidate(path: str, size: int, mtime: int, cutoff_ms: int, columns: Sequence[str]) -> Row | None:
     """A `CANDIDATE_SCHEMA` row for a listed file FULL mode may delete if nothing protects it."""
     rel = listed_candidate(ListedFile(path, size, mtime), cutoff_ms, columns)
@@ -192,12 +129,12 @@ def list_root_task(table_uri: str, options: Mapping[str, Any], cutoff_ms: int, c
     options, columns = dict(options), list(columns)
 
     def rows(store: LogStore) -> Iterator[Row]:
-        for name, size, mtime, directory in list_level(store, _root(store, table_uri)):
-            if directory:
-                if not is_hidden(name, columns):
-                    yield name, 0, 0, True
-            elif _candidate(name, size, mtime, cutoff_ms, columns) is not None:
-                yield name, size, mtime, False
+        for entry in store.list_level(_root(store, table_uri)):
+            if entry.is_dir:
+                if not is_hidden(entry.name, columns):
+                    yield entry.name, 0, 0, True
+            elif _candidate(entry.name, entry.size, entry.modification_time, cutoff_ms, columns) is not None:
+                yield entry.name, entry.size, entry.modification_time, False
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         if any(b.num_rows for b in batches):
@@ -330,7 +267,8 @@ class SparkVacuumExecutor:
     :param spark: the session (classic or Spark Connect).
     :param storage_options: the table's storage options, for the stores the executors build.
     :param plan_dir: where dry runs write their file lists (`<plan_dir>/vacuum-plan-v<version>-<uuid>/`);
-        without it a plan above `collect_limit` files carries counts only.
+        without it a plan above `collect_limit` files carries counts only, and its file list stays cached
+        on the cluster (one plan at a time) until this executor applies it or `release()` is called.
     :param collect_limit: most files a plan (or the dropped files of a re-validation) collected to the driver.
     :param parallelism: listing tasks (default: the session's default parallelism).
     """
@@ -351,7 +289,7 @@ class SparkVacuumExecutor:
         self.plan_dir = plan_dir
         self.collect_limit = collect_limit
         self.parallelism = parallelism or _default_parallelism(spark)
-        #: the last plan made without a file list, with the DataFrame that lists it again (same call's apply)
+        #: the last plan made without a file list, with its files (persisted) for the same executor's apply
         self._unlisted: tuple[VacuumPlan, DataFrame] | None = None
 
     # -- frames ------------------------------------------------------------------------------------------
@@ -365,27 +303,30 @@ class SparkVacuumExecutor:
         )
 
     def protected(self, snapshot: Snapshot, *, cutoff_ms: int, table_uri: str) -> DataFrame:
-        """The snapshot's protected relative paths (`rel`): on the cluster when the Spark engine replayed it."""
+        """The snapshot's protected relative paths (`rel`, each once): on the cluster when the Spark engine
+        replayed it, else from the driver's snapshot (`maintenance.vacuum.protected_set`, its Arrow fast path).
+
+        Lazy: the plan and the re-validation persist it, since it feeds two joins (the path's and the DV
+        alias's; `.explain()` shows two scans of it, so the state's protected-path task would run twice)."""
         from .spark import DistributedFileState
 
         files = snapshot.state.files
         if isinstance(files, DistributedFileState):
             rows = files.rdd.mapPartitions(protected_task(table_uri, cutoff_ms))
-            return self.spark.createDataFrame(rows, "rel string")
-        active, tombstones = logged_files(snapshot)
-        paths = sorted(protected_paths(active, tombstones, cutoff_ms=cutoff_ms, table_root=table_uri))
+            return self.spark.createDataFrame(rows, "rel string").distinct()  # a DV file two partitions share
+        paths = sorted(protected_set(snapshot, cutoff_ms=cutoff_ms, table_root=table_uri))
         if not paths:
             return self.spark.createDataFrame([], "rel string")
         return self.spark.createDataFrame(pa.table({"rel": pa.array(paths, pa.string())}))
 
     @staticmethod
     def _flag(entries: DataFrame, protected: DataFrame) -> DataFrame:
-        """(path, size, partition, keep): `keep` when `rel` is set and neither it nor its DV alias is protected."""
+        """(path, size, partition, keep): `keep` when `rel` is set and neither it nor its DV alias is protected
+        (`protected` holds each path once, as `protected` makes it: a left join keeps one row per entry)."""
         from pyspark.sql import functions as F
 
-        unique = protected.distinct()
-        by_rel = unique.select(F.col("rel").alias("_rel_hit"))
-        by_alias = unique.select(F.col("rel").alias("_alias_hit"))
+        by_rel = protected.select(F.col("rel").alias("_rel_hit"))
+        by_alias = protected.select(F.col("rel").alias("_alias_hit"))
         joined = entries.join(by_rel, entries["rel"] == by_rel["_rel_hit"], "left").join(
             by_alias, entries["alias"] == by_alias["_alias_hit"], "left"
         )
@@ -401,16 +342,22 @@ class SparkVacuumExecutor:
     def plan_full(
         self, dlog: DeltaLog, snapshot: Snapshot, *, cutoff_ms: int, retention_ms: int, partition_columns: list[str]
     ) -> VacuumPlan:
+        from pyspark import StorageLevel
+
         table = dlog.table_uri
         cands = self.candidates(dlog, cutoff_ms=cutoff_ms, partition_columns=partition_columns)
-        protected = self.protected(snapshot, cutoff_ms=cutoff_ms, table_uri=table)
+        protected = self.protected(snapshot, cutoff_ms=cutoff_ms, table_uri=table).persist(StorageLevel.MEMORY_AND_DISK)
         by_alias = protected.withColumnRenamed("rel", "alias")
         planned = cands.join(protected, "rel", "left_anti").join(by_alias, "alias", "left_anti").select("path", "size")
         plan = VacuumPlan(table, snapshot.version, cutoff_ms, retention_ms, FULL, [], snapshot.protocol.to_json())
-        return self._run(lambda: self._materialize(plan, planned), dlog, snapshot.version)
+        try:
+            return self._run(lambda: self._materialize(plan, planned), dlog, snapshot.version)
+        finally:
+            protected.unpersist()
 
     def _materialize(self, plan: VacuumPlan, planned: DataFrame) -> VacuumPlan:
-        """Write (with `plan_dir`) and summarize the planned files; collect them when few enough."""
+        """Write (with `plan_dir`) and summarize the planned files; collect them when few enough. Without
+        `plan_dir`, a plan above `collect_limit` keeps its files cached for the same call's apply."""
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
@@ -422,6 +369,7 @@ class SparkVacuumExecutor:
             source = self.spark.read.schema(PLAN_FILE_SCHEMA).json(spark_path(plan.files_uri))
         else:
             source = planned.persist(StorageLevel.MEMORY_AND_DISK)
+        cached = False
         try:
             rows = (
                 source.groupBy(F.expr(_PARTITION_OF_PATH).alias("partition"))
@@ -435,19 +383,33 @@ class SparkVacuumExecutor:
                     (PlannedFile(r["path"], int(r["size"] or 0)) for r in source.collect()), key=lambda f: f.path
                 )
                 return plan
+            cached = not self.plan_dir
         finally:
-            if not self.plan_dir:
+            if not self.plan_dir and not cached:
                 source.unpersist()
         plan.totals = PlanTotals(num, sum(p["bytes"] for p in parts.values()), parts)
-        if plan.files_uri is None:
-            self._unlisted = (plan, planned)
+        if cached:
+            self.release()
+            self._unlisted = (plan, source)
             log.warning(
-                "VACUUM of %s: the plan has %d files (over %d) and no plan_dir: it carries counts only",
+                "VACUUM of %s: the plan has %d files (over %d) and no plan_dir: it carries counts only, its "
+                "files stay cached on the cluster for this executor to apply (release() frees them)",
                 plan.table,
                 num,
                 self.collect_limit,
             )
         return plan
+
+    def release(self) -> None:
+        """Free the cached files of the last counts-only plan made without `plan_dir` (applying it frees them
+        too; a dry run that will not be applied should call this)."""
+        if self._unlisted is not None:
+            self._unlisted[1].unpersist()
+            self._unlisted = None
+
+    def _release_plan(self, plan: VacuumPlan) -> None:
+        if self._unlisted is not None and self._unlisted[0] is plan:
+            self.release()
 
     def _plan_files(self, plan: VacuumPlan) -> DataFrame:
         """The plan's files as (path, size): inline, else read from `files_uri`, else the same call's plan."""
@@ -462,7 +424,7 @@ class SparkVacuumExecutor:
         if plan.files_uri:
             return self.spark.read.schema(PLAN_FILE_SCHEMA).json(spark_path(plan.files_uri))
         if self._unlisted is not None and self._unlisted[0] is plan:
-            return self._unlisted[1]
+            return self._unlisted[1]  # persisted: re-validated without listing the table again
         raise OperationNotAllowedError(
             f"The vacuum plan carries counts only ({plan.num_files} files, no file list was written): plan "
             "again with a plan location to apply it",
@@ -485,7 +447,14 @@ class SparkVacuumExecutor:
 
         entries = self._plan_files(plan).mapInArrow(entry_task(partition_columns), CANDIDATE_SCHEMA)
         protected = self.protected(snapshot, cutoff_ms=cutoff_ms, table_uri=plan.table)
+        protected = protected.persist(StorageLevel.MEMORY_AND_DISK)
         flagged = self._flag(entries, protected).persist(StorageLevel.MEMORY_AND_DISK)
+
+        def release() -> None:
+            flagged.unpersist()
+            protected.unpersist()
+            self._release_plan(plan)
+
         try:
             rows = (
                 flagged.groupBy("keep", "partition")
@@ -495,10 +464,11 @@ class SparkVacuumExecutor:
             kept = _by_partition(r for r in rows if r["keep"])
             num_kept = sum(p["files"] for p in kept.values())
             num_dropped = sum(int(r["files"]) for r in rows if not r["keep"])
-            if plan.files_uri and not plan.files_inline and num_kept + num_dropped != plan.num_files:
+            if not plan.files_inline and num_kept + num_dropped != plan.num_files:
+                where = f"at {plan.files_uri}" if plan.files_uri else "cached by this executor"
                 raise OperationNotAllowedError(
-                    f"The vacuum plan's file list at {plan.files_uri} holds {num_kept + num_dropped} files, the "
-                    f"plan {plan.num_files}: plan again",
+                    f"The vacuum plan's file list {where} holds {num_kept + num_dropped} files, the plan "
+                    f"{plan.num_files}: plan again",
                     table=plan.table,
                     version=plan.version,
                 )
@@ -511,12 +481,8 @@ class SparkVacuumExecutor:
             else:
                 checked.totals = PlanTotals(num_kept, sum(p["bytes"] for p in kept.values()), kept)
         except BaseException:
-            flagged.unpersist()
+            release()
             raise
-
-        def release() -> None:
-            flagged.unpersist()
-
         return Revalidation(checked, dropped, num_dropped, flagged.where(F.col("keep")), release)
 
     def _collect(self, frame: DataFrame, count: int) -> list[PlannedFile]:
@@ -541,4 +507,4 @@ class SparkVacuumExecutor:
         return Deleted(files, size, remove_empty_dirs(dlog, (r["partition"] for r in rows)))
 
 
-__all__ = ["DEFAULT_COLLECT_LIMIT", "SparkVacuumExecutor", "list_level"]
+__all__ = ["DEFAULT_COLLECT_LIMIT", "SparkVacuumExecutor"]

@@ -99,36 +99,28 @@ def min_max_eligible(type_name: str) -> bool:
 
 
 # -- which columns --------------------------------------------------------------------------------------
-def num_indexed_cols(configuration: Mapping[str, str | None]) -> int:
-    """`delta.dataSkippingNumIndexedCols` (default 32; -1 means every column)."""
-    raw = configuration.get(NUM_INDEXED_COLS)
+def _int_property(configuration: Mapping[str, str | None], key: str, default: int, minimum: int) -> int:
+    """Table property `key` as an integer `>= minimum`, `default` when unset (`InvalidArgumentError` otherwise)."""
+    raw = configuration.get(key)
     if raw is None:
-        return DEFAULT_NUM_INDEXED_COLS
+        return default
     try:
         value = int(str(raw).strip())
     except ValueError:
-        value = -2
-    if value < -1:
-        raise InvalidArgumentError(
-            f"{NUM_INDEXED_COLS} must be an integer >= -1, got {raw!r}", argument=NUM_INDEXED_COLS
-        )
+        value = minimum - 1
+    if value < minimum:
+        raise InvalidArgumentError(f"{key} must be an integer >= {minimum}, got {raw!r}", argument=key)
     return value
+
+
+def num_indexed_cols(configuration: Mapping[str, str | None]) -> int:
+    """`delta.dataSkippingNumIndexedCols` (default 32; -1 means every column)."""
+    return _int_property(configuration, NUM_INDEXED_COLS, DEFAULT_NUM_INDEXED_COLS, -1)
 
 
 def string_prefix_length(configuration: Mapping[str, str | None]) -> int:
     """`delta.dataSkippingStringPrefixLength` (default 32, Spark's session conf default)."""
-    raw = configuration.get(STRING_PREFIX_LENGTH)
-    if raw is None:
-        return DEFAULT_STRING_PREFIX_LENGTH
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise InvalidArgumentError(
-            f"{STRING_PREFIX_LENGTH} must be an integer >= 0, got {raw!r}", argument=STRING_PREFIX_LENGTH
-        )
-    return value
+    return _int_property(configuration, STRING_PREFIX_LENGTH, DEFAULT_STRING_PREFIX_LENGTH, 0)
 
 
 _NAME_RE = re.compile(r"\s*(?:`((?:[^`]|``)*)`|([^\s.,`]+))\s*([.,]|$)")

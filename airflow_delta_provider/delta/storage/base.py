@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from typing import BinaryIO, Protocol
+from typing import BinaryIO, NamedTuple, Protocol
 from urllib.parse import unquote, urlparse
 
 from ..protocol.filenames import FileInfo
+
+
+class LevelEntry(NamedTuple):
+    """One entry directly in a listed directory (`LogStore.list_level`): a file with its size and mtime (ms),
+    or a subdirectory (`is_dir`, size and mtime 0). `name` is the entry's name in the directory, no slash."""
+
+    name: str
+    size: int
+    modification_time: int
+    is_dir: bool
 
 
 class LogStore(Protocol):
@@ -71,6 +81,12 @@ class LogStore(Protocol):
 
     def list_recursive(self, directory: str) -> Iterator[FileInfo]:
         """Every file under `directory`, at any depth, with size and mtime (no order promised)."""
+        ...
+
+    def list_level(self, directory: str) -> Iterator[LevelEntry]:
+        """The files (with size and mtime) and subdirectories directly in `directory`, streamed (a flat
+        directory of millions of files is never held whole; no order promised); nothing when it does not
+        exist. Symbolic links are neither. On object stores a subdirectory is a common key prefix."""
         ...
 
 

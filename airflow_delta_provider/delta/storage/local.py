@@ -10,7 +10,7 @@ from typing import BinaryIO
 
 from ..errors import UnsupportedStoreError
 from ..protocol.filenames import FileInfo
-from .base import local_path
+from .base import LevelEntry, local_path
 
 
 class LocalLogStore:
@@ -122,21 +122,36 @@ class LocalLogStore:
     def list_recursive(self, directory: str) -> Iterator[FileInfo]:
         stack = [local_path(directory)]
         while stack:
-            base = stack.pop()
+            for entry, st in _scan(stack.pop()):
+                if st is None:
+                    stack.append(entry.path)
+                else:
+                    yield FileInfo(entry.path, st.st_size, st.st_mtime_ns // 1_000_000)
+
+    def list_level(self, directory: str) -> Iterator[LevelEntry]:
+        for entry, st in _scan(local_path(directory)):
+            if st is None:
+                yield LevelEntry(entry.name, 0, 0, True)
+            else:
+                yield LevelEntry(entry.name, st.st_size, st.st_mtime_ns // 1_000_000, False)
+
+
+def _scan(base: str) -> Iterator[tuple[os.DirEntry[str], os.stat_result | None]]:
+    """The entries directly in `base` (nothing when it is missing or not a directory): subdirectories with
+    None, regular files with their stat. Symbolic links are not followed, entries removed meanwhile skipped."""
+    try:
+        entries = os.scandir(base)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    with entries:
+        for entry in entries:
             try:
-                entries = os.scandir(base)
-            except (FileNotFoundError, NotADirectoryError):
+                if entry.is_dir(follow_symlinks=False):
+                    yield entry, None
+                elif entry.is_file(follow_symlinks=False):
+                    yield entry, entry.stat(follow_symlinks=False)
+            except FileNotFoundError:  # removed while listing
                 continue
-            with entries:
-                for entry in entries:
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            stack.append(entry.path)
-                        elif entry.is_file(follow_symlinks=False):
-                            st = entry.stat(follow_symlinks=False)
-                            yield FileInfo(entry.path, st.st_size, st.st_mtime_ns // 1_000_000)
-                    except FileNotFoundError:  # removed while listing
-                        continue
 
 
 def _fsync_dir(directory: str) -> None:

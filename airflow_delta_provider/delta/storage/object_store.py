@@ -35,7 +35,9 @@ Writes (the `LogStore` write verbs; delta-writes.md §1.1):
   DeleteObjects with up to 1,000 keys per request (missing keys count as deleted; a per-key error raises
   `StorageError` naming the first failing key, after retrying the failed keys if the error is
   transient); other filesystems delete file by file. `list_recursive` pages S3 ListObjectsV2 without a
-  delimiter (one request per 1,000 keys), elsewhere fsspec `find`.
+  delimiter (one request per 1,000 keys), elsewhere fsspec `find`; `list_level` pages it with a "/" delimiter
+  (directories are the common prefixes), elsewhere fsspec `ls`. Every S3 listing goes through one paging
+  loop (`FsspecLogStore._s3_pages`).
 * A read-only store (`read_only=True`, or anonymous access: `anon=True`, GCS `token="anon"`) refuses
   every write verb with `UnsupportedStoreError` before sending anything; a 403 on a write is a
   `StorageError(transient=False)`.
@@ -55,6 +57,7 @@ from urllib.parse import urlparse
 
 from ..errors import DeltaError, StorageError, UnsupportedStoreError
 from ..protocol.filenames import FileInfo
+from .base import LevelEntry
 from .retry import (
     NO_RETRY,
     NOT_FOUND_CODES,
@@ -452,27 +455,41 @@ class FsspecLogStore:
             self._sizes.update((f.path, f.size) for f in out if ".checkpoint." in f.name)
         return out
 
+    def _s3_location(self, directory: str) -> tuple[str, str]:
+        """(bucket, key prefix) of the keys under `directory` (the prefix ends in "/", or is "" at the root)."""
+        bucket, key = self._bucket_key(directory)
+        return bucket, (key.strip("/") + "/" if key.strip("/") else "")
+
+    def _s3_pages(self, directory: str, bucket: str, prefix: str, **params: Any) -> Iterator[Mapping[str, Any]]:
+        """The ListObjectsV2 answers for the keys under `prefix`, one request per `list_page_size` keys
+        (each under the retry policy), following continuation tokens; `params` (`Delimiter`, `StartAfter`,
+        `MaxKeys`) go in every request. The one S3 listing loop: `list_from`, `list_recursive`,
+        `list_level` and `is_dir` all page through it. A missing bucket is `FileNotFoundError`."""
+        request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": self.list_page_size, **params}
+        while True:
+            page = self.retrying("LIST", directory, functools.partial(self.fs.call_s3, "list_objects_v2", **request))
+            yield page
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return
+            request["ContinuationToken"] = token
+
     def _list_s3(self, directory: str, start: str) -> list[FileInfo]:
         """ListObjectsV2 pages from `start` on (StartAfter is exclusive: it gets the name just before)."""
-        bucket, key = self._bucket_key(directory)
-        prefix = key.strip("/") + "/" if key.strip("/") else ""
-        params: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/", "MaxKeys": self.list_page_size}
+        bucket, prefix = self._s3_location(directory)
+        params: dict[str, Any] = {"Delimiter": "/"}
         if start:
             last = start[-1]
             params["StartAfter"] = prefix + start[:-1] + (chr(ord(last) - 1) if ord(last) > 0 else "")
         out: list[FileInfo] = []
-        while True:
-            page = self.retrying("LIST", directory, functools.partial(self.fs.call_s3, "list_objects_v2", **params))
+        for page in self._s3_pages(directory, bucket, prefix, **params):
             for obj in page.get("Contents") or ():
                 name = obj["Key"][len(prefix) :]
                 if not name or "/" in name or name < start:
                     continue
                 path = f"{self._protocol}://{bucket}/{obj['Key']}"
                 out.append(FileInfo(path, int(obj.get("Size") or 0), _mtime_ms(obj)))
-            token = page.get("NextContinuationToken")
-            if not page.get("IsTruncated") or not token:
-                return out
-            params["ContinuationToken"] = token
+        return out
 
     def _list_fsspec(self, directory: str, start: str) -> list[FileInfo]:
         entries = self.retrying(
@@ -521,13 +538,8 @@ class FsspecLogStore:
     def is_dir(self, path: str) -> bool:
         try:
             if self.is_s3:
-                bucket, key = self._bucket_key(path)
-                prefix = key.strip("/") + "/" if key.strip("/") else ""
-                resp = self.retrying(
-                    "LIST",
-                    path,
-                    lambda: self.fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, MaxKeys=1),
-                )
+                bucket, prefix = self._s3_location(path)
+                resp = next(self._s3_pages(path, bucket, prefix, MaxKeys=1))  # one request: any key under it
                 return bool(resp.get("KeyCount") or resp.get("Contents"))
             return bool(self.retrying("HEAD", path, lambda: self.fs.isdir(self._strip(path))))
         except FileNotFoundError:
@@ -724,22 +736,48 @@ class FsspecLogStore:
             yield FileInfo(self._unstrip(name), int(info.get("size") or 0), _mtime_ms(info))
 
     def _list_s3_recursive(self, directory: str) -> Iterator[FileInfo]:
-        bucket, key = self._bucket_key(directory)
-        prefix = key.strip("/") + "/" if key.strip("/") else ""
-        params: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": self.list_page_size}
-        while True:
-            try:
-                page = self.retrying("LIST", directory, functools.partial(self.fs.call_s3, "list_objects_v2", **params))
-            except FileNotFoundError:  # no bucket
-                return
-            for obj in page.get("Contents") or ():
-                if obj["Key"].endswith("/"):  # a "directory" marker object
-                    continue
-                yield FileInfo(f"{self._protocol}://{bucket}/{obj['Key']}", int(obj.get("Size") or 0), _mtime_ms(obj))
-            token = page.get("NextContinuationToken")
-            if not page.get("IsTruncated") or not token:
-                return
-            params["ContinuationToken"] = token
+        bucket, prefix = self._s3_location(directory)
+        try:
+            for page in self._s3_pages(directory, bucket, prefix):
+                for obj in page.get("Contents") or ():
+                    if obj["Key"].endswith("/"):  # a "directory" marker object
+                        continue
+                    path = f"{self._protocol}://{bucket}/{obj['Key']}"
+                    yield FileInfo(path, int(obj.get("Size") or 0), _mtime_ms(obj))
+        except FileNotFoundError:  # no bucket
+            return
+
+    def list_level(self, directory: str) -> Iterator[LevelEntry]:
+        """Files and subdirectories directly in `directory`: S3 ListObjectsV2 with a "/" delimiter (one
+        request per 1,000 entries; common prefixes are the subdirectories), elsewhere fsspec `ls`."""
+        if self.is_s3:
+            yield from self._list_level_s3(directory)
+            return
+        stripped = self._strip(directory).rstrip("/")
+        self.fs.invalidate_cache(stripped)
+        try:
+            entries = self.retrying("LIST", directory, lambda: self.fs.ls(stripped, detail=True))
+        except FileNotFoundError:
+            return
+        for e in entries:
+            name = e["name"].rstrip("/").rsplit("/", 1)[-1]
+            if e.get("type") == "directory":
+                yield LevelEntry(name, 0, 0, True)
+            else:
+                yield LevelEntry(name, int(e.get("size") or 0), _mtime_ms(e), False)
+
+    def _list_level_s3(self, directory: str) -> Iterator[LevelEntry]:
+        bucket, prefix = self._s3_location(directory)
+        try:
+            for page in self._s3_pages(directory, bucket, prefix, Delimiter="/"):
+                for common in page.get("CommonPrefixes") or ():
+                    yield LevelEntry(common["Prefix"][len(prefix) :].rstrip("/"), 0, 0, True)
+                for obj in page.get("Contents") or ():
+                    name = obj["Key"][len(prefix) :]
+                    if name and "/" not in name:  # not the directory's own marker object
+                        yield LevelEntry(name, int(obj.get("Size") or 0), _mtime_ms(obj), False)
+        except FileNotFoundError:  # no bucket
+            return
 
 
 class _DeleteErrors(OSError):
