@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import unquote
 
@@ -365,11 +366,14 @@ def test_audit_commit_is_not_starved_by_a_steady_writer(tmp_path: Path, monkeypa
         competing.append(len(competing))
         write_deltalake(str(path), _data([1000 + len(competing)], "b"), partition_by=["p"], mode="append")
 
-    monkeypatch.setattr(transaction.time, "sleep", lambda _seconds: competitor())
+    # only the transaction's backoff: `transaction.time` is the process-wide `time` module, whose `sleep`
+    # other threads left by earlier tests (servers, JVM gateways) may call while this test runs
+    monkeypatch.setattr(transaction, "time", SimpleNamespace(sleep=lambda _seconds: competitor()))
     dlog = DeltaLog(str(path), store=RacedStore(competitor, times=2))
     result = vacuum(dlog, plan=plan, dry_run=False, clock=clock_at(later(8)))
     assert result.deleted == 3 and len(result.audit_versions) == 2
     assert commit_info(path, result.audit_versions[0])["operation"] == "VACUUM START"
+    assert len(competing) > 2  # the two raced puts, then at least one backoff of the commit loop
     assert missing_active(path) == [] and len(deltars_rows(path)) == 5 + len(competing)
 
 
