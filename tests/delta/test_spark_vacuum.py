@@ -330,6 +330,54 @@ def test_counts_only_plan_without_plan_dir_is_applied_from_its_cached_list(spark
     assert _files(path) == before
 
 
+def _stage_tasks(spark, group: str) -> list[int]:
+    """Tasks each stage of the job group ran (skipped stages ran none), from the status tracker."""
+    tracker = spark.sparkContext.statusTracker()
+    stages = {s for j in tracker.getJobIdsForGroup(group) for s in tracker.getJobInfo(j).stageIds}
+    return [info.numCompletedTasks for info in map(tracker.getStageInfo, sorted(stages)) if info is not None]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("broadcast_limit", [None, 0], ids=["broadcast", "sort-merge"])
+def test_tiny_table_runs_few_tasks_whatever_the_shuffle_partitions(spark, tmp_path: Path, broadcast_limit) -> None:
+    """A tiny table's plan and apply run a handful of tasks per stage even with the session's 200 shuffle
+    partitions (Spark's default, set here on the test's own session and restored): the executor sizes what
+    it caches and what feeds its delete tasks, whether the protected paths are broadcast or sort-merge joined
+    (`broadcast_limit=0`). Counted by the status tracker over a job group; no timing."""
+    from airflow_delta_provider.delta.engines.spark import SparkEngine
+    from airflow_delta_provider.delta.engines.spark_vacuum import SparkVacuumExecutor
+
+    path = tmp_path / "t"
+    _random_table(path, 21)
+    now = int(time.time() * 1000) + 1000
+    kw: dict = dict(retention_hours=0, enforce_retention_duration=False, clock=lambda: now)
+    local = vacuum(str(path), **kw).to_dict()
+    before = _files(path)
+    extra = {} if broadcast_limit is None else {"broadcast_limit": broadcast_limit}
+    executor = SparkVacuumExecutor(spark, plan_dir=str(tmp_path / "plans"), **extra)
+    replayed = DeltaLog(str(path), engine=SparkEngine(spark, snapshot_partitions=2))
+    group = f"vacuum-tasks-{os.urandom(4).hex()}"
+    saved = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "200")
+    spark.sparkContext.setJobGroup(group, "tiny-table vacuum")
+    try:
+        plan = vacuum(replayed, executor=executor, **kw).to_dict()
+        done = vacuum(replayed, plan=plan, dry_run=False, audit=False, executor=executor, **kw).to_dict()
+    finally:
+        for key in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
+            spark.sparkContext.setLocalProperty(key, None)  # no clearJobGroup in PySpark
+        spark.conf.set("spark.sql.shuffle.partitions", saved)
+    assert _local_only(plan) == local
+    assert (done["deleted"], done["deleted_bytes"], done["dropped"]) == (local["num_files"], local["bytes"], [])
+    assert _files(path) == before - {f["path"] for f in local["files"]}
+    tasks = _stage_tasks(spark, group)
+    assert tasks and sum(tasks) > 0
+    # two listing/delete tasks (parallelism), the engine's state over its 2 snapshot partitions from the
+    # commits and the checkpoint: 4; never one task per shuffle partition
+    assert executor.parallelism == 2 and max(tasks) <= 4, tasks
+    assert sum(tasks) < 200, tasks
+
+
 # -- S3: executors list with a delimiter and delete with DeleteObjects, through the store's retries --------
 @pytest.fixture(scope="module")
 def s3_server():

@@ -11,8 +11,16 @@ keeps the checks, the retention rules and the `VACUUM START`/`END` commits on th
 * **Plan**: the candidates anti-joined with the protected paths (`protocol.vacuum.protected_paths`: active
   files, tombstones within retention, their DV files) on the path and on its DV alias (`dv_alias_key`).
   The protected paths come from the Spark engine's state when the snapshot was replayed on Spark, else
-  from the driver's snapshot (`maintenance.vacuum.protected_set`); they are persisted while the plan's
-  jobs run (they feed both joins).
+  from the driver's snapshot (`maintenance.vacuum.protected_set`); they are persisted and counted first
+  (one job builds the cache both joins read) and, when at most `broadcast_limit`, broadcast to the joins,
+  which then shuffle nothing.
+* **Partitions**: nothing here leaves a partition count to `spark.sql.shuffle.partitions` where it would
+  stick: the protected paths are de-duplicated into at most `parallelism` partitions, every frame that is
+  persisted or feeds the delete tasks is coalesced to at most `parallelism` partitions, and a plan carried
+  inline is re-validated and deleted in one task per 1000 files (at most `parallelism`). A cached plan
+  keeps its shuffles' partition count (`spark.sql.optimizer.canChangeCachedPlanOutputPartitioning` is off
+  by default, so adaptive execution does not coalesce it): a tiny table's VACUUM otherwise ran every scan
+  of its caches, and its `mapInArrow` deletes, as 200 tasks. The session's settings are never changed.
 * **Dry run**: with `plan_dir`, the executors write the file list there as JSON lines (`{"path", "size"}`,
   one directory per plan, never overwritten) and the plan records it in `files_uri`; the driver gets counts
   and bytes per directory from a DataFrame aggregation, and the file list itself only when it holds at most
@@ -70,6 +78,11 @@ log = logging.getLogger(__name__)
 
 #: Files a plan may hold and still be collected to the driver (its dict then lists them).
 DEFAULT_COLLECT_LIMIT = 100_000
+#: Protected paths at most this many are broadcast to the plan's joins (about 10 MB, Spark's default
+#: broadcast threshold); more are sort-merge joined.
+DEFAULT_BROADCAST_LIMIT = 100_000
+#: Planned files per task when a plan carried inline is re-validated and deleted (one delete batch).
+_FILES_PER_TASK = 1000
 #: Rows per Arrow batch the executors yield.
 _BATCH_ROWS = 8192
 
@@ -270,7 +283,9 @@ class SparkVacuumExecutor:
         without it a plan above `collect_limit` files carries counts only, and its file list stays cached
         on the cluster (one plan at a time) until this executor applies it or `release()` is called.
     :param collect_limit: most files a plan (or the dropped files of a re-validation) collected to the driver.
-    :param parallelism: listing tasks (default: the session's default parallelism).
+    :param parallelism: listing tasks, and the most partitions a persisted frame or the delete tasks get
+        (default: the session's default parallelism).
+    :param broadcast_limit: most protected paths broadcast to the joins (above, they are sort-merge joined).
     """
 
     def __init__(
@@ -281,14 +296,18 @@ class SparkVacuumExecutor:
         plan_dir: str | None = None,
         collect_limit: int = DEFAULT_COLLECT_LIMIT,
         parallelism: int | None = None,
+        broadcast_limit: int = DEFAULT_BROADCAST_LIMIT,
     ) -> None:
         if collect_limit < 0:
             raise ValueError("collect_limit must be >= 0")
+        if broadcast_limit < 0:
+            raise ValueError("broadcast_limit must be >= 0")
         self.spark = spark
         self.storage_options = dict(storage_options or {})
         self.plan_dir = plan_dir
         self.collect_limit = collect_limit
         self.parallelism = parallelism or _default_parallelism(spark)
+        self.broadcast_limit = broadcast_limit
         #: the last plan made without a file list, with its files (persisted) for the same executor's apply
         self._unlisted: tuple[VacuumPlan, DataFrame] | None = None
 
@@ -306,32 +325,50 @@ class SparkVacuumExecutor:
         """The snapshot's protected relative paths (`rel`, each once): on the cluster when the Spark engine
         replayed it, else from the driver's snapshot (`maintenance.vacuum.protected_set`, its Arrow fast path).
 
-        Lazy: the plan and the re-validation persist it, since it feeds two joins (the path's and the DV
-        alias's; `.explain()` shows two scans of it, so the state's protected-path task would run twice)."""
+        Lazy: the plan and the re-validation persist it and count it first (`_protected_side`), since it feeds
+        two joins (the path's and the DV alias's; `.explain()` shows two scans of it, so the state's
+        protected-path task would run twice). De-duplicated by a shuffle into at most `parallelism`
+        partitions (the state's count when smaller), not `spark.sql.shuffle.partitions`: it is cached."""
         from .spark import DistributedFileState
 
         files = snapshot.state.files
         if isinstance(files, DistributedFileState):
             rows = files.rdd.mapPartitions(protected_task(table_uri, cutoff_ms))
-            return self.spark.createDataFrame(rows, "rel string").distinct()  # a DV file two partitions share
+            parts = max(1, min(rows.getNumPartitions(), self.parallelism))
+            # distinct: a DV file two state partitions share; hash-partitioned first, so no second shuffle
+            return self.spark.createDataFrame(rows, "rel string").repartition(parts, "rel").distinct()
         paths = sorted(protected_set(snapshot, cutoff_ms=cutoff_ms, table_root=table_uri))
         if not paths:
             return self.spark.createDataFrame([], "rel string")
         return self.spark.createDataFrame(pa.table({"rel": pa.array(paths, pa.string())}))
 
+    def _protected_side(self, protected: DataFrame) -> bool:
+        """Persist `protected` (the caller unpersists it), build its cache in one job, and say whether it is
+        small enough (`broadcast_limit`) to broadcast to the joins."""
+        from pyspark import StorageLevel
+
+        protected.persist(StorageLevel.MEMORY_AND_DISK)
+        return protected.count() <= self.broadcast_limit
+
     @staticmethod
-    def _flag(entries: DataFrame, protected: DataFrame) -> DataFrame:
-        """(path, size, partition, keep): `keep` when `rel` is set and neither it nor its DV alias is protected
-        (`protected` holds each path once, as `protected` makes it: a left join keeps one row per entry)."""
+    def _side(frame: DataFrame, broadcast: bool) -> DataFrame:
         from pyspark.sql import functions as F
 
-        by_rel = protected.select(F.col("rel").alias("_rel_hit"))
-        by_alias = protected.select(F.col("rel").alias("_alias_hit"))
+        return F.broadcast(frame) if broadcast else frame
+
+    def _flag(self, entries: DataFrame, protected: DataFrame, broadcast: bool) -> DataFrame:
+        """(path, size, partition, keep): `keep` when `rel` is set and neither it nor its DV alias is protected
+        (`protected` holds each path once, as `protected` makes it: a left join keeps one row per entry), in
+        at most `parallelism` partitions."""
+        from pyspark.sql import functions as F
+
+        by_rel = self._side(protected.select(F.col("rel").alias("_rel_hit")), broadcast)
+        by_alias = self._side(protected.select(F.col("rel").alias("_alias_hit")), broadcast)
         joined = entries.join(by_rel, entries["rel"] == by_rel["_rel_hit"], "left").join(
             by_alias, entries["alias"] == by_alias["_alias_hit"], "left"
         )
         keep = F.col("rel").isNotNull() & F.col("_rel_hit").isNull() & F.col("_alias_hit").isNull()
-        return joined.select("path", "size", "partition", keep.alias("keep"))
+        return joined.select("path", "size", "partition", keep.alias("keep")).coalesce(self.parallelism)
 
     def _run(self, action: Callable[[], Any], dlog: DeltaLog, version: int | None) -> Any:
         from .spark import run_spark
@@ -342,16 +379,20 @@ class SparkVacuumExecutor:
     def plan_full(
         self, dlog: DeltaLog, snapshot: Snapshot, *, cutoff_ms: int, retention_ms: int, partition_columns: list[str]
     ) -> VacuumPlan:
-        from pyspark import StorageLevel
-
         table = dlog.table_uri
         cands = self.candidates(dlog, cutoff_ms=cutoff_ms, partition_columns=partition_columns)
-        protected = self.protected(snapshot, cutoff_ms=cutoff_ms, table_uri=table).persist(StorageLevel.MEMORY_AND_DISK)
-        by_alias = protected.withColumnRenamed("rel", "alias")
-        planned = cands.join(protected, "rel", "left_anti").join(by_alias, "alias", "left_anti").select("path", "size")
+        protected = self.protected(snapshot, cutoff_ms=cutoff_ms, table_uri=table)
         plan = VacuumPlan(table, snapshot.version, cutoff_ms, retention_ms, FULL, [], snapshot.protocol.to_json())
+
+        def run() -> VacuumPlan:
+            small = self._protected_side(protected)
+            by_rel = self._side(protected, small)
+            by_alias = self._side(protected.withColumnRenamed("rel", "alias"), small)
+            planned = cands.join(by_rel, "rel", "left_anti").join(by_alias, "alias", "left_anti")
+            return self._materialize(plan, planned.select("path", "size").coalesce(self.parallelism))
+
         try:
-            return self._run(lambda: self._materialize(plan, planned), dlog, snapshot.version)
+            return self._run(run, dlog, snapshot.version)
         finally:
             protected.unpersist()
 
@@ -420,7 +461,8 @@ class SparkVacuumExecutor:
                 return self.spark.createDataFrame([], PLAN_FILE_SCHEMA)
             paths = pa.array([f.path for f in plan.files], pa.string())
             sizes = pa.array([f.size for f in plan.files], pa.int64())
-            return self.spark.createDataFrame(pa.table({"path": paths, "size": sizes})).repartition(self.parallelism)
+            parts = min(self.parallelism, -(-len(plan.files) // _FILES_PER_TASK))
+            return self.spark.createDataFrame(pa.table({"path": paths, "size": sizes})).repartition(parts)
         if plan.files_uri:
             return self.spark.read.schema(PLAN_FILE_SCHEMA).json(spark_path(plan.files_uri))
         if self._unlisted is not None and self._unlisted[0] is plan:
@@ -447,15 +489,17 @@ class SparkVacuumExecutor:
 
         entries = self._plan_files(plan).mapInArrow(entry_task(partition_columns), CANDIDATE_SCHEMA)
         protected = self.protected(snapshot, cutoff_ms=cutoff_ms, table_uri=plan.table)
-        protected = protected.persist(StorageLevel.MEMORY_AND_DISK)
-        flagged = self._flag(entries, protected).persist(StorageLevel.MEMORY_AND_DISK)
+        flagged: DataFrame | None = None
 
         def release() -> None:
-            flagged.unpersist()
+            if flagged is not None:
+                flagged.unpersist()
             protected.unpersist()
             self._release_plan(plan)
 
         try:
+            small = self._protected_side(protected)
+            flagged = self._flag(entries, protected, small).persist(StorageLevel.MEMORY_AND_DISK)
             rows = (
                 flagged.groupBy("keep", "partition")
                 .agg(F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"))
@@ -507,4 +551,4 @@ class SparkVacuumExecutor:
         return Deleted(files, size, remove_empty_dirs(dlog, (r["partition"] for r in rows)))
 
 
-__all__ = ["DEFAULT_COLLECT_LIMIT", "SparkVacuumExecutor"]
+__all__ = ["DEFAULT_BROADCAST_LIMIT", "DEFAULT_COLLECT_LIMIT", "SparkVacuumExecutor"]
