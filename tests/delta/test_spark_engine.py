@@ -7,8 +7,6 @@ domains, active files (path, size, stats) and every tombstone — or the same ty
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,23 +24,11 @@ ORACLE = json.loads((CORPUS / "ORACLE-deltalake-1.6.6.json").read_text())["table
 
 @pytest.fixture(scope="module")
 def engine():
-    from pyspark.sql import SparkSession
+    from spark_cluster import local_session
 
-    from airflow_delta_provider.delta.engines.spark import SPARK_CONF, SparkEngine
+    from airflow_delta_provider.delta.engines.spark import SparkEngine
 
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    builder = SparkSession.builder.master("local[2]").appName("delta-engine-tests")
-    conf = {
-        **SPARK_CONF,
-        "spark.ui.enabled": "false",
-        "spark.default.parallelism": "2",
-        "spark.sql.shuffle.partitions": "2",
-    }
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session("delta-engine-tests")
     yield SparkEngine(spark, snapshot_partitions=4)
     spark.stop()
 
