@@ -254,7 +254,7 @@ class DeltaLog:
             state=state,
             store=self.store,
             clock=self.clock,
-            engine_name=self.engine.name,
+            engine=self.engine,
         )
 
     def _load(self, version: int | None = None) -> Snapshot:

@@ -42,6 +42,7 @@ from .storage import LogStore
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
+    from .engines import Engine
     from .protocol.predicate import Expr
     from .protocol.schema import StructType
     from .read.aggregates import FileSummary, TombstoneSummary
@@ -66,7 +67,7 @@ class Snapshot:
         state: TableState,
         store: LogStore,
         clock: Clock,
-        engine_name: str = "local",
+        engine: Engine | None = None,
     ) -> None:
         if state.protocol is None:
             raise MissingProtocolError("No protocol found in the log", table=table, version=segment.version)
@@ -77,12 +78,25 @@ class Snapshot:
         self.log_dir = log_dir
         self.log_segment = segment
         self.state = state
-        self.engine_name = engine_name
+        self._engine = engine
         self._store = store
         self._clock = clock
 
     def __repr__(self) -> str:
         return f"Snapshot(table={self.table!r}, version={self.version}, num_files={self.num_files})"
+
+    @property
+    def engine(self) -> Engine:
+        """The engine that replayed this snapshot (it runs the heavy work of operations on it)."""
+        if self._engine is None:
+            from .engines.local import LocalEngine
+
+            self._engine = LocalEngine()
+        return self._engine
+
+    @property
+    def engine_name(self) -> str:
+        return self.engine.name
 
     # -- identity -------------------------------------------------------------------------------------
     @property

@@ -8,8 +8,8 @@
   The same on randomized delta-rs tables. V2 tables get V2 checkpoints.
 * Table properties: struct stats and typed partition values (physical names under column mapping),
   tombstone and txn retention, `_last_checkpoint` never moved backwards, existing checkpoints kept.
-* Crashes: the writer runs in a subprocess that SIGKILLs itself at a named step (`DELTA_TEST_KILL_AT`,
-  the writer's documented test seam); the table stays readable by delta-rs and by us, unchanged.
+* Crashes: the writer runs in a subprocess whose store SIGKILLs it at a named step (`support.faults`,
+  a wrapping store); the table stays readable by delta-rs and by us, unchanged.
 * Refusals before anything is written: an unknown writer feature, a catalog-managed table, a
   read-only store. Verification: a store that keeps other bytes than it was given (a fake faulty
   store: no real one misbehaves on cue) is caught and nothing stays behind.
@@ -43,6 +43,7 @@ from airflow_delta_provider.delta import (  # noqa: E402
     Snapshot,
     UnsupportedFeatureError,
 )
+from airflow_delta_provider.delta.engines import local_checkpoint as local_cp  # noqa: E402
 from airflow_delta_provider.delta.errors import CheckpointMismatchError, UnsupportedStoreError  # noqa: E402
 from airflow_delta_provider.delta.maintenance import checkpoint as cp  # noqa: E402
 from airflow_delta_provider.delta.maintenance.checkpoint import write_checkpoint  # noqa: E402
@@ -55,6 +56,8 @@ from airflow_delta_provider.delta.protocol.last_checkpoint import (  # noqa: E40
 )
 from airflow_delta_provider.delta.protocol.schema import parse_partition_value  # noqa: E402
 from airflow_delta_provider.delta.storage import LocalLogStore  # noqa: E402
+from airflow_delta_provider.delta.write import checkpoint_file  # noqa: E402
+from airflow_delta_provider.delta.write.checkpoint_file import CheckpointResult, kept_tombstones  # noqa: E402
 
 if not (CORPUS / "ORACLE-deltalake-1.6.6.json").is_file():
     pytest.skip(f"reference corpus not found at {CORPUS}", allow_module_level=True)
@@ -268,7 +271,7 @@ def test_stats_that_do_not_parse_become_null_struct_stats():
     )
     import datetime as dt
 
-    parsed = cp._stats_parsed(stats, target).to_pylist()
+    parsed = checkpoint_file._stats_parsed(stats, target).to_pylist()
     assert parsed == [
         {"numRecords": 1, "minValues": {"d": dt.date(2020, 1, 2), "x": 1}},
         None,
@@ -292,7 +295,7 @@ REFUSED: dict[str, type[DeltaError]] = {
 DELTARS_DISAGREES_BEFORE = {r for r in OVERRIDES if r.startswith("kernel-rs-golden/canonicalized-paths")}
 
 
-def check_write_then_read(table: Path, *, name: str, **kwargs: Any) -> cp.CheckpointResult:
+def check_write_then_read(table: Path, *, name: str, **kwargs: Any) -> CheckpointResult:
     """Checkpoint the latest version of `table` and check both readers against their view before."""
     before_snap = fresh(table)
     before = state(before_snap)
@@ -525,7 +528,10 @@ CRASH_WRITER = """
 import sys
 from airflow_delta_provider.delta import DeltaLog
 from airflow_delta_provider.delta.maintenance.checkpoint import write_checkpoint
-write_checkpoint(DeltaLog(sys.argv[1]), actions_per_sidecar=int(sys.argv[2]))
+from airflow_delta_provider.delta.storage import LocalLogStore
+from support.faults import KillingStore
+store = KillingStore(LocalLogStore(), sys.argv[3])
+write_checkpoint(DeltaLog(sys.argv[1], store=store), actions_per_sidecar=int(sys.argv[2]))
 """
 
 
@@ -564,8 +570,8 @@ def test_writer_killed_at_each_step_leaves_a_readable_table(
     before = state(fresh(table))
     rs_before = deltars(table, sorted(before["txns"]))
     files = listing(table)
-    env = {**os.environ, cp.KILL_AT_ENV: step, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-c", CRASH_WRITER, str(table), "3"], env=env, capture_output=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
+    proc = subprocess.run([sys.executable, "-c", CRASH_WRITER, str(table), "3", step], env=env, capture_output=True)
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
     new = sorted(set(listing(table)) - set(files))
     if left_behind is None:
@@ -662,9 +668,10 @@ def test_verification_compares_every_action_with_the_replay(tmp_path: Path) -> N
     snap = fresh(table)
     result = write_checkpoint(snap)
     plan = cp.plan_checkpoint(snap.protocol, snap.metadata, version=snap.version, now_ms=NOW)
-    content = cp._Content(cp._non_file_actions(snap, plan), snap.add_files_table, cp._kept_tombstones(snap, plan))
-    cp._verify(snap, LocalLogStore(), result.path, plan, content)  # what was written matches
+    kept = kept_tombstones(snap.remove_files_table, plan)
+    content = local_cp._Content(cp._non_file_actions(snap, plan), snap.add_files_table, kept)
+    local_cp._verify(snap, LocalLogStore(), result.path, plan, content)  # what was written matches
     sizes = pa.array([s + 1 for s in content.adds.column("size").to_pylist()], pa.int64())
     content.adds = content.adds.set_column(content.adds.schema.get_field_index("size"), "size", sizes)
     with pytest.raises(CheckpointMismatchError, match=r"add\.size"):
-        cp._verify(snap, LocalLogStore(), result.path, plan, content)
+        local_cp._verify(snap, LocalLogStore(), result.path, plan, content)

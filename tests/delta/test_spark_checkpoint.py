@@ -43,7 +43,6 @@ from test_randomized import RandomTable, Scenario
 
 from airflow_delta_provider.delta import DeltaLog
 from airflow_delta_provider.delta.errors import CheckpointMismatchError
-from airflow_delta_provider.delta.maintenance import checkpoint as cp
 from airflow_delta_provider.delta.maintenance.checkpoint import write_checkpoint
 
 pytestmark = pytest.mark.spark
@@ -202,14 +201,17 @@ import sys
 from pyspark.sql import SparkSession
 from airflow_delta_provider.delta import DeltaLog
 from airflow_delta_provider.delta.engines.spark import SPARK_CONF, SparkEngine
-from airflow_delta_provider.delta.engines.spark_checkpoint import write_checkpoint_on_spark
+from airflow_delta_provider.delta.maintenance.checkpoint import write_checkpoint
+from airflow_delta_provider.delta.storage import LocalLogStore
+from support.faults import KillingStore
 builder = SparkSession.builder.master("local[1]").appName("delta-checkpoint-crash")
 for key, value in {**SPARK_CONF, "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "1"}.items():
     builder = builder.config(key, value)
 spark = builder.getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
-log = DeltaLog(sys.argv[1], engine=SparkEngine(spark, snapshot_partitions=2))
-write_checkpoint_on_spark(log, spark, actions_per_sidecar=int(sys.argv[2]))
+store = KillingStore(LocalLogStore(), "executor_files_written")
+log = DeltaLog(sys.argv[1], store=store, engine=SparkEngine(spark, snapshot_partitions=2))
+write_checkpoint(log, actions_per_sidecar=int(sys.argv[2]))
 """
 
 
@@ -222,8 +224,7 @@ def test_writer_killed_after_the_executors_wrote_sidecars_leaves_a_readable_tabl
     files = listing(table)
     env = {
         **os.environ,
-        cp.KILL_AT_ENV: "executor_files_written",
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")]),
         "PYSPARK_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
     }
@@ -246,10 +247,10 @@ def test_writer_killed_after_the_executors_wrote_sidecars_leaves_a_readable_tabl
 def test_a_part_changed_before_verification_is_caught_and_the_attempt_removed(
     engine, random_table: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """Fault injection at the writer's test seam (nothing in a real run changes a part on cue): when the
-    executors' parts exist, one add of the last part gets another size, still valid Parquet. The Spark
-    re-read must see it, and every file of the attempt goes."""
-    from airflow_delta_provider.delta.engines import spark_checkpoint
+    """Fault injection (nothing in a real run changes a part on cue): once the executors' parts exist
+    and are counted, one add of the last part gets another size, still valid Parquet. The Spark re-read
+    must see it, and every file of the attempt goes."""
+    from airflow_delta_provider.delta.engines.spark_checkpoint import SparkCheckpointExecutor
 
     table = tmp_path / "t"
     shutil.copytree(random_table, table)
@@ -258,9 +259,10 @@ def test_a_part_changed_before_verification_is_caught_and_the_attempt_removed(
     hint_path = table / "_delta_log" / "_last_checkpoint"
     hint = hint_path.read_bytes() if hint_path.exists() else None
 
-    def tamper(step: str, **_kwargs: object) -> None:
-        if step != "executor_files_written":
-            return
+    check_counts = SparkCheckpointExecutor._check_counts
+
+    def tamper(*args: object) -> None:  # `_check_counts` is a staticmethod
+        check_counts(*args)
         parts = sorted((table / "_delta_log").glob("*.checkpoint.*.parquet"))
         part = next(p for p in parts if pq.read_table(p, columns=["add"]).column("add").null_count < file_rows(str(p)))
         data = pq.read_table(part)
@@ -272,7 +274,7 @@ def test_a_part_changed_before_verification_is_caught_and_the_attempt_removed(
         changed = pa.StructArray.from_arrays(children, fields=list(add.type), mask=add.is_null())
         pq.write_table(data.set_column(data.schema.get_field_index("add"), "add", changed), part)
 
-    monkeypatch.setattr(spark_checkpoint, "crash_point", tamper)
+    monkeypatch.setattr(SparkCheckpointExecutor, "_check_counts", staticmethod(tamper))
     before = state(fresh(table))
     total = len(before["files"]) + len(before["tombstones"])
     with pytest.raises(CheckpointMismatchError, match="add rows") as info:

@@ -1,8 +1,10 @@
-"""What an engine does for the library: turn a `LogSegment` into a `TableState`.
+"""What an engine does for the library: where work runs, never what it decides.
 
-The protocol decisions (which files, in which order, how actions reconcile) live in `log_segment`,
-`replay` and `file_state`; an engine only reads the files it is given and runs that logic where it
-wants: `engines.local` in this process with pyarrow, `engines.spark` on a cluster.
+An engine turns a `LogSegment` into a `TableState` and hands out one executor per kind of heavy
+work an operation does (as delta-kernel-rs's `Engine` trait hands out handlers): the operation
+(`maintenance/<op>.py`) decides, plans and commits; the executor it gets from `snapshot.engine`
+moves the bytes. The protocol decisions (which files, in which order, how actions reconcile) live in
+`protocol`; `engines.local` runs the work in this process with pyarrow, `engines.spark` on a cluster.
 """
 
 from __future__ import annotations
@@ -11,9 +13,20 @@ from typing import TYPE_CHECKING
 from typing import Protocol as TypingProtocol
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..protocol.actions import Action
+    from ..protocol.checkpoints import CheckpointPlan
     from ..protocol.log_segment import LogSegment
     from ..read.table_state import TableState
+    from ..snapshot import Snapshot
     from ..storage import LogStore
+    from ..write.checkpoint_file import CheckpointResult
+
+
+class CheckpointWriter(TypingProtocol):
+    """Publishes and verifies a planned checkpoint (`maintenance.checkpoint` checked and planned it;
+    `actions` are its non-file rows). Leaves `_last_checkpoint` to the caller."""
+
+    def write(self, snapshot: Snapshot, plan: CheckpointPlan, actions: list[Action]) -> CheckpointResult: ...
 
 
 class Engine(TypingProtocol):
@@ -29,4 +42,12 @@ class Engine(TypingProtocol):
         self, table: str, log_dir: str, store: LogStore, state: TableState, segment: LogSegment
     ) -> TableState:
         """`state` (at some version) advanced by the commits of `segment` above that version."""
+        ...
+
+    def for_checkpoint(self) -> Engine:
+        """The engine to load a snapshot that will be checkpointed with (every file field read)."""
+        ...
+
+    def checkpoint_writer(self) -> CheckpointWriter:
+        """Where a checkpoint of a snapshot this engine loaded is written."""
         ...

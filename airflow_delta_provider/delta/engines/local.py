@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
 from ..protocol.actions import Action, CommitInfo
 from ..protocol.checkpoints import NON_FILE_COLUMNS
@@ -28,7 +28,12 @@ from ..read.memory_budget import MemoryBudget, default_memory_limit
 from ..read.table_state import TableState
 from ..storage import LogStore
 
+if TYPE_CHECKING:  # pragma: no cover
+    from . import CheckpointWriter
+
 T = TypeVar("T")
+#: `lazy_stats_bytes` that makes the local engine read checkpoint stats with everything else.
+EAGER_STATS = 1 << 62
 
 
 class _Background(Generic[T]):
@@ -85,6 +90,21 @@ class LocalEngine:
         self.lazy_stats_bytes = lazy_stats_bytes
         self.threaded = threaded
         self.memory_limit_bytes = default_memory_limit() if memory_limit_bytes == "auto" else memory_limit_bytes
+
+    def for_checkpoint(self) -> LocalEngine:
+        """This engine reading file stats in the same pass as the rest (a report leaves them for later;
+        a checkpoint needs every one)."""
+        return LocalEngine(
+            plain=self.plain,
+            lazy_stats_bytes=EAGER_STATS,
+            threaded=self.threaded,
+            memory_limit_bytes=self.memory_limit_bytes,
+        )
+
+    def checkpoint_writer(self) -> CheckpointWriter:
+        from .local_checkpoint import LocalCheckpointWriter
+
+        return LocalCheckpointWriter()
 
     def memory_budget(self, table: str, store: LogStore, segment: LogSegment) -> MemoryBudget | None:
         """The segment checked against `memory_limit_bytes` (None: no limit); raises

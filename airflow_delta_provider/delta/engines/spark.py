@@ -82,7 +82,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark import RDD
     from pyspark.sql import DataFrame, SparkSession
 
-    from . import spark_frames
+    from . import CheckpointWriter, spark_frames
 
 _EXECUTOR_ERROR = re.compile(r"airflow_delta_provider\.delta\.errors\.(?P<cls>\w+): (?P<msg>[^\n]+)")
 _VERSION_IN = re.compile(r"version=(?P<v>\d+)")
@@ -441,6 +441,7 @@ class SparkEngine:
         plain: bool = False,
         prefetch_digest: bool = True,
         driver_keys_max_bytes: int = DEFAULT_DRIVER_KEYS_MAX_BYTES,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         if snapshot_partitions < 1:
             raise ValueError("snapshot_partitions must be >= 1")
@@ -449,6 +450,17 @@ class SparkEngine:
         self.plain = plain
         self.prefetch_digest = prefetch_digest
         self.driver_keys_max_bytes = driver_keys_max_bytes
+        self.storage_options = dict(storage_options or {})
+
+    # -- executors ------------------------------------------------------------------------------------
+    def for_checkpoint(self) -> SparkEngine:
+        return self
+
+    def checkpoint_writer(self) -> CheckpointWriter:
+        """The executors write the file actions; the driver never holds them (`spark_checkpoint`)."""
+        from .spark_checkpoint import SparkCheckpointExecutor
+
+        return SparkCheckpointExecutor(self.spark, storage_options=self.storage_options)
 
     # -- reading --------------------------------------------------------------------------------------
     def _checkpoint_lines(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> RDD | None:

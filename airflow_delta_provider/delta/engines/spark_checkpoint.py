@@ -1,9 +1,9 @@
 """Checkpoints written from Spark executors: the file list never reaches the driver (issue 16).
 
-`SparkCheckpointExecutor` is a `maintenance.checkpoint.CheckpointExecutor`:
-`write_checkpoint(log, executor=SparkCheckpointExecutor(spark, storage_options=...))` on a log (or
-snapshot) the Spark engine loads. The driver keeps what is small: the checks and the plan, protocol,
-metadata, txns and domains, V2's top-level file, the verdict of the verification and `_last_checkpoint`.
+`SparkCheckpointExecutor` is the Spark engine's `CheckpointWriter` (`SparkEngine.checkpoint_writer()`):
+`write_checkpoint(log)` on a log (or snapshot) the Spark engine loads writes through it. The driver
+keeps what is small: the checks and the plan, protocol, metadata, txns and domains, V2's top-level
+file and the verdict of the verification (`maintenance.checkpoint` then writes `_last_checkpoint`).
 The file actions stay on the cluster:
 
 * The snapshot's reconciled file actions (`DistributedFileState`: the replayed commits, an RDD, and the
@@ -11,7 +11,7 @@ The file actions stay on the cluster:
   into n = ceil(file actions / `actions_per_sidecar`) partitions (Spark's `checkpoint.partSize` rule;
   expired tombstones not counted).
 * `mapInArrow`: each task turns its rows into the Arrow tables the local writer builds and writes one
-  file with `maintenance.checkpoint.checkpoint_parquet` (so both engines write the same schemas):
+  file with `write.checkpoint_file.checkpoint_parquet` (so both engines write the same schemas):
 
   - `v2Checkpoint` table: one sidecar `_delta_log/_sidecars/N.checkpoint.<i>.<n>.<uuid>.parquet` per
     partition holding rows; the driver then writes the UUID-named top-level file (checkpointMetadata,
@@ -58,15 +58,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import CheckpointMismatchError, ConcurrentModificationError, DeltaError, InvalidArgumentError
-from ..maintenance.checkpoint import (
-    CheckpointResult,
-    checkpoint_parquet,
-    crash_point,
-    existing_result,
-    kept_tombstones,
-    stored_digest,
-    update_last_checkpoint,
-)
 from ..protocol.actions import Action, AddFile, RemoveFile, action_from_json, action_to_json
 from ..protocol.checkpoints import CheckpointPlan, non_file_state, sidecar_name, v2_checkpoint_name
 from ..protocol.filenames import (
@@ -80,6 +71,13 @@ from ..protocol.filenames import (
 from ..protocol.log_segment import CheckpointInstance, LogSegment, complete_checkpoints, parse_listing
 from ..read.file_state import ADD_SCHEMA, REMOVE_SCHEMA, adds_to_table, empty_table, removes_to_table
 from ..storage import LogStore, store_for
+from ..write.checkpoint_file import (
+    CheckpointResult,
+    checkpoint_parquet,
+    existing_result,
+    kept_tombstones,
+    stored_digest,
+)
 from .spark import DistributedFileState, SparkEngine, run_spark
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -376,7 +374,6 @@ class SparkCheckpointExecutor:
             found = store.head(store.join(log_dir, plan.name))
             if found is not None:
                 return existing_result(snapshot, plan, actions, found.path, found.size)
-        crash_point("before_write")
         write_id = uuid.uuid4().hex
         created: list[str] | None = None  # known once the executors report
         top_path: str | None = None
@@ -389,7 +386,6 @@ class SparkCheckpointExecutor:
                 return self._lost_race(snapshot, plan, actions, layout)
             written = _Totals.of(rows)
             self._check_counts(snapshot, plan, layout, rows, written, num_files, num_tombstones)
-            crash_point("executor_files_written")
             sidecars = [r for r in rows if r["status"] == WRITTEN] if layout.kind == "sidecars" else []
             top_size = 0
             if layout.top is not None:
@@ -404,17 +400,6 @@ class SparkCheckpointExecutor:
         num_actions = len(actions) + written.adds + written.removes
         num_actions += (1 + len(sidecars)) if plan.kind == "v2" else 0
         path = top_path or files_written[0]["path"]
-        updated = update_last_checkpoint(
-            store,
-            log_dir,
-            path,
-            plan,
-            num_actions=num_actions,
-            size=size,
-            num_add_files=written.adds,
-            parts=layout.num_partitions if layout.kind == "parts" else None,
-        )
-        crash_point("after_last_checkpoint")
         return CheckpointResult(
             version=plan.version,
             kind=plan.kind,
@@ -424,7 +409,7 @@ class SparkCheckpointExecutor:
             num_add_files=written.adds,
             num_tombstones=written.removes,
             size_in_bytes=size,
-            last_checkpoint_updated=updated,
+            last_checkpoint_updated=False,
             parts=tuple(r["path"] for r in files_written) if layout.kind == "parts" else (),
         )
 
@@ -642,16 +627,3 @@ def _instance(store: LogStore, log_dir: str, version: int, layout: Layout, top_p
     uid = name.split(".")[2] if is_uuid else None
     return CheckpointInstance(version, kind, (ParsedLogPath(info(path), version, kind, uid, extension="parquet"),))
 
-
-def write_checkpoint_on_spark(
-    snapshot_or_log: Any,
-    spark: SparkSession,
-    *,
-    storage_options: Mapping[str, Any] | None = None,
-    **kwargs: Any,
-) -> CheckpointResult:
-    """`maintenance.checkpoint.write_checkpoint` with a `SparkCheckpointExecutor` (same keyword arguments)."""
-    from ..maintenance.checkpoint import write_checkpoint
-
-    executor = SparkCheckpointExecutor(spark, storage_options=storage_options)
-    return write_checkpoint(snapshot_or_log, executor=executor, **kwargs)
