@@ -12,7 +12,7 @@ Kinds (`plan_checkpoint`):
   in `_delta_log/_sidecars/` parquet files of at most `ACTIONS_PER_SIDECAR` rows when there are more.
   With ``classic_name`` the same content goes under the classic name (no sidecars): the compatibility
   checkpoint old clients can find (PROTOCOL.md "Handling Backward compatibility while moving to
-  UUID-named v2 Checkpoints"); log cleanup asks for one before deleting commits (delta-writes.md 5.2).
+  UUID-named v2 Checkpoints"); log cleanup asks for one before deleting commits (PROTOCOL.md "Metadata Cleanup").
   The local writer never writes a multi-part checkpoint (deprecated; forbidden with `v2Checkpoint`);
   the Spark writer (`engines.spark_checkpoint`) writes one part per partition on classic tables, so
   that no single process holds a huge file list.

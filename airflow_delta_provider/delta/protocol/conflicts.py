@@ -1,6 +1,6 @@
 """Conflict detection: may a transaction that lost a commit race rebase over the winning commit? (pure)
 
-Delta Spark `ConflictChecker.checkConflicts`, in its order (delta-writes.md section 3.2):
+Delta Spark `ConflictChecker.checkConflicts` (`ConflictChecker.scala`), in its order:
 
 1. protocol: the winner's protocol must be one we can write for this transaction's operations; a
    transaction that also changes the protocol, or a winner that drops features or adds one that binds

@@ -1,7 +1,7 @@
 """OPTIMIZE (bin-packing compaction): which files to rewrite, in which bins, and what the commit says (pure).
 
-Spark `OptimizeExecutor` (delta-writes.md section 7): the candidates are the active files smaller than
-the target size, plus files whose deletion vector marks more than `max_deleted_rows_ratio` of their
+Spark `OptimizeExecutor` (`OptimizeTableCommand.scala`): the candidates are the active files smaller
+than the target size, plus files whose deletion vector marks more than `max_deleted_rows_ratio` of their
 rows (or whose `numRecords` is unknown); per partition they are sorted by size and packed into bins of
 at most the target size; a bin of one file is dropped (rewriting it alone gains nothing). Partitions
 with fewer than `min_num_files` candidates are skipped, and, when asked, partitions whose small-file

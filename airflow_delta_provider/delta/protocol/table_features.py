@@ -118,9 +118,9 @@ def table_features(protocol: Protocol) -> frozenset[str]:
 OPERATIONS = frozenset({"read", "report", "checkpoint", "vacuum", "cleanup", "remove", "commit", "write", "optimize"})
 
 #: Writer features whose obligations this library does not meet, by operation, when the table uses them
-#: (delta-writes.md section 2): new rows need row IDs, evaluated constraints and generated or identity
-#: values, Iceberg metadata and collation-aware stats; compaction must keep row IDs, Iceberg metadata,
-#: collation-aware stats and clustering.
+#: (PROTOCOL.md "Table Features" and each feature's section): new rows need row IDs, evaluated
+#: constraints and generated or identity values, Iceberg metadata and collation-aware stats;
+#: compaction must keep row IDs, Iceberg metadata, collation-aware stats and clustering.
 UNMET_WRITE_OBLIGATIONS: dict[str, frozenset[str]] = {
     "write": frozenset(
         {

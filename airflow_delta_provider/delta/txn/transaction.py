@@ -1,5 +1,5 @@
 """`Transaction`: stage actions on a snapshot, then commit them as the next version (Spark
-`OptimisticTransaction`; delta-writes.md sections 1 and 3).
+`OptimisticTransaction`; PROTOCOL.md "Delta Log Entries" and "Commit Provenance Information").
 
 A commit is one `put_if_absent` of `_delta_log/<version>.json`, never check-then-write. Before anything
 is written the transaction refuses what it cannot write: a protocol with a writer feature it does not
