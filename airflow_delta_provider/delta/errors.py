@@ -276,6 +276,28 @@ class EngineError(DeltaError):
     error_class = "DELTA_ENGINE_ERROR"
 
 
+class SchemaMismatchError(DeltaError):
+    """A data file this library wrote (an OPTIMIZE rewrite) does not hold the table's schema: a field
+    missing, extra or of another type, a nullability the schema does not allow (a variant's `value` and
+    `metadata` are required), a Parquet field id or name that is not the column mapping's. `field_path`
+    names the first field at fault (logical names, `s.v.metadata`). Nothing naming the file is committed."""
+
+    error_class = "DELTA_DATA_FILE_SCHEMA_MISMATCH"
+    extra_fields = ("field_path",)
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field_path: str | None = None,
+        table: str | None = None,
+        version: int | None = None,
+        file: str | None = None,
+    ) -> None:
+        self.field_path = field_path
+        super().__init__(message, table=table, version=version, file=file)
+
+
 class ConcurrentModificationError(DeltaError):
     """A commit lost a race to another writer in a way the transaction cannot rebase over
     (`ConcurrentModificationException` and its subclasses in Delta)."""

@@ -15,14 +15,16 @@ With `max_commit_bytes`, bins are compacted and committed in batches, so a long 
 when a later batch conflicts; a later batch starts from the latest version, so a metadata or protocol
 change since the plan (which the plan's layout would not follow) is a typed conflict there too
 (`MetadataChangedError`, `ProtocolChangedError`), raised before anything is written for it. A bin that
-fails (a data file that does not hold the table's schema) fails the batch with its typed error, saying
-that the files other bins wrote are left for VACUUM. Nothing is deleted: the replaced files stay for
-time travel until VACUUM.
+fails (a data file that does not hold the table's schema; or the new file's own Parquet schema, checked
+before it is stored, not holding the table's: `SchemaMismatchError` naming the field path) fails the
+batch with its typed error, saying that the files other bins wrote are left for VACUUM. Nothing is
+deleted: the replaced files stay for time travel until VACUUM.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -156,6 +158,7 @@ def table_layout(snapshot: Snapshot, table_uri: str) -> TableLayout:
         partition_columns=tuple(snapshot.partition_columns),
         tight_bounds=tight_bounds_for(snapshot.protocol),
         physical_partition_columns=tuple(snapshot.physical_partition_columns.values()),
+        version=snapshot.version,
     )
 
 
@@ -254,6 +257,8 @@ def optimize(
     :raises ConcurrentModificationError: a concurrent commit removed or changed an input file, or changed
         the metadata or protocol (`MetadataChangedError`, `ProtocolChangedError`).
     :raises LogCorruptedError: an input file unreadable, or not holding the table's schema.
+    :raises SchemaMismatchError: a new file's schema does not hold the table's (checked on its Parquet
+        footer before it is stored; nothing is committed for its batch).
     """
     check_bool(dry_run, "dry_run")
     if max_commit_bytes is not None:
@@ -305,6 +310,7 @@ def optimize(
                 _require_active(snapshot, inputs, plan.version)
             except ConcurrentModificationError as exc:
                 raise _batch_failed(exc, _NOTHING_WRITTEN, result.versions) from exc
+            layout = dataclasses.replace(layout, version=snapshot.version)  # what its errors name
         try:
             added = [a for a in run(layout, batch, store=dlog.store, clock=clock) if a is not None]
         except DeltaError as exc:  # the batch's bins that were done wrote their files

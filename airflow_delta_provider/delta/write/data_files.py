@@ -7,7 +7,12 @@ file used: INT96, milliseconds, nanoseconds). Columns are found by Parquet field
 `id`) or by name (the physical name under column mapping) and written under the physical name with the
 field id; a column a file lacks is null there (added by schema evolution), a column the schema no longer
 has is dropped, an older file's narrower type is widened (typeWidening). A file whose column cannot hold
-the declared type is a `LogCorruptedError` naming it. The result is written once under a fresh name in
+the declared type is a `LogCorruptedError` naming it. A `variant` is Spark's struct of a required `value`
+and a required `metadata` binary (a null variant's children are empty, never null: delta-rs and the
+kernels refuse nullable ones), a shredded one is kept as the file has it. Before the new file is stored,
+the schema of its Parquet footer is checked against the table's (`write.file_schema.check_file_schema`:
+nested fields, nullability, field ids and physical names); a mismatch is a `SchemaMismatchError` naming
+the field path, and the file is not written. The result is written once under a fresh name in
 the directory the table's writers used for that partition, never over an existing file (`write_new`: a
 crash leaves at most a visible untracked file, which VACUUM removes, never a hidden temp file). The
 returned `add` carries `dataChange=false`, the partition values copied from the inputs and the
@@ -17,7 +22,6 @@ engine or a Spark executor; it commits nothing.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +45,15 @@ from ..protocol.schema import (
 )
 from ..protocol.table_properties import column_mapping_mode
 from ..read.deletion_vectors import read_data_file
+from .file_schema import (
+    FIELD_ID_KEY,
+    VARIANT_TYPE,
+    DeltaType,
+    check_file_schema,
+    primitive_arrow_type,
+    shredding_allowed,
+    variant_fields,
+)
 from .stats import stats_json
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -61,6 +74,8 @@ class TableLayout:
     tight_bounds: bool | None = None
     #: the keys of `partitionValues`, in `partition_columns` order (physical names under column mapping)
     physical_partition_columns: tuple[str, ...] = ()
+    #: the table version the rewrite read (named by its errors)
+    version: int | None = None
 
     @cached_property
     def schema(self) -> StructType:
@@ -103,41 +118,13 @@ def new_file_name() -> str:
 
 # -- the physical schema: Delta types as Arrow (and Parquet) types ----------------------------------------
 
-#: Delta's primitive types as delta-rs and the kernels' Arrow conversion write them: `timestamp` is INT64
-#: microseconds adjusted to UTC, `timestamp_ntz` INT64 microseconds not adjusted (never INT96).
-PRIMITIVE_TYPES: Mapping[str, pa.DataType] = {
-    "byte": pa.int8(),
-    "short": pa.int16(),
-    "integer": pa.int32(),
-    "long": pa.int64(),
-    "float": pa.float32(),
-    "double": pa.float64(),
-    "string": pa.string(),
-    "binary": pa.binary(),
-    "boolean": pa.bool_(),
-    "date": pa.date32(),
-    "timestamp": pa.timestamp("us", tz="UTC"),
-    "timestamp_ntz": pa.timestamp("us"),
-}
-#: An unshredded `variant` as Spark writes it: its encoded value and metadata (a shredded one is kept as
-#: the file has it).
-VARIANT_TYPE = pa.struct([("value", pa.binary()), ("metadata", pa.binary())])
-_VARIANT_STRUCT = {"type": "struct", "fields": [{"name": n, "type": "binary"} for n in VARIANT_TYPE.names]}
-#: The Arrow field metadata key pyarrow reads and writes Parquet field ids under.
-FIELD_ID_KEY = b"PARQUET:field_id"
-_DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
-
-DeltaType = str | Mapping[str, Any]
+#: The Delta -> Arrow mapping of primitives and variants (`primitive_arrow_type`, `VARIANT_TYPE`: a
+#: variant's value and metadata are required) and the check of a written file's schema live in
+#: `write.file_schema`; `primitive_arrow_type` is imported here and stays this module's API too.
 
 
 class _NotHeld(Exception):
     """A file's column cannot hold the Delta type (the caller names the file)."""
-
-
-def primitive_arrow_type(delta_type: str) -> pa.DataType | None:
-    """The Arrow type of a primitive Delta type, decimals included (None for any other name)."""
-    m = _DECIMAL.fullmatch(delta_type)
-    return pa.decimal128(int(m[1]), int(m[2])) if m else PRIMITIVE_TYPES.get(delta_type)
 
 
 def arrow_type(delta_type: DeltaType, mode: str = "none") -> pa.DataType | None:
@@ -216,6 +203,42 @@ def _mask(array: pa.Array) -> pa.Array | None:
     return array.is_null() if array.null_count else None
 
 
+def _required(child: pa.Array, parent: pa.Array, path: str) -> pa.Array:
+    """`child` (a struct's child, the parent's nulls in it) for a required Arrow field: a null under a
+    non-null parent cannot be held; under a null parent it becomes an empty value (never read: Parquet
+    writes no value for a required child of a null group, and pyarrow refuses nulls in a required field)."""
+    if not child.null_count:
+        return child
+    if pc.any(pc.and_(parent.is_valid(), child.is_null())).as_py():
+        raise _NotHeld(f"column {path} is null in a variant that is not (a variant's value and metadata are required)")
+    return pc.fill_null(child, pa.scalar(b"", child.type))
+
+
+def _variant(array: pa.Array, mode: str, path: str) -> pa.Array:
+    """An unshredded variant column as `VARIANT_TYPE`: its value and metadata binary, both required (their
+    order, binary kind and any `_` field of the file's struct do not matter)."""
+    children = dict(zip([f.name for f in array.type], array.flatten(), strict=True))
+    arrays = [
+        _required(_conform(children[name], "binary", mode, f"{path}.{name}"), array, f"{path}.{name}")
+        for name in VARIANT_TYPE.names
+    ]
+    return pa.StructArray.from_arrays(arrays, fields=list(VARIANT_TYPE), mask=_mask(array))
+
+
+def _nulls(length: int, type_: pa.DataType | None) -> pa.Array:
+    """`length` nulls of `type_` (a column or struct child a file lacks) that Parquet can write: a struct's
+    required binary children (a variant's value and metadata) hold empty values under the null struct."""
+    if type_ is None:
+        return pa.nulls(length, pa.null())
+    if not pa.types.is_struct(type_) or all(f.nullable and not pa.types.is_struct(f.type) for f in type_):
+        return pa.nulls(length, type_)
+    children = [
+        _nulls(length, f.type) if f.nullable or not pa.types.is_binary(f.type) else pa.repeat(pa.scalar(b""), length)
+        for f in type_
+    ]
+    return pa.StructArray.from_arrays(children, fields=list(type_), mask=pa.repeat(pa.scalar(True), length))
+
+
 def _conform(array: pa.Array, delta_type: DeltaType, mode: str, path: str) -> pa.Array:
     """`array` (a file's column) as the Arrow type of `delta_type`; raises `_NotHeld` or `pa.ArrowInvalid`
     (a value the type cannot hold, such as an overflow)."""
@@ -224,8 +247,9 @@ def _conform(array: pa.Array, delta_type: DeltaType, mode: str, path: str) -> pa
         array = array.dictionary_decode()
         source = array.type
     if delta_type == "variant":  # unshredded: Spark's (value, metadata) struct; shredded: kept as the file has it
-        if pa.types.is_struct(source) and {f.name for f in source} == {"value", "metadata"}:
-            return _conform(array, _VARIANT_STRUCT, mode, path)
+        fields = variant_fields(source)
+        if fields is not None and set(fields) == set(VARIANT_TYPE.names):
+            return _variant(array, mode, path)
         return array
     if isinstance(delta_type, str):
         target = arrow_type(delta_type, mode)
@@ -246,7 +270,7 @@ def _conform(array: pa.Array, delta_type: DeltaType, mode: str, path: str) -> pa
             child = (
                 _conform(children[i], f.type, mode, f"{path}.{f.name}")
                 if i >= 0
-                else pa.nulls(len(array), arrow_type(f.type, mode) or pa.null())
+                else _nulls(len(array), arrow_type(f.type, mode))
             )
             fields.append(arrow_field(f, child.type, mode))
             arrays.append(child)
@@ -304,7 +328,7 @@ def physical_table(
                 value = parse_partition_value(partition_values.get(partitions[f.name]), f.type_name)
                 column = pa.chunked_array([pa.array([value] * data.num_rows, arrow_type(f.type, mode))])
             else:
-                column = pa.chunked_array([pa.nulls(data.num_rows, arrow_type(f.type, mode) or pa.null())])
+                column = pa.chunked_array([_nulls(data.num_rows, arrow_type(f.type, mode))])
             fields.append(arrow_field(f, column.type, mode))
             columns.append(column)
     except (_NotHeld, pa.ArrowException) as exc:
@@ -339,6 +363,9 @@ def compact_bin(store: LogStore, layout: TableLayout, bin_: Bin, *, now_ms: Call
     (None when no row is left: every row deleted by the DVs; the bin's files are then only removed).
 
     :raises LogCorruptedError: an input unreadable, or not holding the table's schema (named).
+    :raises SchemaMismatchError: the new file's schema (its Parquet footer) does not hold the table's
+        (`write.file_schema.check_file_schema`: nested fields, nullability, field ids and physical names);
+        the file is not written.
     :raises OperationNotAllowedError: the files hold no column (every column a partition column).
     :raises StorageError: the new file could not be written.
     """
@@ -365,6 +392,7 @@ def compact_bin(store: LogStore, layout: TableLayout, bin_: Bin, *, now_ms: Call
             data, layout.schema, layout.configuration, layout.partition_columns, tight_bounds=layout.tight_bounds
         )
         payload = encode_parquet(data)
+        written = pq.read_schema(pa.BufferReader(payload))  # the footer: what readers will see
     except pa.ArrowException as exc:
         raise LogCorruptedError(
             f"Cannot rewrite the {len(bin_.files)} files of partition {bin_.partition or '(unpartitioned)'} as "
@@ -375,6 +403,17 @@ def compact_bin(store: LogStore, layout: TableLayout, bin_: Bin, *, now_ms: Call
     prefix = output_dir(bin_, layout.partition_keys)
     name = new_file_name()
     rel = f"{prefix}/{name}" if prefix else name
+    check_file_schema(
+        written,
+        layout.schema,
+        column_mapping_mode=layout.column_mapping_mode,
+        partition_columns=layout.partition_columns,
+        allow_shredded_variants=shredding_allowed(layout.configuration),
+        table=table,
+        version=layout.version,
+        file=rel,
+        note="; the file was not written",
+    )
     target = store.join(table, *decode_path(rel).split("/"))
     try:
         store.write_new(target, payload)
