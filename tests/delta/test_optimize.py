@@ -28,6 +28,7 @@ from conftest import copy_table  # noqa: E402
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
 from airflow_delta_provider.delta.delta_log import DeltaLog  # noqa: E402
+from airflow_delta_provider.delta.engines.local import local_bin_rewriter as local_executor  # noqa: E402
 from airflow_delta_provider.delta.errors import (  # noqa: E402
     ConcurrentDeleteReadError,
     ConcurrentModificationError,
@@ -37,7 +38,7 @@ from airflow_delta_provider.delta.errors import (  # noqa: E402
     ProtocolChangedError,
     UnsupportedFeatureError,
 )
-from airflow_delta_provider.delta.maintenance.optimize import local_executor, optimize  # noqa: E402
+from airflow_delta_provider.delta.maintenance.optimize import optimize  # noqa: E402
 from airflow_delta_provider.delta.protocol.actions import decode_path  # noqa: E402
 from airflow_delta_provider.delta.protocol.schema import StructType  # noqa: E402
 from airflow_delta_provider.delta.protocol.table_features import UNMET_WRITE_OBLIGATIONS  # noqa: E402

@@ -135,7 +135,8 @@ OPTIMIZER = (
     _SYNC
     + r"""
 from airflow_delta_provider.delta.errors import ConcurrentModificationError
-from airflow_delta_provider.delta.maintenance.optimize import local_executor, optimize
+from airflow_delta_provider.delta.engines.local import local_bin_rewriter as local_executor  # noqa: E402
+from airflow_delta_provider.delta.maintenance.optimize import optimize
 
 out = []
 for i in range(cfg["rounds"]):

@@ -25,8 +25,9 @@ from deltalake import DeltaTable, write_deltalake  # noqa: E402
 from test_optimize import canonical_rows, listing  # noqa: E402
 
 from airflow_delta_provider.delta.delta_log import DeltaLog  # noqa: E402
+from airflow_delta_provider.delta.engines.local import local_bin_rewriter as local_executor  # noqa: E402
 from airflow_delta_provider.delta.errors import LogCorruptedError  # noqa: E402
-from airflow_delta_provider.delta.maintenance.optimize import local_executor, optimize  # noqa: E402
+from airflow_delta_provider.delta.maintenance.optimize import optimize  # noqa: E402
 from airflow_delta_provider.delta.protocol.actions import AddFile, decode_path  # noqa: E402
 from airflow_delta_provider.delta.protocol.schema import COLUMN_ID_KEY, StructType  # noqa: E402
 

@@ -19,7 +19,7 @@ pytest.importorskip("pyspark")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 from spark_cluster import spark_submit, standalone_cluster  # noqa: E402
 
-from airflow_delta_provider.delta.engines.spark_optimize import spark_bin_executor  # noqa: E402
+from airflow_delta_provider.delta.engines.spark_optimize import spark_bin_rewriter  # noqa: E402
 from airflow_delta_provider.delta.maintenance.optimize import optimize  # noqa: E402
 from airflow_delta_provider.jobs import build_py_files_zip  # noqa: E402
 
@@ -78,7 +78,7 @@ def test_local2_executors_match_the_local_engine(tmp_path: Path, spark) -> None:
     shutil.copytree(local, dist)
     rows = _rows(local)
     a = optimize(str(local))
-    b = optimize(str(dist), executor=spark_bin_executor(spark, {}))
+    b = optimize(str(dist), executor=spark_bin_rewriter(spark, {}))
     assert a.plan.summary() | {"table": None} == b.plan.summary() | {"table": None}
     assert _rows(local) == _rows(dist) == rows
     assert _per_partition(local) == _per_partition(dist)

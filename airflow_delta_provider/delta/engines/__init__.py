@@ -9,17 +9,20 @@ moves the bytes. The protocol decisions (which files, in which order, how action
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 from typing import Protocol as TypingProtocol
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..protocol.actions import Action
+    from ..protocol.actions import Action, AddFile
     from ..protocol.checkpoints import CheckpointPlan
     from ..protocol.log_segment import LogSegment
+    from ..protocol.optimize import Bin
     from ..read.table_state import TableState
     from ..snapshot import Snapshot
     from ..storage import LogStore
     from ..write.checkpoint_file import CheckpointResult
+    from ..write.data_files import TableLayout
 
 
 class CheckpointWriter(TypingProtocol):
@@ -27,6 +30,15 @@ class CheckpointWriter(TypingProtocol):
     `actions` are its non-file rows). Leaves `_last_checkpoint` to the caller."""
 
     def write(self, snapshot: Snapshot, plan: CheckpointPlan, actions: list[Action]) -> CheckpointResult: ...
+
+
+class BinRewriter(TypingProtocol):
+    """Rewrites OPTIMIZE's bins (`write.data_files.compact_bin` each) and returns each bin's new `add`
+    (None: no row left), in order."""
+
+    def __call__(
+        self, layout: TableLayout, bins: Sequence[Bin], *, store: LogStore, clock: Callable[[], int]
+    ) -> list[AddFile | None]: ...
 
 
 class Engine(TypingProtocol):
@@ -50,4 +62,8 @@ class Engine(TypingProtocol):
 
     def checkpoint_writer(self) -> CheckpointWriter:
         """Where a checkpoint of a snapshot this engine loaded is written."""
+        ...
+
+    def bin_rewriter(self, *, max_workers: int | None = None) -> BinRewriter:
+        """Where OPTIMIZE's bins are rewritten (`max_workers`: threads, on the local engine)."""
         ...

@@ -11,11 +11,13 @@ before anything but Parquet footers is read.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
-from ..protocol.actions import Action, CommitInfo
+from ..protocol.actions import Action, AddFile, CommitInfo
 from ..protocol.checkpoints import NON_FILE_COLUMNS
 from ..protocol.filenames import LogFileKind, ParsedLogPath
 from ..protocol.log_segment import CheckpointInstance, LogSegment
@@ -27,9 +29,12 @@ from ..read.file_state import FileState, adds_to_table, iter_adds, iter_removes,
 from ..read.memory_budget import MemoryBudget, default_memory_limit
 from ..read.table_state import TableState
 from ..storage import LogStore
+from ..write.data_files import compact_bin
 
 if TYPE_CHECKING:  # pragma: no cover
-    from . import CheckpointWriter
+    from ..protocol.optimize import Bin
+    from ..write.data_files import TableLayout
+    from . import BinRewriter, CheckpointWriter
 
 T = TypeVar("T")
 #: `lazy_stats_bytes` that makes the local engine read checkpoint stats with everything else.
@@ -105,6 +110,9 @@ class LocalEngine:
         from .local_checkpoint import LocalCheckpointWriter
 
         return LocalCheckpointWriter()
+
+    def bin_rewriter(self, *, max_workers: int | None = None) -> BinRewriter:
+        return local_bin_rewriter(max_workers)
 
     def memory_budget(self, table: str, store: LogStore, segment: LogSegment) -> MemoryBudget | None:
         """The segment checked against `memory_limit_bytes` (None: no limit); raises
@@ -208,3 +216,24 @@ class LocalEngine:
         if replay.current_protocol is not None:
             check_can_read(replay.current_protocol, table=table, version=segment.version)
         return state.apply(replay, infos)
+
+
+def local_bin_rewriter(max_workers: int | None = None) -> BinRewriter:
+    """Bins on a thread pool (pyarrow releases the GIL while decoding and encoding). After a bin fails no
+    other bin starts; the error is raised once the running ones are done."""
+
+    def run(
+        layout: TableLayout, bins: Sequence[Bin], *, store: LogStore, clock: Callable[[], int]
+    ) -> list[AddFile | None]:
+        workers = max_workers or min(len(bins), os.cpu_count() or 1) or 1
+        if workers == 1 or len(bins) == 1:
+            return [compact_bin(store, layout, b, now_ms=clock) for b in bins]
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="optimize") as pool:
+            futures = [pool.submit(compact_bin, store, layout, b, now_ms=clock) for b in bins]
+            try:
+                return [f.result() for f in futures]
+            finally:
+                for f in futures:
+                    f.cancel()
+
+    return run

@@ -82,7 +82,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark import RDD
     from pyspark.sql import DataFrame, SparkSession
 
-    from . import CheckpointWriter, spark_frames
+    from . import BinRewriter, CheckpointWriter, spark_frames
 
 _EXECUTOR_ERROR = re.compile(r"airflow_delta_provider\.delta\.errors\.(?P<cls>\w+): (?P<msg>[^\n]+)")
 _VERSION_IN = re.compile(r"version=(?P<v>\d+)")
@@ -461,6 +461,12 @@ class SparkEngine:
         from .spark_checkpoint import SparkCheckpointExecutor
 
         return SparkCheckpointExecutor(self.spark, storage_options=self.storage_options)
+
+    def bin_rewriter(self, *, max_workers: int | None = None) -> BinRewriter:
+        """One Spark task per bin (`max_workers` is the local engine's)."""
+        from .spark_optimize import spark_bin_rewriter
+
+        return spark_bin_rewriter(self.spark, self.storage_options)
 
     # -- reading --------------------------------------------------------------------------------------
     def _checkpoint_lines(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> RDD | None:

@@ -51,8 +51,8 @@ def compact_task(layout: TableLayout, storage_options: Mapping[str, Any]) -> Cal
     return run
 
 
-def spark_bin_executor(spark: SparkSession, storage_options: Mapping[str, Any]) -> Callable[..., list[AddFile | None]]:
-    """A `maintenance.optimize.BinExecutor` running each bin as one Spark task."""
+def spark_bin_rewriter(spark: SparkSession, storage_options: Mapping[str, Any]) -> Callable[..., list[AddFile | None]]:
+    """The Spark engine's `BinRewriter`: each bin one Spark task."""
 
     def run(
         layout: TableLayout,

@@ -3,8 +3,8 @@
 `optimize(table)` runs the writer check for `optimize` first (features whose obligations a rewrite
 cannot meet here, such as row tracking, clustering or Iceberg compatibility, are refused before any
 file is written, naming the feature), plans bins with `protocol.optimize.plan_optimize`, and, unless
-`dry_run`, rewrites each bin as one new file (`write.data_files.compact_bin`: on a thread pool, or on
-Spark executors through `executor=`) and commits.
+`dry_run`, rewrites each bin as one new file (`write.data_files.compact_bin`) where the engine runs them
+(`engine.bin_rewriter()`: a thread pool here, or Spark executors) and commits.
 
 Commits go through the transaction (`delta.txn`): removes of the bin's files (their deletion vectors
 included, so the tombstone's key matches) and the new adds, operation `OPTIMIZE` with Delta's
@@ -28,9 +28,8 @@ import dataclasses
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ..delta_log import DeltaLog
 from ..errors import (
@@ -48,7 +47,6 @@ from ..protocol.optimize import (
     DEFAULT_MAX_DELETED_ROWS_RATIO,
     DEFAULT_MIN_NUM_FILES,
     DEFAULT_SMALL_FILE_BYTES,
-    Bin,
     OptimizePlan,
     commit_batches,
     operation_metrics,
@@ -61,21 +59,12 @@ from ..protocol.predicate import parse_predicate
 from ..protocol.stats import tight_bounds_for
 from ..protocol.table_features import check_can_write
 from ..snapshot import Snapshot
-from ..write.data_files import TableLayout, compact_bin
+from ..write.data_files import TableLayout
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..storage import LogStore
+    from ..engines import BinRewriter
 
 log = logging.getLogger(__name__)
-
-
-class BinExecutor(Protocol):
-    """Runs bins and returns each bin's new `add` (None: no row left), in order (the local thread pool, or
-    Spark executors)."""
-
-    def __call__(
-        self, layout: TableLayout, bins: Sequence[Bin], *, store: LogStore, clock: Callable[[], int]
-    ) -> list[AddFile | None]: ...
 
 
 @dataclass
@@ -126,27 +115,6 @@ class OptimizeResult:
             "partitions": self.partitions(),
             "plan": self.plan.summary(),
         }
-
-
-def local_executor(max_workers: int | None = None) -> BinExecutor:
-    """Bins on a thread pool (pyarrow releases the GIL while decoding and encoding). After a bin fails no
-    other bin starts; the error is raised once the running ones are done."""
-
-    def run(
-        layout: TableLayout, bins: Sequence[Bin], *, store: LogStore, clock: Callable[[], int]
-    ) -> list[AddFile | None]:
-        workers = max_workers or min(len(bins), os.cpu_count() or 1) or 1
-        if workers == 1 or len(bins) == 1:
-            return [compact_bin(store, layout, b, now_ms=clock) for b in bins]
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="optimize") as pool:
-            futures = [pool.submit(compact_bin, store, layout, b, now_ms=clock) for b in bins]
-            try:
-                return [f.result() for f in futures]
-            finally:
-                for f in futures:
-                    f.cancel()
-
-    return run
 
 
 def table_layout(snapshot: Snapshot, table_uri: str) -> TableLayout:
@@ -239,7 +207,7 @@ def optimize(
     small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES,
     max_deleted_rows_ratio: float = DEFAULT_MAX_DELETED_ROWS_RATIO,
     max_workers: int | None = None,
-    executor: BinExecutor | None = None,
+    executor: BinRewriter | None = None,
     clock: Callable[[], int] | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> OptimizeResult:
@@ -252,7 +220,8 @@ def optimize(
     :param max_commit_bytes: commit after each batch of bins of about this many input bytes.
     :param min_small_file_ratio: compact only partitions where at least this share of the files is
         smaller than `small_file_bytes`.
-    :param executor: runs the bins (default: a thread pool of `max_workers`).
+    :param executor: runs the bins (default: the log's engine's `bin_rewriter`; on the local engine a
+        thread pool of `max_workers`).
     :raises UnsupportedFeatureError, OperationNotAllowedError: a table this library must not rewrite.
     :raises ConcurrentModificationError: a concurrent commit removed or changed an input file, or changed
         the metadata or protocol (`MetadataChangedError`, `ProtocolChangedError`).
@@ -297,7 +266,7 @@ def optimize(
     )
     if dry_run or not plan.bins:
         return result
-    run = executor or local_executor(max_workers)
+    run = executor or dlog.engine.bin_rewriter(max_workers=max_workers)
     clock = clock or dlog.clock
     layout = table_layout(snapshot, table)
     params = operation_parameters([where] if where else [])
@@ -328,4 +297,4 @@ def optimize(
     return result
 
 
-__all__ = ["BinExecutor", "OptimizeResult", "local_executor", "optimize", "table_layout"]
+__all__ = ["OptimizeResult", "optimize", "table_layout"]
