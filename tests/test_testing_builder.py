@@ -1,5 +1,6 @@
-"""`airflow_delta_provider.testing.DeltaLogBuilder`: what it writes is read identically by our
-library and by the independent oracle deltalake (delta-rs)."""
+"""`airflow_delta_provider.testing`: what `DeltaLogBuilder` writes is read identically by our
+library and by the independent oracle deltalake (delta-rs); its pytest fixtures (`delta_table`,
+`delta_clock`, `delta_s3_table`) as a user's test gets them."""
 
 from __future__ import annotations
 
@@ -15,7 +16,15 @@ import pytest
 from deltalake import DeltaTable
 
 from airflow_delta_provider.delta import DeltaLog, check_can_read
-from airflow_delta_provider.testing import ENGINE_INFO, DeltaLogBuilder
+from airflow_delta_provider.testing import (
+    DEFAULT_SCHEMA,
+    DEFAULT_START_TIME_MS,
+    ENGINE_INFO,
+    DeltaLogBuilder,
+    FakeClock,
+)
+
+pytest_plugins = ["pytester"]
 
 T0 = 1_700_000_000_000
 STEP = 60_000
@@ -441,3 +450,160 @@ def test_importing_the_module_pulls_in_no_airflow_pyspark_deltalake_or_pyarrow()
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_every_version_reads_the_same_in_delta_rs_with_checkpoints(tmp_path):
+    b = builder(tmp_path, schema={"id": "long", "ts": "string"}, partition_columns=["ts"])
+    expected: dict[int, dict] = {}
+
+    def track(version: int) -> None:
+        expected[version] = {p: (a["size"], a["partitionValues"]) for p, a in b.files.items()}
+
+    track(b.create())
+    track(b.append(["a.parquet", "b.parquet"], partition={"ts": "2024-01-01 10:00"}, stats={"numRecords": 2}))
+    track(b.append(["n.parquet"], partition={"ts": None}, size=7))
+    track(b.remove(["a.parquet"]))
+    assert b.checkpoint() == 3
+    track(b.txn("app", 1))
+    track(b.overwrite(["o.parquet"], partition={"ts": "x"}, size=99))
+    assert b.checkpoint() == 5
+    track(b.append(["p.parquet"], partition={"ts": "x"}))
+    track(b.remove(["p.parquet"]))
+    assert b.checkpoint(6) == 6  # an older version than the latest
+    assert b.version == 7 and len(expected) == 8
+    for v, files in expected.items():
+        assert rs_files(DeltaTable(b.path, version=v)) == files, v
+        assert our_files(ours(b, v)) == files, v
+    assert expected[7] == {"ts=x/o.parquet": (99, {"ts": "x"})}
+
+
+def test_checkpoints_are_the_library_writers(tmp_path):
+    """Written by `write_checkpoint` as of the version's commit time: tombstones already past the
+    table's retention then are dropped (the builder's `tombstones` keeps every remove in the log)."""
+    b = builder(tmp_path)  # delta.deletedFileRetentionDuration: 1 day
+    b.create()
+    b.append(["old.parquet", "new.parquet"], partition={"date": DAY})
+    b.remove(["old.parquet"], deletion_timestamp_ms=T0 - 2 * 86_400_000)
+    b.remove(["new.parquet"])
+    assert b.checkpoint() == 3
+    removes = [r for r in pq.read_table(b.checkpoint_path(3)).column("remove").to_pylist() if r]
+    assert [(r["path"], r["deletionTimestamp"], r["dataChange"]) for r in removes] == [
+        (f"date={DAY}/new.parquet", T0 + 3 * STEP, False)
+    ]
+    assert set(b.tombstones) == {f"date={DAY}/old.parquet", f"date={DAY}/new.parquet"}
+    with open(os.path.join(b.log_dir, "_last_checkpoint"), encoding="utf-8") as fh:
+        assert json.load(fh)["version"] == 3
+
+
+def test_the_checkpoint_hint(tmp_path):
+    b = builder(tmp_path)
+    hint = os.path.join(b.log_dir, "_last_checkpoint")
+    b.create()
+    b.append(["a.parquet"], partition={"date": DAY})
+    assert b.checkpoint(write_last_checkpoint=False) == 1
+    assert not os.path.exists(hint)  # there was none: there is none
+    assert ours(b).log_segment.checkpoint.version == 1  # found by listing
+    b.append(["b.parquet"], partition={"date": DAY})
+    b.checkpoint()
+    with open(hint, "rb") as fh:
+        at_2 = fh.read()
+    assert json.loads(at_2)["version"] == 2
+    b.checkpoint(1)  # exists already: kept, and the hint never moves back
+    b.append(["c.parquet"], partition={"date": DAY})
+    b.checkpoint(write_last_checkpoint=False)
+    with open(hint, "rb") as fh:
+        assert fh.read() == at_2  # restored
+    assert os.path.exists(b.checkpoint_path(3))
+    assert ours(b).log_segment.checkpoint.version == 3
+
+
+def test_a_table_with_an_unknown_writer_feature_is_still_checkpointed(tmp_path):
+    b = builder(tmp_path, protocol=(1, 7), writer_features=["futureFeature"])
+    b.create()
+    b.append(["a.parquet"], partition={"date": DAY})
+    assert b.checkpoint() == 1
+    for v in range(2):
+        os.remove(b.commit_path(v))
+    snap = ours(b)
+    assert snap.protocol.writer_features == ("futureFeature",) and set(our_files(snap)) == set(b.files)
+
+
+def test_a_raw_commit_the_library_cannot_parse_is_written_not_tracked(tmp_path):
+    b = builder(tmp_path)
+    b.create()
+    b.append(["a.parquet"], partition={"date": DAY})
+    broken = [{"add": {"path": "no-size.parquet"}}, {"remove": {"path": f"date={DAY}/a.parquet"}}]
+    assert b.commit(broken) == 2
+    assert read_commit(b, 2)[1:] == broken
+    assert b.files == {} and set(b.tombstones) == {f"date={DAY}/a.parquet"}
+
+
+def test_fake_clock():
+    clock = FakeClock()
+    assert clock() == DEFAULT_START_TIME_MS
+    assert clock.advance(5) == clock() == DEFAULT_START_TIME_MS + 5
+    assert clock.set(42) == clock() == 42
+    assert repr(clock) == "FakeClock(42)"
+
+
+def test_the_fixtures_example(delta_table, delta_clock):
+    """The example of the kit's docstring."""
+    day_ms = 86_400_000
+    delta_table.create()
+    delta_table.append(["a.parquet", "b.parquet"])
+    delta_table.remove(["a.parquet"])
+    delta_table.checkpoint()
+    assert set(delta_table.files) == {"b.parquet"}
+    log = DeltaLog(delta_table.path, clock=delta_clock)
+    delta_clock.set(delta_table.timestamp(2) + day_ms)
+    assert log.update().num_tombstones() == 1
+    delta_clock.advance(7 * day_ms)
+    assert log.update().num_tombstones() == 0
+
+
+def test_delta_table_fixture(delta_table, tmp_path):
+    assert delta_table.path == str(tmp_path / "table") and delta_table.version == -1
+    delta_table.create()
+    assert json.loads(delta_table.metadata["schemaString"])["fields"] == [
+        {"name": k, "type": v, "nullable": True, "metadata": {}} for k, v in DEFAULT_SCHEMA.items()
+    ]
+    assert DeltaTable(delta_table.path).schema().fields[0].name == "id"
+
+
+def test_delta_s3_table_fixture(delta_s3_table):
+    b = delta_s3_table
+    assert b.uri.startswith("s3://") and b.uri.endswith("/table")
+    b.create()
+    b.append(["a.parquet", "b.parquet"], size=10)
+    b.remove(["a.parquet"])
+    assert b.checkpoint() == 2
+    b.append(["c.parquet"], size=20)
+    log = DeltaLog(b.uri, storage_options=b.storage_options)
+    snap = log.update()
+    assert snap.version == 3 and snap.log_segment.checkpoint.version == 2
+    assert {a.path: a.size for a in snap.all_files()} == {p: a["size"] for p, a in b.files.items()}
+    assert {a.path: a.size for a in snap.all_files()} == {"b.parquet": 10, "c.parquet": 20}
+    assert [r.path for r in snap.tombstones(now_ms=b.timestamp(3))] == ["a.parquet"]
+    assert log.read_last_checkpoint().version == 2
+    info = json.loads(b.store.read_bytes(b.commit_path(1)).splitlines()[0])["commitInfo"]
+    assert info["timestamp"] == b.timestamp(1)  # an object's mtime is its upload time: only local mtimes are set
+    with pytest.raises(FileExistsError):  # the store's put-if-absent: version 0 is taken
+        DeltaLogBuilder(b.uri, schema=DEFAULT_SCHEMA, storage_options=b.storage_options).create()
+
+
+def test_the_plugin_comes_with_the_package(pytester):
+    """A user's test gets the fixtures from the installed package's `pytest11` entry point."""
+    pytester.makepyfile(
+        test_user="""
+        from airflow_delta_provider.delta import DeltaLog
+
+        def test_it(delta_table, delta_clock):
+            delta_table.create()
+            delta_table.append(["a.parquet"])
+            assert DeltaLog(delta_table.path, clock=delta_clock).update().num_files == 1
+        """
+    )
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    off = pytester.runpytest_subprocess("-p", "no:airflow_delta_provider")
+    off.assert_outcomes(errors=1)
+    off.stdout.fnmatch_lines(["*fixture 'delta_table' not found*"])
