@@ -45,7 +45,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn, TextIO
 
 from . import __version__
-from .commands.command import Request, run, storage_options_from_env
+from .commands.arguments import (
+    MAX_MIB,
+    cli_type,
+    parse_choice,
+    parse_count,
+    parse_hours,
+    parse_number,
+    parse_ratio,
+    parse_size,
+)
+from .commands.command import VACUUM_MODES, Request, run, storage_options_from_env
 from .commands.reports import human_bytes
 from .delta.errors import (
     DeltaError,
@@ -91,36 +101,6 @@ def _arg(convert: Any, expected: str) -> Any:
     return parse
 
 
-def _count(text: str) -> int:
-    if not re.fullmatch(r"\+?\d+", text.strip()):
-        raise ValueError(text)
-    return int(text)
-
-
-def _number(limit: float) -> Any:
-    def parse(text: str) -> float:
-        value = float(text)
-        if not 0 <= value < limit:  # NaN fails too
-            raise ValueError(text)
-        return value
-
-    return parse
-
-
-def _positive(text: str) -> int:
-    value = _count(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
-
-
-def _ratio(text: str) -> float:
-    value = float(text)
-    if not 0 <= value <= 1:  # NaN fails too
-        raise ValueError(text)
-    return value
-
-
 def _kv(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
@@ -140,14 +120,19 @@ def _timestamp(text: str) -> str:
     return text
 
 
-COUNT = _arg(_count, "an integer >= 0")
 TIMESTAMP = _arg(_timestamp, "an ISO-8601 time or epoch milliseconds")
-HOURS = _arg(_number(1e12), "a finite number of hours >= 0")
-MEBIBYTES = _arg(_number(2**63 / 2**20), "a number of MiB >= 0")
 KEY_VALUE = _arg(_kv, "KEY=VALUE")
-POSITIVE = _arg(_positive, "an integer >= 1")
-RATIO = _arg(_ratio, "a number between 0 and 1")
 JSON_OBJECT = _arg(_json_object, "a JSON object")
+#: The engines a command can run on (`auto` is the operators' choice to make).
+CLI_ENGINES = ("local", "spark")
+#: argparse types of the options, each calling the one parser of its kind (`commands.arguments`).
+ENGINE = cli_type(parse_choice, "--engine", choices=CLI_ENGINES)
+MODE = cli_type(parse_choice, "--mode", choices=VACUUM_MODES)
+RETENTION_HOURS = cli_type(parse_hours, "--retention-hours")
+MEMORY_LIMIT_MB = cli_type(parse_number, "--memory-limit-mb", maximum=MAX_MIB, expected="a number of MiB")
+TARGET_SIZE_MB = cli_type(parse_size, "--target-size-mb", maximum=MAX_MIB, unit="MiB")
+MIN_NUM_FILES = cli_type(parse_count, "--min-num-files", minimum=1)
+MIN_SMALL_FILE_RATIO = cli_type(parse_ratio, "--min-small-file-ratio")
 
 
 def _spark_factory(master: str) -> Any:
@@ -540,16 +525,16 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     def travel(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--engine", choices=("local", "spark"), default="local", help="replay here or on Spark")
+        p.add_argument("--engine", type=ENGINE, choices=CLI_ENGINES, default="local", help="replay here or on Spark")
         p.add_argument("--master", default="local[*]", help="Spark master URL for --engine spark (default local[*])")
         p.add_argument(
             "--memory-limit-mb",
-            type=MEBIBYTES,
+            type=MEMORY_LIMIT_MB,
             help="local engine: refuse (before reading) a state estimated over this many MiB "
             "(default: half the memory this process may use; 0: no limit)",
         )
         g = p.add_mutually_exclusive_group()
-        g.add_argument("--version", type=COUNT, help="time travel to this version")
+        g.add_argument("--version", type=cli_type(parse_count, "--version"), help="time travel to this version")
         g.add_argument(
             "--timestamp", type=TIMESTAMP, help="time travel to the latest commit at or before (ISO-8601 or epoch ms)"
         )
@@ -565,43 +550,53 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_files)
     p = command("tombstones", "report removed files: retained vs past retention")
     travel(p)
-    p.add_argument("--retention-hours", type=HOURS, help="override delta.deletedFileRetentionDuration")
+    p.add_argument("--retention-hours", type=RETENTION_HOURS, help="override delta.deletedFileRetentionDuration")
     p.set_defaults(fn=cmd_tombstones)
     p = command("history", "list commits, newest first")
-    p.add_argument("--limit", type=COUNT, help="at most this many commits")
+    p.add_argument("--limit", type=cli_type(parse_count, "--limit"), help="at most this many commits")
     p.set_defaults(fn=cmd_history)
     p = command("changes", "print the actions of each commit from a version on")
-    p.add_argument("--from", dest="start", type=COUNT, required=True, help="first version")
+    p.add_argument("--from", dest="start", type=cli_type(parse_count, "--from"), required=True, help="first version")
     p.add_argument("--fail-on-data-loss", action="store_true", help="error when a commit in the range is missing")
     p.set_defaults(fn=cmd_changes)
     command("checkpoint", "write a checkpoint of the latest version").set_defaults(fn=cmd_checkpoint)
     p = command("cleanup-log", "delete log files older than the log retention (dry run unless --apply)")
-    p.add_argument("--retention-hours", type=HOURS, help="override delta.logRetentionDuration")
+    p.add_argument("--retention-hours", type=RETENTION_HOURS, help="override delta.logRetentionDuration")
     p.add_argument("--apply", action="store_true", help="delete (default: a dry run that deletes nothing)")
     p.add_argument(
         "--write-checkpoint-first", action="store_true", help="write a checkpoint at the cutoff when none can be kept"
     )
     p.set_defaults(fn=cmd_cleanup_log)
     p = command("vacuum", "delete files no version within retention needs (dry run unless --apply)")
-    p.add_argument("--retention-hours", type=HOURS, help="override delta.deletedFileRetentionDuration")
+    p.add_argument("--retention-hours", type=RETENTION_HOURS, help="override delta.deletedFileRetentionDuration")
     p.add_argument(
         "--no-enforce-retention", action="store_true", help="allow a retention shorter than the table's (dangerous)"
     )
-    p.add_argument("--mode", choices=("full", "lite"), default="full", help="list the table (full) or the log (lite)")
+    p.add_argument(
+        "--mode", type=MODE, choices=VACUUM_MODES, default="full", help="list the table (full) or the log (lite)"
+    )
     p.add_argument("--apply", action="store_true", help="delete (default: a dry run that deletes nothing)")
-    p.add_argument("--engine", choices=("local", "spark"), default="local", help="list and delete here or on Spark")
+    p.add_argument(
+        "--engine", type=ENGINE, choices=CLI_ENGINES, default="local", help="list and delete here or on Spark"
+    )
     p.add_argument("--master", default="local[*]", help="Spark master URL for --engine spark (default local[*])")
     p.set_defaults(fn=cmd_vacuum)
     p = command("optimize", "compact small files into larger ones (applies unless --dry-run; deletes nothing)")
-    p.add_argument("--engine", choices=("local", "spark"), default="local", help="rewrite here or on Spark executors")
+    p.add_argument(
+        "--engine", type=ENGINE, choices=CLI_ENGINES, default="local", help="rewrite here or on Spark executors"
+    )
     p.add_argument("--master", default="local[*]", help="Spark master URL for --engine spark (default local[*])")
     p.add_argument(
-        "--target-size-mb", type=MEBIBYTES, help="output file size (default: delta.targetFileSize, else 256 MiB)"
+        "--target-size-mb", type=TARGET_SIZE_MB, help="output file size (default: delta.targetFileSize, else 256 MiB)"
     )
-    p.add_argument("--min-num-files", type=POSITIVE, default=2, help="compact a partition with at least N candidates")
+    p.add_argument(
+        "--min-num-files", type=MIN_NUM_FILES, default=2, help="compact a partition with at least N candidates"
+    )
     p.add_argument("--where", help="partition predicate, e.g. \"date >= '2024-01-01'\"")
     p.add_argument(
-        "--min-small-file-ratio", type=RATIO, help="compact only partitions with at least this share of small files"
+        "--min-small-file-ratio",
+        type=MIN_SMALL_FILE_RATIO,
+        help="compact only partitions with at least this share of small files",
     )
     p.add_argument("--dry-run", action="store_true", help="plan only: write and commit nothing")
     p.set_defaults(fn=cmd_optimize)

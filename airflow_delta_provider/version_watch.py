@@ -1,5 +1,8 @@
 """What the sensor and its trigger decide, without Airflow: probe a table's version, judge it, classify errors.
 
+`last_version` and `as_version` (reading XCom results and templated versions) live with the other
+argument parsers in `commands.arguments`, and are re-exported here.
+
 A probe reads `_last_checkpoint` and the `_delta_log` listing only (`DeltaLog.latest_version`), never
 checkpoints or data; a firing poll reads one more file, the commit it reports.
 """
@@ -9,55 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .commands.arguments import as_version, last_version
 from .delta.delta_log import DeltaLog
 from .delta.errors import DeltaError, StorageError, TableNotFoundError
-from .delta.storage import normalize_table_uri
 
-
-def last_version(pulled: Any, table_uri: str | None = None) -> int | None:
-    """The version of the latest result among XCom results, whatever shape `xcom_pull` gave them in.
-
-    `ti.xcom_pull(task_ids=..., include_prior_dates=True)` returns None (no earlier run), one dict,
-    or, on Airflow 3 once several runs stored a value, a list of them (in no set order). The latest
-    result is the one whose version was committed last (`timestamp_ms`, as the replay and the sensor
-    report it), then the highest version: a table dropped and recreated (`allow_recreation`) restarts
-    at a lower version, and its runs must not wait for the old table's higher ones. A bare int is taken
-    as a version. With `table_uri`, only results whose `table_uri` names the same table (compared
-    normalized) count, so runs of a DAG over another table are ignored. Register it as a macro
-    (`user_defined_macros={"last_version": last_version}`) and template
-    `newer_than="{{ last_version(ti.xcom_pull(task_ids='replay', include_prior_dates=True)) }}"`:
-    None renders as "None", which the sensor reads as "no version".
-    """
-    items = pulled if isinstance(pulled, list | tuple) else [pulled]
-    wanted = normalize_table_uri(table_uri) if table_uri else None
-    found: list[tuple[bool, int, int]] = []  # (has a commit time, commit time, version)
-    for item in items:
-        if isinstance(item, bool) or item is None:
-            continue
-        if isinstance(item, int):
-            found.append((False, 0, item))
-        elif isinstance(item, Mapping) and isinstance(item.get("version"), int):
-            uri = item.get("table_uri")
-            if wanted is None or (isinstance(uri, str) and normalize_table_uri(uri) == wanted):
-                ts = item.get("timestamp_ms")
-                timed = isinstance(ts, int) and not isinstance(ts, bool)
-                found.append((timed, ts if timed else 0, item["version"]))
-    return max(found)[2] if found else None
-
-
-def as_version(value: Any, name: str) -> int | None:
-    """A templated version as an int (rendered templates are strings); None for empty or "None".
-
-    Natively rendered XCom results (a dict, or a list of dicts) give their highest `version`.
-    """
-    if value is None or (isinstance(value, str) and value.strip() in ("", "None", "null")):
-        return None
-    if isinstance(value, Mapping | list | tuple):
-        return last_version(value)
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be an integer version, got {value!r}") from None
+__all__ = ["as_version", "condition_met", "is_transient", "last_version", "probe_version", "version_event"]
 
 
 def condition_met(version: int, target_version: int | None, newer_than: int | None, baseline: int | None) -> bool:

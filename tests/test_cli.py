@@ -226,7 +226,7 @@ def test_memory_limit_refuses_a_state_it_cannot_hold(sample):
 @pytest.mark.parametrize("bad", ["inf", "nan", "-1", "lots", "1e30"])
 def test_memory_limit_must_be_a_finite_size(sample, bad):
     code, _, err = run("snapshot", sample, "--memory-limit-mb", bad)
-    assert code == EXIT_USAGE and "--memory-limit-mb: expected a number of MiB" in err
+    assert code == EXIT_USAGE and "--memory-limit-mb: must be a number of MiB" in err
 
 
 def test_memory_limit_is_refused_with_the_spark_engine(sample):

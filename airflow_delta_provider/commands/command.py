@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..delta.delta_log import DeltaLog
-from ..delta.errors import DeltaError, InvalidArgumentError, ResourceLimitError, check_int, check_number
+from ..delta.errors import DeltaError, InvalidArgumentError, ResourceLimitError, check_bool, check_int, check_number
 from ..delta.protocol.actions import AddFile, action_to_json
 from ..delta.protocol.history import to_epoch_ms
 from ..delta.protocol.optimize import DEFAULT_MIN_NUM_FILES, DEFAULT_SMALL_FILE_MB
@@ -52,6 +52,10 @@ ACTIONS = (
 #: rewrites only with `apply` and deletes nothing).
 WRITE_ACTIONS = ("checkpoint", "cleanup_log", "vacuum", "optimize")
 ENGINES = ("auto", "local", "spark")
+#: VACUUM's modes: list the table (`full`) or the files removed in the log only (`lite`).
+VACUUM_MODES = ("full", "lite")
+#: The request's boolean fields: a `bool` each, never a truthy stand-in (faces parse text with `arguments.parse_flag`).
+FLAG_FIELDS = ("include_files", "fail_on_data_loss", "apply", "write_checkpoint_first", "enforce_retention_duration")
 #: `engine="auto"` distributes when the log segment to replay (checkpoint + commits) is at least this
 #: big: below it the local engine replays faster than any cluster round trip (bench/RESULTS.md), so
 #: the line sits where driver memory, not speed, becomes the issue.
@@ -124,6 +128,14 @@ class Request:
             )
         if self.version is not None and self.timestamp is not None:
             raise InvalidArgumentError("give version or timestamp, not both", argument="version", table=self.table)
+        for name in FLAG_FIELDS:
+            check_bool(getattr(self, name), name, table=self.table)
+        if self.vacuum_mode not in VACUUM_MODES:
+            raise InvalidArgumentError(
+                f"vacuum_mode must be one of {', '.join(VACUUM_MODES)}, got {self.vacuum_mode!r}",
+                argument="vacuum_mode",
+                table=self.table,
+            )
         for name in ("target_size", "max_commit_bytes"):
             if getattr(self, name) is not None:
                 check_int(getattr(self, name), name, minimum=1, table=self.table)

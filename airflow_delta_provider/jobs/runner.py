@@ -25,9 +25,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..commands.arguments import cli_type, parse_choice, parse_count, parse_hours, parse_number, parse_ratio, parse_size
 from ..commands.command import (
     DEFAULT_AUTO_THRESHOLD_MB,
     ENGINES,
+    VACUUM_MODES,
     Request,
     SparkFactory,
     execute,
@@ -43,45 +45,80 @@ ACTIONS = ("snapshot", "tombstones", "files", "changes", "checkpoint", "cleanup_
 STORAGE_OPTIONS_ENV = "DELTA_STORAGE_OPTIONS"
 
 
+def _count(flag: str, minimum: int = 0) -> Any:
+    return cli_type(parse_count, flag, minimum=minimum)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The job's argv, each option read by the parser of its kind (`commands.arguments`), as the CLI's."""
     p = argparse.ArgumentParser(prog="delta_job", description="Replay a Delta log and write one JSON result.")
     p.add_argument("--table", required=True, help="table root: local path or fsspec URI")
-    p.add_argument("--action", required=True, choices=ACTIONS)
+    p.add_argument("--action", required=True, type=cli_type(parse_choice, "--action", choices=ACTIONS), choices=ACTIONS)
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--version", type=int, help="version to load (for changes: the first version)")
+    g.add_argument("--version", type=_count("--version"), help="version to load (for changes: the first version)")
     g.add_argument("--timestamp", help="latest commit at or before this time (ISO-8601 or epoch ms)")
-    p.add_argument("--engine", choices=ENGINES, default="auto")
-    p.add_argument("--retention-hours", type=float, help="override delta.deletedFileRetentionDuration")
-    p.add_argument("--snapshot-partitions", type=int, default=50, help="Spark partitions for reconciliation")
+    p.add_argument(
+        "--engine", type=cli_type(parse_choice, "--engine", choices=ENGINES), choices=ENGINES, default="auto"
+    )
+    p.add_argument(
+        "--retention-hours", type=cli_type(parse_hours, "--retention-hours"), help="override the table's retention"
+    )
+    p.add_argument(
+        "--snapshot-partitions",
+        type=_count("--snapshot-partitions", 1),
+        default=50,
+        help="Spark partitions for reconciliation",
+    )
     p.add_argument("--result-uri", required=True, help="where to write the JSON result (path or fsspec URI)")
     p.add_argument("--include-files", action="store_true", help="include file / tombstone lists (collects them)")
     p.add_argument("--where", help="files: filter expression, e.g. \"date = '2024-01-01'\"")
     p.add_argument("--checks", help="snapshot: JSON check spec (see airflow_delta_provider.commands.checks)")
     p.add_argument("--report-formats", default="", help="tombstones: also write md and/or html next to the result")
     p.add_argument("--fail-on-data-loss", action="store_true", help="changes, --since-version: a missing commit fails")
-    p.add_argument("--since-version", type=int, help="snapshot: check every version and commit after this one")
+    p.add_argument(
+        "--since-version",
+        type=_count("--since-version"),
+        help="snapshot: check every version and commit after this one",
+    )
     p.add_argument("--apply", action="store_true", help="cleanup_log, vacuum: delete; optimize: commit (default: plan)")
-    p.add_argument("--mode", choices=("full", "lite"), default="full", help="vacuum: list the table, or the log only")
+    p.add_argument(
+        "--mode",
+        type=cli_type(parse_choice, "--mode", choices=VACUUM_MODES),
+        choices=VACUUM_MODES,
+        default="full",
+        help="vacuum: list the table, or the log only",
+    )
     p.add_argument("--no-enforce-retention", action="store_true", help="vacuum: allow a shorter retention")
     p.add_argument("--plan", help="vacuum: apply this plan (JSON of a dry run's result, or a path/URI to it)")
     p.add_argument("--plan-dir", help="vacuum on Spark: where executors write the file list (default <result>.plan)")
-    p.add_argument("--target-size", type=int, help="optimize: bytes per output file")
+    p.add_argument("--target-size", type=_count("--target-size", 1), help="optimize: bytes per output file")
     p.add_argument(
-        "--min-num-files", type=int, default=DEFAULT_MIN_NUM_FILES, help="optimize: candidates a partition needs"
+        "--min-num-files",
+        type=_count("--min-num-files", 1),
+        default=DEFAULT_MIN_NUM_FILES,
+        help="optimize: candidates a partition needs",
     )
-    p.add_argument("--max-commit-bytes", type=int, help="optimize: commit after each batch of this many input bytes")
-    p.add_argument("--min-small-file-ratio", type=float, help="optimize: small-file share a partition needs")
+    p.add_argument(
+        "--max-commit-bytes",
+        type=_count("--max-commit-bytes", 1),
+        help="optimize: commit after each batch of this many input bytes",
+    )
+    p.add_argument(
+        "--min-small-file-ratio",
+        type=cli_type(parse_ratio, "--min-small-file-ratio"),
+        help="optimize: small-file share a partition needs",
+    )
     p.add_argument(
         "--small-file-mb",
-        type=float,
+        type=cli_type(parse_size, "--small-file-mb", unit="MiB"),
         default=DEFAULT_SMALL_FILE_MB,
         help="optimize: what --min-small-file-ratio counts",
     )
     p.add_argument("--write-checkpoint-first", action="store_true", help="cleanup_log: checkpoint at the cutoff first")
-    p.add_argument("--now-ms", type=int, help="clock for retention (default: now)")
+    p.add_argument("--now-ms", type=_count("--now-ms"), help="clock for retention (default: now)")
     p.add_argument(
         "--auto-threshold-mb",
-        type=float,
+        type=cli_type(parse_number, "--auto-threshold-mb", expected="a number of MB"),
         default=DEFAULT_AUTO_THRESHOLD_MB,
         help=f"auto engine: distribute at this many MB of log (default {DEFAULT_AUTO_THRESHOLD_MB:g})",
     )

@@ -22,7 +22,7 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -34,8 +34,20 @@ try:
 except ImportError:  # pragma: no cover
     from airflow.exceptions import AirflowFailException
 
+from ..commands.arguments import (
+    as_version,
+    is_template,
+    optional,
+    parse_choice,
+    parse_count,
+    parse_flag,
+    parse_hours,
+    parse_number,
+    parse_ratio,
+    parse_size,
+)
 from ..commands.checks import KNOWN_CHECKS, failed_checks_message, validate_checks
-from ..commands.command import ENGINES, Request, execute, plan_engine, read_result
+from ..commands.command import ENGINES, VACUUM_MODES, Request, execute, plan_engine, read_result
 from ..commands.commit_checks import validate_commit_checks, version_ranges
 from ..commands.reports import REPORT_KINDS
 from ..delta.engines.spark import SPARK_CONF
@@ -43,7 +55,7 @@ from ..delta.errors import DeltaError, InvalidArgumentError, error_from_dict
 from ..delta.protocol.optimize import DEFAULT_MIN_NUM_FILES, DEFAULT_SMALL_FILE_MB
 from ..jobs import build_py_files_zip, job_script
 from ..jobs.runner import STORAGE_OPTIONS_ENV, job_argv
-from ..version_watch import as_version, last_version
+from ..version_watch import last_version
 
 if TYPE_CHECKING:  # pragma: no cover
     from airflow.providers.common.compat.sdk import Context
@@ -66,6 +78,13 @@ class DeltaJobError(AirflowException):
 
 class DeltaCheckFailed(AirflowFailException):
     """A declarative check of the table state failed (not retried: the state will not change by retrying)."""
+
+
+def _check_now(value: Any, parse: Callable[..., Any], argument: str, **options: Any) -> None:
+    """Parse a templated field's value at `__init__` unless it is a template: a bad literal fails the DAG
+    at parse time; a template is parsed when `execute` runs, once rendered (to a string)."""
+    if not is_template(value):
+        parse(value, argument, **options)
 
 
 def _safe(text: str) -> str:
@@ -161,10 +180,14 @@ class DeltaJobOperator(SparkSubmitOperator):
         report_formats: Sequence[str] = ("md", "html"),
         **kwargs: Any,
     ) -> None:
-        if engine not in ENGINES:
-            raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+        engine = parse_choice(engine, "engine", ENGINES)
+        submit = parse_flag(submit, "submit")
         if not submit and engine == "spark":
-            raise ValueError("submit=False runs the job in the worker process: use engine='local' or 'auto'")
+            raise InvalidArgumentError(
+                "submit=False runs the job in the worker process: use engine='local' or 'auto'", argument="submit"
+            )
+        _check_now(version, as_version, "version")
+        _check_now(retention_hours, optional(parse_hours), "retention_hours")
         kwargs.setdefault("name", f"airflow-delta-{self.action}")
         super().__init__(application=job_script(), conn_id=conn_id, deploy_mode=deploy_mode, **kwargs)
         self.table_uri = table_uri
@@ -173,11 +196,11 @@ class DeltaJobOperator(SparkSubmitOperator):
         self.engine = engine
         self.result_uri = result_uri
         self.storage_conn_id = storage_conn_id
-        self.snapshot_partitions = snapshot_partitions
-        self.include_files = include_files
-        self.auto_threshold_mb = auto_threshold_mb
+        self.snapshot_partitions = parse_count(snapshot_partitions, "snapshot_partitions", minimum=1)
+        self.include_files = parse_flag(include_files, "include_files")
+        self.auto_threshold_mb = optional(parse_number)(auto_threshold_mb, "auto_threshold_mb")
         self.submit = submit
-        self.ship_library = ship_library
+        self.ship_library = parse_flag(ship_library, "ship_library")
         self.retention_hours = retention_hours
         self.conn_id = conn_id
         self.spark_conn_id = conn_id
@@ -188,21 +211,25 @@ class DeltaJobOperator(SparkSubmitOperator):
 
     # -- the request ----------------------------------------------------------------------------------
     def build_request(self, storage_options: Mapping[str, Any]) -> Request:
-        """The command-layer request this task runs (templates already rendered)."""
+        """The command-layer request this task runs (templates already rendered), every argument read by
+        the parser of its kind (`commands.arguments`): a bad one is an `InvalidArgumentError` naming it."""
         fields: dict[str, Any] = {}
         if self.auto_threshold_mb is not None:
-            fields["auto_threshold_mb"] = float(self.auto_threshold_mb)
-        if self.retention_hours not in (None, ""):
-            fields["retention_hours"] = float(self.retention_hours)  # type: ignore[arg-type]
+            fields["auto_threshold_mb"] = parse_number(self.auto_threshold_mb, "auto_threshold_mb")
+        hours = optional(parse_hours)(self.retention_hours, "retention_hours")
+        if hours is not None:
+            fields["retention_hours"] = hours
+        version = as_version(self.version, "version")
+        submit = parse_flag(self.submit, "submit")
         return Request(
             table=self.table_uri,
             action=self.action,
-            version=as_version(self.version, "version"),
-            timestamp=None if as_version(self.version, "version") is not None else (self.timestamp or None),
-            engine=self.engine if self.submit else "local",
+            version=version,
+            timestamp=None if version is not None else (self.timestamp or None),
+            engine=parse_choice(self.engine, "engine", ENGINES) if submit else "local",
             storage_options=storage_options,
-            include_files=self.include_files,
-            snapshot_partitions=self.snapshot_partitions,
+            include_files=parse_flag(self.include_files, "include_files"),
+            snapshot_partitions=parse_count(self.snapshot_partitions, "snapshot_partitions", minimum=1),
             **fields,
             **self.extra_request_fields(),
         )
@@ -361,19 +388,6 @@ class DeltaJobOperator(SparkSubmitOperator):
         return self.get_openlineage_facets_on_complete(task_instance)
 
 
-def as_flag(value: Any, name: str) -> bool:
-    """A templated boolean (rendered templates are strings: "True", "false", "1", ""); anything else is an
-    `InvalidArgumentError` (a `ValueError`) naming the argument."""
-    if isinstance(value, bool) or value is None:
-        return bool(value)
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off", "", "none"):
-        return False
-    raise InvalidArgumentError(f"{name} must be a boolean, got {value!r}", argument=name)
-
-
 #: `since_version` default: the version the previous successful run of this task checked (its XCom).
 PREVIOUS_RUN = "previous"
 
@@ -406,9 +420,11 @@ class SnapshotReplayOperator(DeltaJobOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if since_version != PREVIOUS_RUN:
+            _check_now(since_version, as_version, "since_version")
         self.checks = dict(checks) if checks else None
         self.since_version = since_version
-        self.fail_on_data_loss = fail_on_data_loss
+        self.fail_on_data_loss = parse_flag(fail_on_data_loss, "fail_on_data_loss")
         self._since: int | None = None
         if self.checks:  # fail at parse time on typos
             if since_version is None:
@@ -432,7 +448,10 @@ class SnapshotReplayOperator(DeltaJobOperator):
 
     def extra_request_fields(self) -> dict[str, Any]:
         if self._since is not None:
-            fields: dict[str, Any] = {"since_version": self._since, "fail_on_data_loss": self.fail_on_data_loss}
+            fields: dict[str, Any] = {
+                "since_version": self._since,
+                "fail_on_data_loss": parse_flag(self.fail_on_data_loss, "fail_on_data_loss"),
+            }
             if self.checks:
                 fields["checks"] = validate_commit_checks(self.checks)
             return fields
@@ -577,11 +596,15 @@ class DeltaLogCleanupOperator(DeltaJobOperator):
 
     def __init__(self, *, apply: bool | str = False, write_checkpoint_first: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        _check_now(apply, parse_flag, "apply")
         self.apply = apply
-        self.write_checkpoint_first = write_checkpoint_first
+        self.write_checkpoint_first = parse_flag(write_checkpoint_first, "write_checkpoint_first")
 
     def extra_request_fields(self) -> dict[str, Any]:
-        return {"apply": as_flag(self.apply, "apply"), "write_checkpoint_first": bool(self.write_checkpoint_first)}
+        return {
+            "apply": parse_flag(self.apply, "apply"),
+            "write_checkpoint_first": parse_flag(self.write_checkpoint_first, "write_checkpoint_first"),
+        }
 
     def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
         keys = ("dry_run", "cutoff", "num_files", "bytes", "deleted", "earliest_readable_version")
@@ -631,11 +654,9 @@ class DeltaVacuumOperator(DeltaJobOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if mode not in ("full", "lite"):
-            raise ValueError(f"mode must be 'full' or 'lite', got {mode!r}")
-        self.dry_run = dry_run
-        self.mode = mode
-        self.enforce_retention_duration = enforce_retention_duration
+        self.dry_run = parse_flag(dry_run, "dry_run")
+        self.mode = parse_choice(mode, "mode", VACUUM_MODES)
+        self.enforce_retention_duration = parse_flag(enforce_retention_duration, "enforce_retention_duration")
         self.plan = plan
 
     def _plan(self) -> dict[str, Any]:
@@ -652,9 +673,9 @@ class DeltaVacuumOperator(DeltaJobOperator):
 
     def extra_request_fields(self) -> dict[str, Any]:
         return {
-            "apply": not self.dry_run,
-            "vacuum_mode": self.mode,
-            "enforce_retention_duration": bool(self.enforce_retention_duration),
+            "apply": not parse_flag(self.dry_run, "dry_run"),
+            "vacuum_mode": parse_choice(self.mode, "mode", VACUUM_MODES),
+            "enforce_retention_duration": parse_flag(self.enforce_retention_duration, "enforce_retention_duration"),
             **self._plan(),
         }
 
@@ -711,27 +732,25 @@ class DeltaOptimizeOperator(DeltaJobOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        _check_now(dry_run, parse_flag, "dry_run")
+        _check_now(min_small_file_ratio, optional(parse_ratio), "min_small_file_ratio")
         self.dry_run = dry_run
-        self.target_size = target_size
-        self.min_num_files = min_num_files
+        self.target_size = optional(parse_count)(target_size, "target_size", minimum=1)
+        self.min_num_files = parse_count(min_num_files, "min_num_files", minimum=1)
         self.where = where
         self.min_small_file_ratio = min_small_file_ratio
-        self.small_file_mb = small_file_mb
-        self.max_commit_bytes = max_commit_bytes
+        self.small_file_mb = parse_size(small_file_mb, "small_file_mb", unit="MiB")
+        self.max_commit_bytes = optional(parse_count)(max_commit_bytes, "max_commit_bytes", minimum=1)
 
     def extra_request_fields(self) -> dict[str, Any]:
-        dry = as_flag(self.dry_run, "dry_run")
-        ratio = self.min_small_file_ratio
-        if isinstance(ratio, str):  # a rendered template: "" or "None" for no threshold
-            ratio = None if ratio.strip() in ("", "None", "null") else float(ratio)
         return {
-            "apply": not dry,
-            "target_size": self.target_size,
-            "min_num_files": self.min_num_files,
+            "apply": not parse_flag(self.dry_run, "dry_run"),
+            "target_size": optional(parse_count)(self.target_size, "target_size", minimum=1),
+            "min_num_files": parse_count(self.min_num_files, "min_num_files", minimum=1),
             "where": self.where or None,
-            "min_small_file_ratio": ratio,
-            "small_file_mb": self.small_file_mb,
-            "max_commit_bytes": self.max_commit_bytes,
+            "min_small_file_ratio": optional(parse_ratio)(self.min_small_file_ratio, "min_small_file_ratio"),
+            "small_file_mb": parse_size(self.small_file_mb, "small_file_mb", unit="MiB"),
+            "max_commit_bytes": optional(parse_count)(self.max_commit_bytes, "max_commit_bytes", minimum=1),
         }
 
     def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:

@@ -103,7 +103,7 @@ def test_deltalog_optimize_bad_input(tmp_path: Path) -> None:
     assert "partition columns" in err.getvalue()
 
 
-@pytest.mark.parametrize("value", ["y", "apply", "ture", "2"])
+@pytest.mark.parametrize("value", ["y", "apply", "ture", "2", "", "0", "1", "None"])
 def test_dry_run_refuses_a_value_that_is_not_a_boolean(tmp_path: Path, value: str) -> None:
     """A rendered `dry_run` that is no boolean (a typo) is a typed error naming the argument, before any
     run: the table is not compacted."""
@@ -117,7 +117,9 @@ def test_dry_run_refuses_a_value_that_is_not_a_boolean(tmp_path: Path, value: st
     assert DeltaTable(str(root)).version() == v
 
 
-@pytest.mark.parametrize(("value", "dry"), [("True", True), ("on", True), ("yes", True), ("False", False), ("", False)])
+@pytest.mark.parametrize(
+    ("value", "dry"), [("True", True), ("on", True), ("yes", True), ("False", False), (" off ", False), ("NO", False)]
+)
 def test_dry_run_reads_rendered_booleans(value: str, dry: bool) -> None:
     op = DeltaOptimizeOperator(task_id="o", table_uri="/t", dry_run="{{ params.dry }}")
     op.render_template_fields({"params": {"dry": value}})

@@ -1,0 +1,207 @@
+"""One parser per kind of argument, shared by every face: the operators (rendered templates are strings),
+the `deltalog` CLI (argparse `type=`, see `cli_type`) and the spark-submit job's argv.
+
+Every parser takes the value and the name the caller knows it by (`dry_run`, `--retention-hours`) and
+returns the typed value, or raises `InvalidArgumentError` (a `DeltaError` and a `ValueError`) naming it:
+
+* flag: a `bool`, or true/false, yes/no, on/off (any case, surrounding whitespace). `None`, `""`,
+  numbers and any other word are refused: nothing is ever guessed to mean "delete".
+* number (hours, MiB): finite and >= 0 (`parse_number`, `parse_hours`); size: finite and > 0
+  (`parse_size`); ratio: in [0, 1] (`parse_ratio`); count: an integer (`parse_count`). Numbers may be
+  numeric strings; `True`/`False` are not numbers.
+* choice: one of a fixed set of words (`parse_choice`), the error lists them.
+* version: an integer, or the XCom results of earlier runs (`as_version`, `last_version`).
+
+An optional argument (`optional(parse)`) reads `None`, `""`, `"None"` and `"null"` (what Jinja renders
+for a missing or None value) as "not given", None; a flag has no such reading.
+
+Pure: no I/O, no Airflow import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from numbers import Integral, Real
+from typing import Any, TypeVar
+
+from ..delta.errors import InvalidArgumentError
+
+_T = TypeVar("_T")
+
+#: The words a flag accepts (compared case-insensitively, whitespace stripped).
+FLAG_WORDS: dict[str, bool] = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
+#: How a missing or None value renders in a template: read as "not given" by optional arguments.
+ABSENT_WORDS = ("", "None", "null")
+#: The largest retention the library takes (about 114 million years).
+MAX_HOURS = 1e12
+#: The largest size in MiB (2**63 bytes).
+MAX_MIB = 2**63 / 2**20
+_INTEGER = re.compile(r"\s*[+-]?\d+\s*")
+
+
+def refuse(argument: str, expected: str, value: Any, *, table: str | None = None) -> InvalidArgumentError:
+    """The error for `value` given as `argument`, which must be `expected`."""
+    return InvalidArgumentError(f"{argument} must be {expected}, got {value!r}", argument=argument, table=table)
+
+
+def is_absent(value: Any) -> bool:
+    """Whether `value` means "not given": None, or a string rendering of nothing (`ABSENT_WORDS`)."""
+    return value is None or (isinstance(value, str) and value.strip() in ABSENT_WORDS)
+
+
+def is_template(value: Any) -> bool:
+    """Whether `value` is a Jinja template still to be rendered (checked at execute time, not before)."""
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+def parse_flag(value: Any, argument: str, *, table: str | None = None) -> bool:
+    """A flag: a `bool` or one of `FLAG_WORDS`; anything else (None, "", 0, 1, "1", other words) is refused."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in FLAG_WORDS:
+        return FLAG_WORDS[value.strip().lower()]
+    raise refuse(argument, "a boolean (true/false, yes/no, on/off)", value, table=table)
+
+
+def parse_number(
+    value: Any,
+    argument: str,
+    *,
+    minimum: float = 0.0,
+    maximum: float = math.inf,
+    above_minimum: bool = False,
+    expected: str = "a number",
+    table: str | None = None,
+) -> float:
+    """A finite number in [`minimum`, `maximum`] (`> minimum` with `above_minimum`), or its string."""
+    bounds = f"> {minimum:g}" if above_minimum else f">= {minimum:g}"
+    if maximum != math.inf:
+        bounds += f" and <= {maximum:g}"
+    wanted = f"{expected} {bounds}"
+    number = math.nan
+    if isinstance(value, Real) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            pass
+    if not math.isfinite(number) or number > maximum or number < minimum or (above_minimum and number == minimum):
+        raise refuse(argument, wanted, value, table=table)
+    return number
+
+
+def parse_hours(value: Any, argument: str, *, table: str | None = None) -> float:
+    """A duration in hours: a finite number >= 0 (at most `MAX_HOURS`)."""
+    return parse_number(value, argument, maximum=MAX_HOURS, expected="a finite number of hours", table=table)
+
+
+def parse_ratio(value: Any, argument: str, *, table: str | None = None) -> float:
+    """A ratio: a number in [0, 1]."""
+    return parse_number(value, argument, maximum=1.0, expected="a ratio", table=table)
+
+
+def parse_size(
+    value: Any, argument: str, *, unit: str = "", maximum: float = math.inf, table: str | None = None
+) -> float:
+    """A size in `unit` (MiB, bytes: the caller's): a finite number > 0 (a size of 0 makes nothing)."""
+    expected = f"a size in {unit}" if unit else "a size"
+    return parse_number(value, argument, maximum=maximum, above_minimum=True, expected=expected, table=table)
+
+
+def parse_count(value: Any, argument: str, *, minimum: int = 0, table: str | None = None) -> int:
+    """An integer >= `minimum`, or its decimal string; booleans and fractions are refused."""
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        number = int(value)
+    elif isinstance(value, str) and _INTEGER.fullmatch(value):
+        number = int(value)
+    else:
+        raise refuse(argument, f"an integer >= {minimum}", value, table=table)
+    if number < minimum:
+        raise refuse(argument, f"an integer >= {minimum}", value, table=table)
+    return number
+
+
+def optional(parse: Callable[..., _T]) -> Callable[..., _T | None]:
+    """`parse` for an optional argument: None for a value meaning "not given" (`is_absent`), else `parse`'s."""
+
+    def parse_optional(value: Any, argument: str, **options: Any) -> _T | None:
+        return None if is_absent(value) else parse(value, argument, **options)
+
+    return parse_optional
+
+
+def parse_choice(value: Any, argument: str, choices: Sequence[str], *, table: str | None = None) -> str:
+    """One of `choices` (case-insensitive, whitespace stripped), returned as spelled in `choices`."""
+    if isinstance(value, str):
+        for choice in choices:
+            if value.strip().lower() == choice.lower():
+                return choice
+    raise refuse(argument, "one of " + ", ".join(choices), value, table=table)
+
+
+def last_version(pulled: Any, table_uri: str | None = None) -> int | None:
+    """The version of the latest result among XCom results, whatever shape `xcom_pull` gave them in.
+
+    `ti.xcom_pull(task_ids=..., include_prior_dates=True)` returns None (no earlier run), one dict,
+    or, on Airflow 3 once several runs stored a value, a list of them (in no set order). The latest
+    result is the one whose version was committed last (`timestamp_ms`, as the replay and the sensor
+    report it), then the highest version: a table dropped and recreated (`allow_recreation`) restarts
+    at a lower version, and its runs must not wait for the old table's higher ones. A bare int is taken
+    as a version. With `table_uri`, only results whose `table_uri` names the same table (compared
+    normalized) count, so runs of a DAG over another table are ignored. Register it as a macro
+    (`user_defined_macros={"last_version": last_version}`) and template
+    `newer_than="{{ last_version(ti.xcom_pull(task_ids='replay', include_prior_dates=True)) }}"`:
+    None renders as "None", which the sensor reads as "no version".
+    """
+    from ..delta.storage import normalize_table_uri
+
+    items = pulled if isinstance(pulled, list | tuple) else [pulled]
+    wanted = normalize_table_uri(table_uri) if table_uri else None
+    found: list[tuple[bool, int, int]] = []  # (has a commit time, commit time, version)
+    for item in items:
+        if isinstance(item, bool) or item is None:
+            continue
+        if isinstance(item, int):
+            found.append((False, 0, item))
+        elif isinstance(item, Mapping) and isinstance(item.get("version"), int):
+            uri = item.get("table_uri")
+            if wanted is None or (isinstance(uri, str) and normalize_table_uri(uri) == wanted):
+                ts = item.get("timestamp_ms")
+                timed = isinstance(ts, int) and not isinstance(ts, bool)
+                found.append((timed, ts if timed else 0, item["version"]))
+    return max(found)[2] if found else None
+
+
+def as_version(value: Any, name: str) -> int | None:
+    """A version argument (rendered templates are strings): an integer, or None when absent (`is_absent`).
+
+    Natively rendered XCom results (a dict, or a list of dicts) give their latest `version` (`last_version`).
+    Booleans and fractions are refused.
+    """
+    if is_absent(value):
+        return None
+    if isinstance(value, Mapping | list | tuple):
+        return last_version(value)
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str) and _INTEGER.fullmatch(value):
+        return int(value)
+    raise refuse(name, "an integer version", value)
+
+
+def cli_type(parse: Callable[..., Any], flag: str, **options: Any) -> Callable[[str], Any]:
+    """An argparse `type=` for `flag` calling `parse(text, flag, **options)`: a refusal becomes argparse's
+    usage error (`argument --flag: must be ..., got 'text'`), which names the flag."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text, flag, **options)
+        except InvalidArgumentError as exc:
+            raise argparse.ArgumentTypeError(exc.message.removeprefix(f"{flag} ")) from None
+
+    convert.__name__ = getattr(parse, "__name__", "value")
+    return convert
