@@ -67,6 +67,8 @@ def sample(tmp_path_factory) -> str:
         (["files", "{T}", "--where", "id = 'abc'"], "PredicateSyntaxError", "column 'id' at position 1"),
         (["files", "{T}", "--where", "nope = 1"], "PredicateSyntaxError", "unknown column 'nope'"),
         (["files", "{T}", "--where", ""], None, None),  # an empty predicate filters nothing
+        (["optimize", "{T}", "--target-size-mb", "0"], "InvalidArgumentError", "--target-size-mb"),  # issue 28
+        (["vacuum", "{T}", "--mode", "bogus"], "InvalidArgumentError", "--mode: must be one of full, lite"),
     ],
 )
 def test_bad_cli_input_is_one_typed_line_with_exit_code_2(sample, argv, error, named):
@@ -300,3 +302,126 @@ def test_staleness_limit(tmp_path):
     now[0] += 999
     assert log.update(staleness_acceptable=True, staleness_limit_ms=1_000) is fresh
     assert log.update().version == 2
+
+
+# -- issue 28, defect 4: a misconfigured location is one typed line naming what is wrong; nothing changes --
+
+BUCKET_28 = "issue-28"
+#: The write commands, each asked to change the table as much as it can.
+WRITE_COMMANDS = [
+    ["vacuum", "--apply", "--retention-hours", "0", "--no-enforce-retention"],
+    ["optimize", "--min-num-files", "1"],
+    ["checkpoint"],
+    ["cleanup-log", "--apply", "--retention-hours", "0"],
+]
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """A moto S3 server on loopback (tests/s3_server.py) with the bucket `BUCKET_28`."""
+    pytest.importorskip("moto.server")
+    pytest.importorskip("s3fs")
+    from s3_server import create_bucket, start_moto_server
+
+    with start_moto_server() as server:
+        create_bucket(server, BUCKET_28)
+        yield server
+
+
+@pytest.fixture
+def s3_table(s3, monkeypatch):
+    """A two-commit delta-rs table on the server; the environment points `deltalog` at it."""
+    import uuid
+
+    from s3_server import deltalake_storage_options, write_sample_table
+
+    uri = f"s3://{BUCKET_28}/t-{uuid.uuid4().hex[:8]}"
+    write_sample_table(uri, deltalake_storage_options(s3), commits=2)
+    env = {
+        "AWS_ACCESS_KEY_ID": s3.access_key,
+        "AWS_SECRET_ACCESS_KEY": s3.secret_key,
+        "AWS_REGION": s3.region,
+        "AWS_ENDPOINT_URL": s3.endpoint,
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    return uri
+
+
+def _objects(server) -> dict[str, Any]:
+    """Every bucket on the server, and each key's ETag in `BUCKET_28`."""
+    from s3_server import boto3_client
+
+    client = boto3_client(server)
+    keys = {
+        o["Key"]: o["ETag"]
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET_28)
+        for o in page.get("Contents", [])
+    }
+    return {"buckets": sorted(b["Name"] for b in client.list_buckets()["Buckets"]), "keys": keys}
+
+
+@pytest.mark.parametrize("endpoint", ["not a url", "http://[::1", "ftp://host:9000", "http://"])
+@pytest.mark.parametrize("command", WRITE_COMMANDS, ids=lambda c: c[0])
+def test_a_malformed_endpoint_is_one_line_naming_aws_endpoint_url(s3, s3_table, monkeypatch, endpoint, command):
+    before = _objects(s3)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    code, out, err = run(command[0], s3_table, *command[1:])
+    assert (code, out) == (EXIT_USAGE, ""), err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("deltalog: error: InvalidArgumentError: malformed S3 endpoint") and "AWS_ENDPOINT_URL" in err
+    assert _objects(s3) == before
+
+
+def test_a_malformed_endpoint_in_a_real_process(s3, s3_table):
+    env = {**os.environ, "AWS_ENDPOINT_URL": "not a url"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "airflow_delta_provider", "vacuum", s3_table, "--apply"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert proc.returncode == EXIT_USAGE and proc.stdout == "" and proc.stderr.count("\n") == 1, proc.stderr
+    assert "AWS_ENDPOINT_URL" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_malformed_endpoint_option_or_variable_is_named_under_every_face(s3_table, monkeypatch):
+    """The command layer (the operators' in-process runs and the job) refuses it before any request too."""
+    from airflow_delta_provider.commands.command import execute
+    from airflow_delta_provider.commands.command import run as run_request
+
+    with pytest.raises(InvalidArgumentError) as info:
+        run_request(Request(table=s3_table, action="vacuum", storage_options={"endpoint_url": "not a url"}))
+    assert info.value.argument == "endpoint_url" and "endpoint_url" in str(info.value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://[::1")  # botocore's own variable, read when no option is
+    code, result = execute(Request(table=s3_table, action="checkpoint", storage_options={"key": "k", "secret": "s"}))
+    assert code == 1 and result["error_class"] == "InvalidArgumentError" and result["argument"] == "AWS_ENDPOINT_URL_S3"
+
+
+@pytest.mark.parametrize("command", [["version"], ["snapshot"], *WRITE_COMMANDS], ids=lambda c: c[0])
+def test_a_missing_bucket_says_the_bucket_does_not_exist(s3, s3_table, command):
+    import uuid
+
+    from airflow_delta_provider.cli import EXIT_STORAGE
+
+    bucket = f"no-such-bucket-{uuid.uuid4().hex[:8]}"
+    before = _objects(s3)
+    code, out, err = run(command[0], f"s3://{bucket}/t", *command[1:])
+    assert (code, out) == (EXIT_STORAGE, ""), err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"deltalog: error: BucketNotFoundError: bucket '{bucket}' does not exist"), err
+    assert _objects(s3) == before  # no bucket made, nothing written
+    # a missing table in a bucket that exists is still "no Delta table"
+    code, _, err = run(command[0], f"{s3_table}-absent", *command[1:])
+    assert code == EXIT_NOT_FOUND and err.startswith("deltalog: error: TableNotFoundError: No Delta table"), err
+
+
+def test_a_missing_bucket_in_a_job_result(s3, s3_table):
+    from s3_server import s3_storage_options
+
+    from airflow_delta_provider.commands.command import execute
+
+    request = Request(table="s3://no-such-bucket-x1/t", action="vacuum", storage_options=s3_storage_options(s3))
+    code, result = execute(request)
+    assert code == 1 and result["error_class"] == "BucketNotFoundError" and "'no-such-bucket-x1'" in result["message"]

@@ -277,3 +277,15 @@ def test_zsh_completion_is_generated_from_the_parser(tmp_path):
         check=True,
     )
     assert proc.stdout.strip() == "_deltalog"
+
+
+def test_checkpoint_json_reports_the_resolved_table(sample, tmp_path, monkeypatch):
+    """Issue 28: `deltalog checkpoint --json .` said `"table": "."`; it names the table as every action does."""
+    root = tmp_path / "t"
+    shutil.copytree(sample, root)
+    monkeypatch.chdir(root)
+    code, out, err = run("checkpoint", ".", "--json")
+    assert code == 0, err
+    resolved = json.loads(run("snapshot", ".", "--json")[1])["table"]
+    assert json.loads(out)["table"] == resolved == f"file://{root.resolve()}"
+    assert json.loads(run("vacuum", ".", "--json")[1])["table"] == resolved

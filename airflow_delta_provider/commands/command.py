@@ -19,7 +19,16 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..delta.delta_log import DeltaLog
-from ..delta.errors import DeltaError, InvalidArgumentError, ResourceLimitError, check_bool, check_int, check_number
+from ..delta.errors import (
+    BucketNotFoundError,
+    DeltaError,
+    InvalidArgumentError,
+    ResourceLimitError,
+    TableNotFoundError,
+    check_bool,
+    check_int,
+    check_number,
+)
 from ..delta.protocol.actions import AddFile, action_to_json
 from ..delta.protocol.history import to_epoch_ms
 from ..delta.protocol.optimize import DEFAULT_MIN_NUM_FILES, DEFAULT_SMALL_FILE_MB
@@ -172,9 +181,11 @@ def storage_options_from_env(uri: str, explicit: Mapping[str, Any] | None = None
     """
     if not uri.startswith(("s3://", "s3a://")):
         return dict(explicit or {})
-    from ..delta.storage.object_store import s3fs_options
+    from ..delta.storage.object_store import check_endpoint, s3fs_options
 
     env = {name: os.environ[name] for name in _S3_ENV if os.environ.get(name)}
+    if "AWS_ENDPOINT_URL" in env and "endpoint_url" not in s3fs_options(explicit):  # the endpoint comes from here
+        check_endpoint(env["AWS_ENDPOINT_URL"], "AWS_ENDPOINT_URL", where="environment variable", table=uri)
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     if region:
         env["AWS_REGION"] = region
@@ -303,6 +314,34 @@ class _Run:
             return self._snapshot_of(self._spark_log())
 
     def body(self) -> dict[str, Any]:
+        """The action's result. A malformed S3 endpoint is refused before any request; a table not found
+        in a bucket that does not exist is a `BucketNotFoundError`."""
+        if not is_local(self.request.table):
+            from ..delta.storage.object_store import check_s3_endpoint
+
+            check_s3_endpoint(self.request.table, self.options)
+        try:
+            return self._body()
+        except TableNotFoundError:
+            self._check_bucket()
+            raise
+
+    def _check_bucket(self) -> None:
+        """Raise `BucketNotFoundError` when the table's bucket does not exist (one HEAD); any other
+        answer leaves the caller's `TableNotFoundError` standing."""
+        from ..delta.storage import store_for
+
+        check = getattr(store_for(self.request.table, self.options), "check_bucket", None)
+        if check is None:
+            return
+        try:
+            check()
+        except BucketNotFoundError:
+            raise
+        except Exception:  # the probe failing (denied, unreachable) must not hide the table's own error
+            return
+
+    def _body(self) -> dict[str, Any]:
         r = self.request
         if r.action == "checkpoint":
             from ..delta.maintenance.checkpoint import write_checkpoint
@@ -314,8 +353,9 @@ class _Run:
                 executor = SparkCheckpointExecutor(self.spark, storage_options=self.options)
                 done = write_checkpoint(log, version=r.version, clock=self._clock(), executor=executor)
             else:
-                done = write_checkpoint(self._local_log(), version=r.version, clock=self._clock())
-            return {"table": r.table, **asdict(done)}
+                log = self._local_log()
+                done = write_checkpoint(log, version=r.version, clock=self._clock())
+            return {"table": log.table_uri, **asdict(done)}
         if r.action == "cleanup_log":
             from ..delta.maintenance.log_cleanup import cleanup_log
 

@@ -50,12 +50,14 @@ import functools
 import inspect
 import io
 import logging
+import os
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, BinaryIO, TypeVar, cast
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 
-from ..errors import DeltaError, StorageError, UnsupportedStoreError
+from ..errors import BucketNotFoundError, DeltaError, InvalidArgumentError, StorageError, UnsupportedStoreError
 from ..protocol.filenames import FileInfo
 from .base import LevelEntry
 from .retry import (
@@ -148,6 +150,66 @@ def s3fs_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     config.setdefault("retries", {"total_max_attempts": 1})
     out["config_kwargs"] = config
     return out
+
+
+#: Where botocore finds an S3 endpoint when the storage options give none, in its order.
+S3_ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+
+
+def endpoint_problem(endpoint: Any) -> str | None:
+    """Why `endpoint` is not an http(s) URL with a host, or None when it is one."""
+    if not isinstance(endpoint, str) or not endpoint.strip():
+        return "it is empty" if isinstance(endpoint, str) else f"it is a {type(endpoint).__name__}, not a URL"
+    if re.search(r"\s", endpoint):
+        return "it contains whitespace"
+    try:
+        parts = urlsplit(endpoint)
+        port = parts.port  # raises on a non-numeric or out-of-range port
+    except ValueError as exc:
+        return f"it does not parse ({exc})"
+    if parts.scheme not in ("http", "https"):
+        return "it needs an http:// or https:// scheme"
+    if not parts.hostname:
+        return "it has no host"
+    if port == 0:
+        return "port 0 is not a port"
+    return None
+
+
+def check_endpoint(endpoint: Any, argument: str, *, where: str = "storage option", table: str | None = None) -> None:
+    """Refuse a malformed S3 endpoint with one `InvalidArgumentError` naming `argument` (where it came from),
+    before any request: botocore would raise a bare `ValueError` deep in its first request instead."""
+    problem = endpoint_problem(endpoint)
+    if problem:
+        shown = re.sub(r"//[^/@\s]*@", "//***@", str(endpoint))  # credentials in the userinfo dropped
+        raise InvalidArgumentError(
+            f"malformed S3 endpoint {shown!r} ({where} {argument}): {problem}; expected e.g. https://host:9000",
+            argument=argument,
+            table=table,
+        )
+
+
+def check_s3_endpoint(uri: str, options: Mapping[str, Any] | None, environ: Mapping[str, str] | None = None) -> None:
+    """`check_endpoint` on the endpoint an S3 table `uri` would use: the storage options' `endpoint_url`
+    (or `client_kwargs.endpoint_url`), else botocore's environment variables (`S3_ENDPOINT_ENV`)."""
+    if urlparse(uri).scheme not in _S3_SCHEMES:
+        return
+    opts = s3fs_options(options)
+    given = [
+        (name, value)
+        for name, value in (
+            ("endpoint_url", opts.get("endpoint_url")),
+            ("client_kwargs.endpoint_url", (opts.get("client_kwargs") or {}).get("endpoint_url")),
+        )
+        if value is not None
+    ]
+    for name, value in given:
+        check_endpoint(value, name, table=uri)
+    if not given:
+        env = os.environ if environ is None else environ
+        name = next((n for n in S3_ENDPOINT_ENV if n in env), None)
+        if name is not None:
+            check_endpoint(env[name], name, where="environment variable", table=uri)
 
 
 @functools.cache
@@ -547,6 +609,25 @@ class FsspecLogStore:
 
     def join(self, base: str, *parts: str) -> str:
         return "/".join([base.rstrip("/"), *parts])
+
+    def check_bucket(self) -> None:
+        """Raise `BucketNotFoundError` when the bucket (container) of the root does not exist: one S3
+        HeadBucket, or `info` of the container elsewhere, under the retry policy (denied access stays a
+        `StorageError`). A listing cannot tell: it answers a missing bucket as an empty directory."""
+        if not (self.is_s3 or self.is_gcs or self.is_azure):
+            return
+        bucket = self._strip(self.root).split("/", 1)[0]
+        root = f"{self._protocol}://{bucket}"
+        try:
+            if self.is_s3:
+                self.retrying("HEAD", root, lambda: self.fs.call_s3("head_bucket", Bucket=bucket))
+            else:
+                self.retrying("HEAD", root, lambda: self.fs.info(bucket))
+        except FileNotFoundError:
+            raise BucketNotFoundError(
+                f"bucket {bucket!r} does not exist (check the table URI and the storage endpoint/account)",
+                table=self.root,
+            ) from None
 
     # -- writes --------------------------------------------------------------------------------------
     def _require_writable(self, op: str, path: str) -> None:
