@@ -268,7 +268,12 @@ class _Run:
         self.spark = self.spark_factory(self.options)
         # snapshot and tombstones report from the digest: start its checkpoint half early
         prefetch = r.action in ("snapshot", "tombstones", "checkpoint")
-        engine = SparkEngine(self.spark, snapshot_partitions=r.snapshot_partitions, prefetch_digest=prefetch)
+        engine = SparkEngine(
+            self.spark,
+            snapshot_partitions=r.snapshot_partitions,
+            prefetch_digest=prefetch,
+            storage_options=self.options,
+        )
         return DeltaLog(r.table, storage_options=self.options, clock=self._clock(), engine=engine)
 
     def _log(self) -> tuple[DeltaLog, LogSegment | None]:
@@ -346,15 +351,9 @@ class _Run:
         if r.action == "checkpoint":
             from ..delta.maintenance.checkpoint import write_checkpoint
 
-            if r.engine == "spark":  # the executors write the file actions; the driver never holds them
-                from ..delta.engines.spark_checkpoint import SparkCheckpointExecutor
-
-                log = self._spark_log()
-                executor = SparkCheckpointExecutor(self.spark, storage_options=self.options)
-                done = write_checkpoint(log, version=r.version, clock=self._clock(), executor=executor)
-            else:
-                log = self._local_log()
-                done = write_checkpoint(log, version=r.version, clock=self._clock())
+            # on Spark the executors write the file actions; the driver never holds them
+            log = self._spark_log() if r.engine == "spark" else self._local_log()
+            done = write_checkpoint(log, version=r.version, clock=self._clock())
             return {"table": log.table_uri, **asdict(done)}
         if r.action == "cleanup_log":
             from ..delta.maintenance.log_cleanup import cleanup_log
@@ -444,11 +443,11 @@ class _Run:
         r = self.request
         executor = None
         if r.engine == "spark":
-            from ..delta.engines.spark_optimize import spark_bin_executor
+            from ..delta.engines.spark_optimize import spark_bin_rewriter
 
             self.engine = "spark"
             self.spark = self.spark_factory(self.options)
-            executor = spark_bin_executor(self.spark, self.options)
+            executor = spark_bin_rewriter(self.spark, self.options)
         done = optimize(
             self._local_log(),
             target_size=r.target_size,
