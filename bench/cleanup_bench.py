@@ -7,7 +7,7 @@ versions: 110,000 objects, `_last_checkpoint` at 99,990).
   time (commit v at the generator's `t0 + v * 5 min`, its checkpoint a second later); the clock is the
   newest commit's time, so the default 30-day retention expires all but the last ~8,600 commits. A dry
   run, then an apply, on the copy; then the kept checkpoint's version and the latest version load.
-* **s3** (moto's server on loopback, through the counting proxy of tests/s3_server.py): S3 keeps the
+* **s3** (moto's server on loopback, through the counting proxy of tests/support/s3_server.py): S3 keeps the
   upload time (one-second precision) as the object's mtime, so the log is uploaded in version order and
   the last checkpoint's commit after the adjusted times of the commits before it (commit times are
   made strictly increasing, and a checkpoint is kept only when its commit's time is its own; see
@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH_DIR.parent / "tests"))  # s3_server.py: the moto server and the proxy
+sys.path.insert(0, str(BENCH_DIR.parent / "tests"))  # support/s3_server.py: the moto server and the proxy
 sys.path.insert(0, str(BENCH_DIR))
 
 from benchlib import ensure_table, scratch_dir  # noqa: E402
 from generate import LOG_SCALES, T_BASE  # noqa: E402
-from s3_server import S3Proxy, S3Server, boto3_client, create_bucket, s3_storage_options, start_moto_server  # noqa: E402
+from support.s3_server import S3Proxy, S3Server, boto3_client, create_bucket, s3_storage_options, start_moto_server  # noqa: E402
 
 from airflow_delta_provider.delta import DeltaLog  # noqa: E402
 from airflow_delta_provider.delta.maintenance.log_cleanup import cleanup_log  # noqa: E402

@@ -2,7 +2,7 @@
 
 The generated long logs (`log1k`, `log10k` from generate.py: one small streaming commit per version, a
 classic checkpoint every 10 versions, `_last_checkpoint` at the newest) are uploaded to moto's standalone
-server on 127.0.0.1 (tests/s3_server.py). Each operation is run once through the counting proxy (requests
+server on 127.0.0.1 (tests/support/s3_server.py). Each operation is run once through the counting proxy (requests
 by kind) and then `--reps` times straight against the server (median and range of wall time):
 
 * `latest_version()`, fresh `DeltaLog` each poll (the sensor's probe);
@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH_DIR.parent / "tests"))  # s3_server.py: the moto server and the proxy
+sys.path.insert(0, str(BENCH_DIR.parent / "tests"))  # support/s3_server.py: the moto server and the proxy
 sys.path.insert(0, str(BENCH_DIR))
 
 from benchlib import ensure_table  # noqa: E402
-from s3_server import (  # noqa: E402
+from support.s3_server import (  # noqa: E402
     S3Proxy,
     S3Server,
     boto3_client,

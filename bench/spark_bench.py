@@ -252,7 +252,7 @@ def stages_from_log(stderr: str) -> tuple[list[tuple[str, float]], list[tuple[in
 
 
 def spark_env(root: Path) -> dict[str, str]:
-    """Environment of spark-submit as tests/spark_cluster.py sets it, plus the frozen library first."""
+    """Environment of spark-submit as tests/support/spark_cluster.py sets it, plus the frozen library first."""
     import pyspark
 
     py = benchlib.python()

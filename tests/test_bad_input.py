@@ -318,10 +318,10 @@ WRITE_COMMANDS = [
 
 @pytest.fixture(scope="module")
 def s3():
-    """A moto S3 server on loopback (tests/s3_server.py) with the bucket `BUCKET_28`."""
+    """A moto S3 server on loopback (tests/support/s3_server.py) with the bucket `BUCKET_28`."""
     pytest.importorskip("moto.server")
     pytest.importorskip("s3fs")
-    from s3_server import create_bucket, start_moto_server
+    from support.s3_server import create_bucket, start_moto_server
 
     with start_moto_server() as server:
         create_bucket(server, BUCKET_28)
@@ -333,7 +333,7 @@ def s3_table(s3, monkeypatch):
     """A two-commit delta-rs table on the server; the environment points `deltalog` at it."""
     import uuid
 
-    from s3_server import deltalake_storage_options, write_sample_table
+    from support.s3_server import deltalake_storage_options, write_sample_table
 
     uri = f"s3://{BUCKET_28}/t-{uuid.uuid4().hex[:8]}"
     write_sample_table(uri, deltalake_storage_options(s3), commits=2)
@@ -351,7 +351,7 @@ def s3_table(s3, monkeypatch):
 
 def _objects(server) -> dict[str, Any]:
     """Every bucket on the server, and each key's ETag in `BUCKET_28`."""
-    from s3_server import boto3_client
+    from support.s3_server import boto3_client
 
     client = boto3_client(server)
     keys = {
@@ -418,7 +418,7 @@ def test_a_missing_bucket_says_the_bucket_does_not_exist(s3, s3_table, command):
 
 
 def test_a_missing_bucket_in_a_job_result(s3, s3_table):
-    from s3_server import s3_storage_options
+    from support.s3_server import s3_storage_options
 
     from airflow_delta_provider.commands.command import execute
 

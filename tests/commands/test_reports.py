@@ -287,7 +287,7 @@ def test_every_kind_renders_both_formats_and_unknown_kinds_are_refused(tmp_path:
 # -- in a real browser ----------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def browser():
-    from browser import Browser, find_chromium
+    from support.browser import Browser, find_chromium
 
     if find_chromium() is None:
         message = "Chromium is not installed (.ci/run installs it: apt-get install chromium-headless-shell)"

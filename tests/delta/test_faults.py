@@ -39,7 +39,7 @@ from airflow_delta_provider.delta import (  # noqa: E402
 from airflow_delta_provider.delta.storage import LocalLogStore  # noqa: E402
 
 try:
-    from deltars_oracle import (
+    from support.deltars_oracle import (
         checkpoint_path,
         commit_path,
         copy_corpus_table,
@@ -48,7 +48,7 @@ try:
         raw_log_state,
     )
 except ImportError:  # tests/ imported as a package
-    from tests.deltars_oracle import (
+    from tests.support.deltars_oracle import (
         checkpoint_path,
         commit_path,
         copy_corpus_table,

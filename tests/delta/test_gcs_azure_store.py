@@ -11,7 +11,7 @@
 
 Each emulator runs once per module on a free 127.0.0.1 port. Racing writers talk to the emulator
 directly (its own precondition check decides); fault injection goes through `S3Proxy`
-(tests/s3_server.py), a plain forwarding HTTP proxy, here with its per-key serialisation of conditional
+(tests/support/s3_server.py), a plain forwarding HTTP proxy, here with its per-key serialisation of conditional
 creates off, so nothing but the emulator decides who wins.
 
 Missing emulators: `DELTA_TEST_EMULATORS=require` fails these tests when an emulator (or its client
@@ -39,7 +39,7 @@ from typing import Any
 
 import pytest
 from conftest import REPO
-from s3_server import ACCESS_DENIED, DROP, DROP_AFTER_FORWARD, SLOW_DOWN, S3Proxy, Seen, always, free_port
+from support.s3_server import ACCESS_DENIED, DROP, DROP_AFTER_FORWARD, SLOW_DOWN, S3Proxy, Seen, always, free_port
 
 from airflow_delta_provider.delta import DeltaLog
 from airflow_delta_provider.delta.errors import ConcurrentDeleteReadError, StorageError

@@ -81,7 +81,7 @@ def test_memory_store_level_equals_the_local_one(tmp_path: Path) -> None:
 def s3():
     pytest.importorskip("moto.server")
     pytest.importorskip("s3fs")
-    from s3_server import create_bucket, start_moto_server
+    from support.s3_server import create_bucket, start_moto_server
 
     with start_moto_server() as server:
         create_bucket(server, "level")
@@ -90,14 +90,14 @@ def s3():
 
 @pytest.fixture
 def proxy(s3):
-    from s3_server import S3Proxy
+    from support.s3_server import S3Proxy
 
     with S3Proxy(s3.endpoint) as p:
         yield p
 
 
 def _s3_tree(s3, key: str) -> None:
-    from s3_server import boto3_client
+    from support.s3_server import boto3_client
 
     client = boto3_client(s3)
     for rel, data in TREE.items():
@@ -106,7 +106,7 @@ def _s3_tree(s3, key: str) -> None:
 
 
 def test_s3_level_pages_with_a_delimiter_and_equals_the_local_one(s3, proxy, tmp_path: Path) -> None:
-    from s3_server import s3_storage_options
+    from support.s3_server import s3_storage_options
 
     key = f"lvl-{uuid.uuid4().hex[:8]}"
     _s3_tree(s3, key)
@@ -139,7 +139,7 @@ def test_s3_level_pages_with_a_delimiter_and_equals_the_local_one(s3, proxy, tmp
 
 
 def test_s3_level_is_retried_when_throttled(s3, proxy) -> None:
-    from s3_server import SLOW_DOWN, s3_storage_options
+    from support.s3_server import SLOW_DOWN, s3_storage_options
 
     key = f"lvl-{uuid.uuid4().hex[:8]}"
     _s3_tree(s3, key)

@@ -47,10 +47,10 @@ from airflow_delta_provider.testing import DeltaLogBuilder  # noqa: E402
 
 try:
     from conftest import copy_table
-    from deltars_oracle import deltars_files
+    from support.deltars_oracle import deltars_files
 except ImportError:  # tests/ imported as a package
     from tests.conftest import copy_table
-    from tests.deltars_oracle import deltars_files
+    from tests.support.deltars_oracle import deltars_files
 
 REPO = Path(__file__).resolve().parents[2]
 DAY = 86_400_000

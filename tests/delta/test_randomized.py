@@ -40,9 +40,9 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from airflow_delta_provider.delta import DeltaError, DeltaLog, Snapshot, VersionNotFoundError  # noqa: E402
 
 try:
-    from deltars_oracle import RawLogState, deltars_files, deltars_view, raw_log_state, recreatable
+    from support.deltars_oracle import RawLogState, deltars_files, deltars_view, raw_log_state, recreatable
 except ImportError:  # tests/ imported as a package
-    from tests.deltars_oracle import RawLogState, deltars_files, deltars_view, raw_log_state, recreatable
+    from tests.support.deltars_oracle import RawLogState, deltars_files, deltars_view, raw_log_state, recreatable
 
 NUM_OPS = 30
 

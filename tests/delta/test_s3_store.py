@@ -22,7 +22,7 @@ pytest.importorskip("deltalake")
 
 import pyarrow as pa
 from deltalake import DeltaTable
-from s3_server import (
+from support.s3_server import (
     ACCESS_DENIED,
     DROP,
     INTERNAL_ERROR,

@@ -50,7 +50,7 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module")
 def engine():
-    from spark_cluster import local_session
+    from support.spark_cluster import local_session
 
     from airflow_delta_provider.delta.engines.spark import SparkEngine
 

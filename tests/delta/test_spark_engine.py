@@ -24,7 +24,7 @@ ORACLE = json.loads((CORPUS / "ORACLE-deltalake-1.6.6.json").read_text())["table
 
 @pytest.fixture(scope="module")
 def engine():
-    from spark_cluster import local_session
+    from support.spark_cluster import local_session
 
     from airflow_delta_provider.delta.engines.spark import SparkEngine
 

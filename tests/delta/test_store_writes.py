@@ -1,7 +1,7 @@
 """The store write verbs (`put_if_absent`, `put`, `delete_many`, `list_recursive`) on real stores.
 
 Stores: the local filesystem (`LocalLogStore`), fsspec's in-process memory filesystem, and S3 — moto's
-standalone server in its own process on 127.0.0.1, reached through `S3Proxy` (tests/s3_server.py), which
+standalone server in its own process on 127.0.0.1, reached through `S3Proxy` (tests/support/s3_server.py), which
 counts requests and injects faults. Moto honours `If-None-Match: *` on PutObject (412 PreconditionFailed)
 but checks for the key and then stores it with no lock held in between (a narrow window; we never saw
 two winners without the proxy, but nothing closes it), so the proxy makes each key's conditional creates
@@ -31,7 +31,7 @@ import pytest
 pytest.importorskip("moto.server")
 pytest.importorskip("s3fs")
 
-from s3_server import (
+from support.s3_server import (
     ACCESS_DENIED,
     DROP,
     DROP_AFTER_FORWARD,

@@ -547,7 +547,7 @@ def test_two_processes_removing_the_same_files_one_wins_the_other_conflicts(tmp_
 def s3():
     pytest.importorskip("moto.server")
     pytest.importorskip("s3fs")
-    from s3_server import create_bucket, start_moto_server
+    from support.s3_server import create_bucket, start_moto_server
 
     with start_moto_server() as server:
         create_bucket(server, "txn-tests")
@@ -556,7 +556,7 @@ def s3():
 
 def test_two_processes_racing_appends_on_s3(tmp_path, s3):
     from deltalake import DeltaTable
-    from s3_server import boto3_client, deltalake_storage_options, s3_storage_options, write_sample_table
+    from support.s3_server import boto3_client, deltalake_storage_options, s3_storage_options, write_sample_table
 
     uri = f"s3://txn-tests/race-{uuid.uuid4().hex[:8]}"
     rs_options = deltalake_storage_options(s3)

@@ -14,7 +14,7 @@ deltalake = pytest.importorskip("deltalake")
 pytest.importorskip("pyspark")
 import pyarrow as pa  # noqa: E402
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
-from spark_cluster import spark_submit  # noqa: E402
+from support.spark_cluster import spark_submit  # noqa: E402
 
 from airflow_delta_provider.delta import DeltaLog  # noqa: E402
 from airflow_delta_provider.jobs import build_py_files_zip  # noqa: E402

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CORPUS
-from spark_cluster import bare_python, spark_submit, standalone_cluster
+from support.spark_cluster import bare_python, spark_submit, standalone_cluster
 
 from airflow_delta_provider.commands.results import snapshot_dict, tombstone_report
 from airflow_delta_provider.delta import DeltaLog

@@ -17,7 +17,7 @@ import pytest
 deltalake = pytest.importorskip("deltalake")
 pytest.importorskip("pyspark")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
-from spark_cluster import spark_submit, standalone_cluster  # noqa: E402
+from support.spark_cluster import spark_submit, standalone_cluster  # noqa: E402
 
 from airflow_delta_provider.delta.engines.spark_optimize import spark_bin_rewriter  # noqa: E402
 from airflow_delta_provider.delta.maintenance.optimize import optimize  # noqa: E402

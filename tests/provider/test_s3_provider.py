@@ -15,7 +15,7 @@ pytest.importorskip("airflow")
 pytest.importorskip("moto")
 pytest.importorskip("s3fs")
 
-from s3_server import (
+from support.s3_server import (
     S3Server,
     create_bucket,
     deltalake_storage_options,

@@ -20,7 +20,7 @@ pytest.importorskip("s3fs")
 
 from airflow.providers.common.compat.sdk import TaskDeferred
 from provider_support import TaskStateStore
-from s3_server import (
+from support.s3_server import (
     SLOW_DOWN,
     S3Proxy,
     S3Server,

@@ -16,7 +16,7 @@
 
 Plain functions and context managers, so any test module can wrap them in its own fixtures:
 
-    from s3_server import S3Proxy, start_moto_server, s3_storage_options
+    from support.s3_server import S3Proxy, start_moto_server, s3_storage_options
 
     @pytest.fixture(scope="session")
     def s3_endpoint():
