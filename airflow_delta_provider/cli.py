@@ -129,6 +129,7 @@ CLI_ENGINES = ("local", "spark")
 ENGINE = cli_type(parse_choice, "--engine", choices=CLI_ENGINES)
 MODE = cli_type(parse_choice, "--mode", choices=VACUUM_MODES)
 RETENTION_HOURS = cli_type(parse_hours, "--retention-hours")
+GRACE_HOURS = cli_type(parse_hours, "--untracked-grace-hours")
 MEMORY_LIMIT_MB = cli_type(parse_number, "--memory-limit-mb", maximum=MAX_MIB, expected="a number of MiB")
 TARGET_SIZE_MB = cli_type(parse_size, "--target-size-mb", maximum=MAX_MIB, unit="MiB")
 MIN_NUM_FILES = cli_type(parse_count, "--min-num-files", minimum=1)
@@ -357,6 +358,7 @@ def cmd_vacuum(args: argparse.Namespace, out: TextIO) -> None:
         apply=args.apply,
         vacuum_mode=args.mode,
         enforce_retention_duration=not args.no_enforce_retention,
+        untracked_grace_hours=args.untracked_grace_hours,
     )
     if args.json:
         _print_json(result, out)
@@ -571,6 +573,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retention-hours", type=RETENTION_HOURS, help="override delta.deletedFileRetentionDuration")
     p.add_argument(
         "--no-enforce-retention", action="store_true", help="allow a retention shorter than the table's (dangerous)"
+    )
+    p.add_argument(
+        "--untracked-grace-hours",
+        type=GRACE_HOURS,
+        help="never delete an untracked file younger than this (default 1 hour; independent of the retention)",
     )
     p.add_argument(
         "--mode", type=MODE, choices=VACUUM_MODES, default="full", help="list the table (full) or the log (lite)"

@@ -156,6 +156,7 @@ OPERATOR_VALUES = [
     ("TombstoneReportOperator", "retention_hours", ["abc", "nan", "inf", -1, True, math.nan]),
     ("DeltaVacuumOperator", "retention_hours", ["abc", "-1", False]),
     ("DeltaVacuumOperator", "mode", ["bogus", None, "", 1]),
+    ("DeltaVacuumOperator", "untracked_grace_hours", ["abc", "-1", True, math.inf]),
     ("DeltaOptimizeOperator", "min_small_file_ratio", ["abc", 1.5, -0.1, True]),
     ("DeltaOptimizeOperator", "target_size", [0, "0", -1, 1.5, True]),
     ("DeltaOptimizeOperator", "min_num_files", [0, "abc", None]),
@@ -338,6 +339,9 @@ CLI_BAD = [
     (["vacuum", "{T}", "--retention-hours", "nan"], "--retention-hours"),
     (["vacuum", "{T}", "--mode", "bogus"], "--mode"),
     (["vacuum", "{T}", "--mode", ""], "--mode"),
+    (["vacuum", "{T}", "--untracked-grace-hours", "abc"], "--untracked-grace-hours"),
+    (["vacuum", "{T}", "--untracked-grace-hours", ""], "--untracked-grace-hours"),
+    (["vacuum", "{T}", "--untracked-grace-hours", "-1"], "--untracked-grace-hours"),
     (["vacuum", "{T}", "--apply=false", "--retention-hours", "0", "--no-enforce-retention"], "--apply"),
     (["vacuum", "{T}", "--engine", "bogus"], "--engine"),
     (["cleanup-log", "{T}", "--apply=no"], "--apply"),
@@ -366,6 +370,7 @@ def test_cli_refuses_a_bad_value_naming_the_flag_and_deletes_nothing(tmp_path, a
 JOB_BAD = [
     (["--action", "vacuum", "--retention-hours", "abc"], "--retention-hours"),
     (["--action", "vacuum", "--mode", "bogus"], "--mode"),
+    (["--action", "vacuum", "--untracked-grace-hours", "nan"], "--untracked-grace-hours"),
     (["--action", "optimize", "--target-size", "0"], "--target-size"),
     (["--action", "optimize", "--min-small-file-ratio", "2"], "--min-small-file-ratio"),
     (["--action", "optimize", "--small-file-mb", "0"], "--small-file-mb"),
@@ -385,3 +390,45 @@ def test_job_argv_is_read_by_the_same_parsers(tmp_path, capsys, argv, flag):
     err = capsys.readouterr().err
     assert f"argument {flag}" in err and "Traceback" not in err
     assert _listing(root) == before and not (tmp_path / "r.json").exists()
+
+
+# -- the untracked-file grace period on every face ----------------------------------------------------------
+
+
+def _fresh_stray(root: Path) -> Path:
+    """An untracked file written just now (a writer's data file before its commit)."""
+    fresh = root / "in-flight.parquet"
+    fresh.write_bytes(b"staged by a writer that has not committed yet")
+    return fresh
+
+
+def test_cli_keeps_a_fresh_untracked_file_unless_the_grace_is_zero(tmp_path):
+    root = _garbage_table(tmp_path)
+    fresh = _fresh_stray(root)
+    base = ["vacuum", str(root), "--retention-hours", "0", "--no-enforce-retention", "--apply", "--json"]
+    out = io.StringIO()
+    assert cli_main(base, out=out, err=io.StringIO()) == 0
+    assert fresh.exists() and not (root / "stray.parquet").exists()
+    assert cli_main([*base, "--untracked-grace-hours", "0"], out=io.StringIO(), err=io.StringIO()) == 0
+    assert not fresh.exists()
+
+
+def test_job_argv_carries_the_grace_both_ways(tmp_path):
+    request = Request(table=str(tmp_path), action="vacuum", untracked_grace_hours=0.5)
+    argv = runner.job_argv(request, str(tmp_path / "r.json"))
+    assert argv[argv.index("--untracked-grace-hours") + 1] == "0.5"
+    again = runner.request_from_args(runner.build_parser().parse_args(argv), {})
+    assert again.untracked_grace_hours == 0.5
+    default = runner.job_argv(Request(table=str(tmp_path), action="vacuum"), str(tmp_path / "r.json"))
+    assert "--untracked-grace-hours" not in default
+
+
+@pytest.mark.airflow
+def test_vacuum_operator_passes_the_grace(ops, tmp_path):
+    root = _garbage_table(tmp_path)
+    fresh = _fresh_stray(root)
+    apply = dict(table_uri=str(root), submit=False, retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    ops.DeltaVacuumOperator(task_id="v", **apply).execute(_context())
+    assert fresh.exists()
+    ops.DeltaVacuumOperator(task_id="v", untracked_grace_hours="0", **apply).execute(_context())
+    assert not fresh.exists()

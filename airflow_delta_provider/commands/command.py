@@ -34,6 +34,7 @@ from ..delta.protocol.history import to_epoch_ms
 from ..delta.protocol.optimize import DEFAULT_MIN_NUM_FILES, DEFAULT_SMALL_FILE_MB
 from ..delta.protocol.predicate import parse_predicate
 from ..delta.storage import is_local, local_path
+from .arguments import parse_hours
 from .checks import KNOWN_CHECKS, evaluate_checks, failed_checks_message, small_file_bytes, validate_checks
 from .reports import RENDERERS, REPORT_KINDS, file_size_histogram, tombstone_age_histogram
 from .results import file_dict, snapshot_dict, tombstone_report
@@ -110,6 +111,8 @@ class Request:
     vacuum_mode: str = "full"
     #: vacuum: refuse a retention shorter than the table's (delta-rs's name)
     enforce_retention_duration: bool = True
+    #: vacuum: an untracked file younger than this many hours is never deleted (None: the default, 1 hour)
+    untracked_grace_hours: float | None = None
     #: vacuum: apply this plan (a dry run's result) instead of making one
     plan: Mapping[str, Any] | None = None
     #: vacuum: ... or the plan kept at this path/URI (a dry run's `result_uri`), read when the action runs
@@ -159,6 +162,8 @@ class Request:
             to_epoch_ms(self.timestamp, argument="timestamp")
         if self.retention_hours is not None:
             check_number(self.retention_hours, "retention_hours", maximum=1e12, table=self.table)
+        if self.untracked_grace_hours is not None:
+            parse_hours(self.untracked_grace_hours, "untracked_grace_hours", table=self.table)
         if self.where:
             parse_predicate(self.where, label="--where")  # syntax errors before any I/O
 
@@ -386,6 +391,7 @@ class _Run:
                 log,
                 retention_hours=r.retention_hours,
                 enforce_retention_duration=r.enforce_retention_duration,
+                untracked_grace_hours=r.untracked_grace_hours,
                 mode=r.vacuum_mode,
                 dry_run=not r.apply,
                 plan=plan,

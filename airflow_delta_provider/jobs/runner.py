@@ -89,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="vacuum: list the table, or the log only",
     )
     p.add_argument("--no-enforce-retention", action="store_true", help="vacuum: allow a shorter retention")
+    p.add_argument(
+        "--untracked-grace-hours",
+        type=cli_type(parse_hours, "--untracked-grace-hours"),
+        help="vacuum: never delete an untracked file younger than this (default 1 hour)",
+    )
     p.add_argument("--plan", help="vacuum: apply this plan (JSON of a dry run's result, or a path/URI to it)")
     p.add_argument("--plan-dir", help="vacuum on Spark: where executors write the file list (default <result>.plan)")
     p.add_argument("--target-size", type=_count("--target-size", 1), help="optimize: bytes per output file")
@@ -157,6 +162,7 @@ def request_from_args(args: argparse.Namespace, storage_options: Mapping[str, An
         write_checkpoint_first=args.write_checkpoint_first,
         vacuum_mode=args.mode,
         enforce_retention_duration=not args.no_enforce_retention,
+        untracked_grace_hours=args.untracked_grace_hours,
         plan=json.loads(args.plan) if args.plan and args.plan.lstrip().startswith("{") else None,
         plan_uri=args.plan if args.plan and not args.plan.lstrip().startswith("{") else None,
         vacuum_plan_dir=args.plan_dir or (sibling(args.result_uri, "plan") if args.action == "vacuum" else None),
@@ -203,6 +209,8 @@ def job_argv(request: Request, result_uri: str, report_formats: Sequence[str] = 
         args += ["--mode", r.vacuum_mode]
         if not r.enforce_retention_duration:
             args.append("--no-enforce-retention")
+        if r.untracked_grace_hours is not None:
+            args += ["--untracked-grace-hours", repr(float(r.untracked_grace_hours))]
         if r.plan_uri:  # a kept plan travels as its URI: a big plan would not fit on a command line
             args += ["--plan", r.plan_uri]
         elif r.plan is not None:

@@ -642,7 +642,7 @@ class DeltaVacuumOperator(DeltaJobOperator):
     """
 
     action = "vacuum"
-    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "plan")
+    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "plan", "untracked_grace_hours")
 
     def __init__(
         self,
@@ -650,10 +650,13 @@ class DeltaVacuumOperator(DeltaJobOperator):
         dry_run: bool = True,
         mode: str = "full",
         enforce_retention_duration: bool = True,
+        untracked_grace_hours: float | str | None = None,
         plan: Mapping[str, Any] | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        _check_now(untracked_grace_hours, optional(parse_hours), "untracked_grace_hours")
+        self.untracked_grace_hours = untracked_grace_hours
         self.dry_run = parse_flag(dry_run, "dry_run")
         self.mode = parse_choice(mode, "mode", VACUUM_MODES)
         self.enforce_retention_duration = parse_flag(enforce_retention_duration, "enforce_retention_duration")
@@ -676,6 +679,7 @@ class DeltaVacuumOperator(DeltaJobOperator):
             "apply": not parse_flag(self.dry_run, "dry_run"),
             "vacuum_mode": parse_choice(self.mode, "mode", VACUUM_MODES),
             "enforce_retention_duration": parse_flag(self.enforce_retention_duration, "enforce_retention_duration"),
+            "untracked_grace_hours": optional(parse_hours)(self.untracked_grace_hours, "untracked_grace_hours"),
             **self._plan(),
         }
 
