@@ -269,6 +269,64 @@ def test_one_shot_apply_without_plan_dir_deletes_the_plan(spark, tmp_path: Path)
     assert result.deleted == len(expected) and _files(path) == before - expected
 
 
+@pytest.mark.spark
+def test_edited_plan_applied_on_spark_drops_refuses_and_counts_as_the_local_engine(spark, tmp_path: Path) -> None:
+    """Issue 28 on the Spark executor: a plan edited by hand is re-checked against storage on the executors
+    (a fresh file edited in, a directory, a repeat, a file already gone: dropped or missing with the local
+    engine's reasons, the missing one not counted; the grace period joined with the expired tombstones),
+    and a file list naming a path outside the table refuses the plan before anything is deleted."""
+    from airflow_delta_provider.delta.engines.spark_vacuum import SparkVacuumExecutor
+    from airflow_delta_provider.delta.protocol.vacuum import VacuumPlanRefusedError
+
+    path = tmp_path / "t"
+    _random_table(path, 21)
+    _plant_old(path, "p=a/stray-gone.parquet")
+    fresh = path / "p=b" / "part-00000-fresh.parquet"
+    fresh.write_bytes(b"fresh")
+    now = int(time.time() * 1000) + 1000
+    kw: dict = dict(retention_hours=0, enforce_retention_duration=False, clock=lambda: now)
+    executor = SparkVacuumExecutor(spark, plan_dir=str(tmp_path / "plans"))
+    plan = vacuum(str(path), executor=executor, **kw).to_dict()
+    local_plan = vacuum(str(path), **kw).to_dict()
+    assert _local_only(plan) == local_plan and plan["grace_kept_files"] >= 2  # inflight.parquet, the fresh file
+    st = fresh.stat()
+    plan["files"] += [
+        {"path": "p=b/part-00000-fresh.parquet", "size": st.st_size, "modification_time": st.st_mtime_ns // 10**6},
+        {"path": "p=b", "size": 0, "modification_time": int(OLD * 1000)},
+        dict(plan["files"][0]),
+    ]
+    (path / "p=a" / "stray-gone.parquet").unlink()
+    twin = tmp_path / "twin"
+    import shutil
+
+    shutil.copytree(path, twin, copy_function=shutil.copy2)  # the same table, for the local engine
+    local_plan = json.loads(json.dumps(plan).replace(str(path), str(twin)))
+    local_plan.pop("files_uri"), local_plan.pop("files_inline")
+    local = vacuum(str(twin), plan=local_plan, dry_run=False, **kw).to_dict()
+    before = _files(path)
+    done = vacuum(str(path), plan=plan, dry_run=False, executor=executor, **kw).to_dict()
+    assert sorted((d["path"], d["reason"]) for d in done["dropped"]) == sorted(
+        (d["path"], d["reason"]) for d in local["dropped"]
+    )
+    assert {d["reason"] for d in done["dropped"]} == {"untracked-grace", "directory", "duplicate"}
+    assert done["missing"] == local["missing"] and [m["path"] for m in done["missing"]] == ["p=a/stray-gone.parquet"]
+    assert (done["deleted"], done["deleted_bytes"]) == (local["deleted"], local["deleted_bytes"])
+    assert done["deleted"] == len(plan["files"]) - 4 and fresh.exists() and (path / "p=b").is_dir()
+    assert _files(path) == before - {f["path"] for f in plan["files"]} | {"p=b/part-00000-fresh.parquet"}
+
+    # a counts-only plan whose file list names a path outside the table: refused on the executors' rows
+    _plant_old(path, "p=a/stray-late.parquet")
+    listed = SparkVacuumExecutor(spark, plan_dir=str(tmp_path / "plans2"), collect_limit=0)
+    counts_only = vacuum(str(path), executor=listed, **kw).to_dict()
+    assert counts_only["files_inline"] is False and counts_only["num_files"] == 1
+    part = next(Path(counts_only["files_uri"].removeprefix("file://")).glob("part-*"))
+    part.write_text(json.dumps({"path": "../outside", "size": 1, "modification_time": 1}) + "\n")
+    before = _files(path)
+    with pytest.raises(VacuumPlanRefusedError, match="nothing was deleted") as info:
+        vacuum(str(path), plan=counts_only, dry_run=False, executor=listed, **kw)
+    assert info.value.file == "../outside" and _files(path) == before
+
+
 def _is_cached(frame) -> bool:
     level = frame.storageLevel
     return level.useMemory or level.useDisk

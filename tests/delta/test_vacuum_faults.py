@@ -225,7 +225,8 @@ def test_files_committed_between_plan_and_apply_are_dropped_on_revalidation(tmp_
 def test_one_shot_apply_revalidates_against_the_table_after_listing(tmp_path: Path) -> None:
     """`vacuum(dry_run=False)` without a plan: a delta-rs append commits while the table is listed (after
     the snapshot the plan starts from). Its file looks untracked to the plan; re-validation must see the
-    commit and keep it."""
+    commit and keep it. (With the default grace period the fresh file would not even be planned: 0 hours
+    of grace, passed explicitly, leaves it to re-validation.)"""
     path = _table(tmp_path / "t")
     _plant(path, "p=a/stray.parquet")
 
@@ -234,7 +235,12 @@ def test_one_shot_apply_revalidates_against_the_table_after_listing(tmp_path: Pa
 
     dlog = DeltaLog(str(path), store=HookedStore(append))
     result = vacuum(
-        dlog, retention_hours=0, enforce_retention_duration=False, dry_run=False, clock=clock_at(later(0.01))
+        dlog,
+        retention_hours=0,
+        enforce_retention_duration=False,
+        dry_run=False,
+        clock=clock_at(later(0.01)),
+        untracked_grace_hours=0,
     )
     active = [unquote(p) for p in pa.table(DeltaTable(str(path)).get_add_actions()).column("path").to_pylist()]
     assert len(result.dropped) == 1 and result.dropped[0].path in active  # the appended file, kept
@@ -441,13 +447,16 @@ def test_kill_9_after_k_deletes_leaves_a_readable_table_and_the_same_plan_finish
     assert history == ["VACUUM START", "WRITE"]  # the killed run never wrote VACUUM END
 
     again = vacuum(str(path), plan=json.loads(plan_file.read_text()), dry_run=False, clock=clock_at(now))
-    assert again.deleted == len(files) and again.deleted_bytes == plan["bytes"] and not again.dropped
+    # the k files the killed run deleted are reported missing, not counted again (issue 28)
+    gone_bytes = sum(f["size"] for f in plan["files"][:k])
+    assert again.deleted == len(files) - k and again.deleted_bytes == plan["bytes"] - gone_bytes
+    assert [f.path for f in again.missing] == files[:k] and not again.dropped
     assert data_files(path) == before - set(files)
     assert again.directories == 2 and not (path / "p=b").exists() and not (path / "p=c").exists()
     assert deltars_rows(path) == our_rows(path) == rows
     end = DeltaTable(str(path)).history(1)[0]
     assert end["operation"] == "VACUUM END" and end["operationParameters"]["status"] == "COMPLETED"
-    assert int(end["operationMetrics"]["numDeletedFiles"]) == len(files)
+    assert int(end["operationMetrics"]["numDeletedFiles"]) == len(files) - k
 
 
 # -- 3. S3: request counts and throttling --------------------------------------------------------------

@@ -10,6 +10,10 @@ keeps the checks, the retention rules and the `VACUUM START`/`END` commits on th
   cutoff, no hidden part, ...) run where the files are listed, so only candidates leave the executors.
 * **Plan**: the candidates anti-joined with the protected paths (`protocol.vacuum.protected_paths`: active
   files, tombstones within retention, their DV files) on the path and on its DV alias (`dv_alias_key`).
+  When the grace period for untracked files reaches back past the cutoff (`protocol.vacuum.grace_matters`:
+  a retention shorter than the grace), the candidates are also left-joined with the expired tombstones
+  (`expired_tombstone_paths`, built as the protected paths are): an untracked candidate `within_grace`
+  is left out of the plan and counted (`grace_kept_files`, `grace_kept_bytes`).
   The protected paths come from the Spark engine's state when the snapshot was replayed on Spark, else
   from the driver's snapshot (`maintenance.vacuum.protected_set`); they are persisted and counted first
   (one job builds the cache both joins read) and, when at most `broadcast_limit`, broadcast to the joins,
@@ -28,8 +32,12 @@ keeps the checks, the retention rules and the `VACUUM START`/`END` commits on th
   counts only (`VacuumPlan.totals`): it is applied from `files_uri` or, without `plan_dir`, only by the
   same executor, from its file list kept cached on the cluster until then (`release()` frees it unapplied).
 * **Apply**: the plan's files (inline, else read from `files_uri` or the cache, and checked against the
-  plan's count) are re-validated against the latest snapshot (`protocol.vacuum.plan_entry_relative`, then
-  the same joins), and the executors delete what stays in batches (`maintenance.vacuum.delete_files`:
+  plan's count) are re-validated against the latest snapshot and storage: hash-partitioned by path, each
+  task runs the per-row rules (`protocol.vacuum.refused_entry`, which refuses the whole plan;
+  `plan_entry_relative`; duplicates; `maintenance.vacuum.stat_entries` and `protocol.vacuum.recheck`: the
+  file as it is now must match the plan's listed size and mtime, be a regular file older than the cutoff),
+  then the same joins (protected paths; expired tombstones for the grace period), each dropped entry with
+  its reason, the missing ones apart; the executors delete what stays in batches (`maintenance.vacuum.delete_files`:
   `batch_size` files per `delete_many`, one S3 DeleteObjects each, retried), returning files and bytes per
   directory that the driver sums. Directories left empty are removed by the driver on local stores.
 
@@ -50,21 +58,40 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ..errors import OperationNotAllowedError
-from ..maintenance.vacuum import Deleted, Revalidation, delete_files, protected_set, remove_empty_dirs
+from ..maintenance.vacuum import (
+    Deleted,
+    Revalidation,
+    delete_files,
+    expired_set,
+    protected_set,
+    remove_empty_dirs,
+    stat_entries,
+)
 from ..protocol.actions import AddFile, RemoveFile, action_from_json
 from ..protocol.vacuum import (
+    DUPLICATE,
     FULL,
+    HIDDEN,
+    MISSING,
+    PROTECTED,
+    UNTRACKED_GRACE,
     ListedFile,
     LoggedFile,
     PlannedFile,
     PlanTotals,
     VacuumPlan,
+    VacuumPlanRefusedError,
     dv_alias_key,
+    expired_tombstone_paths,
+    grace_matters,
     is_hidden,
     listed_candidate,
     partition_of,
     plan_entry_relative,
     protected_paths,
+    recheck,
+    refused_entry,
+    within_grace,
 )
 from ..storage import LogStore, store_for
 
@@ -87,17 +114,24 @@ _FILES_PER_TASK = 1000
 _BATCH_ROWS = 8192
 
 LISTED_SCHEMA = "path string, size long, modification_time long, directory boolean"
-CANDIDATE_SCHEMA = "path string, size long, rel string, alias string, partition string"
-PLAN_FILE_SCHEMA = "path string, size long"
+CANDIDATE_SCHEMA = "path string, size long, modification_time long, rel string, alias string, partition string"
+PLAN_FILE_SCHEMA = "path string, size long, modification_time long"
+#: a plan entry after the per-row rules: `reason` (null: so far deletable; `REFUSED:<why>` refuses the
+#: plan), `young` (within the grace period, if untracked)
+ENTRY_SCHEMA = f"{CANDIDATE_SCHEMA}, reason string, young boolean"
 DELETED_SCHEMA = "partition string, files long, bytes long"
+#: `ENTRY_SCHEMA.reason` of an entry that refuses the whole plan (`protocol.vacuum.refused_entry`)
+REFUSED = "refused:"
 _LISTED = (("path", pa.string()), ("size", pa.int64()), ("modification_time", pa.int64()), ("directory", pa.bool_()))
 _CANDIDATE = (
     ("path", pa.string()),
     ("size", pa.int64()),
+    ("modification_time", pa.int64()),
     ("rel", pa.string()),
     ("alias", pa.string()),
     ("partition", pa.string()),
 )
+_ENTRY = (*_CANDIDATE, ("reason", pa.string()), ("young", pa.bool_()))
 _DELETED = (("partition", pa.string()), ("files", pa.int64()), ("bytes", pa.int64()))
 
 Row = tuple[Any, ...]
@@ -133,7 +167,7 @@ def _candidate(path: str, size: int, mtime: int, cutoff_ms: int, columns: Sequen
     if rel is None:
         return None
     stored = path.strip("/")
-    return stored, size, rel, dv_alias_key(rel), partition_of(stored)
+    return stored, size, mtime, rel, dv_alias_key(rel), partition_of(stored)
 
 
 def list_root_task(table_uri: str, options: Mapping[str, Any], cutoff_ms: int, columns: Sequence[str]) -> ArrowTask:
@@ -206,19 +240,77 @@ def protected_task(table_uri: str, cutoff_ms: int) -> Callable[[Iterable[Mapping
     return run
 
 
-def entry_task(columns: Sequence[str]) -> ArrowTask:
-    """`mapInArrow` over plan entries (`PLAN_FILE_SCHEMA`): `CANDIDATE_SCHEMA` rows whose `rel` is null when
-    the entry breaks a never-rule by its name alone (`protocol.vacuum.plan_entry_relative`)."""
-    columns = list(columns)
+def expired_task(table_uri: str, cutoff_ms: int) -> Callable[[Iterable[Mapping[str, Any]]], Iterator[Row]]:
+    """`mapPartitions` over reconciled file actions: the relative paths of the tombstones deleted at or
+    before `cutoff_ms` and of their DV files (`protocol.vacuum.expired_tombstone_paths`), one per row."""
 
-    def rows(batches: Iterator[pa.RecordBatch]) -> Iterator[Row]:
+    def run(rows: Iterable[Mapping[str, Any]]) -> Iterator[Row]:
+        tombstones: list[LoggedFile] = []
+        for row in rows:
+            action = action_from_json(row)
+            if isinstance(action, RemoveFile):
+                tombstones.append(
+                    LoggedFile(action.path, action.deletion_vector, action.deletion_timestamp, action.size)
+                )
+        for rel in expired_tombstone_paths(tombstones, cutoff_ms=cutoff_ms, table_root=table_uri):
+            yield (rel,)
+
+    return run
+
+
+def entry_task(
+    table_uri: str,
+    options: Mapping[str, Any],
+    columns: Sequence[str],
+    *,
+    cutoff_ms: int,
+    now_ms: int,
+    grace_ms: int,
+) -> ArrowTask:
+    """`mapInArrow` over plan entries (`PLAN_FILE_SCHEMA`, hash-partitioned by path so that repeats meet in
+    one task): `ENTRY_SCHEMA` rows, `reason` set by the per-row rules in `protocol.vacuum.revalidate`'s
+    order: `REFUSED:<why>` (`refused_entry`: the driver refuses the plan), `HIDDEN` (`plan_entry_relative`;
+    `rel` null), `DUPLICATE`, then what `recheck` finds in storage now (`maintenance.vacuum.stat_entries`),
+    the grace period aside: `young` says whether the file is `within_grace`, which only drops it when the
+    driver's join finds it untracked. The protected paths are the driver's join too."""
+    options, columns = dict(options), list(columns)
+
+    def rows(store: Any, batches: Iterator[pa.RecordBatch]) -> Iterator[Row]:
+        seen: set[str] = set()
         for batch in batches:
-            for path, size in zip(batch.column("path").to_pylist(), batch.column("size").to_pylist(), strict=True):
-                rel = plan_entry_relative(path, columns)
-                yield path, size or 0, rel, None if rel is None else dv_alias_key(rel), partition_of(path)
+            names = ("path", "size", "modification_time")
+            cols = (batch.column(n).to_pylist() for n in names)
+            entries = [PlannedFile(p, s or 0, m) for p, s, m in zip(*cols, strict=True)]
+            out: list[list[Any]] = []
+            pending: list[int] = []
+            for f in entries:
+                why = refused_entry(f.path)
+                rel = None if why is not None else plan_entry_relative(f.path, columns)
+                row = [f.path, f.size, f.modification_time, rel, None if rel is None else dv_alias_key(rel)]
+                row += [partition_of(f.path), None, False]
+                if why is not None:
+                    row[6] = REFUSED + why
+                elif rel is None:
+                    row[6] = HIDDEN
+                elif f.path in seen:
+                    row[6] = DUPLICATE
+                else:
+                    seen.add(f.path)
+                    pending.append(len(out))
+                out.append(row)
+            found = stat_entries(store, table_uri, [out[i][0] for i in pending]) if pending else []
+            for i, now in zip(pending, found, strict=True):
+                f = entries[i]
+                # tracked=True: every rule but the grace period, which the driver applies to untracked files
+                why = recheck(f, now, cutoff_ms=cutoff_ms, now_ms=now_ms, grace_ms=grace_ms, tracked=True)
+                out[i][6] = why
+                if why is None and now is not None and f.modification_time is not None:
+                    mtime = max(f.modification_time, now.modification_time)
+                    out[i][7] = within_grace(mtime, now_ms=now_ms, grace_ms=grace_ms)
+            yield from map(tuple, out)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield from _batches(rows(batches), _CANDIDATE)
+        yield from _batches(rows(store_for(table_uri, options), batches), _ENTRY)
 
     return run
 
@@ -260,6 +352,12 @@ _PARTITION_OF_PATH = (
     "CASE WHEN instr(path, '/') = 0 THEN '' "
     "ELSE substring(path, 1, length(path) - length(substring_index(path, '/', -1)) - 1) END"
 )
+
+
+def _planned(row: Any) -> PlannedFile:
+    """A `PlannedFile` from a row with path, size and modification_time."""
+    mtime = row["modification_time"]
+    return PlannedFile(row["path"], int(row["size"] or 0), None if mtime is None else int(mtime))
 
 
 def _by_partition(rows: Iterable[Any]) -> dict[str, dict[str, int]]:
@@ -310,6 +408,8 @@ class SparkVacuumExecutor:
         self.broadcast_limit = broadcast_limit
         #: the last plan made without a file list, with its files (persisted) for the same executor's apply
         self._unlisted: tuple[VacuumPlan, DataFrame] | None = None
+        #: frames the cached list of `_unlisted` was computed from, freed with it
+        self._unlisted_inputs: list[DataFrame] = []
 
     # -- frames ------------------------------------------------------------------------------------------
     def candidates(self, dlog: DeltaLog, *, cutoff_ms: int, partition_columns: Sequence[str]) -> DataFrame:
@@ -342,6 +442,21 @@ class SparkVacuumExecutor:
             return self.spark.createDataFrame([], "rel string")
         return self.spark.createDataFrame(pa.table({"rel": pa.array(paths, pa.string())}))
 
+    def expired(self, snapshot: Snapshot, *, cutoff_ms: int, table_uri: str) -> DataFrame:
+        """The snapshot's expired tombstones and their DV files (`rel`, each once): tracked files the grace
+        period does not apply to; made as `protected` makes its paths (lazy, persisted by the caller)."""
+        from .spark import DistributedFileState
+
+        files = snapshot.state.files
+        if isinstance(files, DistributedFileState):
+            rows = files.rdd.mapPartitions(expired_task(table_uri, cutoff_ms))
+            parts = max(1, min(rows.getNumPartitions(), self.parallelism))
+            return self.spark.createDataFrame(rows, "rel string").repartition(parts, "rel").distinct()
+        paths = sorted(expired_set(snapshot, cutoff_ms=cutoff_ms, table_root=table_uri))
+        if not paths:
+            return self.spark.createDataFrame([], "rel string")
+        return self.spark.createDataFrame(pa.table({"rel": pa.array(paths, pa.string())}))
+
     def _protected_side(self, protected: DataFrame) -> bool:
         """Persist `protected` (the caller unpersists it), build its cache in one job, and say whether it is
         small enough (`broadcast_limit`) to broadcast to the joins."""
@@ -356,10 +471,19 @@ class SparkVacuumExecutor:
 
         return F.broadcast(frame) if broadcast else frame
 
-    def _flag(self, entries: DataFrame, protected: DataFrame, broadcast: bool) -> DataFrame:
-        """(path, size, partition, keep): `keep` when `rel` is set and neither it nor its DV alias is protected
-        (`protected` holds each path once, as `protected` makes it: a left join keeps one row per entry), in
-        at most `parallelism` partitions."""
+    def _flag(
+        self,
+        entries: DataFrame,
+        protected: DataFrame,
+        broadcast: bool,
+        tracked: tuple[DataFrame, bool] | None = None,
+    ) -> DataFrame:
+        """(path, size, modification_time, partition, reason) for `ENTRY_SCHEMA` rows: `reason` null when the
+        entry may be deleted. In `protocol.vacuum.revalidate`'s order: the per-row name reasons (refused,
+        hidden, duplicate) first, then `PROTECTED` when the path or its DV alias is protected (`protected`
+        holds each path once, as `protected` makes it: a left join keeps one row per entry), then what the
+        row found in storage, then `UNTRACKED_GRACE` for a `young` entry `tracked` (the expired tombstones,
+        and whether to broadcast them) does not hold. In at most `parallelism` partitions."""
         from pyspark.sql import functions as F
 
         by_rel = self._side(protected.select(F.col("rel").alias("_rel_hit")), broadcast)
@@ -367,8 +491,21 @@ class SparkVacuumExecutor:
         joined = entries.join(by_rel, entries["rel"] == by_rel["_rel_hit"], "left").join(
             by_alias, entries["alias"] == by_alias["_alias_hit"], "left"
         )
-        keep = F.col("rel").isNotNull() & F.col("_rel_hit").isNull() & F.col("_alias_hit").isNull()
-        return joined.select("path", "size", "partition", keep.alias("keep")).coalesce(self.parallelism)
+        untracked = F.lit(True)
+        if tracked is not None:
+            side = self._side(tracked[0].select(F.col("rel").alias("_tracked")), tracked[1])
+            joined = joined.join(side, joined["rel"] == side["_tracked"], "left")
+            untracked = F.col("_tracked").isNull()
+        name_reason = F.col("reason").startswith(REFUSED) | F.col("reason").isin(HIDDEN, DUPLICATE)
+        hit = F.col("_rel_hit").isNotNull() | F.col("_alias_hit").isNotNull()
+        reason = (
+            F.when(name_reason, F.col("reason"))
+            .when(hit, F.lit(PROTECTED))
+            .when(F.col("reason").isNotNull(), F.col("reason"))
+            .when(F.col("young") & untracked, F.lit(UNTRACKED_GRACE))  # never young without `tracked`
+        )
+        columns = ("path", "size", "modification_time", "partition")
+        return joined.select(*columns, reason.alias("reason")).coalesce(self.parallelism)
 
     def _run(self, action: Callable[[], Any], dlog: DeltaLog, version: int | None) -> Any:
         from .spark import run_spark
@@ -377,24 +514,71 @@ class SparkVacuumExecutor:
 
     # -- VacuumExecutor ----------------------------------------------------------------------------------
     def plan_full(
-        self, dlog: DeltaLog, snapshot: Snapshot, *, cutoff_ms: int, retention_ms: int, partition_columns: list[str]
+        self,
+        dlog: DeltaLog,
+        snapshot: Snapshot,
+        *,
+        cutoff_ms: int,
+        retention_ms: int,
+        partition_columns: list[str],
+        now_ms: int,
+        untracked_grace_ms: int,
     ) -> VacuumPlan:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
         table = dlog.table_uri
         cands = self.candidates(dlog, cutoff_ms=cutoff_ms, partition_columns=partition_columns)
         protected = self.protected(snapshot, cutoff_ms=cutoff_ms, table_uri=table)
-        plan = VacuumPlan(table, snapshot.version, cutoff_ms, retention_ms, FULL, [], snapshot.protocol.to_json())
+        grace = grace_matters(cutoff_ms=cutoff_ms, now_ms=now_ms, grace_ms=untracked_grace_ms)
+        tracked = self.expired(snapshot, cutoff_ms=cutoff_ms, table_uri=table) if grace else None
+        plan = VacuumPlan(
+            table,
+            snapshot.version,
+            cutoff_ms,
+            retention_ms,
+            FULL,
+            [],
+            snapshot.protocol.to_json(),
+            untracked_grace_ms=untracked_grace_ms,
+            table_id=snapshot.metadata.id,
+        )
+        flagged: DataFrame | None = None
 
         def run() -> VacuumPlan:
+            nonlocal flagged
             small = self._protected_side(protected)
             by_rel = self._side(protected, small)
             by_alias = self._side(protected.withColumnRenamed("rel", "alias"), small)
             planned = cands.join(by_rel, "rel", "left_anti").join(by_alias, "alias", "left_anti")
-            return self._materialize(plan, planned.select("path", "size").coalesce(self.parallelism))
+            if tracked is not None:  # untracked candidates within the grace period: counted, not planned
+                side = self._side(tracked.select(F.col("rel").alias("_tracked")), self._protected_side(tracked))
+                young = F.col("modification_time") > F.lit(now_ms - untracked_grace_ms)
+                flagged = (
+                    planned.join(side, planned["rel"] == side["_tracked"], "left")
+                    .select("path", "size", "modification_time", (young & F.col("_tracked").isNull()).alias("_young"))
+                    .coalesce(self.parallelism)
+                    .persist(StorageLevel.MEMORY_AND_DISK)
+                )
+                kept = flagged.where(F.col("_young")).agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("b"))
+                row = kept.collect()[0]
+                plan.grace_kept_files, plan.grace_kept_bytes = int(row["n"] or 0), int(row["b"] or 0)
+                planned = flagged.where(~F.col("_young"))
+            return self._materialize(
+                plan, planned.select("path", "size", "modification_time").coalesce(self.parallelism)
+            )
 
         try:
             return self._run(run, dlog, snapshot.version)
         finally:
             protected.unpersist()
+            if tracked is not None:
+                tracked.unpersist()
+            if flagged is not None:
+                if self._unlisted is not None and self._unlisted[0] is plan:
+                    self._unlisted_inputs.append(flagged)  # the cached list is made from it: freed with it
+                else:
+                    flagged.unpersist()
 
     def _materialize(self, plan: VacuumPlan, planned: DataFrame) -> VacuumPlan:
         """Write (with `plan_dir`) and summarize the planned files; collect them when few enough. Without
@@ -420,9 +604,7 @@ class SparkVacuumExecutor:
             parts = _by_partition(rows)
             num = sum(p["files"] for p in parts.values())
             if num <= self.collect_limit:
-                plan.files = sorted(
-                    (PlannedFile(r["path"], int(r["size"] or 0)) for r in source.collect()), key=lambda f: f.path
-                )
+                plan.files = sorted(map(_planned, source.collect()), key=lambda f: f.path)
                 return plan
             cached = not self.plan_dir
         finally:
@@ -447,6 +629,9 @@ class SparkVacuumExecutor:
         if self._unlisted is not None:
             self._unlisted[1].unpersist()
             self._unlisted = None
+        for frame in self._unlisted_inputs:
+            frame.unpersist()
+        self._unlisted_inputs = []
 
     def _release_plan(self, plan: VacuumPlan) -> None:
         if self._unlisted is not None and self._unlisted[0] is plan:
@@ -461,12 +646,16 @@ class SparkVacuumExecutor:
                 return self.spark.createDataFrame([], PLAN_FILE_SCHEMA)
             paths = pa.array([f.path for f in plan.files], pa.string())
             sizes = pa.array([f.size for f in plan.files], pa.int64())
+            mtimes = pa.array([f.modification_time for f in plan.files], pa.int64())
             parts = min(self.parallelism, -(-len(plan.files) // _FILES_PER_TASK))
-            return self.spark.createDataFrame(pa.table({"path": paths, "size": sizes})).repartition(parts)
+            table = pa.table({"path": paths, "size": sizes, "modification_time": mtimes})
+            return self.spark.createDataFrame(table).repartition(parts, "path")  # repeats meet in one task
         if plan.files_uri:
-            return self.spark.read.schema(PLAN_FILE_SCHEMA).json(spark_path(plan.files_uri))
+            listed = self.spark.read.schema(PLAN_FILE_SCHEMA).json(spark_path(plan.files_uri))
+            return listed.repartition(self.parallelism, "path")
         if self._unlisted is not None and self._unlisted[0] is plan:
-            return self._unlisted[1]  # persisted: re-validated without listing the table again
+            # persisted: re-validated without listing the table again
+            return self._unlisted[1].repartition(self.parallelism, "path")
         raise OperationNotAllowedError(
             f"The vacuum plan carries counts only ({plan.num_files} files, no file list was written): plan "
             "again with a plan location to apply it",
@@ -475,65 +664,119 @@ class SparkVacuumExecutor:
         )
 
     def revalidate(
-        self, dlog: DeltaLog, snapshot: Snapshot, plan: VacuumPlan, *, cutoff_ms: int, partition_columns: list[str]
+        self,
+        dlog: DeltaLog,
+        snapshot: Snapshot,
+        plan: VacuumPlan,
+        *,
+        cutoff_ms: int,
+        partition_columns: list[str],
+        now_ms: int,
+        untracked_grace_ms: int,
     ) -> Revalidation:
         return self._run(
-            lambda: self._revalidate(dlog, snapshot, plan, cutoff_ms, partition_columns), dlog, snapshot.version
+            lambda: self._revalidate(dlog, snapshot, plan, cutoff_ms, partition_columns, now_ms, untracked_grace_ms),
+            dlog,
+            snapshot.version,
         )
 
     def _revalidate(
-        self, dlog: DeltaLog, snapshot: Snapshot, plan: VacuumPlan, cutoff_ms: int, partition_columns: list[str]
+        self,
+        dlog: DeltaLog,
+        snapshot: Snapshot,
+        plan: VacuumPlan,
+        cutoff_ms: int,
+        partition_columns: list[str],
+        now_ms: int,
+        grace_ms: int,
     ) -> Revalidation:
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
-        entries = self._plan_files(plan).mapInArrow(entry_task(partition_columns), CANDIDATE_SCHEMA)
+        task = entry_task(
+            plan.table,
+            self.storage_options,
+            partition_columns,
+            cutoff_ms=cutoff_ms,
+            now_ms=now_ms,
+            grace_ms=grace_ms,
+        )
+        entries = self._plan_files(plan).mapInArrow(task, ENTRY_SCHEMA)
         protected = self.protected(snapshot, cutoff_ms=cutoff_ms, table_uri=plan.table)
+        grace = grace_matters(cutoff_ms=cutoff_ms, now_ms=now_ms, grace_ms=grace_ms)
+        tracked = self.expired(snapshot, cutoff_ms=cutoff_ms, table_uri=plan.table) if grace else None
         flagged: DataFrame | None = None
 
         def release() -> None:
             if flagged is not None:
                 flagged.unpersist()
             protected.unpersist()
+            if tracked is not None:
+                tracked.unpersist()
             self._release_plan(plan)
 
         try:
             small = self._protected_side(protected)
-            flagged = self._flag(entries, protected, small).persist(StorageLevel.MEMORY_AND_DISK)
+            tracked_side = None if tracked is None else (tracked, self._protected_side(tracked))
+            flagged = self._flag(entries, protected, small, tracked_side).persist(StorageLevel.MEMORY_AND_DISK)
             rows = (
-                flagged.groupBy("keep", "partition")
+                flagged.groupBy("reason", "partition")
                 .agg(F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"))
                 .collect()
             )
-            kept = _by_partition(r for r in rows if r["keep"])
+            refused = [r for r in rows if (r["reason"] or "").startswith(REFUSED)]
+            if refused:
+                first = flagged.where(F.col("reason").startswith(REFUSED)).select("path", "reason").first()
+                path, why = (first["path"], first["reason"][len(REFUSED) :]) if first else ("?", "refused")
+                raise VacuumPlanRefusedError(
+                    f"The vacuum plan names {path!r}: {why}. No planner writes such an entry; nothing was deleted",
+                    argument="plan",
+                    table=plan.table,
+                    file=path,
+                )
+            kept = _by_partition(r for r in rows if r["reason"] is None)
             num_kept = sum(p["files"] for p in kept.values())
-            num_dropped = sum(int(r["files"]) for r in rows if not r["keep"])
-            if not plan.files_inline and num_kept + num_dropped != plan.num_files:
+            num_missing = sum(int(r["files"]) for r in rows if r["reason"] == MISSING)
+            num_dropped = sum(int(r["files"]) for r in rows if r["reason"] not in (None, MISSING))
+            if not plan.files_inline and num_kept + num_dropped + num_missing != plan.num_files:
                 where = f"at {plan.files_uri}" if plan.files_uri else "cached by this executor"
                 raise OperationNotAllowedError(
-                    f"The vacuum plan's file list {where} holds {num_kept + num_dropped} files, the plan "
-                    f"{plan.num_files}: plan again",
+                    f"The vacuum plan's file list {where} holds {num_kept + num_dropped + num_missing} files, "
+                    f"the plan {plan.num_files}: plan again",
                     table=plan.table,
                     version=plan.version,
                 )
-            dropped = self._collect(flagged.where(~F.col("keep")), num_dropped)
-            checked = VacuumPlan(
-                plan.table, plan.version, plan.cutoff_ms, plan.retention_ms, plan.mode, [], dict(plan.protocol)
-            )
+            is_dropped = F.col("reason").isNotNull() & (F.col("reason") != MISSING)
+            dropped = self._collect(flagged.where(is_dropped), num_dropped, with_reason=True)
+            missing = self._collect(flagged.where(F.col("reason") == MISSING), num_missing)
+            checked = plan.with_files([])
             if num_kept <= self.collect_limit:
-                checked.files = self._collect(flagged.where(F.col("keep")), num_kept)
+                checked.files = self._collect(flagged.where(F.col("reason").isNull()), num_kept)
             else:
                 checked.totals = PlanTotals(num_kept, sum(p["bytes"] for p in kept.values()), kept)
         except BaseException:
             release()
             raise
-        return Revalidation(checked, dropped, num_dropped, flagged.where(F.col("keep")), release)
+        return Revalidation(
+            checked,
+            [f for f, _ in dropped],
+            num_dropped,
+            flagged.where(F.col("reason").isNull()),
+            release,
+            reasons=[why for _, why in dropped],
+            missing=missing,
+            num_missing=num_missing,
+        )
 
-    def _collect(self, frame: DataFrame, count: int) -> list[PlannedFile]:
+    def _collect(self, frame: DataFrame, count: int, *, with_reason: bool = False) -> list[Any]:
+        """At most `collect_limit` of `frame`'s entries, by path: `PlannedFile`s, or (`PlannedFile`, reason)."""
         if not count:
             return []
-        rows = frame.select("path", "size").limit(self.collect_limit).collect()
-        return sorted((PlannedFile(r["path"], int(r["size"] or 0)) for r in rows), key=lambda f: f.path)
+        columns = ["path", "size", "modification_time"] + (["reason"] if with_reason else [])
+        rows = sorted(frame.select(*columns).limit(self.collect_limit).collect(), key=lambda r: r["path"])
+        if with_reason:
+            return [(_planned(r), r["reason"]) for r in rows]
+        return [_planned(r) for r in rows]
 
     def delete(self, dlog: DeltaLog, checked: Revalidation, *, batch_size: int) -> Deleted:
         from pyspark.sql import functions as F
@@ -548,7 +791,9 @@ class SparkVacuumExecutor:
         rows = self._run(run, dlog, checked.plan.version)
         files = sum(int(r["files"] or 0) for r in rows)
         size = sum(int(r["bytes"] or 0) for r in rows)
-        return Deleted(files, size, remove_empty_dirs(dlog, (r["partition"] for r in rows)))
+        # the directories of missing entries too (those collected): a killed run left them behind
+        dirs = [r["partition"] for r in rows] + [partition_of(f.path) for f in checked.missing]
+        return Deleted(files, size, remove_empty_dirs(dlog, dirs))
 
 
 __all__ = ["DEFAULT_BROADCAST_LIMIT", "DEFAULT_COLLECT_LIMIT", "SparkVacuumExecutor"]

@@ -4,14 +4,22 @@
 `vacuumProtocolCheck` tables get the full writer check), lists the table (FULL) or reads the tombstones
 (LITE), and lets `protocol.vacuum.plan_vacuum` decide. It is a dry run unless `dry_run=False`.
 
-Apply (`dry_run=False`, with a `plan` from an earlier dry run or a fresh one): the plan is re-validated
-against the table's latest snapshot (a file active again or tombstoned within retention is dropped and
-reported; a protocol change refuses), then `VACUUM START` is committed, files are deleted in batches
-(each batch retried; a missing file counts as deleted), empty directories left behind are removed on
-local stores, and `VACUUM END` is committed with status `COMPLETED` (or `FAILED`, then the error is
-raised). The audit commits go through the transaction (`delta.txn`); by default they are written on the
-schemes where Spark writes them (`file`, `hdfs`, `abfs[s]`, `wasb[s]`, `adl`, `gs`; not `s3`), `audit=`
-forces either way. A failed `VACUUM END` commit is logged, not raised (the files are gone either way).
+Apply (`dry_run=False`, with a `plan` from an earlier dry run or a fresh one): a plan for another table
+(another location, another `metaData.id` at the same location, a version the table never reached) or
+naming an entry outside the table root or in `_delta_log` is refused whole (`VacuumPlanRefusedError`,
+nothing deleted); a protocol change refuses too. Every entry is then re-validated against the table's
+latest snapshot and against storage (`protocol.vacuum.revalidate`: each file's size and mtime now must be
+those the plan's listing recorded, a regular file, older than the cutoff, untracked files older than the
+grace period; hidden names, duplicates, files active again or tombstoned within retention are dropped and
+reported with their reason; files no longer there are reported as `missing` and not counted). Then
+`VACUUM START` is committed, the kept files are deleted in batches (each batch retried), empty
+directories left behind are removed on local stores, and `VACUUM END` is committed with status
+`COMPLETED` (or `FAILED`, then the error is raised). `deleted` counts the files re-validation found and
+deleted (a file removed by someone else between that check and the delete request is counted too: no
+store reports which of a batch existed). The audit commits go through the transaction (`delta.txn`); by
+default they are written on the schemes where Spark writes them (`file`, `hdfs`, `abfs[s]`, `wasb[s]`,
+`adl`, `gs`; not `s3`), `audit=` forces either way. A failed `VACUUM END` commit is logged, not raised
+(the files are gone either way).
 
 Where the FULL listing, the re-validation and the deletes run is a `VacuumExecutor`: this process by
 default (`LocalVacuumExecutor`), Spark executors with `engines.spark_vacuum.SparkVacuumExecutor` (the
@@ -27,9 +35,14 @@ made in this process (`_gc_paused`).
 
 LITE reads every remove from the commit files (checkpoints drop expired tombstones), so it needs the
 log from version 0 and otherwise refuses with "run FULL"; `_delta_log/_last_vacuum_info` (Spark's
-incremental LITE start) is neither read nor written. Apply does not re-check listed mtimes (a planned
-file is untracked and older than the cutoff; Delta names new files uniquely). With `audit=None` the
-audit commits are skipped, with a warning, on a store without atomic put-if-absent.
+incremental LITE start) is neither read nor written. A LITE plan looks each of its files up once
+(`stat_entries`) so that it carries the same evidence as a FULL one. With `audit=None` the audit commits
+are skipped, with a warning, on a store without atomic put-if-absent.
+
+Grace period (`untracked_grace_hours`, default 1 hour; 0 only when passed): an untracked file younger than
+it is never deleted, whatever the retention and `enforce_retention_duration` (a writer's data file staged
+before its commit: delta-rs writes its files, then commits). The plan reports how many files and bytes it
+kept (`grace_kept_files`, `grace_kept_bytes`); apply re-applies it with the apply's own value and clock.
 
 Retention: `retention_hours` (else `delta.deletedFileRetentionDuration`, 7 days). A value shorter than
 the table's is refused unless `enforce_retention_duration=False`; negative or non-finite values are
@@ -40,11 +53,13 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from numbers import Real
 from stat import S_ISDIR, S_ISREG
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from urllib.parse import urlparse
@@ -56,25 +71,36 @@ from ..protocol.filenames import LogFileKind, parse_log_path
 from ..protocol.table_features import check_can_write
 from ..protocol.table_properties import DELETED_FILE_RETENTION, deleted_file_retention_ms
 from ..protocol.vacuum import (
+    DEFAULT_UNTRACKED_GRACE_HOURS,
+    DIR,
+    FILE,
     FULL,
+    HOUR_MS,
     LITE,
     MODES,
+    OTHER,
     SIMPLE_PATH_PATTERN,
     Candidates,
     ListedFile,
     LoggedFile,
     PlannedFile,
+    StoredEntry,
     VacuumPlan,
+    VacuumPlanRefusedError,
     candidates_of,
+    grace_matters,
     partition_of,
     plan_candidates,
     plan_vacuum,
     protected_from_logged,
+    refused_entry,
     revalidate,
     subdirectory_key,
     unprotected_names,
+    with_evidence,
 )
 from ..snapshot import Snapshot
+from ..storage.base import is_local
 from ..storage.local import LocalLogStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -87,11 +113,17 @@ log = logging.getLogger(__name__)
 #: Schemes on which Spark writes the VACUUM START/END commits by default (delta-writes.md §6.4).
 AUDIT_SCHEMES = frozenset({"wasbs", "wasbss", "abfs", "abfss", "adl", "gs", "file", "hdfs"})
 DELETE_ATTEMPTS = 3
+#: A directory holding at least this many entries to look up is listed once (`LogStore.list_level`)
+#: instead of one HEAD per entry (`stat_entries`, object stores).
+LIST_DIRECTORY_AT = 64
 
 
 @dataclass
 class VacuumResult:
-    """A vacuum's plan and, when applied, what was deleted; `dropped` are plan files re-validation kept."""
+    """A vacuum's plan and, when applied, what was deleted. `dropped` are plan entries re-validation kept
+    (`reasons[i]` says why `dropped[i]`: `protocol.vacuum.DROP_REASONS`), `missing` entries whose file was
+    gone (neither deleted nor counted); the Spark executor lists at most its collect bound of either,
+    `num_dropped` and `num_missing` count all."""
 
     plan: VacuumPlan
     dry_run: bool
@@ -100,16 +132,25 @@ class VacuumResult:
     directories: int = 0
     dropped: list[PlannedFile] = field(default_factory=list)
     audit_versions: list[int] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    missing: list[PlannedFile] = field(default_factory=list)
+    num_dropped: int = 0
+    num_missing: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        """Primitive form (JSON, XCom); a dry run's dict is a plan `vacuum(plan=...)` accepts."""
+        """Primitive form (JSON, XCom); a dry run's dict is a plan `vacuum(plan=...)` accepts. Each dropped
+        entry carries its `reason`."""
         out = self.plan.to_dict()
+        reasons = list(self.reasons) + ["unknown"] * (len(self.dropped) - len(self.reasons))
         out.update(
             dry_run=self.dry_run,
             deleted=self.deleted,
             deleted_bytes=self.deleted_bytes,
             directories=self.directories,
-            dropped=[f.to_dict() for f in self.dropped],
+            dropped=[{**f.to_dict(), "reason": why} for f, why in zip(self.dropped, reasons, strict=True)],
+            num_dropped=max(self.num_dropped, len(self.dropped)),
+            missing=[f.to_dict() for f in self.missing],
+            num_missing=max(self.num_missing, len(self.missing)),
             audit_versions=list(self.audit_versions),
         )
         return out
@@ -153,11 +194,9 @@ def protected_set(snapshot: Snapshot, *, cutoff_ms: int, table_root: str) -> set
     (tested on the whole column) are their own relative form; only the others and the DV descriptors go
     through `protocol.vacuum.protected_from_logged`."""
     import pyarrow as pa
-    import pyarrow.compute as _c
 
     from ..read import arrow_compute as pc
     from ..read.arrow_build import int64_scalar
-    from ..read.arrow_memory import POOL
 
     files = snapshot.state.files
     adds, removes = files.adds, files.removes
@@ -169,6 +208,33 @@ def protected_set(snapshot: Snapshot, *, cutoff_ms: int, table_root: str) -> set
         [*adds.column("deletionVector").chunks, *pc.filter(removes.column("deletionVector"), recent).chunks],
         type=adds.schema.field("deletionVector").type,
     )
+    return _logged_set(paths, dvs, table_root)
+
+
+def expired_set(snapshot: Snapshot, *, cutoff_ms: int, table_root: str) -> set[str]:
+    """`protocol.vacuum.expired_tombstone_paths` of `snapshot`: its tombstones deleted at or before
+    `cutoff_ms` and their DV files (tracked: the untracked grace period does not apply to them), read as
+    `protected_set` reads its paths."""
+    import pyarrow.compute as _c
+
+    from ..read import arrow_compute as pc
+    from ..read.arrow_build import int64_scalar
+    from ..read.arrow_memory import POOL
+
+    removes = snapshot.state.files.removes
+    recent = pc.greater(pc.fill_null(removes.column("deletionTimestamp"), int64_scalar(0)), int64_scalar(cutoff_ms))
+    expired = _c.call_function("invert", [recent], memory_pool=POOL)
+    paths = pc.filter(removes.column("path"), expired)
+    return _logged_set(paths, pc.filter(removes.column("deletionVector"), expired), table_root)
+
+
+def _logged_set(paths: pa.ChunkedArray, dvs: pa.ChunkedArray, table_root: str) -> set[str]:
+    """`protocol.vacuum.protected_from_logged` of Arrow columns of logged paths and their DV descriptors."""
+    import pyarrow.compute as _c
+
+    from ..read import arrow_compute as pc
+    from ..read.arrow_memory import POOL
+
     if not len(paths):
         return set()
     options = _c.MatchSubstringOptions(f"^(?:{SIMPLE_PATH_PATTERN})$")
@@ -377,15 +443,20 @@ def _lite_tombstones(dlog: DeltaLog, snapshot: Snapshot) -> list[LoggedFile]:
 
 
 class Revalidation(NamedTuple):
-    """A plan re-validated against the latest snapshot: `plan` keeps what may still be deleted, `dropped`
-    lists what was dropped (at most the executor's collect bound of them; `num_dropped` counts all),
-    `handle` is the executor's own (Spark: the kept rows), `release` frees what it holds."""
+    """A plan re-validated against the latest snapshot and storage: `plan` keeps what may still be deleted,
+    `dropped` lists what was dropped (at most the executor's collect bound of them; `num_dropped` counts
+    all) and `reasons` why (aligned with `dropped`), `missing` the entries whose file was gone (bounded the
+    same way; `num_missing` counts all), `handle` is the executor's own (Spark: the kept rows), `release`
+    frees what it holds."""
 
     plan: VacuumPlan
     dropped: list[PlannedFile]
     num_dropped: int
     handle: Any = None
     release: Callable[[], None] | None = None
+    reasons: Sequence[str] = ()
+    missing: Sequence[PlannedFile] = ()
+    num_missing: int = 0
 
 
 class Deleted(NamedTuple):
@@ -400,15 +471,32 @@ class VacuumExecutor(Protocol):
     Spark executors. The rules are `protocol.vacuum`'s either way; the audit commits stay here."""
 
     def plan_full(
-        self, dlog: DeltaLog, snapshot: Snapshot, *, cutoff_ms: int, retention_ms: int, partition_columns: list[str]
+        self,
+        dlog: DeltaLog,
+        snapshot: Snapshot,
+        *,
+        cutoff_ms: int,
+        retention_ms: int,
+        partition_columns: list[str],
+        now_ms: int,
+        untracked_grace_ms: int,
     ) -> VacuumPlan:
-        """The FULL plan at `cutoff_ms` (the table listed, the snapshot's files protected)."""
+        """The FULL plan at `cutoff_ms` (the table listed, the snapshot's files protected, untracked files
+        younger than the grace period at `now_ms` left out and counted)."""
         ...
 
     def revalidate(
-        self, dlog: DeltaLog, snapshot: Snapshot, plan: VacuumPlan, *, cutoff_ms: int, partition_columns: list[str]
+        self,
+        dlog: DeltaLog,
+        snapshot: Snapshot,
+        plan: VacuumPlan,
+        *,
+        cutoff_ms: int,
+        partition_columns: list[str],
+        now_ms: int,
+        untracked_grace_ms: int,
     ) -> Revalidation:
-        """`plan` against `snapshot` (`protocol.vacuum.revalidate`'s rules)."""
+        """`plan` against `snapshot` and storage now (`protocol.vacuum.revalidate`'s rules)."""
         ...
 
     def delete(self, dlog: DeltaLog, checked: Revalidation, *, batch_size: int) -> Deleted:
@@ -420,11 +508,22 @@ class LocalVacuumExecutor:
     """Lists, re-validates and deletes in this process (`store.list_recursive`, `store.delete_many`)."""
 
     def plan_full(
-        self, dlog: DeltaLog, snapshot: Snapshot, *, cutoff_ms: int, retention_ms: int, partition_columns: list[str]
+        self,
+        dlog: DeltaLog,
+        snapshot: Snapshot,
+        *,
+        cutoff_ms: int,
+        retention_ms: int,
+        partition_columns: list[str],
+        now_ms: int,
+        untracked_grace_ms: int,
     ) -> VacuumPlan:
         protected = protected_set(snapshot, cutoff_ms=cutoff_ms, table_root=dlog.table_uri)
         candidates = listed_candidates(dlog, protected, partition_columns)
         del protected  # freed before the plan's objects are made (peak memory)
+        tracked: set[str] = set()
+        if grace_matters(cutoff_ms=cutoff_ms, now_ms=now_ms, grace_ms=untracked_grace_ms):
+            tracked = expired_set(snapshot, cutoff_ms=cutoff_ms, table_root=dlog.table_uri)
         return plan_candidates(
             candidates,
             table=dlog.table_uri,
@@ -432,10 +531,22 @@ class LocalVacuumExecutor:
             cutoff_ms=cutoff_ms,
             retention_ms=retention_ms,
             protocol=snapshot.protocol.to_json(),
+            now_ms=now_ms,
+            untracked_grace_ms=untracked_grace_ms,
+            tracked=tracked,
+            table_id=snapshot.metadata.id,
         )
 
     def revalidate(
-        self, dlog: DeltaLog, snapshot: Snapshot, plan: VacuumPlan, *, cutoff_ms: int, partition_columns: list[str]
+        self,
+        dlog: DeltaLog,
+        snapshot: Snapshot,
+        plan: VacuumPlan,
+        *,
+        cutoff_ms: int,
+        partition_columns: list[str],
+        now_ms: int,
+        untracked_grace_ms: int,
     ) -> Revalidation:
         if not plan.files_inline:
             raise InvalidArgumentError(
@@ -446,16 +557,33 @@ class LocalVacuumExecutor:
                 table=dlog.table_uri,
             )
         protected = protected_set(snapshot, cutoff_ms=cutoff_ms, table_root=plan.table)
-        keep, dropped = revalidate(plan, cutoff_ms=cutoff_ms, partition_columns=partition_columns, protected=protected)
-        kept = VacuumPlan(
-            plan.table, plan.version, plan.cutoff_ms, plan.retention_ms, plan.mode, keep, dict(plan.protocol)
+        tracked: set[str] = set()
+        if grace_matters(cutoff_ms=cutoff_ms, now_ms=now_ms, grace_ms=untracked_grace_ms):
+            tracked = expired_set(snapshot, cutoff_ms=cutoff_ms, table_root=plan.table)
+        checked = revalidate(
+            plan,
+            stored=lambda paths: stat_entries(dlog.store, dlog.table_uri, paths),
+            cutoff_ms=cutoff_ms,
+            now_ms=now_ms,
+            grace_ms=untracked_grace_ms,
+            partition_columns=partition_columns,
+            protected=protected,
+            tracked=tracked,
         )
-        return Revalidation(kept, dropped, len(dropped))
+        return Revalidation(
+            plan.with_files(checked.keep),
+            checked.dropped,
+            len(checked.dropped),
+            reasons=checked.reasons,
+            missing=checked.missing,
+            num_missing=len(checked.missing),
+        )
 
     def delete(self, dlog: DeltaLog, checked: Revalidation, *, batch_size: int) -> Deleted:
         files = checked.plan.files
         done = delete_files(dlog.store, dlog.table_uri, [f.path for f in files], batch_size)
-        directories = remove_empty_dirs(dlog, {partition_of(f.path) for f in files})
+        # the directories of missing entries too: a run killed after its deletes left them behind
+        directories = remove_empty_dirs(dlog, {partition_of(f.path) for f in [*files, *checked.missing]})
         return Deleted(done, sum(f.size for f in files), directories)
 
 
@@ -467,8 +595,10 @@ def make_plan(
     retention_ms: int,
     now_ms: int,
     executor: VacuumExecutor | None = None,
+    untracked_grace_ms: int = int(DEFAULT_UNTRACKED_GRACE_HOURS * HOUR_MS),
 ) -> VacuumPlan:
-    """List (FULL, through `executor`) or read the log (LITE, here) and plan at `now_ms - retention_ms`."""
+    """List (FULL, through `executor`) or read the log (LITE, here) and plan at `now_ms - retention_ms`.
+    A LITE plan's files are looked up once (`stat_entries`): each carries its size and mtime as stored."""
     if mode == FULL:
         return (executor or LocalVacuumExecutor()).plan_full(
             dlog,
@@ -476,10 +606,12 @@ def make_plan(
             cutoff_ms=now_ms - retention_ms,
             retention_ms=retention_ms,
             partition_columns=partition_columns(snapshot),
+            now_ms=now_ms,
+            untracked_grace_ms=untracked_grace_ms,
         )
     active, tombs = logged_files(snapshot)
     _require_lite_log(dlog)
-    return plan_vacuum(
+    plan = plan_vacuum(
         table=dlog.table_uri,
         version=snapshot.version,
         mode=mode,
@@ -490,7 +622,49 @@ def make_plan(
         listing=None,
         partition_columns=partition_columns(snapshot),
         protocol=snapshot.protocol.to_json(),
+        now_ms=now_ms,
+        untracked_grace_ms=untracked_grace_ms,
+        table_id=snapshot.metadata.id,
     )
+    return with_evidence(plan, stat_entries(dlog.store, dlog.table_uri, [f.path for f in plan.files]))
+
+
+def stat_entries(store: LogStore, table_uri: str, paths: Sequence[str]) -> list[StoredEntry | None]:
+    """What storage holds now at each of `paths` (relative to the table root): a `StoredEntry` (a regular
+    file, a directory, or something else) or None when nothing is there. The local store is asked with
+    `lstat` (symbolic links are not followed); other stores with one HEAD per path, or one `list_level`
+    for a directory holding `LIST_DIRECTORY_AT` of the paths or more (an object store has no directories:
+    a HEAD of a prefix finds nothing). Runs on Spark executors too."""
+    root = store.join(table_uri).rstrip("/")
+    if isinstance(store, LocalLogStore) and is_local(table_uri):
+        out: list[StoredEntry | None] = []
+        for p in paths:
+            try:
+                st = os.lstat(os.path.join(root, *p.split("/")))
+            except (FileNotFoundError, NotADirectoryError):
+                out.append(None)
+                continue
+            kind = FILE if S_ISREG(st.st_mode) else DIR if S_ISDIR(st.st_mode) else OTHER
+            out.append(StoredEntry(kind, st.st_size, st.st_mtime_ns // 1_000_000))
+        return out
+    found: list[StoredEntry | None] = [None] * len(paths)
+    by_directory: dict[str, list[int]] = {}
+    for i, p in enumerate(paths):
+        by_directory.setdefault(partition_of(p.strip("/")), []).append(i)
+    for directory, indices in by_directory.items():
+        if len(indices) >= LIST_DIRECTORY_AT:
+            where = store.join(root, *directory.split("/")) if directory else root
+            level = {e.name: e for e in store.list_level(where)}
+            for i in indices:
+                e = level.get(paths[i].strip("/").rpartition("/")[2])
+                if e is not None:
+                    found[i] = StoredEntry(DIR if e.is_dir else FILE, e.size, e.modification_time)
+            continue
+        for i in indices:
+            info = store.head(store.join(root, *paths[i].split("/")))
+            if info is not None:
+                found[i] = StoredEntry(FILE, info.size, info.modification_time)
+    return found
 
 
 def delete_files(store: LogStore, table_uri: str, paths: Sequence[str], batch_size: int) -> int:
@@ -565,6 +739,7 @@ def vacuum(
     storage_options: Mapping[str, Any] | None = None,
     batch_size: int = 1000,
     executor: VacuumExecutor | None = None,
+    untracked_grace_hours: float | None = None,
 ) -> VacuumResult:
     """Plan (dry run, the default) or delete the files no version within retention needs.
 
@@ -579,7 +754,13 @@ def vacuum(
     :param batch_size: files per delete request.
     :param executor: where the FULL listing, re-validation and deletes run (default: this process;
         `engines.spark_vacuum.SparkVacuumExecutor` on Spark executors).
-    :raises InvalidArgumentError: bad arguments, a retention refused, a plan for another table.
+    :param untracked_grace_hours: an untracked file (no add or remove of the snapshot names it) whose
+        modification time is younger than this many hours is never deleted, neither planned nor applied
+        (None: `DEFAULT_UNTRACKED_GRACE_HOURS`, 1 hour; 0 turns it off). Independent of the retention:
+        `enforce_retention_duration=False` does not shorten it. An apply uses its own value, not the plan's.
+    :raises InvalidArgumentError: bad arguments, a retention refused.
+    :raises VacuumPlanRefusedError: (an `InvalidArgumentError`) a plan for another table, or with an entry
+        outside the table root or in `_delta_log`: nothing is deleted.
     :raises UnsupportedFeatureError, OperationNotAllowedError: a table this library must not vacuum, a
         LITE vacuum whose commits were cleaned up, a protocol changed since the plan.
     """
@@ -590,6 +771,7 @@ def vacuum(
     check_int(batch_size, "batch_size", minimum=1)
     if mode not in MODES:
         raise InvalidArgumentError(f"mode must be one of {MODES}, got {mode!r}", argument="mode")
+    grace_ms = untracked_grace_ms(untracked_grace_hours)
     dlog = (
         table_or_log
         if isinstance(table_or_log, DeltaLog)
@@ -604,22 +786,63 @@ def vacuum(
         now_ms = (clock or dlog.clock)()
         if plan is None:
             retention_ms = _retention_ms(snapshot, retention_hours, enforce_retention_duration)
-            the_plan = make_plan(dlog, snapshot, mode=mode, retention_ms=retention_ms, now_ms=now_ms, executor=executor)
+            the_plan = make_plan(
+                dlog,
+                snapshot,
+                mode=mode,
+                retention_ms=retention_ms,
+                now_ms=now_ms,
+                executor=executor,
+                untracked_grace_ms=grace_ms,
+            )
         else:
             the_plan = plan if isinstance(plan, VacuumPlan) else VacuumPlan.from_dict(plan)
-            if the_plan.table != dlog.table_uri:
-                raise InvalidArgumentError(
-                    f"The plan is for table {the_plan.table}, not {dlog.table_uri}",
-                    argument="plan",
-                    table=dlog.table_uri,
-                )
+            _check_plan_table(the_plan, dlog.table_uri, snapshot)
     if dry_run:
         return VacuumResult(the_plan, dry_run=True)
     run = executor or LocalVacuumExecutor()
     # re-validate against the table as it is now: a writer may have committed while the table was listed
     with _gc_paused(in_process):
         latest = dlog.update()
-    return _apply(dlog, latest, the_plan, enforce_retention_duration, now_ms, audit, batch_size, run)
+    _check_plan_table(the_plan, dlog.table_uri, latest)
+    return _apply(dlog, latest, the_plan, enforce_retention_duration, now_ms, audit, batch_size, run, grace_ms)
+
+
+def untracked_grace_ms(hours: float | None) -> int:
+    """`vacuum(untracked_grace_hours=...)` in ms: None is the default (`DEFAULT_UNTRACKED_GRACE_HOURS`);
+    otherwise a finite number of hours >= 0 (0 only when passed), else `InvalidArgumentError`."""
+    if hours is None:
+        return int(DEFAULT_UNTRACKED_GRACE_HOURS * HOUR_MS)
+    if isinstance(hours, bool) or not isinstance(hours, Real) or not math.isfinite(hours) or hours < 0:
+        raise InvalidArgumentError(
+            f"untracked_grace_hours must be a finite number of hours >= 0, got {hours!r}",
+            argument="untracked_grace_hours",
+        )
+    return math.ceil(float(hours) * HOUR_MS)
+
+
+def _check_plan_table(plan: VacuumPlan, table_uri: str, snapshot: Snapshot) -> None:
+    """Refuse (`VacuumPlanRefusedError`) a plan made for another table: another location, another
+    `metaData.id` (the table recreated at this location), or a version this table has not reached; and a
+    plan carrying its file list inline with an entry no planner writes (`protocol.vacuum.refused_entry`)."""
+    why = None
+    if plan.table != table_uri:
+        why = f"The plan is for table {plan.table}, not {table_uri}"
+    elif plan.table_id is not None and plan.table_id != snapshot.metadata.id:
+        why = f"The plan is for table id {plan.table_id}, but the table at {table_uri} has id {snapshot.metadata.id}"
+    elif plan.version > snapshot.version:
+        why = f"The plan was made at version {plan.version}, newer than the table's latest ({snapshot.version})"
+    if why is not None:
+        raise VacuumPlanRefusedError(f"{why}: nothing was deleted", argument="plan", table=table_uri)
+    for f in plan.files:
+        entry = refused_entry(f.path)
+        if entry is not None:
+            raise VacuumPlanRefusedError(
+                f"The vacuum plan names {f.path!r}: {entry}. No planner writes such an entry; nothing was deleted",
+                argument="plan",
+                table=table_uri,
+                file=f.path,
+            )
 
 
 def _apply(
@@ -631,6 +854,7 @@ def _apply(
     audit: bool | None,
     batch_size: int,
     executor: VacuumExecutor,
+    grace_ms: int,
 ) -> VacuumResult:
     if plan.protocol and plan.protocol != snapshot.protocol.to_json():
         raise OperationNotAllowedError(
@@ -652,7 +876,13 @@ def _apply(
         cutoff = min(cutoff, now_ms - table_ms)
     with _gc_paused(isinstance(executor, LocalVacuumExecutor)):
         checked = executor.revalidate(
-            dlog, snapshot, plan, cutoff_ms=cutoff, partition_columns=partition_columns(snapshot)
+            dlog,
+            snapshot,
+            plan,
+            cutoff_ms=cutoff,
+            partition_columns=partition_columns(snapshot),
+            now_ms=now_ms,
+            untracked_grace_ms=grace_ms,
         )
     try:
         return _delete_checked(dlog, snapshot, plan, checked, enforce, audit, batch_size, executor)
@@ -672,13 +902,27 @@ def _delete_checked(
     executor: VacuumExecutor,
 ) -> VacuumResult:
     """VACUUM START, the deletes, VACUUM END, for a re-validated plan."""
-    for f in checked.dropped:
-        log.warning("VACUUM of %s: %s is needed again (active, within retention or hidden): kept", plan.table, f.path)
+    reasons = list(checked.reasons)
+    for i, f in enumerate(checked.dropped):
+        why = reasons[i] if i < len(reasons) else "re-validation"
+        log.warning("VACUUM of %s: %s dropped from the plan (%s): kept", plan.table, f.path, why)
     if checked.num_dropped > len(checked.dropped):
         log.warning("VACUUM of %s: %d planned files dropped in all", plan.table, checked.num_dropped)
-    result = VacuumResult(plan, dry_run=False, dropped=list(checked.dropped))
+    if checked.num_missing:
+        log.warning("VACUUM of %s: %d planned files were gone already (not counted)", plan.table, checked.num_missing)
+    result = VacuumResult(
+        plan,
+        dry_run=False,
+        dropped=list(checked.dropped),
+        reasons=reasons,
+        missing=list(checked.missing),
+        num_dropped=checked.num_dropped,
+        num_missing=checked.num_missing,
+    )
     keep = checked.plan
     if not keep.num_files:
+        if checked.missing:  # a run killed after its deletes left their directories behind
+            result.directories = remove_empty_dirs(dlog, {partition_of(f.path) for f in checked.missing})
         return result
     write_audit = _audit_default(dlog) if audit is None else audit
     conf = snapshot.metadata.configuration
@@ -709,20 +953,25 @@ def _delete_checked(
 
 
 __all__ = [
+    "DEFAULT_UNTRACKED_GRACE_HOURS",
     "FULL",
     "LITE",
     "Deleted",
     "LocalVacuumExecutor",
     "Revalidation",
     "VacuumExecutor",
+    "VacuumPlanRefusedError",
     "VacuumResult",
     "delete_files",
+    "expired_set",
     "listed_candidates",
     "logged_files",
     "make_plan",
     "partition_columns",
     "protected_set",
     "remove_empty_dirs",
+    "stat_entries",
+    "untracked_grace_ms",
     "vacuum",
     "walk_candidates",
 ]

@@ -14,7 +14,21 @@ Never in a plan:
 * anything under `_delta_log`, or with a hidden path component (a name starting with `_` or `.`), except
   names starting with `_change_data`, `_delta_index` or `<partition column>=` (Spark `isHiddenDirectory`);
 * anything outside the table root (absolute paths of shallow clones) or with `..` components;
-* in FULL mode, a listed file whose modification time is not older than the cutoff (in-flight writers).
+* in FULL mode, a listed file whose modification time is not older than the cutoff (in-flight writers);
+* an untracked file (neither active nor a tombstone of the snapshot, nor the DV file of one) younger than
+  the untracked grace period (`within_grace`; one hour by default, whatever the retention): a writer's
+  data file written but not committed yet is untracked, and a retention of 0 hours (with the override)
+  would otherwise delete it before its commit lands. Tombstones are tracked: retention alone decides.
+
+Apply re-checks a plan against the table as it is then (P§12: a file a version within retention needs is
+never deleted; the plan is only a proposal made earlier). A plan carries the evidence of its listing:
+each entry's size and modification time as listed (`PlannedFile`). `refused_entry` names the entries no
+planner writes (absolute paths, other buckets, `..`, `_delta_log`): one of them, or a plan for another
+table, refuses the whole plan (`VacuumPlanRefusedError`) before anything is deleted. Every other entry is
+kept only when `recheck` finds the file as it is now unchanged (same size and modification time), still
+a regular file, older than the cutoff and, when untracked, than the grace period; `revalidate` adds the
+name rules, the protected set of the latest snapshot and duplicates. What is dropped is reported with its
+reason (`DROP_REASONS`); a file no longer there is reported as missing, never counted as deleted.
 
 Paths are compared decoded (percent-encoding decoded once; `+` stays literal, as in Delta's URI
 decoding), NFC-normalized, without leading/trailing slashes. Most paths need none of that: a logged path
@@ -33,14 +47,14 @@ from __future__ import annotations
 import datetime as dt
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, NamedTuple
 from urllib.parse import unquote
 
-from ..errors import InvalidArgumentError
+from ..errors import ERROR_CLASSES, InvalidArgumentError
 from .actions import DeletionVectorDescriptor
 from .deletion_vectors import DV_FILE_CORE, dv_relative_path
 from .deletion_vectors import z85_decode as z85_decode  # re-exported (it lived here before `deletion_vectors`)
@@ -48,6 +62,38 @@ from .deletion_vectors import z85_decode as z85_decode  # re-exported (it lived 
 FULL, LITE = "full", "lite"
 MODES = (FULL, LITE)
 PLAN_FORMAT = "delta-vacuum-plan/1"
+HOUR_MS = 3_600_000
+#: Untracked files younger than this are never deleted (`vacuum(untracked_grace_hours=...)`).
+DEFAULT_UNTRACKED_GRACE_HOURS = 1.0
+
+# Why re-validation drops a plan entry (`revalidate`, `recheck`); `MISSING` entries are reported apart.
+HIDDEN = "hidden"  # a name VACUUM never deletes (a hidden component)
+PROTECTED = "protected"  # active, tombstoned within retention, or the DV file of one, in the latest snapshot
+DUPLICATE = "duplicate"  # the same path earlier in the plan
+NO_EVIDENCE = "no-evidence"  # the entry carries no listed modification time
+DIRECTORY = "directory"  # a directory now: never deleted as a file
+NOT_A_FILE = "not-a-file"  # a symbolic link or another special file
+CHANGED = "changed"  # size or modification time differs from the plan's listing
+NOT_OLD_ENOUGH = "not-older-than-cutoff"
+UNTRACKED_GRACE = "untracked-grace"  # untracked and younger than the grace period
+MISSING = "missing"  # nothing there any more: not deleted, not counted
+DROP_REASONS = (HIDDEN, PROTECTED, DUPLICATE, NO_EVIDENCE, DIRECTORY, NOT_A_FILE, CHANGED, NOT_OLD_ENOUGH)
+DROP_REASONS += (UNTRACKED_GRACE,)
+
+# What `StoredEntry.kind` says a path is now.
+FILE, DIR, OTHER = "file", "directory", "other"
+
+
+class VacuumPlanRefusedError(InvalidArgumentError):
+    """A VACUUM plan that is not applied at all, before anything is deleted: made for another table (or
+    another table at the same location, or at a version the table never reached), or naming an entry
+    no planner writes (outside the table root, in another bucket, under `_delta_log`). `table` is the
+    table being vacuumed, `file` the entry at fault."""
+
+    error_class = "DELTA_VACUUM_PLAN_REFUSED"
+
+
+ERROR_CLASSES[VacuumPlanRefusedError.__name__] = VacuumPlanRefusedError  # `error_from_dict` restores it
 _VISIBLE_PREFIXES = ("_change_data", "_delta_index")
 
 _FIRST = r"\x20-\x24\x26-\x2d\x30-\x39\x3b-\x7e"  # printable ASCII but `%`, `.`, `/`, `:`
@@ -152,13 +198,33 @@ class ListedFile:
 
 
 class PlannedFile(NamedTuple):
-    """A file a plan deletes: path relative to the table root (as stored), size in bytes."""
+    """A file a plan deletes: path relative to the table root (as stored), size in bytes, and the
+    modification time (ms) it was listed with (None for an entry without that evidence: never deleted)."""
 
     path: str
     size: int
+    modification_time: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "size": self.size}
+        out: dict[str, Any] = {"path": self.path, "size": self.size}
+        if self.modification_time is not None:
+            out["modification_time"] = self.modification_time
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PlannedFile:
+        mtime = d.get("modification_time")
+        if isinstance(mtime, bool):
+            raise ValueError(f"modification_time {mtime!r}")
+        return cls(str(d["path"]), int(d.get("size") or 0), None if mtime is None else int(mtime))
+
+
+class StoredEntry(NamedTuple):
+    """What storage holds at a plan entry's path now: `kind` (`FILE`, `DIR`, `OTHER`), size, mtime in ms."""
+
+    kind: str
+    size: int
+    modification_time: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +257,13 @@ class VacuumPlan:
     files_uri: str | None = None
     #: the counts when `files` does not carry the list
     totals: PlanTotals | None = None
+    #: the untracked grace period the plan was made with (None: a plan from before it existed)
+    untracked_grace_ms: int | None = None
+    #: untracked files older than the cutoff that the grace period kept out of the plan, and their bytes
+    grace_kept_files: int = 0
+    grace_kept_bytes: int = 0
+    #: the table's `metaData.id` when planned (a plan is refused by a table recreated at its location)
+    table_id: str | None = None
 
     @property
     def files_inline(self) -> bool:
@@ -239,7 +312,19 @@ class VacuumPlan:
         }
         if self.files_uri is not None or not self.files_inline:
             out.update(files_uri=self.files_uri, files_inline=self.files_inline)
+        if self.table_id is not None:
+            out["table_id"] = self.table_id
+        if self.untracked_grace_ms is not None:
+            out.update(
+                untracked_grace_ms=self.untracked_grace_ms,
+                grace_kept_files=self.grace_kept_files,
+                grace_kept_bytes=self.grace_kept_bytes,
+            )
         return out
+
+    def with_files(self, files: list[PlannedFile]) -> VacuumPlan:
+        """This plan (same table, version, cutoff, grace...) holding `files` inline."""
+        return replace(self, files=files, files_uri=None, totals=None)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> VacuumPlan:
@@ -251,7 +336,7 @@ class VacuumPlan:
         if not isinstance(d, Mapping):
             raise InvalidArgumentError(f"A vacuum plan must be a mapping, got {type(d).__name__}", argument="plan")
         try:
-            files = [PlannedFile(str(f["path"]), int(f.get("size") or 0)) for f in d["files"]]
+            files = [PlannedFile.from_dict(f) for f in d["files"]]
             mode = str(d["mode"])
             if mode not in MODES:
                 raise ValueError(f"mode {mode!r}")
@@ -262,6 +347,8 @@ class VacuumPlan:
                 totals = PlanTotals(int(d["num_files"]), int(d["bytes"]), parts)
                 files = []
             uri = d.get("files_uri")
+            grace = d.get("untracked_grace_ms")
+            table_id = d.get("table_id")
             return cls(
                 table=str(d["table"]),
                 version=int(d["version"]),
@@ -272,6 +359,10 @@ class VacuumPlan:
                 protocol=dict(d.get("protocol") or {}),
                 files_uri=None if uri is None else str(uri),
                 totals=totals,
+                untracked_grace_ms=None if grace is None else int(grace),
+                grace_kept_files=int(d.get("grace_kept_files") or 0),
+                grace_kept_bytes=int(d.get("grace_kept_bytes") or 0),
+                table_id=None if table_id is None else str(table_id),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InvalidArgumentError(f"Not a vacuum plan: {type(exc).__name__}: {exc}", argument="plan") from exc
@@ -455,6 +546,75 @@ def candidates_of(
     return out
 
 
+def within_grace(modification_time: int, *, now_ms: int, grace_ms: int) -> bool:
+    """True when an untracked file modified at `modification_time` is younger than the grace period at
+    `now_ms` (never deleted: a writer may not have committed it yet). Tracked files (active files,
+    tombstones, their DV files) are not subject to it: retention alone decides for them."""
+    return modification_time > now_ms - grace_ms
+
+
+def grace_matters(*, cutoff_ms: int, now_ms: int, grace_ms: int) -> bool:
+    """False when the cutoff alone already keeps every file `within_grace` (a retention at least as long
+    as the grace period): then nothing needs to know which files are tracked."""
+    return now_ms - grace_ms < cutoff_ms
+
+
+def expired_tombstone_paths(tombstones: Iterable[LoggedFile], *, cutoff_ms: int, table_root: str) -> set[str]:
+    """Normalized relative paths of the tombstones deleted at or before `cutoff_ms` and of their DV files:
+    tracked files that retention no longer protects (the grace period does not apply to them)."""
+    return _with_dvs([t for t in tombstones if (t.deletion_timestamp or 0) <= cutoff_ms], table_root)
+
+
+def refused_entry(path: str) -> str | None:
+    """Why a plan entry refuses the whole plan, or None. A planner writes paths relative to the table root
+    as storage names them, never under `_delta_log`: an empty path, an absolute one (`/x`, `file:...`, a
+    URI of another bucket), one with a `..` component, or one under `_delta_log` is an edit or a corruption,
+    and the plan is not applied at all (`VacuumPlanRefusedError`)."""
+    if not path.strip("/"):
+        return "an empty path"
+    if path.startswith("/") or "://" in path or path.startswith("file:"):
+        return "an absolute path, outside the table root"
+    parts = normalize_relative(path).split("/")
+    if ".." in parts:
+        return "a path climbing out of the table root"
+    if parts[0] == "_delta_log":
+        return "a path in the table's _delta_log"
+    return None
+
+
+def same_mtime(listed_ms: int, now_ms: int) -> bool:
+    """The modification time of a plan entry (as listed) and of the file now are the same: equal, or the
+    same second when one of them has no milliseconds (an S3 HEAD answers in seconds, its listing in ms)."""
+    if listed_ms == now_ms:
+        return True
+    return listed_ms // 1000 == now_ms // 1000 and (listed_ms % 1000 == 0 or now_ms % 1000 == 0)
+
+
+def recheck(
+    entry: PlannedFile, stored: StoredEntry | None, *, cutoff_ms: int, now_ms: int, grace_ms: int, tracked: bool
+) -> str | None:
+    """Why the file at a plan entry may not be deleted as it is now (`stored`, None when missing), or None:
+    `MISSING`, a `DIRECTORY` or `NOT_A_FILE`, `NO_EVIDENCE` (the entry has no listed mtime), `CHANGED` (size
+    or mtime not as listed), `NOT_OLD_ENOUGH` (mtime not before `cutoff_ms`), `UNTRACKED_GRACE` (not
+    `tracked` and `within_grace`). One row's check: both executors run it where the file is looked at."""
+    if stored is None:
+        return MISSING
+    if stored.kind == DIR:
+        return DIRECTORY
+    if stored.kind != FILE:
+        return NOT_A_FILE
+    if entry.modification_time is None:
+        return NO_EVIDENCE
+    if stored.size != entry.size or not same_mtime(entry.modification_time, stored.modification_time):
+        return CHANGED
+    mtime = max(entry.modification_time, stored.modification_time)
+    if mtime >= cutoff_ms:
+        return NOT_OLD_ENOUGH
+    if not tracked and within_grace(mtime, now_ms=now_ms, grace_ms=grace_ms):
+        return UNTRACKED_GRACE
+    return None
+
+
 def plan_candidates(
     candidates: Candidates,
     *,
@@ -463,18 +623,49 @@ def plan_candidates(
     cutoff_ms: int,
     retention_ms: int,
     protocol: Mapping[str, Any] | None = None,
+    now_ms: int | None = None,
+    untracked_grace_ms: int | None = None,
+    tracked: AbstractSet[str] = frozenset(),
+    table_id: str | None = None,
 ) -> VacuumPlan:
     """The FULL plan: the `candidates` modified before `cutoff_ms`, one per comparable path (the first
-    listed), sorted by path."""
-    keep = [i for i, mtime in enumerate(candidates.mtimes) if mtime < cutoff_ms]
+    listed), sorted by path, each with its listed size and mtime. With `untracked_grace_ms`, a candidate
+    whose key is not in `tracked` (expired tombstones, `expired_tombstone_paths`) and that is `within_grace`
+    at `now_ms` (default: `cutoff_ms + retention_ms`) is left out and counted in `grace_kept_*`."""
+    mtimes = candidates.mtimes
+    keep = [i for i, mtime in enumerate(mtimes) if mtime < cutoff_ms]
+    grace_files = grace_bytes = 0
+    if untracked_grace_ms is not None:
+        now = cutoff_ms + retention_ms if now_ms is None else now_ms
+        if grace_matters(cutoff_ms=cutoff_ms, now_ms=now, grace_ms=untracked_grace_ms):
+            keys, sizes = candidates.keys, candidates.sizes
+            young = {
+                i
+                for i in keep
+                if within_grace(mtimes[i], now_ms=now, grace_ms=untracked_grace_ms) and keys[i] not in tracked
+            }
+            grace_files, grace_bytes = len(young), sum(sizes[i] for i in young)
+            keep = [i for i in keep if i not in young]
     keys = [candidates.keys[i] for i in keep]
     if len(set(keys)) != len(keys):  # two stored spellings of one path (NFC and NFD): the first listed
         seen: set[str] = set()
         keep = [i for i, key in zip(keep, keys, strict=True) if not (key in seen or seen.add(key))]
     paths, sizes = candidates.paths, candidates.sizes
     keep.sort(key=paths.__getitem__)
-    files = [PlannedFile(paths[i], sizes[i]) for i in keep]
-    return VacuumPlan(table, version, cutoff_ms, retention_ms, FULL, files, dict(protocol or {}))
+    files = [PlannedFile(paths[i], sizes[i], mtimes[i]) for i in keep]
+    return VacuumPlan(
+        table,
+        version,
+        cutoff_ms,
+        retention_ms,
+        FULL,
+        files,
+        dict(protocol or {}),
+        untracked_grace_ms=untracked_grace_ms,
+        grace_kept_files=grace_files,
+        grace_kept_bytes=grace_bytes,
+        table_id=table_id,
+    )
 
 
 def plan_vacuum(
@@ -489,12 +680,17 @@ def plan_vacuum(
     listing: Iterable[ListedFile] | None,
     partition_columns: Sequence[str] = (),
     protocol: Mapping[str, Any] | None = None,
+    now_ms: int | None = None,
+    untracked_grace_ms: int | None = None,
+    table_id: str | None = None,
 ) -> VacuumPlan:
     """The plan for `table` at `version` (see the module doc for the rules).
 
-    FULL: candidates are the `listing` (paths relative to the root as stored), older than `cutoff_ms`.
+    FULL: candidates are the `listing` (paths relative to the root as stored), older than `cutoff_ms`,
+    untracked ones also older than the grace period when `untracked_grace_ms` is given (`plan_candidates`).
     LITE: candidates are the tombstones deleted at or before `cutoff_ms` and their DV files, from the
-    log alone (`listing` unused); sizes come from the remove actions.
+    log alone (`listing` unused); sizes come from the remove actions and no entry has a modification time
+    yet: `with_evidence` adds what storage says (`maintenance.vacuum` does).
     """
     if mode not in MODES:
         raise InvalidArgumentError(f"mode must be one of {MODES}, got {mode!r}", argument="mode", table=table)
@@ -503,6 +699,11 @@ def plan_vacuum(
     if mode == FULL:
         if listing is None:
             raise InvalidArgumentError("FULL mode needs a listing", argument="listing", table=table)
+        now = cutoff_ms + retention_ms if now_ms is None else now_ms
+        tracked: set[str] = set()
+        grace = untracked_grace_ms
+        if grace is not None and grace_matters(cutoff_ms=cutoff_ms, now_ms=now, grace_ms=grace):
+            tracked = expired_tombstone_paths(tombstones, cutoff_ms=cutoff_ms, table_root=table)
         return plan_candidates(
             candidates_of(listing, protected, partition_columns),
             table=table,
@@ -510,6 +711,10 @@ def plan_vacuum(
             cutoff_ms=cutoff_ms,
             retention_ms=retention_ms,
             protocol=protocol,
+            now_ms=now,
+            untracked_grace_ms=untracked_grace_ms,
+            tracked=tracked,
+            table_id=table_id,
         )
     chosen: dict[str, PlannedFile] = {}
     for t in tombstones:
@@ -521,28 +726,100 @@ def plan_vacuum(
                 size = t.size if rel == path_rel else None
                 chosen[rel] = PlannedFile(rel, size or 0)
     files = sorted(chosen.values(), key=lambda f: f.path)
-    return VacuumPlan(table, version, cutoff_ms, retention_ms, mode, files, dict(protocol or {}))
+    return VacuumPlan(
+        table,
+        version,
+        cutoff_ms,
+        retention_ms,
+        mode,
+        files,
+        dict(protocol or {}),
+        untracked_grace_ms=untracked_grace_ms,
+        table_id=table_id,
+    )
+
+
+def with_evidence(plan: VacuumPlan, stored: Sequence[StoredEntry | None]) -> VacuumPlan:
+    """A plan made from the log (LITE) with the evidence storage gives (`stored[i]` for `plan.files[i]`):
+    each regular file older than the cutoff with its size and mtime as they are; missing files, directories
+    and newer files are left out (nothing to delete, or not deletable)."""
+    files = [
+        PlannedFile(f.path, s.size, s.modification_time)
+        for f, s in zip(plan.files, stored, strict=True)
+        if s is not None and s.kind == FILE and s.modification_time < plan.cutoff_ms
+    ]
+    return plan.with_files(files)
+
+
+@dataclass(slots=True)
+class Rechecked:
+    """A plan re-validated: `keep` may be deleted (plan order), `dropped[i]` was dropped for `reasons[i]`
+    (`DROP_REASONS`), `missing` are entries with nothing there any more (neither deleted nor counted)."""
+
+    keep: list[PlannedFile] = field(default_factory=list)
+    dropped: list[PlannedFile] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    missing: list[PlannedFile] = field(default_factory=list)
+
+    def drop(self, entry: PlannedFile, reason: str) -> None:
+        if reason == MISSING:
+            self.missing.append(entry)
+        else:
+            self.dropped.append(entry)
+            self.reasons.append(reason)
 
 
 def revalidate(
     plan: VacuumPlan,
     *,
-    active: Iterable[LoggedFile] = (),
-    tombstones: Iterable[LoggedFile] = (),
+    stored: Callable[[Sequence[str]], Sequence[StoredEntry | None]],
     cutoff_ms: int,
+    now_ms: int,
+    grace_ms: int,
     partition_columns: Sequence[str] = (),
-    protected: AbstractSet[str] | None = None,
-) -> tuple[list[PlannedFile], list[PlannedFile]]:
-    """Split `plan.files` into (still deletable, dropped) against a newer snapshot: a file active again,
-    tombstoned after `cutoff_ms`, or breaking a never-rule (a hand-edited plan) is dropped. `protected`,
-    when given, is the snapshot's protected set already made (`protected_paths`; `active` and
-    `tombstones` are then unused)."""
-    if protected is None:
-        protected = protected_paths(active, tombstones, cutoff_ms=cutoff_ms, table_root=plan.table)
-    keep: list[PlannedFile] = []
-    dropped: list[PlannedFile] = []
+    protected: AbstractSet[str] = frozenset(),
+    tracked: AbstractSet[str] = frozenset(),
+) -> Rechecked:
+    """`plan.files` against the table as it is now: `protected` is the latest snapshot's protected set
+    (`protected_paths`), `tracked` its expired tombstones (`expired_tombstone_paths`; only needed when
+    `grace_matters`), `stored(paths)` what storage holds at each path now (one call, for the entries the
+    name rules and the protected set leave). Refuses the whole plan when an entry is `refused_entry`
+    (raise before anything is deleted); otherwise an entry is kept when its name is deletable, it is the
+    first of its path, nothing protects it (nor its DV alias) and `recheck` finds nothing wrong."""
+    out = Rechecked()
     for f in plan.files:
+        why = refused_entry(f.path)
+        if why is not None:
+            raise VacuumPlanRefusedError(
+                f"The vacuum plan names {f.path!r}: {why}. No planner writes such an entry; nothing was deleted",
+                argument="plan",
+                table=plan.table,
+                file=f.path,
+            )
+    seen: set[str] = set()
+    drops: list[tuple[int, str]] = []  # (index in the plan, reason): reported in plan order
+    pending: list[tuple[int, str]] = []
+    for i, f in enumerate(plan.files):
         rel = plan_entry_relative(f.path, partition_columns)  # the name rules
-        ok = rel is not None and _unprotected(rel, protected)
-        (keep if ok else dropped).append(f)
-    return keep, dropped
+        if rel is None:
+            drops.append((i, HIDDEN))
+        elif f.path in seen:
+            drops.append((i, DUPLICATE))
+        else:
+            seen.add(f.path)
+            if _unprotected(rel, protected):
+                pending.append((i, rel))
+            else:
+                drops.append((i, PROTECTED))
+    now = stored([plan.files[i].path for i, _ in pending]) if pending else []
+    kept: list[int] = []
+    for (i, rel), s in zip(pending, now, strict=True):
+        why = recheck(plan.files[i], s, cutoff_ms=cutoff_ms, now_ms=now_ms, grace_ms=grace_ms, tracked=rel in tracked)
+        if why is None:
+            kept.append(i)
+        else:
+            drops.append((i, why))
+    out.keep = [plan.files[i] for i in kept]
+    for i, why in sorted(drops):
+        out.drop(plan.files[i], why)
+    return out
