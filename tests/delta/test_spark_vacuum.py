@@ -33,7 +33,7 @@ OLD = time.time() - 30 * 86_400
 
 @pytest.fixture(scope="module")
 def spark():
-    from spark_cluster import local_session
+    from support.spark_cluster import local_session
 
     session = local_session("delta-vacuum-tests")
     yield session
@@ -441,7 +441,7 @@ def test_tiny_table_runs_few_tasks_whatever_the_shuffle_partitions(spark, tmp_pa
 def s3_server():
     pytest.importorskip("moto.server")
     pytest.importorskip("s3fs")
-    from s3_server import create_bucket, start_moto_server
+    from support.s3_server import create_bucket, start_moto_server
 
     with start_moto_server() as server:
         create_bucket(server, "vacuum")
@@ -450,7 +450,7 @@ def s3_server():
 
 @pytest.mark.spark
 def test_s3_table_listed_and_deleted_by_the_executors(spark, s3_server) -> None:
-    from s3_server import SLOW_DOWN, S3Proxy, boto3_client, deltalake_storage_options, s3_storage_options
+    from support.s3_server import SLOW_DOWN, S3Proxy, boto3_client, deltalake_storage_options, s3_storage_options
 
     from airflow_delta_provider.delta.engines.spark_vacuum import SparkVacuumExecutor
 
@@ -500,7 +500,7 @@ VOLATILE = {"engine", "timings", "duration_s", "spark_app_id", "status", "action
 
 
 def _vacuum_job(master: str, path: Path, out: Path, now: int, py_files: str, *extra: str, conf=None) -> dict:
-    from spark_cluster import spark_submit
+    from support.spark_cluster import spark_submit
 
     args = [
         *("--table", str(path), "--action", "vacuum", "--engine", "spark", "--result-uri", str(out)),
@@ -544,7 +544,7 @@ def test_spark_submit_local_plans_then_applies_as_the_local_engine(tmp_path: Pat
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory):
     import pyarrow
-    from spark_cluster import bare_python, standalone_cluster
+    from support.spark_cluster import bare_python, standalone_cluster
 
     work = tmp_path_factory.mktemp("standalone")
     python = bare_python(work / "venv")

@@ -382,7 +382,7 @@ def test_dv_tables_keep_live_dv_files_where_deltars_would_delete_them(tmp_path: 
 def s3_server():
     pytest.importorskip("moto.server")
     pytest.importorskip("s3fs")
-    from s3_server import create_bucket, start_moto_server
+    from support.s3_server import create_bucket, start_moto_server
 
     with start_moto_server() as server:
         create_bucket(server, "vacuum")
@@ -390,7 +390,7 @@ def s3_server():
 
 
 def test_s3_apply_deletes_through_the_store_without_audit_by_default(s3_server) -> None:
-    from s3_server import S3Proxy, boto3_client, deltalake_storage_options, first, s3_storage_options
+    from support.s3_server import S3Proxy, boto3_client, deltalake_storage_options, first, s3_storage_options
 
     from airflow_delta_provider.delta.storage import FsspecLogStore, RetryPolicy
 
@@ -423,7 +423,7 @@ def test_s3_apply_deletes_through_the_store_without_audit_by_default(s3_server) 
 
 
 def test_s3_failed_deletes_commit_vacuum_end_failed_and_raise(s3_server) -> None:
-    from s3_server import ACCESS_DENIED, S3Proxy, deltalake_storage_options, s3_storage_options
+    from support.s3_server import ACCESS_DENIED, S3Proxy, deltalake_storage_options, s3_storage_options
 
     from airflow_delta_provider.delta.errors import StorageError
     from airflow_delta_provider.delta.storage import FsspecLogStore, RetryPolicy

@@ -468,7 +468,7 @@ N_STRAYS = 1_050  # with the table's tombstoned file: 1,051 deletable files, 2 D
 def s3_server() -> Iterator[Any]:
     pytest.importorskip("moto.server")
     pytest.importorskip("s3fs")
-    from s3_server import create_bucket, start_moto_server
+    from support.s3_server import create_bucket, start_moto_server
 
     with start_moto_server() as server:
         create_bucket(server, S3_BUCKET)
@@ -478,7 +478,7 @@ def s3_server() -> Iterator[Any]:
 def _s3_table_with_strays(server: Any) -> tuple[str, str, int]:
     """A delta-rs table on S3 with one tombstoned file and `N_STRAYS` zero-byte strays: (uri, key
     prefix, objects under the prefix)."""
-    from s3_server import boto3_client, deltalake_storage_options
+    from support.s3_server import boto3_client, deltalake_storage_options
 
     key = f"t-{uuid.uuid4().hex[:8]}"
     uri = f"s3://{S3_BUCKET}/{key}"
@@ -515,7 +515,7 @@ def test_s3_request_counts_and_throttling(s3_server: Any) -> None:
     """> 1,000 deletable files on the loopback S3 server: the listing takes ceil(objects/1000) pages and
     the deletes exactly ceil(n/1000) DeleteObjects requests; throttled requests are retried to the same
     plan and result; persistent throttling fails with a typed, transient `StorageError`."""
-    from s3_server import SLOW_DOWN, S3Proxy, boto3_client, deltalake_storage_options, every, s3_storage_options
+    from support.s3_server import SLOW_DOWN, S3Proxy, boto3_client, deltalake_storage_options, every, s3_storage_options
 
     from airflow_delta_provider.delta.storage import FsspecLogStore, RetryPolicy
 
