@@ -55,8 +55,9 @@ from .commands.arguments import (
     parse_ratio,
     parse_size,
 )
-from .commands.command import VACUUM_MODES, Request, run, storage_options_from_env
+from .commands.command import run, storage_options_from_env
 from .commands.reports import human_bytes
+from .commands.request import VACUUM_MODES, Request
 from .delta.errors import (
     DeltaError,
     InvalidArgumentError,
@@ -167,7 +168,7 @@ def _run(args: argparse.Namespace, action: str, **fields: Any) -> dict[str, Any]
     limit: int | str | None = "auto"
     if limit_mb is not None:
         limit = int(limit_mb * 1024 * 1024) if limit_mb > 0 else None
-    request = Request(
+    request = Request.make(
         table=args.path,
         action=action,
         version=getattr(args, "version", None),
@@ -356,7 +357,7 @@ def cmd_vacuum(args: argparse.Namespace, out: TextIO) -> None:
         "vacuum",
         retention_hours=args.retention_hours,
         apply=args.apply,
-        vacuum_mode=args.mode,
+        mode=args.mode,
         enforce_retention_duration=not args.no_enforce_retention,
         untracked_grace_hours=args.untracked_grace_hours,
     )
@@ -385,7 +386,7 @@ def cmd_optimize(args: argparse.Namespace, out: TextIO) -> None:
         target_size=target,
         min_num_files=args.min_num_files,
         where=args.where,
-        apply=not args.dry_run,
+        apply=args.apply,
         min_small_file_ratio=args.min_small_file_ratio,
     )
     if args.json:
@@ -395,7 +396,7 @@ def cmd_optimize(args: argparse.Namespace, out: TextIO) -> None:
     if result["dry_run"]:
         out.write(
             f"optimize dry run at version {result['read_version']}: would compact {result['num_files_removed']} files "
-            f"({human_bytes(result['bytes_removed'])}) into {result['num_files_added']}\n"
+            f"({human_bytes(result['bytes_removed'])}) into {result['num_files_added']}; --apply compacts\n"
         )
     elif result["version"] is None:
         out.write(f"optimize: nothing to compact at version {result['read_version']}\n")
@@ -588,7 +589,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--master", default="local[*]", help="Spark master URL for --engine spark (default local[*])")
     p.set_defaults(fn=cmd_vacuum)
-    p = command("optimize", "compact small files into larger ones (applies unless --dry-run; deletes nothing)")
+    p = command("optimize", "compact small files into larger ones (dry run unless --apply; deletes nothing)")
     p.add_argument(
         "--engine", type=ENGINE, choices=CLI_ENGINES, default="local", help="rewrite here or on Spark executors"
     )
@@ -605,7 +606,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=MIN_SMALL_FILE_RATIO,
         help="compact only partitions with at least this share of small files",
     )
-    p.add_argument("--dry-run", action="store_true", help="plan only: write and commit nothing")
+    p.add_argument("--apply", action="store_true", help="rewrite and commit (default: a dry run that writes nothing)")
     p.set_defaults(fn=cmd_optimize)
     p = sub.add_parser("completion", help="print a shell completion script", description="print a completion script")
     p.add_argument("shell", choices=("bash", "zsh"))

@@ -32,7 +32,7 @@ from airflow_delta_provider.commands.arguments import (
     parse_ratio,
     parse_size,
 )
-from airflow_delta_provider.commands.command import Request
+from airflow_delta_provider.commands.request import Request
 from airflow_delta_provider.delta.errors import DeltaError, InvalidArgumentError
 from airflow_delta_provider.jobs import runner
 
@@ -130,10 +130,14 @@ def test_cli_type_names_the_flag():
 
 def test_the_request_takes_only_real_booleans():
     """The command layer's own check, under every face: a truthy stand-in never reaches an action."""
-    for name in ("apply", "enforce_retention_duration", "include_files", "fail_on_data_loss"):
+    pairs = [("vacuum", "apply"), ("vacuum", "enforce_retention_duration"), ("snapshot", "include_files")]
+    pairs += [("snapshot", "fail_on_data_loss"), ("changes", "fail_on_data_loss"), ("optimize", "apply")]
+    for action, name in pairs:
         for bad in ("false", "", None, 0):
-            _refused(lambda name=name, bad=bad: Request(table="/t", action="vacuum", **{name: bad}), name)
-    _refused(lambda: Request(table="/t", action="vacuum", vacuum_mode="bogus"), "vacuum_mode")
+            _refused(lambda a=action, n=name, b=bad: Request.make(table="/t", action=a, **{n: b}), name)
+    # a field the action does not take is refused too, naming it (never silently dropped)
+    _refused(lambda: Request.make(table="/t", action="files", retention_hours=1), "retention_hours")
+    _refused(lambda: Request.make(table="/t", action="vacuum", mode="bogus"), "mode")
 
 
 # -- the operators ----------------------------------------------------------------------------------------
@@ -191,12 +195,12 @@ def test_every_operator_flag_refuses_a_non_boolean(ops, cls, flag, value):
 
 #: How each flag shows in the request an operator builds (or on the operator, where it never reaches one).
 READ_BACK = {
-    "include_files": lambda request, op: request.include_files,
+    "include_files": lambda request, op: request.options.include_files,
     "submit": lambda request, op: request.engine != "local",
-    "apply": lambda request, op: request.apply,
-    "write_checkpoint_first": lambda request, op: request.write_checkpoint_first,
-    "dry_run": lambda request, op: not request.apply,
-    "enforce_retention_duration": lambda request, op: request.enforce_retention_duration,
+    "apply": lambda request, op: request.options.apply,
+    "write_checkpoint_first": lambda request, op: request.options.write_checkpoint_first,
+    "dry_run": lambda request, op: not request.options.apply,
+    "enforce_retention_duration": lambda request, op: request.options.enforce_retention_duration,
     "fail_on_data_loss": lambda request, op: op.fail_on_data_loss,
     "ship_library": lambda request, op: op.ship_library,
 }
@@ -239,7 +243,7 @@ def test_a_templated_number_is_parsed_once_rendered(ops):
     op = _op(ops, "DeltaOptimizeOperator", min_small_file_ratio="{{ params.r }}", retention_hours="{{ params.h }}")
     op.render_template_fields({"params": {"r": "0.5", "h": ""}})
     request = op.build_request({})
-    assert request.min_small_file_ratio == 0.5 and request.retention_hours is None
+    assert request.options.min_small_file_ratio == 0.5 and not hasattr(request.options, "retention_hours")
 
 
 # -- nothing is deleted -------------------------------------------------------------------------------------
@@ -368,28 +372,34 @@ def test_cli_refuses_a_bad_value_naming_the_flag_and_deletes_nothing(tmp_path, a
 
 
 JOB_BAD = [
-    (["--action", "vacuum", "--retention-hours", "abc"], "--retention-hours"),
-    (["--action", "vacuum", "--mode", "bogus"], "--mode"),
-    (["--action", "vacuum", "--untracked-grace-hours", "nan"], "--untracked-grace-hours"),
-    (["--action", "optimize", "--target-size", "0"], "--target-size"),
-    (["--action", "optimize", "--min-small-file-ratio", "2"], "--min-small-file-ratio"),
-    (["--action", "optimize", "--small-file-mb", "0"], "--small-file-mb"),
-    (["--action", "snapshot", "--version", "true"], "--version"),
-    (["--action", "snapshot", "--engine", ""], "--engine"),
-    (["--action", "bogus"], "--action"),
+    ({"action": "vacuum", "options": {"retention_hours": "abc"}}, "retention_hours"),
+    ({"action": "vacuum", "options": {"mode": "bogus"}}, "mode"),
+    ({"action": "vacuum", "options": {"apply": "false"}}, "apply"),
+    ({"action": "vacuum", "options": {"untracked_grace_hours": -1}}, "untracked_grace_hours"),
+    ({"action": "optimize", "options": {"target_size": 0}}, "target_size"),
+    ({"action": "optimize", "options": {"min_small_file_ratio": 2}}, "min_small_file_ratio"),
+    ({"action": "optimize", "options": {"small_file_mb": 0}}, "small_file_mb"),
+    ({"action": "snapshot", "version": True}, "version"),
+    ({"action": "snapshot", "engine": ""}, "engine"),
+    ({"action": "files", "options": {"retention_hours": 1}}, "retention_hours"),
+    ({"action": "bogus"}, "action"),
 ]
 
 
-@pytest.mark.parametrize(("argv", "flag"), JOB_BAD)
-def test_job_argv_is_read_by_the_same_parsers(tmp_path, capsys, argv, flag):
+@pytest.mark.parametrize(("body", "field"), JOB_BAD)
+def test_job_request_is_checked_by_the_same_rules(tmp_path, capsys, body, field):
+    """The job takes the request as JSON; a bad field is a typed error result naming it, nothing deleted."""
+    import json
+
     root = _garbage_table(tmp_path)
     before = _listing(root)
-    with pytest.raises(SystemExit) as info:
-        runner.run(["--table", str(root), "--result-uri", str(tmp_path / "r.json"), *argv])
-    assert info.value.code == 2
-    err = capsys.readouterr().err
-    assert f"argument {flag}" in err and "Traceback" not in err
-    assert _listing(root) == before and not (tmp_path / "r.json").exists()
+    request = json.dumps({"table": str(root), **body})
+    code, result = runner.run(["--request", request, "--result-uri", str(tmp_path / "r.json")])
+    assert code == 1 and result["status"] == "error" and result["error_class"] == "InvalidArgumentError"
+    assert result["argument"] == field and result["table"] == str(root)
+    assert "InvalidArgumentError: " in capsys.readouterr().err
+    assert json.loads((tmp_path / "r.json").read_text())["argument"] == field
+    assert _listing(root) == before
 
 
 # -- the untracked-file grace period on every face ----------------------------------------------------------
@@ -414,13 +424,11 @@ def test_cli_keeps_a_fresh_untracked_file_unless_the_grace_is_zero(tmp_path):
 
 
 def test_job_argv_carries_the_grace_both_ways(tmp_path):
-    request = Request(table=str(tmp_path), action="vacuum", untracked_grace_hours=0.5)
+    request = Request.make(table=str(tmp_path), action="vacuum", untracked_grace_hours=0.5)
     argv = runner.job_argv(request, str(tmp_path / "r.json"))
-    assert argv[argv.index("--untracked-grace-hours") + 1] == "0.5"
-    again = runner.request_from_args(runner.build_parser().parse_args(argv), {})
-    assert again.untracked_grace_hours == 0.5
-    default = runner.job_argv(Request(table=str(tmp_path), action="vacuum"), str(tmp_path / "r.json"))
-    assert "--untracked-grace-hours" not in default
+    again = runner.request_from_job(runner.build_parser().parse_args(argv).request, str(tmp_path / "r.json"), {})
+    assert again.options.untracked_grace_hours == 0.5 and again.options.plan_dir == str(tmp_path / "r.plan")
+    assert again.with_options(plan_dir=None) == request
 
 
 @pytest.mark.airflow

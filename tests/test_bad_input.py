@@ -21,7 +21,7 @@ import pytest
 from conftest import CORPUS, copy_table
 
 from airflow_delta_provider.cli import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_USAGE, main
-from airflow_delta_provider.commands.command import Request
+from airflow_delta_provider.commands.request import Request
 from airflow_delta_provider.delta import DeltaError, DeltaLog, InvalidArgumentError, MalformedCommitError
 from airflow_delta_provider.delta.errors import PredicateSyntaxError, TableNotFoundError
 from airflow_delta_provider.delta.protocol.actions import Metadata
@@ -161,10 +161,11 @@ BAD_CALLS: list[tuple[str, str, Call]] = [
     ("filter in", "data_filters", lambda log, s: s.files(data_filters=[("value", "in", 5)])),
     ("not a partition", "partition_filters", lambda log, s: s.files(partition_filters=[("value", "=", 1)])),
     ("request version", "version", lambda log, s: Request(table="t", action="files", version="2")),  # type: ignore[arg-type]
-    ("request limit", "limit", lambda log, s: Request(table="t", action="history", limit=-1)),
-    ("request retention", "retention_hours", lambda log, s: Request("t", "tombstones", retention_hours=float("inf"))),
+    ("request limit", "limit", lambda log, s: Request.make(table="t", action="history", limit=-1)),
+    ("request retention", "retention_hours",
+     lambda log, s: Request.make(table="t", action="tombstones", retention_hours=float("inf"))),
     ("request timestamp", "timestamp", lambda log, s: Request(table="t", action="files", timestamp="soon")),
-    ("request where", "--where", lambda log, s: Request(table="t", action="files", where="a = ")),
+    ("request where", "--where", lambda log, s: Request.make(table="t", action="files", where="a = ")),
 ]
 
 

@@ -1,6 +1,8 @@
 """The command layer shared by the `deltalog` CLI, the spark-submit job and the operators: a
-`Request` in, a result dict out (`command`), with the checks, reports and JSON shapes it uses."""
+`Request` (`request`: common fields plus one options class per action) in, a result dict out
+(`command`: one handler per action in `ACTIONS`), with the checks, reports and JSON shapes it uses."""
 
-from .command import ACTIONS, ENGINES, Outcome, Request, execute, run
+from .command import ACTIONS, Outcome, execute, run
+from .request import ENGINES, OPTIONS, Request
 
-__all__ = ["ACTIONS", "ENGINES", "Outcome", "Request", "execute", "run"]
+__all__ = ["ACTIONS", "ENGINES", "OPTIONS", "Outcome", "Request", "execute", "run"]

@@ -19,24 +19,13 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..delta.delta_log import DeltaLog
-from ..delta.errors import (
-    BucketNotFoundError,
-    DeltaError,
-    InvalidArgumentError,
-    ResourceLimitError,
-    TableNotFoundError,
-    check_bool,
-    check_int,
-    check_number,
-)
+from ..delta.errors import BucketNotFoundError, DeltaError, InvalidArgumentError, ResourceLimitError, TableNotFoundError
 from ..delta.protocol.actions import AddFile, action_to_json
-from ..delta.protocol.history import to_epoch_ms
-from ..delta.protocol.optimize import DEFAULT_MIN_NUM_FILES, DEFAULT_SMALL_FILE_MB
 from ..delta.protocol.predicate import parse_predicate
 from ..delta.storage import is_local, local_path
-from .arguments import parse_hours
 from .checks import KNOWN_CHECKS, evaluate_checks, failed_checks_message, small_file_bytes, validate_checks
 from .reports import RENDERERS, REPORT_KINDS, file_size_histogram, tombstone_age_histogram
+from .request import OPTIONS, Request
 from .results import file_dict, snapshot_dict, tombstone_report
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,127 +34,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..delta.protocol.log_segment import LogSegment
     from ..delta.snapshot import Snapshot
 
-#: What a request can ask for. `version` reads only the log listing; `history` and `changes` read commits.
-ACTIONS = (
-    "version",
-    "snapshot",
-    "tombstones",
-    "files",
-    "history",
-    "changes",
-    "checkpoint",
-    "cleanup_log",
-    "vacuum",
-    "optimize",
-)
-#: Actions that write to the table (`cleanup_log` and `vacuum` delete only with `apply`; `optimize`
-#: rewrites only with `apply` and deletes nothing).
-WRITE_ACTIONS = ("checkpoint", "cleanup_log", "vacuum", "optimize")
-ENGINES = ("auto", "local", "spark")
-#: VACUUM's modes: list the table (`full`) or the files removed in the log only (`lite`).
-VACUUM_MODES = ("full", "lite")
-#: The request's boolean fields: a `bool` each, never a truthy stand-in (faces parse text with `arguments.parse_flag`).
-FLAG_FIELDS = ("include_files", "fail_on_data_loss", "apply", "write_checkpoint_first", "enforce_retention_duration")
-#: `engine="auto"` distributes when the log segment to replay (checkpoint + commits) is at least this
-#: big: below it the local engine replays faster than any cluster round trip (bench/RESULTS.md), so
-#: the line sits where driver memory, not speed, becomes the issue.
-DEFAULT_AUTO_THRESHOLD_MB = float(os.environ.get("DELTA_AUTO_THRESHOLD_MB", 1024.0))
 #: Renderings a result can get beside its JSON (`report_formats`), for the actions that have a report.
 REPORT_FORMATS = ("md", "html")
 _S3_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL")
 
 SparkFactory = Callable[[Mapping[str, Any]], "SparkSession"]
-
-
-@dataclass(frozen=True)
-class Request:
-    """One action on one table. `storage_options` are fsspec options (never logged or returned).
-
-    Arguments are checked here, before any I/O (`InvalidArgumentError` naming the field); `where` is a
-    predicate in the `delta.protocol.predicate` grammar, for `files`.
-    """
-
-    table: str
-    action: str
-    version: int | None = None
-    timestamp: str | int | None = None
-    engine: str = "auto"
-    storage_options: Mapping[str, Any] = field(default_factory=dict, repr=False)
-    retention_hours: float | None = None
-    include_files: bool = False
-    where: str | None = None
-    checks: Mapping[str, Any] | None = None
-    fail_on_data_loss: bool = False
-    limit: int | None = None
-    now_ms: int | None = None
-    snapshot_partitions: int = 50
-    auto_threshold_mb: float = DEFAULT_AUTO_THRESHOLD_MB
-    memory_limit_bytes: int | str | None = "auto"
-    #: snapshot: also check every version in (since_version, version] and each commit of that range
-    since_version: int | None = None
-    #: cleanup_log: delete (the default is a dry run that deletes nothing)
-    apply: bool = False
-    #: cleanup_log: write a checkpoint at the cutoff first when none can be kept
-    write_checkpoint_first: bool = False
-    #: vacuum: "full" (list the table) or "lite" (files removed in the log only)
-    vacuum_mode: str = "full"
-    #: vacuum: refuse a retention shorter than the table's (delta-rs's name)
-    enforce_retention_duration: bool = True
-    #: vacuum: an untracked file younger than this many hours is never deleted (None: the default, 1 hour)
-    untracked_grace_hours: float | None = None
-    #: vacuum: apply this plan (a dry run's result) instead of making one
-    plan: Mapping[str, Any] | None = None
-    #: vacuum: ... or the plan kept at this path/URI (a dry run's `result_uri`), read when the action runs
-    plan_uri: str | None = None
-    #: vacuum on Spark: where the executors write a plan's file list (the job: `<result-uri>.plan/`)
-    vacuum_plan_dir: str | None = None
-    #: optimize: bytes per output file (default: delta.targetFileSize, else 256 MiB)
-    target_size: int | None = None
-    #: optimize: a partition needs this many candidate files
-    min_num_files: int = DEFAULT_MIN_NUM_FILES
-    #: optimize: commit after each batch of bins of about this many input bytes
-    max_commit_bytes: int | None = None
-    #: optimize: compact only partitions where at least this share of files is under `small_file_mb`
-    min_small_file_ratio: float | None = None
-    small_file_mb: float = DEFAULT_SMALL_FILE_MB
-
-    def __post_init__(self) -> None:
-        if self.action not in ACTIONS:
-            raise InvalidArgumentError(
-                f"action must be one of {ACTIONS}, got {self.action!r}", argument="action", table=self.table
-            )
-        if self.engine not in ENGINES:
-            raise InvalidArgumentError(
-                f"engine must be one of {ENGINES}, got {self.engine!r}", argument="engine", table=self.table
-            )
-        if self.version is not None and self.timestamp is not None:
-            raise InvalidArgumentError("give version or timestamp, not both", argument="version", table=self.table)
-        for name in FLAG_FIELDS:
-            check_bool(getattr(self, name), name, table=self.table)
-        if self.vacuum_mode not in VACUUM_MODES:
-            raise InvalidArgumentError(
-                f"vacuum_mode must be one of {', '.join(VACUUM_MODES)}, got {self.vacuum_mode!r}",
-                argument="vacuum_mode",
-                table=self.table,
-            )
-        for name in ("target_size", "max_commit_bytes"):
-            if getattr(self, name) is not None:
-                check_int(getattr(self, name), name, minimum=1, table=self.table)
-        check_int(self.min_num_files, "min_num_files", minimum=1, table=self.table)
-        check_number(self.small_file_mb, "small_file_mb", minimum=1e-6, table=self.table)
-        if self.min_small_file_ratio is not None:
-            check_number(self.min_small_file_ratio, "min_small_file_ratio", minimum=0, maximum=1, table=self.table)
-        for name in ("version", "limit", "since_version"):
-            if getattr(self, name) is not None:
-                check_int(getattr(self, name), name, minimum=0, table=self.table)
-        if self.timestamp is not None:
-            to_epoch_ms(self.timestamp, argument="timestamp")
-        if self.retention_hours is not None:
-            check_number(self.retention_hours, "retention_hours", maximum=1e12, table=self.table)
-        if self.untracked_grace_hours is not None:
-            parse_hours(self.untracked_grace_hours, "untracked_grace_hours", table=self.table)
-        if self.where:
-            parse_predicate(self.where, label="--where")  # syntax errors before any I/O
 
 
 @dataclass
@@ -205,13 +78,14 @@ def choose_engine(requested: str, log_bytes: int, threshold_mb: float) -> str:
     return "spark" if log_bytes >= threshold_mb * 1024 * 1024 else "local"
 
 
-def plan_engine(request: Request) -> str:
-    """The engine a request will start on, from the log listing alone (no commit or checkpoint read)."""
-    if request.action not in ("snapshot", "tombstones", "files") or request.engine != "auto":
-        return "local" if request.engine == "auto" else request.engine
+def plan_engine(request: Request) -> tuple[str, LogSegment | None]:
+    """The engine a request will start on, from the log listing alone (no commit or checkpoint read),
+    and the segment listed to decide it (None when nothing was listed): `auto` lists once."""
+    if request.action not in STATE_ACTIONS or request.engine != "auto":
+        return ("local" if request.engine == "auto" else request.engine), None
     log = DeltaLog(request.table, storage_options=dict(request.storage_options))
     segment = log.log_segment(request.version)
-    return choose_engine("auto", segment.size_in_bytes, request.auto_threshold_mb)
+    return choose_engine("auto", segment.size_in_bytes, request.auto_threshold_mb), segment
 
 
 def default_spark_session(storage_options: Mapping[str, Any]) -> SparkSession:
@@ -241,8 +115,9 @@ def files_where(snap: Snapshot, where: str | None) -> list[AddFile]:
 class _Run:
     """One request being run: the engine it ended on and what each phase took."""
 
-    def __init__(self, request: Request, spark_factory: SparkFactory | None) -> None:
+    def __init__(self, request: Request, spark_factory: SparkFactory | None, segment: LogSegment | None = None) -> None:
         self.request = request
+        self.segment = segment
         self.options = dict(request.storage_options)
         self.spark_factory = spark_factory or default_spark_session
         self.spark: SparkSession | None = None
@@ -281,14 +156,19 @@ class _Run:
         )
         return DeltaLog(r.table, storage_options=self.options, clock=self._clock(), engine=engine)
 
+    def _engine_log(self) -> DeltaLog:
+        """The log on the requested engine (`auto`: local; state-reading actions size it first, `_log`)."""
+        return self._spark_log() if self.request.engine == "spark" else self._local_log()
+
     def _log(self) -> tuple[DeltaLog, LogSegment | None]:
-        """The log to read, and the segment `auto` listed to size it (loaded without a second listing)."""
+        """The log to read, and the segment `auto` listed to size it (loaded without a second listing;
+        a segment the caller listed already, `execute(segment=...)`, is used as it is)."""
         r = self.request
         probe = self._local_log()
         if r.engine == "spark":
             return self._spark_log(), None
         if r.engine == "local":
-            return probe, None
+            return probe, self.segment if r.timestamp is None else None
         t0 = time.perf_counter()
         segment = probe.log_segment(r.version)
         self.timings["listing_s"] = round(time.perf_counter() - t0, 4)
@@ -352,103 +232,79 @@ class _Run:
             return
 
     def _body(self) -> dict[str, Any]:
+        return ACTIONS[self.request.action](self)
+
+    # -- the actions (one handler each; `ACTIONS` below) ------------------------------------------------
+    def version(self) -> dict[str, Any]:
+        return {"table": self.request.table, "version": self._local_log().latest_version()}
+
+    def history(self) -> dict[str, Any]:
+        return {"table": self.request.table, "history": self._local_log().history(self.request.options.limit)}
+
+    def changes(self) -> dict[str, Any]:
         r = self.request
-        if r.action == "checkpoint":
-            from ..delta.maintenance.checkpoint import write_checkpoint
+        start = r.version or 0
+        changes = [
+            {"version": v, "actions": [action_to_json(x) for x in actions]}
+            for v, actions in self._local_log().get_changes(start, fail_on_data_loss=r.options.fail_on_data_loss)
+        ]
+        return {"table": r.table, "start_version": start, "changes": changes}
 
-            # on Spark the executors write the file actions; the driver never holds them
-            log = self._spark_log() if r.engine == "spark" else self._local_log()
-            done = write_checkpoint(log, version=r.version, clock=self._clock())
-            return {"table": log.table_uri, **asdict(done)}
-        if r.action == "cleanup_log":
-            from ..delta.maintenance.log_cleanup import cleanup_log
+    def checkpoint(self) -> dict[str, Any]:
+        from ..delta.maintenance.checkpoint import write_checkpoint
 
-            cleaned = cleanup_log(
-                self._local_log(),
-                retention_hours=r.retention_hours,
-                apply=r.apply,
-                clock=self._clock(),
-                write_checkpoint_first=r.write_checkpoint_first,
-            )
-            return {"table": r.table, **cleaned.to_dict()}
-        if r.action == "vacuum":
-            from ..delta.maintenance.vacuum import vacuum
+        log = self._engine_log()  # on Spark the executors write the file actions; the driver never holds them
+        done = write_checkpoint(log, version=self.request.version, clock=self._clock())
+        return {"table": log.table_uri, **asdict(done)}
 
-            plan = r.plan
-            if plan is None and r.plan_uri:
-                plan = read_result(r.plan_uri, self.options)
-                if plan is None:
-                    raise InvalidArgumentError(f"no vacuum plan at {r.plan_uri}", argument="plan", table=r.table)
-            executor = None
-            if r.engine == "spark":  # listing, re-validation and deletes on the executors
-                from ..delta.engines.spark_vacuum import SparkVacuumExecutor
+    def cleanup_log(self) -> dict[str, Any]:
+        from ..delta.maintenance.log_cleanup import cleanup_log
 
-                log = self._spark_log()
-                executor = SparkVacuumExecutor(self.spark, storage_options=self.options, plan_dir=r.vacuum_plan_dir)
-            else:
-                log = self._local_log()
-            done = vacuum(
-                log,
-                retention_hours=r.retention_hours,
-                enforce_retention_duration=r.enforce_retention_duration,
-                untracked_grace_hours=r.untracked_grace_hours,
-                mode=r.vacuum_mode,
-                dry_run=not r.apply,
-                plan=plan,
-                clock=self._clock(),
-                executor=executor,
-            )
-            return {"table": r.table, **done.to_dict()}
-        if r.action == "optimize":
-            return {"table": r.table, **self._optimize()}
-        if r.action == "version":
-            return {"table": r.table, "version": self._local_log().latest_version()}
-        if r.action == "history":
-            return {"table": r.table, "history": self._local_log().history(r.limit)}
-        if r.action == "changes":
-            start = r.version or 0
-            changes = [
-                {"version": v, "actions": [action_to_json(x) for x in actions]}
-                for v, actions in self._local_log().get_changes(start, fail_on_data_loss=r.fail_on_data_loss)
-            ]
-            return {"table": r.table, "start_version": start, "changes": changes}
-        if r.since_version is not None:
-            from .commit_checks import validate_commit_checks
+        o = self.request.options
+        cleaned = cleanup_log(
+            self._local_log(),
+            retention_hours=o.retention_hours,
+            apply=o.apply,
+            clock=self._clock(),
+            write_checkpoint_first=o.write_checkpoint_first,
+        )
+        return {"table": self.request.table, **cleaned.to_dict()}
 
-            commit_spec = validate_commit_checks(dict(r.checks) if r.checks else {})
-            checks = {k: v for k, v in commit_spec.items() if k in KNOWN_CHECKS}
-        else:
-            checks = validate_checks(dict(r.checks)) if r.checks else {}
-        snap = self.snapshot()
-        self.snap, self.small_file_bytes = snap, small_file_bytes(checks)
-        t0 = time.perf_counter()
-        if r.action == "snapshot":
-            out = snapshot_dict(snap, include_files=r.include_files)
-            out["file_summary"] = snap.file_summary(small_file_bytes(checks)).to_dict()
+    def vacuum(self) -> dict[str, Any]:
+        from ..delta.maintenance.vacuum import vacuum
 
-            if checks:
-                schema_at = lambda v: self._local_log().snapshot_at(version=v).schema  # noqa: E731
-                results = [c.to_dict() for c in evaluate_checks(checks, snap, schema_at)]
-                out["checks"] = results
-                out["checks_failed"] = failed_checks_message(results)
-            if r.since_version is not None:
-                out.update(self._commit_checks(snap.version, commit_spec))
-        elif r.action == "tombstones":
-            out = tombstone_report(snap, r.retention_hours, now_ms=r.now_ms, include_files=r.include_files)
+        r, o = self.request, self.request.options
+        plan = o.plan
+        if plan is None and o.plan_uri:
+            plan = read_result(o.plan_uri, self.options)
+            if plan is None:
+                raise InvalidArgumentError(f"no vacuum plan at {o.plan_uri}", argument="plan", table=r.table)
+        log = self._engine_log()  # on Spark: listing, re-validation and deletes on the executors
+        executor = None
+        if self.engine == "spark":
+            from ..delta.engines.spark_vacuum import SparkVacuumExecutor
 
-        else:  # files
-            files = [file_dict(x) for x in files_where(snap, r.where)]
-            out = {"table": snap.table, "version": snap.version, "num_files": snap.num_files, "files": files}
-        self.timings["report_s"] = round(time.perf_counter() - t0, 4)
-        return out
+            executor = SparkVacuumExecutor(self.spark, storage_options=self.options, plan_dir=o.plan_dir)
+        done = vacuum(
+            log,
+            retention_hours=o.retention_hours,
+            enforce_retention_duration=o.enforce_retention_duration,
+            untracked_grace_hours=o.untracked_grace_hours,
+            mode=o.mode,
+            dry_run=not o.apply,
+            plan=plan,
+            clock=self._clock(),
+            executor=executor,
+        )
+        return {"table": r.table, **done.to_dict()}
 
-    def _optimize(self) -> dict[str, Any]:
-        """Plan on the driver; rewrite the bins here (threads) or on Spark executors; commit on the driver."""
+    def optimize(self) -> dict[str, Any]:
+        """Plan on the driver; rewrite the bins where the engine runs them; commit on the driver."""
         from ..delta.maintenance.optimize import optimize
 
-        r = self.request
+        o = self.request.options
         executor = None
-        if r.engine == "spark":
+        if self.request.engine == "spark":
             from ..delta.engines.spark_optimize import spark_bin_rewriter
 
             self.engine = "spark"
@@ -456,17 +312,60 @@ class _Run:
             executor = spark_bin_rewriter(self.spark, self.options)
         done = optimize(
             self._local_log(),
-            target_size=r.target_size,
-            min_num_files=r.min_num_files,
-            where=r.where,
-            dry_run=not r.apply,
-            max_commit_bytes=r.max_commit_bytes,
-            min_small_file_ratio=r.min_small_file_ratio,
-            small_file_bytes=int(r.small_file_mb * 1024 * 1024),
+            target_size=o.target_size,
+            min_num_files=o.min_num_files,
+            where=o.where,
+            dry_run=not o.apply,
+            max_commit_bytes=o.max_commit_bytes,
+            min_small_file_ratio=o.min_small_file_ratio,
+            small_file_bytes=int(o.small_file_mb * 1024 * 1024),
             executor=executor,
             clock=self._clock(),
         )
-        return done.to_dict()
+        return {"table": self.request.table, **done.to_dict()}
+
+    def snapshot_report(self) -> dict[str, Any]:
+        o = self.request.options
+        if o.since_version is not None:
+            from .commit_checks import validate_commit_checks
+
+            commit_spec = validate_commit_checks(dict(o.checks) if o.checks else {})
+            checks = {k: v for k, v in commit_spec.items() if k in KNOWN_CHECKS}
+        else:
+            checks = validate_checks(dict(o.checks)) if o.checks else {}
+        snap = self._read_state(small_file_bytes(checks))
+        t0 = time.perf_counter()
+        out = snapshot_dict(snap, include_files=o.include_files)
+        out["file_summary"] = snap.file_summary(small_file_bytes(checks)).to_dict()
+        if checks:
+            schema_at = lambda v: self._local_log().snapshot_at(version=v).schema  # noqa: E731
+            results = [c.to_dict() for c in evaluate_checks(checks, snap, schema_at)]
+            out["checks"] = results
+            out["checks_failed"] = failed_checks_message(results)
+        if o.since_version is not None:
+            out.update(self._commit_checks(snap.version, commit_spec))
+        self.timings["report_s"] = round(time.perf_counter() - t0, 4)
+        return out
+
+    def tombstones(self) -> dict[str, Any]:
+        r, o = self.request, self.request.options
+        snap = self._read_state()
+        t0 = time.perf_counter()
+        out = tombstone_report(snap, o.retention_hours, now_ms=r.now_ms, include_files=o.include_files)
+        self.timings["report_s"] = round(time.perf_counter() - t0, 4)
+        return out
+
+    def files(self) -> dict[str, Any]:
+        snap = self._read_state()
+        t0 = time.perf_counter()
+        files = [file_dict(x) for x in files_where(snap, self.request.options.where)]
+        self.timings["report_s"] = round(time.perf_counter() - t0, 4)
+        return {"table": snap.table, "version": snap.version, "num_files": snap.num_files, "files": files}
+
+    def _read_state(self, small_files: int = 0) -> Snapshot:
+        snap = self.snapshot()
+        self.snap, self.small_file_bytes = snap, small_files
+        return snap
 
     def report_extras(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """What a report draws beyond the result: the file-size or deletion-age histogram. Local engine
@@ -485,15 +384,33 @@ class _Run:
         """`since_version`'s part of a snapshot result: every version and commit in (since, version]."""
         from .commit_checks import check_commits, xcom_fields
 
-        r = self.request
-        since = min(r.since_version or 0, version)
-        report = check_commits(self._local_log(), since, version, spec, fail_on_data_loss=r.fail_on_data_loss)
+        o = self.request.options
+        since = min(o.since_version or 0, version)
+        report = check_commits(self._local_log(), since, version, spec, fail_on_data_loss=o.fail_on_data_loss)
         return {
             **xcom_fields(report),
             "since_version": since,
             "commit_checks": report.to_dict(),
             "commit_checks_failed": report.failed_message(),
         }
+
+
+#: Each action's handler (its options class is `request.OPTIONS[name]`): an action is added here once.
+ACTIONS: dict[str, Callable[[_Run], dict[str, Any]]] = {
+    "version": _Run.version,
+    "snapshot": _Run.snapshot_report,
+    "tombstones": _Run.tombstones,
+    "files": _Run.files,
+    "history": _Run.history,
+    "changes": _Run.changes,
+    "checkpoint": _Run.checkpoint,
+    "cleanup_log": _Run.cleanup_log,
+    "vacuum": _Run.vacuum,
+    "optimize": _Run.optimize,
+}
+assert set(ACTIONS) == set(OPTIONS), "every action has a handler and an options class"
+#: Actions that read a whole table state (the ones `engine="auto"` sizes by their log segment).
+STATE_ACTIONS = ("snapshot", "tombstones", "files")
 
 
 def run(request: Request, spark_factory: SparkFactory | None = None) -> Outcome:
@@ -510,6 +427,7 @@ def execute(
     result_uri: str | None = None,
     report_formats: Sequence[str] = (),
     spark_factory: SparkFactory | None = None,
+    segment: LogSegment | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """Run one request and return (exit code, result): 0 success, 1 a typed `DeltaError`, 3 anything
     else. The result carries `status`, `action`, `engine`, `spark_app_id`, `timings` and `duration_s`;
@@ -517,7 +435,7 @@ def execute(
     the actions that have a report (`reports.REPORT_KINDS`). A rendering that cannot be made (its
     libraries missing on a cluster driver) is recorded in `report_errors`; the result still stands."""
     started = time.perf_counter()
-    state = _Run(request, spark_factory)
+    state = _Run(request, spark_factory, segment)
     code = 0
     try:
         formats = [f for f in (s.strip() for s in report_formats) if f]

@@ -47,9 +47,10 @@ from ..commands.arguments import (
     parse_size,
 )
 from ..commands.checks import KNOWN_CHECKS, failed_checks_message, validate_checks
-from ..commands.command import ENGINES, VACUUM_MODES, Request, execute, plan_engine, read_result
+from ..commands.command import execute, plan_engine, read_result
 from ..commands.commit_checks import validate_commit_checks, version_ranges
 from ..commands.reports import REPORT_KINDS
+from ..commands.request import ENGINES, VACUUM_MODES, Request, option_names
 from ..delta.engines.spark import SPARK_CONF
 from ..delta.errors import DeltaError, InvalidArgumentError, error_from_dict
 from ..delta.protocol.optimize import DEFAULT_MIN_NUM_FILES, DEFAULT_SMALL_FILE_MB
@@ -216,19 +217,22 @@ class DeltaJobOperator(SparkSubmitOperator):
         fields: dict[str, Any] = {}
         if self.auto_threshold_mb is not None:
             fields["auto_threshold_mb"] = parse_number(self.auto_threshold_mb, "auto_threshold_mb")
+        taken = option_names(self.action)
         hours = optional(parse_hours)(self.retention_hours, "retention_hours")
-        if hours is not None:
+        if hours is not None and "retention_hours" in taken:
             fields["retention_hours"] = hours
+        include_files = parse_flag(self.include_files, "include_files")
+        if "include_files" in taken:
+            fields["include_files"] = include_files
         version = as_version(self.version, "version")
         submit = parse_flag(self.submit, "submit")
-        return Request(
+        return Request.make(
             table=self.table_uri,
             action=self.action,
             version=version,
             timestamp=None if version is not None else (self.timestamp or None),
             engine=parse_choice(self.engine, "engine", ENGINES) if submit else "local",
             storage_options=storage_options,
-            include_files=parse_flag(self.include_files, "include_files"),
             snapshot_partitions=parse_count(self.snapshot_partitions, "snapshot_partitions", minimum=1),
             **fields,
             **self.extra_request_fields(),
@@ -323,9 +327,11 @@ class DeltaJobOperator(SparkSubmitOperator):
             raise AirflowException(f"the Delta job finished but wrote no result at {result_uri}")
         return result
 
-    def _run_here(self, request: Request, result_uri: str, why: str) -> dict[str, Any]:
+    def _run_here(self, request: Request, result_uri: str, why: str, segment: Any = None) -> dict[str, Any]:
+        """Run in this process; `segment` is the log segment `auto` already listed (not listed again)."""
         self.log.info("running %s in this process with the local engine (%s)", self.action, why)
-        _, result = execute(request, result_uri=result_uri, report_formats=self.report_formats_for(self.result_uri))
+        formats = self.report_formats_for(self.result_uri)
+        _, result = execute(request, result_uri=result_uri, report_formats=formats, segment=segment)
         return result
 
     def execute(self, context: Context) -> Any:
@@ -354,13 +360,15 @@ class DeltaJobOperator(SparkSubmitOperator):
         self, context: Context, request: Request, options: Mapping[str, Any], result_uri: str
     ) -> dict[str, Any]:
         """`engine="auto"`: in process when the listing says the local engine will do, else Spark."""
+        segment = None
         try:
-            planned = plan_engine(request)
+            planned, segment = plan_engine(request)
         except DeltaError:
             planned = "local"  # the in-process run reports the error (table not found, ...) as a result
         if planned == "local":
             local = replace(request, engine="local")
-            result = self._run_here(local, result_uri, "engine='auto': the log segment is under the threshold")
+            why = "engine='auto': the log segment is under the threshold"
+            result = self._run_here(local, result_uri, why, segment)
             if result.get("error_class") != "ResourceLimitError":
                 return result
             self.log.info("the state would not fit the local engine's memory limit: submitting to Spark")
@@ -677,7 +685,7 @@ class DeltaVacuumOperator(DeltaJobOperator):
     def extra_request_fields(self) -> dict[str, Any]:
         return {
             "apply": not parse_flag(self.dry_run, "dry_run"),
-            "vacuum_mode": parse_choice(self.mode, "mode", VACUUM_MODES),
+            "mode": parse_choice(self.mode, "mode", VACUUM_MODES),
             "enforce_retention_duration": parse_flag(self.enforce_retention_duration, "enforce_retention_duration"),
             "untracked_grace_hours": optional(parse_hours)(self.untracked_grace_hours, "untracked_grace_hours"),
             **self._plan(),

@@ -32,3 +32,29 @@ def test_auto_lists_the_log_as_often_as_local(tmp_path: Path, name: str, monkeyp
         assert outcome.engine == "local"
     assert counts["auto"] == counts["local"] >= 1
     assert bodies["auto"] == bodies["local"]
+
+
+@pytest.mark.airflow
+def test_the_operators_auto_path_lists_the_log_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator sizes the segment (`plan_engine`) and runs in process on that same segment: one listing
+    for `engine="auto"`, as for `engine="local"`."""
+    pytest.importorskip("airflow")
+    from airflow_delta_provider.operators.delta import SnapshotReplayOperator
+
+    table = copy_table("delta-golden/checkpoint", tmp_path)
+    calls: list[str] = []
+    real = LocalLogStore.list_from
+
+    def counted(self: LocalLogStore, directory: str, start: str = "") -> list:
+        calls.append(directory)
+        return real(self, directory, start)
+
+    monkeypatch.setattr(LocalLogStore, "list_from", counted)
+    counts = {}
+    for engine in ("local", "auto"):
+        calls.clear()
+        op = SnapshotReplayOperator(task_id="r", table_uri=str(table), engine=engine, since_version=None)
+        result = op.execute({"ti": None, "run_id": "manual__1"})
+        assert result["engine"] == "local"
+        counts[engine] = len(calls)
+    assert counts["auto"] == counts["local"] >= 1

@@ -91,7 +91,7 @@ def _tombstone_result(b: DeltaLogBuilder) -> dict[str, Any]:
 
 def _snapshot_result(b: DeltaLogBuilder, **request: Any) -> dict[str, Any]:
     checks = {"max_small_file_ratio": 0.5, "small_file_mb": 32, "min_files": 1, "max_files": 50}
-    body = run(Request(b.uri, "snapshot", checks=checks, engine="local", **request)).body
+    body = run(Request.make(table=b.uri, action="snapshot", checks=checks, engine="local", **request)).body
     snap = DeltaLog(b.uri).snapshot_at(version=body["version"])
     # what the command layer adds (`file_size_histogram` under "file_size_histogram")
     body["file_size_histogram"] = file_size_histogram(snap, body["file_summary"]["small_file_bytes"])

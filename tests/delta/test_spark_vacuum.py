@@ -13,6 +13,7 @@ import random
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -486,27 +487,21 @@ def test_s3_table_listed_and_deleted_by_the_executors(spark, s3_server) -> None:
 
 
 # -- the job through the real spark-submit: local[2] and a standalone cluster ------------------------------
-def _job_runs_vacuum_on_spark() -> bool:
-    from airflow_delta_provider.commands import command
-
-    return "SparkVacuumExecutor" in Path(command.__file__).read_text()
-
-
-needs_wiring = pytest.mark.skipif(
-    not _job_runs_vacuum_on_spark(), reason="commands/command.py does not run vacuum on SparkVacuumExecutor yet"
-)
 #: Result keys that say how the job ran, not what it planned or deleted.
 VOLATILE = {"engine", "timings", "duration_s", "spark_app_id", "status", "action", *SPARK_ONLY}
 
 
-def _vacuum_job(master: str, path: Path, out: Path, now: int, py_files: str, *extra: str, conf=None) -> dict:
+def _vacuum_job(master: str, path: Path, out: Path, now: int, py_files: str, conf=None, **options: Any) -> dict:
     from support.spark_cluster import spark_submit
 
-    args = [
-        *("--table", str(path), "--action", "vacuum", "--engine", "spark", "--result-uri", str(out)),
-        *("--retention-hours", "0", "--no-enforce-retention", "--now-ms", str(now), "--snapshot-partitions", "2"),
-    ]
-    proc = spark_submit(master, [*args, *extra], py_files=py_files, conf=conf)
+    from airflow_delta_provider.commands.request import Request
+    from airflow_delta_provider.jobs.runner import job_argv
+
+    request = Request.make(
+        table=str(path), action="vacuum", engine="spark", now_ms=now, snapshot_partitions=2,
+        retention_hours=0, enforce_retention_duration=False, **options,
+    )  # fmt: skip
+    proc = spark_submit(master, job_argv(request, str(out)), py_files=py_files, conf=conf)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["status"] == "success" and result["engine"] == "spark", result
@@ -521,7 +516,6 @@ def py_files(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.mark.spark
-@needs_wiring
 def test_spark_submit_local_plans_then_applies_as_the_local_engine(tmp_path: Path, py_files: str) -> None:
     path = tmp_path / "t"
     _random_table(path, 21)
@@ -534,7 +528,7 @@ def test_spark_submit_local_plans_then_applies_as_the_local_engine(tmp_path: Pat
 
     before, expected = _files(path), _rows(path)
     plan_file = str(tmp_path / "plan.json")
-    done = _vacuum_job("local[2]", path, tmp_path / "apply.json", now, py_files, "--apply", "--plan", plan_file)
+    done = _vacuum_job("local[2]", path, tmp_path / "apply.json", now, py_files, apply=True, plan_uri=plan_file)
     assert (done["deleted"], done["deleted_bytes"], done["dropped"]) == (local["num_files"], local["bytes"], [])
     assert done["files"] == local["files"] and len(done["audit_versions"]) == 2
     assert _files(path) == before - {f["path"] for f in local["files"]}
@@ -559,7 +553,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.mark.spark
-@needs_wiring
 @pytest.mark.slow
 def test_standalone_cluster_vacuum_equals_the_local_engine(tmp_path: Path, py_files: str, cluster) -> None:
     path = tmp_path / "t"
@@ -574,7 +567,7 @@ def test_standalone_cluster_vacuum_equals_the_local_engine(tmp_path: Path, py_fi
         "spark.executor.memory": "512m",
         "spark.cores.max": "1",
     }
-    done = _vacuum_job(cluster.master_url, path, tmp_path / "out.json", now, py_files, "--apply", conf=conf)
+    done = _vacuum_job(cluster.master_url, path, tmp_path / "out.json", now, py_files, conf=conf, apply=True)
     assert done["spark_app_id"].startswith("app-")  # a standalone application, not local mode
     assert done["files"] == local["files"] and done["partitions"] == local["partitions"]
     assert (done["deleted"], done["deleted_bytes"], done["dropped"]) == (local["num_files"], local["bytes"], [])

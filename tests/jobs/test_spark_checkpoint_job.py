@@ -16,8 +16,10 @@ import pyarrow as pa  # noqa: E402
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 from support.spark_cluster import spark_submit  # noqa: E402
 
+from airflow_delta_provider.commands.request import Request  # noqa: E402
 from airflow_delta_provider.delta import DeltaLog  # noqa: E402
 from airflow_delta_provider.jobs import build_py_files_zip  # noqa: E402
+from airflow_delta_provider.jobs.runner import job_argv  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -33,7 +35,7 @@ def test_spark_submit_checkpoint_on_the_executors(tmp_path: Path) -> None:
     out = tmp_path / "result.json"
     proc = spark_submit(
         "local[2]",
-        ["--table", str(table), "--action", "checkpoint", "--engine", "spark", "--result-uri", str(out)],
+        job_argv(Request.make(table=str(table), action="checkpoint", engine="spark"), str(out)),
         py_files=build_py_files_zip(tmp_path / "pyfiles"),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

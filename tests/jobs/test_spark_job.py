@@ -13,9 +13,11 @@ import pytest
 from conftest import CORPUS
 from support.spark_cluster import bare_python, spark_submit, standalone_cluster
 
+from airflow_delta_provider.commands.request import Request
 from airflow_delta_provider.commands.results import snapshot_dict, tombstone_report
 from airflow_delta_provider.delta import DeltaLog
 from airflow_delta_provider.jobs import build_py_files_zip
+from airflow_delta_provider.jobs.runner import job_argv
 
 pytestmark = pytest.mark.spark
 
@@ -43,8 +45,8 @@ def test_spark_submit_local_snapshot_and_tombstones(tmp_path: Path, py_files: st
     out = tmp_path / "snapshot.json"
     proc = spark_submit(
         "local[2]",
-        ["--table", str(TABLE), "--action", "snapshot", "--engine", "spark", "--snapshot-partitions", "4",
-         "--result-uri", str(out), "--now-ms", str(NOW_MS)],
+        job_argv(Request.make(table=str(TABLE), action="snapshot", engine="spark", snapshot_partitions=4,
+                              now_ms=NOW_MS), str(out)),
         py_files=py_files,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -64,8 +66,8 @@ def test_spark_submit_local_tombstone_report_with_renderings(tmp_path: Path, py_
     out = tmp_path / "report.json"
     proc = spark_submit(
         "local[2]",
-        ["--table", str(PARTITIONED), "--action", "tombstones", "--engine", "spark", "--retention-hours", "0",
-         "--result-uri", str(out), "--now-ms", str(NOW_MS), "--report-formats", "md,html", "--include-files"],
+        job_argv(Request.make(table=str(PARTITIONED), action="tombstones", engine="spark", retention_hours=0,
+                              now_ms=NOW_MS, include_files=True), str(out), ("md", "html")),
         py_files=py_files,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -93,7 +95,7 @@ def test_failing_job_writes_typed_error_and_exits_non_zero(
     path = str(CORPUS / table) if (CORPUS / table).exists() else str(tmp_path / table)
     proc = spark_submit(
         "local[2]",
-        ["--table", path, "--action", "snapshot", "--engine", "spark", "--result-uri", str(out)],
+        job_argv(Request.make(table=path, action="snapshot", engine="spark"), str(out)),
         py_files=py_files,
     )
     assert proc.returncode != 0
@@ -120,8 +122,8 @@ def test_job_on_standalone_cluster_with_bare_worker(tmp_path: Path, py_files: st
     out = tmp_path / "files.json"
     proc = spark_submit(
         cluster.master_url,
-        ["--table", str(PARTITIONED), "--action", "files", "--engine", "spark", "--snapshot-partitions", "3",
-         "--where", "year = '2021'", "--result-uri", str(out)],
+        job_argv(Request.make(table=str(PARTITIONED), action="files", engine="spark", snapshot_partitions=3,
+                              where="year = '2021'"), str(out)),
         py_files=py_files,
         conf={
             "spark.pyspark.python": cluster.worker_python,

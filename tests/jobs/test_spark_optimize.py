@@ -19,9 +19,11 @@ pytest.importorskip("pyspark")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 from support.spark_cluster import spark_submit, standalone_cluster  # noqa: E402
 
+from airflow_delta_provider.commands.request import Request  # noqa: E402
 from airflow_delta_provider.delta.engines.spark_optimize import spark_bin_rewriter  # noqa: E402
 from airflow_delta_provider.delta.maintenance.optimize import optimize  # noqa: E402
 from airflow_delta_provider.jobs import build_py_files_zip  # noqa: E402
+from airflow_delta_provider.jobs.runner import job_argv  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -92,7 +94,7 @@ def py_files(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _job_args(table: Path, out: Path) -> list[str]:
-    return ["--table", str(table), "--action", "optimize", "--engine", "spark", "--apply", "--result-uri", str(out)]
+    return job_argv(Request.make(table=str(table), action="optimize", engine="spark", apply=True), str(out))
 
 
 def test_spark_submit_local2(tmp_path: Path, py_files: str) -> None:

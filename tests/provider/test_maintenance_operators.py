@@ -17,8 +17,9 @@ from deltalake import DeltaTable
 from provider_support import task_context
 
 from airflow_delta_provider.cli import main as cli_main
+from airflow_delta_provider.commands.request import Request
 from airflow_delta_provider.delta import DeltaLog, VersionNotFoundError
-from airflow_delta_provider.jobs.runner import build_parser, job_argv, request_from_args
+from airflow_delta_provider.jobs.runner import build_parser, job_argv
 from airflow_delta_provider.operators.delta import DeltaCheckpointOperator, DeltaLogCleanupOperator
 from airflow_delta_provider.testing import DeltaLogBuilder
 
@@ -94,5 +95,5 @@ def test_the_cli_and_the_job_take_the_same_maintenance_requests(tmp_path: Path) 
     op = DeltaLogCleanupOperator(task_id="c", table_uri=b.path, apply=True, retention_hours=48)
     request = op.build_request({})
     argv = job_argv(request, "/tmp/result.json")
-    assert "--apply" in argv and argv[argv.index("--retention-hours") + 1] == "48.0"
-    assert request_from_args(build_parser().parse_args(argv), {}) == request
+    assert request.options.apply and request.options.retention_hours == 48.0
+    assert Request.from_json(build_parser().parse_args(argv).request, {}) == request

@@ -111,7 +111,8 @@ def test_spark_submit_command_ships_library_and_keeps_secrets_off_argv(
     cmd = op._get_hook()._build_spark_submit_command(op.application)
     assert cmd[cmd.index("--master") + 1] == "local[2]"
     assert cmd[cmd.index("--py-files") + 1].endswith(".zip")
-    assert job_script() in cmd and cmd[cmd.index("--version") + 1] == "5"
+    request = json.loads(cmd[cmd.index("--request") + 1])
+    assert job_script() in cmd and request["version"] == 5
     assert not any("very-secret-key" in part or "AKIAEXAMPLE" in part for part in cmd)
 
 
@@ -142,7 +143,7 @@ def test_auto_engine_on_a_small_table_starts_no_jvm(tmp_path: Path, monkeypatch,
     assert "ran on the local engine; result at" in messages
     with pytest.raises(AirflowException, match="Cannot execute"):  # the recording spark-submit exits 1
         SnapshotReplayOperator(task_id="replay", table_uri=b.path, engine="spark").execute(task_context(tmp_path))
-    assert "--engine spark" in calls.read_text()
+    assert '"engine": "spark"' in calls.read_text()
 
 
 def test_auto_engine_submits_a_log_over_the_threshold(tmp_path: Path, monkeypatch) -> None:
@@ -151,7 +152,7 @@ def test_auto_engine_submits_a_log_over_the_threshold(tmp_path: Path, monkeypatc
     op = SnapshotReplayOperator(task_id="replay", table_uri=b.path, auto_threshold_mb=0)
     with pytest.raises(AirflowException, match="Cannot execute"):  # the recording spark-submit exits 1
         op.execute(task_context(tmp_path))
-    assert "--engine spark" in calls.read_text()
+    assert '"engine": "spark"' in calls.read_text()
 
 
 def _grows_then_shrinks(tmp_path: Path):

@@ -15,8 +15,9 @@ from deltalake import DeltaTable, write_deltalake
 from provider_support import task_context
 
 from airflow_delta_provider.cli import main as cli_main
+from airflow_delta_provider.commands.request import Request
 from airflow_delta_provider.delta.errors import InvalidArgumentError
-from airflow_delta_provider.jobs.runner import build_parser, job_argv, request_from_args
+from airflow_delta_provider.jobs.runner import build_parser, job_argv
 from airflow_delta_provider.operators.delta import DeltaOptimizeOperator
 
 pytestmark = pytest.mark.airflow
@@ -61,21 +62,21 @@ def test_job_argv_round_trips(tmp_path: Path) -> None:
         max_commit_bytes=1 << 30, min_small_file_ratio=0.5, engine="spark",
     )  # fmt: skip
     argv = op.job_arguments("file:///tmp/r.json")
-    request = request_from_args(build_parser().parse_args(argv), {})
+    request = Request.from_json(build_parser().parse_args(argv).request, {})
     assert request == op.build_request({})
     assert job_argv(request, "file:///tmp/r.json") == argv
-    assert request.apply and request.action == "optimize"
+    assert request.options.apply and request.action == "optimize"
 
 
 def test_deltalog_optimize_json_is_the_issue_shape(tmp_path: Path) -> None:
     root = _small_files(tmp_path)
     ids, v = _ids(root), DeltaTable(str(root)).version()
     out, err = io.StringIO(), io.StringIO()
-    assert cli_main(["optimize", str(root), "--dry-run", "--json"], out=out, err=err) == 0, err.getvalue()
+    assert cli_main(["optimize", str(root), "--json"], out=out, err=err) == 0, err.getvalue()
     body = json.loads(out.getvalue())
     assert body["version"] is None and body["dry_run"] and DeltaTable(str(root)).version() == v
     out = io.StringIO()
-    args = ["optimize", str(root), "--target-size-mb", "64", "--min-num-files", "2", "--json"]
+    args = ["optimize", str(root), "--target-size-mb", "64", "--min-num-files", "2", "--apply", "--json"]
     assert cli_main(args, out=out, err=err) == 0, err.getvalue()
     body = json.loads(out.getvalue())
     assert set(body) >= {
@@ -90,7 +91,7 @@ def test_deltalog_optimize_json_is_the_issue_shape(tmp_path: Path) -> None:
     assert body["bytes_removed"] > 0 and body["bytes_added"] > 0 and set(body["partitions"]) == {"p=a", "p=b"}
     assert _ids(root) == ids and _ids(root, v) == ids
     out = io.StringIO()
-    assert cli_main(["optimize", str(root)], out=out, err=err) == 0
+    assert cli_main(["optimize", str(root), "--apply"], out=out, err=err) == 0
     assert "nothing to compact" in out.getvalue()
 
 
@@ -127,9 +128,8 @@ def test_dry_run_reads_rendered_booleans(value: str, dry: bool) -> None:
 
 
 def test_optimize_defaults_are_one_constant_everywhere() -> None:
-    """The request, the Spark job's parser and the operator default to the protocol layer's constants, and
-    the small-file line is the replay checks' (`table_properties.DEFAULT_SMALL_FILE_BYTES`)."""
-    from airflow_delta_provider.commands.command import Request
+    """The request (which the Spark job receives whole) and the operator default to the protocol layer's
+    constants, and the small-file line is the replay checks' (`table_properties.DEFAULT_SMALL_FILE_BYTES`)."""
     from airflow_delta_provider.delta.protocol import optimize as protocol_optimize
     from airflow_delta_provider.delta.protocol import table_properties
 
@@ -137,8 +137,6 @@ def test_optimize_defaults_are_one_constant_everywhere() -> None:
     assert protocol_optimize.DEFAULT_SMALL_FILE_MB * 2**20 == table_properties.DEFAULT_SMALL_FILE_BYTES
     expected = (protocol_optimize.DEFAULT_MIN_NUM_FILES, protocol_optimize.DEFAULT_SMALL_FILE_MB)
     request = Request(table="/t", action="optimize")
-    parser = build_parser()
     op = DeltaOptimizeOperator(task_id="o", table_uri="/t")
-    assert (request.min_num_files, request.small_file_mb) == expected
-    assert (parser.get_default("min_num_files"), parser.get_default("small_file_mb")) == expected
+    assert (request.options.min_num_files, request.options.small_file_mb) == expected
     assert (op.min_num_files, op.small_file_mb) == expected

@@ -626,4 +626,3 @@ def _instance(store: LogStore, log_dir: str, version: int, layout: Layout, top_p
     kind = LogFileKind.CHECKPOINT_UUID if is_uuid else LogFileKind.CHECKPOINT_CLASSIC
     uid = name.split(".")[2] if is_uuid else None
     return CheckpointInstance(version, kind, (ParsedLogPath(info(path), version, kind, uid, extension="parquet"),))
-
