@@ -280,11 +280,6 @@ class _Run:
             if plan is None:
                 raise InvalidArgumentError(f"no vacuum plan at {o.plan_uri}", argument="plan", table=r.table)
         log = self._engine_log()  # on Spark: listing, re-validation and deletes on the executors
-        executor = None
-        if self.engine == "spark":
-            from ..delta.engines.spark_vacuum import SparkVacuumExecutor
-
-            executor = SparkVacuumExecutor(self.spark, storage_options=self.options, plan_dir=o.plan_dir)
         done = vacuum(
             log,
             retention_hours=o.retention_hours,
@@ -294,7 +289,7 @@ class _Run:
             dry_run=not o.apply,
             plan=plan,
             clock=self._clock(),
-            executor=executor,
+            plan_dir=o.plan_dir,
         )
         return {"table": r.table, **done.to_dict()}
 

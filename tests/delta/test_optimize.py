@@ -522,7 +522,7 @@ def test_physical_partition_columns_is_one_mapping_for_every_user(tmp_path: Path
     """Column mapping `name` (delta-rs corpus table): `partitionValues` and directories use the physical
     name; the snapshot's mapping is what OPTIMIZE's layout and reports and VACUUM's hidden-path rule use."""
     from airflow_delta_provider.delta.maintenance.optimize import table_layout
-    from airflow_delta_provider.delta.maintenance.vacuum import partition_columns
+    from airflow_delta_provider.delta.read.protected_files import partition_columns
 
     path = copy_table("delta-rs/table_with_partitioning_mapping", tmp_path)
     snap = DeltaLog(str(path)).update()

@@ -593,8 +593,8 @@ def test_protected_set_from_columns_equals_the_rules_on_logged_files(tmp_path: P
     snapshot's `LoggedFile`s, on deletion-vector tables of the corpus and a table with encoded paths."""
     from conftest import copy_table
 
-    from airflow_delta_provider.delta.maintenance.vacuum import logged_files, protected_set
     from airflow_delta_provider.delta.protocol.vacuum import protected_paths
+    from airflow_delta_provider.delta.read.protected_files import logged_files, protected_set
 
     path = tmp_path / "enc"
     write_deltalake(str(path), pa.table({"id": [1, 2, 3], "p": ["a b", "café", "x+y%z"]}), partition_by=["p"])
@@ -623,7 +623,8 @@ def test_local_walk_plans_what_the_store_listing_plans(tmp_path: Path) -> None:
     """The walk (pruned directories, a `stat` only for unprotected names) against the plain listing: the
     same plan on a table with strays, hidden files and directories, NFC/NFD twins, DV-alias names and a
     symlink, at several cutoffs; and the walk stats no protected file."""
-    from airflow_delta_provider.delta.maintenance.vacuum import protected_set, walk_candidates
+    from airflow_delta_provider.delta.engines.local_vacuum import walk_candidates
+    from airflow_delta_provider.delta.read.protected_files import protected_set
 
     assert "threads" not in inspect.signature(walk_candidates).parameters  # one thread: see its docstring
     path = _table(tmp_path)

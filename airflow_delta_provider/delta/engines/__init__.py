@@ -10,14 +10,16 @@ moves the bytes. The protocol decisions (which files, in which order, how action
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 from typing import Protocol as TypingProtocol
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..delta_log import DeltaLog
     from ..protocol.actions import Action, AddFile
     from ..protocol.checkpoints import CheckpointPlan
     from ..protocol.log_segment import LogSegment
     from ..protocol.optimize import Bin
+    from ..protocol.vacuum import PlannedFile, VacuumPlan
     from ..read.table_state import TableState
     from ..snapshot import Snapshot
     from ..storage import LogStore
@@ -41,10 +43,78 @@ class BinRewriter(TypingProtocol):
     ) -> list[AddFile | None]: ...
 
 
+class Revalidation(NamedTuple):
+    """A plan re-validated against the latest snapshot and storage: `plan` keeps what may still be deleted,
+    `dropped` lists what was dropped (at most the executor's collect bound of them; `num_dropped` counts
+    all) and `reasons` why (aligned with `dropped`), `missing` the entries whose file was gone (bounded the
+    same way; `num_missing` counts all), `handle` is the executor's own (Spark: the kept rows), `release`
+    frees what it holds."""
+
+    plan: VacuumPlan
+    dropped: list[PlannedFile]
+    num_dropped: int
+    handle: Any = None
+    release: Callable[[], None] | None = None
+    reasons: Sequence[str] = ()
+    missing: Sequence[PlannedFile] = ()
+    num_missing: int = 0
+
+
+class Deleted(NamedTuple):
+    files: int
+    bytes: int
+    directories: int
+
+
+class VacuumExecutor(TypingProtocol):
+    """Where a FULL plan's listing, a plan's re-validation and its deletes run: this process
+    (`engines.local_vacuum`) or Spark executors (`engines.spark_vacuum`). The rules are
+    `protocol.vacuum`'s either way; the audit commits stay with the operation.
+
+    `in_process`: True when the work runs in this process."""
+
+    in_process: bool
+
+    def plan_full(
+        self,
+        dlog: DeltaLog,
+        snapshot: Snapshot,
+        *,
+        cutoff_ms: int,
+        retention_ms: int,
+        partition_columns: list[str],
+        now_ms: int,
+        untracked_grace_ms: int,
+    ) -> VacuumPlan:
+        """The FULL plan at `cutoff_ms` (the table listed, the snapshot's files protected, untracked files
+        younger than the grace period at `now_ms` left out and counted)."""
+        ...
+
+    def revalidate(
+        self,
+        dlog: DeltaLog,
+        snapshot: Snapshot,
+        plan: VacuumPlan,
+        *,
+        cutoff_ms: int,
+        partition_columns: list[str],
+        now_ms: int,
+        untracked_grace_ms: int,
+    ) -> Revalidation:
+        """`plan` against `snapshot` and storage now (`protocol.vacuum.revalidate`'s rules)."""
+        ...
+
+    def delete(self, dlog: DeltaLog, checked: Revalidation, *, batch_size: int) -> Deleted:
+        """Delete what `checked` keeps, in batches of `batch_size`; empty directories left on local stores too."""
+        ...
+
+
 class Engine(TypingProtocol):
-    """Builds table states from log segments."""
+    """Builds table states from log segments and hands out the executors operations run their heavy work on."""
 
     name: str
+    #: True when state and executors run in this process (its memory is the table's; the GC may be paused)
+    in_process: bool
 
     def load_state(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> TableState:
         """Replay `segment` (its checkpoint, then its commits) into a `TableState`."""
@@ -66,4 +136,9 @@ class Engine(TypingProtocol):
 
     def bin_rewriter(self, *, max_workers: int | None = None) -> BinRewriter:
         """Where OPTIMIZE's bins are rewritten (`max_workers`: threads, on the local engine)."""
+        ...
+
+    def vacuum_executor(self, *, plan_dir: str | None = None) -> VacuumExecutor:
+        """Where VACUUM's listing, re-validation and deletes run (`plan_dir`: where a distributed plan's
+        file list is kept)."""
         ...

@@ -34,7 +34,7 @@ from ..write.data_files import compact_bin
 if TYPE_CHECKING:  # pragma: no cover
     from ..protocol.optimize import Bin
     from ..write.data_files import TableLayout
-    from . import BinRewriter, CheckpointWriter
+    from . import BinRewriter, CheckpointWriter, VacuumExecutor
 
 T = TypeVar("T")
 #: `lazy_stats_bytes` that makes the local engine read checkpoint stats with everything else.
@@ -82,6 +82,7 @@ class LocalEngine:
     """
 
     name = "local"
+    in_process = True
 
     def __init__(
         self,
@@ -113,6 +114,12 @@ class LocalEngine:
 
     def bin_rewriter(self, *, max_workers: int | None = None) -> BinRewriter:
         return local_bin_rewriter(max_workers)
+
+    def vacuum_executor(self, *, plan_dir: str | None = None) -> VacuumExecutor:
+        """This process (a local plan is always inline: `plan_dir` is the Spark engine's)."""
+        from .local_vacuum import LocalVacuumExecutor
+
+        return LocalVacuumExecutor()
 
     def memory_budget(self, table: str, store: LogStore, segment: LogSegment) -> MemoryBudget | None:
         """The segment checked against `memory_limit_bytes` (None: no limit); raises

@@ -82,7 +82,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark import RDD
     from pyspark.sql import DataFrame, SparkSession
 
-    from . import BinRewriter, CheckpointWriter, spark_frames
+    from . import BinRewriter, CheckpointWriter, VacuumExecutor, spark_frames
 
 _EXECUTOR_ERROR = re.compile(r"airflow_delta_provider\.delta\.errors\.(?P<cls>\w+): (?P<msg>[^\n]+)")
 _VERSION_IN = re.compile(r"version=(?P<v>\d+)")
@@ -432,6 +432,7 @@ class SparkEngine:
     """
 
     name = "spark"
+    in_process = False
 
     def __init__(
         self,
@@ -467,6 +468,12 @@ class SparkEngine:
         from .spark_optimize import spark_bin_rewriter
 
         return spark_bin_rewriter(self.spark, self.storage_options)
+
+    def vacuum_executor(self, *, plan_dir: str | None = None) -> VacuumExecutor:
+        """Listing, re-validation and deletes on the executors; a big plan's file list kept at `plan_dir`."""
+        from .spark_vacuum import SparkVacuumExecutor
+
+        return SparkVacuumExecutor(self.spark, storage_options=self.storage_options, plan_dir=plan_dir)
 
     # -- reading --------------------------------------------------------------------------------------
     def _checkpoint_lines(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> RDD | None:

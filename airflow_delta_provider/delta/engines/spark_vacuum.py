@@ -1,6 +1,6 @@
 """VACUUM on Spark executors: the listing split by directory, the plan joined in Spark, deletes on the executors.
 
-`SparkVacuumExecutor` is a `maintenance.vacuum.VacuumExecutor`: `vacuum(..., executor=SparkVacuumExecutor(spark))`
+`SparkVacuumExecutor` is the Spark engine's `VacuumExecutor` (`SparkEngine.vacuum_executor()`)
 keeps the checks, the retention rules and the `VACUUM START`/`END` commits on the driver and runs these here:
 
 * **Listing** (as Delta's `DeltaFileOperations.recursiveListDirs`): one task lists the table root one level
@@ -15,7 +15,7 @@ keeps the checks, the retention rules and the `VACUUM START`/`END` commits on th
   (`expired_tombstone_paths`, built as the protected paths are): an untracked candidate `within_grace`
   is left out of the plan and counted (`grace_kept_files`, `grace_kept_bytes`).
   The protected paths come from the Spark engine's state when the snapshot was replayed on Spark, else
-  from the driver's snapshot (`maintenance.vacuum.protected_set`); they are persisted and counted first
+  from the driver's snapshot (`read.protected_files.protected_set`); they are persisted and counted first
   (one job builds the cache both joins read) and, when at most `broadcast_limit`, broadcast to the joins,
   which then shuffle nothing.
 * **Partitions**: nothing here leaves a partition count to `spark.sql.shuffle.partitions` where it would
@@ -34,10 +34,10 @@ keeps the checks, the retention rules and the `VACUUM START`/`END` commits on th
 * **Apply**: the plan's files (inline, else read from `files_uri` or the cache, and checked against the
   plan's count) are re-validated against the latest snapshot and storage: hash-partitioned by path, each
   task runs the per-row rules (`protocol.vacuum.refused_entry`, which refuses the whole plan;
-  `plan_entry_relative`; duplicates; `maintenance.vacuum.stat_entries` and `protocol.vacuum.recheck`: the
+  `plan_entry_relative`; duplicates; `storage.batch.stat_entries` and `protocol.vacuum.recheck`: the
   file as it is now must match the plan's listed size and mtime, be a regular file older than the cutoff),
   then the same joins (protected paths; expired tombstones for the grace period), each dropped entry with
-  its reason, the missing ones apart; the executors delete what stays in batches (`maintenance.vacuum.delete_files`:
+  its reason, the missing ones apart; the executors delete what stays in batches (`storage.batch.delete_relative`:
   `batch_size` files per `delete_many`, one S3 DeleteObjects each, retried), returning files and bytes per
   directory that the driver sums. Directories left empty are removed by the driver on local stores.
 
@@ -58,15 +58,6 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ..errors import OperationNotAllowedError
-from ..maintenance.vacuum import (
-    Deleted,
-    Revalidation,
-    delete_files,
-    expired_set,
-    protected_set,
-    remove_empty_dirs,
-    stat_entries,
-)
 from ..protocol.actions import AddFile, RemoveFile, action_from_json
 from ..protocol.vacuum import (
     DUPLICATE,
@@ -93,7 +84,10 @@ from ..protocol.vacuum import (
     refused_entry,
     within_grace,
 )
+from ..read.protected_files import expired_set, protected_set
 from ..storage import LogStore, store_for
+from ..storage.batch import delete_relative, remove_empty_dirs, stat_entries
+from . import Deleted, Revalidation
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -270,7 +264,7 @@ def entry_task(
     """`mapInArrow` over plan entries (`PLAN_FILE_SCHEMA`, hash-partitioned by path so that repeats meet in
     one task): `ENTRY_SCHEMA` rows, `reason` set by the per-row rules in `protocol.vacuum.revalidate`'s
     order: `REFUSED:<why>` (`refused_entry`: the driver refuses the plan), `HIDDEN` (`plan_entry_relative`;
-    `rel` null), `DUPLICATE`, then what `recheck` finds in storage now (`maintenance.vacuum.stat_entries`),
+    `rel` null), `DUPLICATE`, then what `recheck` finds in storage now (`storage.batch.stat_entries`),
     the grace period aside: `young` says whether the file is `within_grace`, which only drops it when the
     driver's join finds it untracked. The protected paths are the driver's join too."""
     options, columns = dict(options), list(columns)
@@ -317,7 +311,7 @@ def entry_task(
 
 def delete_task(table_uri: str, options: Mapping[str, Any], batch_size: int) -> ArrowTask:
     """`mapInArrow` over (path, size, partition) rows: delete them in batches of `batch_size`
-    (`maintenance.vacuum.delete_files`); one `DELETED_SCHEMA` row per directory: files handled, bytes."""
+    (`storage.batch.delete_relative`); one `DELETED_SCHEMA` row per directory: files handled, bytes."""
     options = dict(options)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -326,7 +320,7 @@ def delete_task(table_uri: str, options: Mapping[str, Any], batch_size: int) -> 
         pending: list[tuple[str, int, str]] = []
 
         def flush() -> None:
-            delete_files(store, table_uri, [p for p, _, _ in pending], batch_size)
+            delete_relative(store, table_uri, [p for p, _, _ in pending], batch_size)
             for _, size, part in pending:
                 entry = done.setdefault(part, [0, 0])
                 entry[0] += 1
@@ -373,7 +367,7 @@ def _default_parallelism(spark: SparkSession) -> int:
 
 
 class SparkVacuumExecutor:
-    """A `maintenance.vacuum.VacuumExecutor` on Spark executors (see the module doc).
+    """The Spark engine's `VacuumExecutor` (see the module doc).
 
     :param spark: the session (classic or Spark Connect).
     :param storage_options: the table's storage options, for the stores the executors build.
@@ -385,6 +379,8 @@ class SparkVacuumExecutor:
         (default: the session's default parallelism).
     :param broadcast_limit: most protected paths broadcast to the joins (above, they are sort-merge joined).
     """
+
+    in_process = False
 
     def __init__(
         self,
@@ -423,7 +419,7 @@ class SparkVacuumExecutor:
 
     def protected(self, snapshot: Snapshot, *, cutoff_ms: int, table_uri: str) -> DataFrame:
         """The snapshot's protected relative paths (`rel`, each once): on the cluster when the Spark engine
-        replayed it, else from the driver's snapshot (`maintenance.vacuum.protected_set`, its Arrow fast path).
+        replayed it, else from the driver's snapshot (`read.protected_files.protected_set`, its Arrow fast path).
 
         Lazy: the plan and the re-validation persist it and count it first (`_protected_side`), since it feeds
         two joins (the path's and the DV alias's; `.explain()` shows two scans of it, so the state's
@@ -793,7 +789,7 @@ class SparkVacuumExecutor:
         size = sum(int(r["bytes"] or 0) for r in rows)
         # the directories of missing entries too (those collected): a killed run left them behind
         dirs = [r["partition"] for r in rows] + [partition_of(f.path) for f in checked.missing]
-        return Deleted(files, size, remove_empty_dirs(dlog, dirs))
+        return Deleted(files, size, remove_empty_dirs(dlog.store, dlog.table_uri, dirs))
 
 
 __all__ = ["DEFAULT_BROADCAST_LIMIT", "DEFAULT_COLLECT_LIMIT", "SparkVacuumExecutor"]
