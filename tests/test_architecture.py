@@ -1,5 +1,6 @@
-"""The package's shape: no import cycle, a pure protocol layer, no private pyarrow entry point, no
-dependency it dropped, and the `delta` library free of Airflow."""
+"""The package's shape: imports run down the layers the README states (lazy imports included; only
+`TYPE_CHECKING` imports are exempt), no import cycle, a pure protocol layer, no private pyarrow entry
+point, no dependency it dropped, and the `delta` library free of Airflow."""
 
 from __future__ import annotations
 
@@ -53,7 +54,10 @@ def _imports(module: str, path: Path) -> set[str]:
             if node.level:
                 parent = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*parent, *([base] if base else [])])
-            names = [base] + [f"{base}.{a.name}" for a in node.names]
+            submodules = [f"{base}.{a.name}" for a in node.names]
+            # `from pkg import submodule` imports the submodule (and runs pkg's __init__, which the
+            # graph does not count as a dependency); any other name comes from `pkg` itself
+            names = submodules + ([base] if any(m not in MODULES for m in submodules) else [])
         for name in names:
             while name and name not in MODULES:
                 name = name.rpartition(".")[0]
@@ -98,6 +102,77 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 GRAPH = {m: _imports(m, p) for m, p in MODULES.items()}
+
+
+#: The layers, lowest first (README "Architecture"). A module may import its own layer and those
+#: below it. Names are relative to the package; the longest prefix decides a module's layer.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("", "delta.errors", "delta.protocol", "get_provider_info"),  # "": the package root (its version only)
+    ("delta.storage",),
+    ("delta.read", "delta.write", "delta.txn"),
+    ("delta.engines",),
+    ("delta.snapshot", "delta.delta_log"),
+    ("delta.maintenance",),
+    ("delta",),  # the library's public facade (`airflow_delta_provider.delta`)
+    ("commands",),
+    ("cli", "__main__", "jobs", "hooks", "version_watch", "lineage", "assets"),
+    ("operators", "sensors", "triggers"),
+    ("testing",),  # the testing kit users' tests import
+)
+
+
+def layer_of(module: str) -> int:
+    """The index in `LAYERS` of `module` (a dotted name under the package)."""
+    best: tuple[int, int] | None = None
+    for index, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            full = f"{PACKAGE.name}.{prefix}" if prefix else PACKAGE.name
+            if (module == full or module.startswith(full + ".")) and (best is None or len(full) > best[1]):
+                best = (index, len(full))
+    assert best is not None, module
+    return best[0]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(importer, imported) pairs where the imported module sits in a higher layer."""
+    return sorted((m, i) for m, imported in graph.items() for i in imported if layer_of(i) > layer_of(m))
+
+
+def test_every_module_has_a_layer():
+    for module in MODULES:
+        layer_of(module)
+
+
+def test_imports_run_down_the_layers():
+    assert upward_imports(GRAPH) == []
+
+
+def test_an_upward_import_is_caught(tmp_path):
+    """A planted lazy import of the command layer inside `delta.read`, and a planted cycle, fail the checks."""
+    planted = tmp_path / "planted.py"
+    planted.write_text("def f():\n    from ...commands import command\n    return command\n")
+    module = f"{PACKAGE.name}.delta.read.planted"
+    MODULES[module] = planted
+    try:
+        graph = {**GRAPH, module: _imports(module, planted)}
+    finally:
+        del MODULES[module]
+    assert f"{PACKAGE.name}.commands.command" in graph[module]
+    assert upward_imports(graph) == [(module, f"{PACKAGE.name}.commands.command")]
+    engines, read = f"{PACKAGE.name}.delta.engines.local", f"{PACKAGE.name}.delta.read.checkpoint"
+    cyclic = {**GRAPH, read: GRAPH[read] | {engines}}
+    assert any(engines in c and read in c for c in _cycles(cyclic))
+
+
+def test_a_type_checking_import_is_exempt(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ...commands import command\n")
+    module = f"{PACKAGE.name}.delta.read.planted"
+    MODULES[module] = planted
+    try:
+        assert _imports(module, planted) == set()
+    finally:
+        del MODULES[module]
 
 
 def test_cycle_detection_finds_a_cycle():

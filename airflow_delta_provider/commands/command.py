@@ -300,7 +300,7 @@ class _Run:
         o = self.request.options
         executor = None
         if self.request.engine == "spark":
-            from ..delta.engines.spark_optimize import spark_bin_rewriter
+            from ..delta.engines.spark.optimize import spark_bin_rewriter
 
             self.engine = "spark"
             self.spark = self.spark_factory(self.options)

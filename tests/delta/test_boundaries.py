@@ -25,7 +25,7 @@ def test_library_imports_no_airflow_or_pyspark(module):
 def test_executor_side_modules_need_only_the_standard_library():
     """What Spark executors import (a worker may have only pyspark): no pyarrow, no fsspec."""
     code = (
-        "import sys, airflow_delta_provider.delta.engines.spark_tasks\n"
+        "import sys, airflow_delta_provider.delta.engines.spark.tasks\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('pyarrow', 'fsspec', 'airflow', 'numpy'))\n"
         "print(','.join(bad))\n"
     )

@@ -136,7 +136,7 @@ def test_executor_commit_lines_split_on_newline_only():
     line splitter and the driver's key reader split at `\\n` only, as the local engine does."""
     import json
 
-    from airflow_delta_provider.delta.engines.spark_tasks import commit_file_keys, commit_file_lines, parse_line
+    from airflow_delta_provider.delta.engines.spark.tasks import commit_file_keys, commit_file_lines, parse_line
 
     odd = "date=2024\u2028x/part\u0085-0.parquet"
     text = (

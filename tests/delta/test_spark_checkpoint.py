@@ -1,4 +1,4 @@
-"""Checkpoints written from Spark executors (issue 16): `engines.spark_checkpoint` (real Spark, local[2]).
+"""Checkpoints written from Spark executors (issue 16): `engines.spark.checkpoint` (real Spark, local[2]).
 
 One SparkSession for the module (the crash test's writer is a separate process and has its own).
 
@@ -71,7 +71,7 @@ def random_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def no_driver_file_list(monkeypatch: pytest.MonkeyPatch) -> None:
     """A spy: collecting the Spark state's file list to the driver fails the test."""
     from airflow_delta_provider.delta.engines.spark import DistributedFileState
-    from airflow_delta_provider.delta.engines.spark_frames import CheckpointFiles
+    from airflow_delta_provider.delta.engines.spark.frames import CheckpointFiles
 
     def refuse(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("the file list was collected to the driver")
@@ -82,7 +82,7 @@ def no_driver_file_list(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def spark_write(table: Path, engine, **kwargs):
     """Checkpoint the latest version of `table` on Spark; (result, the executor that wrote it)."""
-    from airflow_delta_provider.delta.engines.spark_checkpoint import SparkCheckpointExecutor
+    from airflow_delta_provider.delta.engines.spark.checkpoint import SparkCheckpointExecutor
 
     executor = SparkCheckpointExecutor(engine.spark)
     log = DeltaLog(str(table), clock=clock, engine=engine)
@@ -250,7 +250,7 @@ def test_a_part_changed_before_verification_is_caught_and_the_attempt_removed(
     """Fault injection (nothing in a real run changes a part on cue): once the executors' parts exist
     and are counted, one add of the last part gets another size, still valid Parquet. The Spark re-read
     must see it, and every file of the attempt goes."""
-    from airflow_delta_provider.delta.engines.spark_checkpoint import SparkCheckpointExecutor
+    from airflow_delta_provider.delta.engines.spark.checkpoint import SparkCheckpointExecutor
 
     table = tmp_path / "t"
     shutil.copytree(random_table, table)

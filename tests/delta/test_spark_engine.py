@@ -99,7 +99,7 @@ def test_plain_spark_path_equals_fast_path(engine, root: str) -> None:
 def test_driver_keys_equal_the_executors_keys_on_corpus(engine) -> None:
     """The keys the driver reads from the commits after the checkpoint are exactly the ones the
     executors' replay keys (same multiset), on every corpus table with a checkpoint and commits."""
-    from airflow_delta_provider.delta.engines.spark_tasks import key_by_file, parse_line
+    from airflow_delta_provider.delta.engines.spark.tasks import key_by_file, parse_line
 
     compared = 0
     for root in sorted(ORACLE):
@@ -245,7 +245,7 @@ def test_key_column_equals_file_key(engine) -> None:
     """The JVM file identity (anti-join key) is `actions.file_key`, DV ids and path forms included."""
     from pyspark.sql import Row
 
-    from airflow_delta_provider.delta.engines.spark_frames import key_column
+    from airflow_delta_provider.delta.engines.spark.frames import key_column
     from airflow_delta_provider.delta.protocol.actions import AddFile
 
     dv = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb", "offset": 4, "sizeInBytes": 40, "cardinality": 6}

@@ -168,7 +168,7 @@ def test_counts_only_plan_round_trips_and_an_edited_list_stays_the_plan() -> Non
 @pytest.mark.parametrize("seed", [21])
 def test_spark_plan_equals_local_plan_and_apply_deletes_exactly_it(spark, tmp_path: Path, seed: int) -> None:
     from airflow_delta_provider.delta.engines.spark import SparkEngine
-    from airflow_delta_provider.delta.engines.spark_vacuum import SparkVacuumExecutor
+    from airflow_delta_provider.delta.engines.spark.vacuum import SparkVacuumExecutor
 
     path = tmp_path / "rnd"
     _random_table(path, seed)
@@ -210,7 +210,7 @@ def test_spark_plan_equals_local_plan_and_apply_deletes_exactly_it(spark, tmp_pa
 @pytest.mark.spark
 def test_plan_above_the_collect_limit_is_applied_from_its_file_list_and_revalidated(spark, tmp_path: Path) -> None:
     from airflow_delta_provider.delta.engines.spark import SparkEngine
-    from airflow_delta_provider.delta.engines.spark_vacuum import SparkVacuumExecutor
+    from airflow_delta_provider.delta.engines.spark.vacuum import SparkVacuumExecutor
 
     path = tmp_path / "t"
     _random_table(path, 5)
@@ -258,7 +258,7 @@ def test_plan_above_the_collect_limit_is_applied_from_its_file_list_and_revalida
 
 @pytest.mark.spark
 def test_one_shot_apply_without_plan_dir_deletes_the_plan(spark, tmp_path: Path) -> None:
-    from airflow_delta_provider.delta.engines.spark_vacuum import SparkVacuumExecutor
+    from airflow_delta_provider.delta.engines.spark.vacuum import SparkVacuumExecutor
 
     path = tmp_path / "t"
     _random_table(path, 7)
@@ -276,7 +276,7 @@ def test_edited_plan_applied_on_spark_drops_refuses_and_counts_as_the_local_engi
     (a fresh file edited in, a directory, a repeat, a file already gone: dropped or missing with the local
     engine's reasons, the missing one not counted; the grace period joined with the expired tombstones),
     and a file list naming a path outside the table refuses the plan before anything is deleted."""
-    from airflow_delta_provider.delta.engines.spark_vacuum import SparkVacuumExecutor
+    from airflow_delta_provider.delta.engines.spark.vacuum import SparkVacuumExecutor
     from airflow_delta_provider.delta.protocol.vacuum import VacuumPlanRefusedError
 
     path = tmp_path / "t"
@@ -347,7 +347,7 @@ def test_counts_only_plan_without_plan_dir_is_applied_from_its_cached_list(spark
     the apply never lists the table again (an old stray planted after the plan is not deleted), checks the
     list's count against the plan's, and frees the cache; `release()` frees it when the plan is not applied.
     The test reads the executor's cached frame (`_unlisted`) to see that it is freed."""
-    from airflow_delta_provider.delta.engines.spark_vacuum import SparkVacuumExecutor
+    from airflow_delta_provider.delta.engines.spark.vacuum import SparkVacuumExecutor
     from airflow_delta_provider.delta.protocol.vacuum import PlanTotals
 
     path = tmp_path / "t"
@@ -404,7 +404,7 @@ def test_tiny_table_runs_few_tasks_whatever_the_shuffle_partitions(spark, tmp_pa
     it caches and what feeds its delete tasks, whether the protected paths are broadcast or sort-merge joined
     (`broadcast_limit=0`). Counted by the status tracker over a job group; no timing."""
     from airflow_delta_provider.delta.engines.spark import SparkEngine
-    from airflow_delta_provider.delta.engines.spark_vacuum import SparkVacuumExecutor
+    from airflow_delta_provider.delta.engines.spark.vacuum import SparkVacuumExecutor
 
     path = tmp_path / "t"
     _random_table(path, 21)
@@ -453,7 +453,7 @@ def s3_server():
 def test_s3_table_listed_and_deleted_by_the_executors(spark, s3_server) -> None:
     from support.s3_server import SLOW_DOWN, S3Proxy, boto3_client, deltalake_storage_options, s3_storage_options
 
-    from airflow_delta_provider.delta.engines.spark_vacuum import SparkVacuumExecutor
+    from airflow_delta_provider.delta.engines.spark.vacuum import SparkVacuumExecutor
 
     uri = f"s3://vacuum/t-{os.urandom(4).hex()}"
     dl_opts = deltalake_storage_options(s3_server)
@@ -579,7 +579,7 @@ def test_standalone_cluster_vacuum_equals_the_local_engine(tmp_path: Path, py_fi
 _CONNECT_SCRIPT = """
 import json, sys
 from pyspark.sql import SparkSession
-from airflow_delta_provider.delta.engines.spark_vacuum import SparkVacuumExecutor
+from airflow_delta_provider.delta.engines.spark.vacuum import SparkVacuumExecutor
 from airflow_delta_provider.delta.maintenance.vacuum import vacuum
 
 path, plans, now = sys.argv[1], sys.argv[2], int(sys.argv[3])

@@ -20,7 +20,7 @@ from deltalake import DeltaTable, write_deltalake  # noqa: E402
 from support.spark_cluster import spark_submit, standalone_cluster  # noqa: E402
 
 from airflow_delta_provider.commands.request import Request  # noqa: E402
-from airflow_delta_provider.delta.engines.spark_optimize import spark_bin_rewriter  # noqa: E402
+from airflow_delta_provider.delta.engines.spark.optimize import spark_bin_rewriter  # noqa: E402
 from airflow_delta_provider.delta.maintenance.optimize import optimize  # noqa: E402
 from airflow_delta_provider.jobs import build_py_files_zip  # noqa: E402
 from airflow_delta_provider.jobs.runner import job_argv  # noqa: E402

@@ -48,7 +48,7 @@ def test_job_zip_imports_on_a_bare_python(tmp_path: Path) -> None:
 
     zip_path = build_py_files_zip(tmp_path)
     assert build_py_files_zip(tmp_path) == zip_path  # reused while the sources are unchanged
-    code = "import airflow_delta_provider.delta.engines.spark_tasks as t, airflow_delta_provider.delta.read.aggregates"
+    code = "import airflow_delta_provider.delta.engines.spark.tasks as t, airflow_delta_provider.delta.read.aggregates"
     env = {"PYTHONPATH": zip_path, "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([sys.executable, "-S", "-c", code], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

@@ -68,7 +68,7 @@ class Deleted(NamedTuple):
 
 class VacuumExecutor(TypingProtocol):
     """Where a FULL plan's listing, a plan's re-validation and its deletes run: this process
-    (`engines.local_vacuum`) or Spark executors (`engines.spark_vacuum`). The rules are
+    (`engines.local_vacuum`) or Spark executors (`engines.spark.vacuum`). The rules are
     `protocol.vacuum`'s either way; the audit commits stay with the operation.
 
     `in_process`: True when the work runs in this process."""

@@ -23,7 +23,7 @@ default they are written on the schemes where Spark writes them (`file`, `hdfs`,
 
 Where the FULL listing, the re-validation and the deletes run is the engine's `VacuumExecutor`
 (`engine.vacuum_executor()`): this process on the local engine (`engines.local_vacuum`), Spark
-executors on the Spark engine (`engines.spark_vacuum`: the listing split by directory, the file list
+executors on the Spark engine (`engines.spark.vacuum`: the listing split by directory, the file list
 never on the driver); checks, retention and audit commits stay here either way, and the rules are
 `protocol.vacuum`'s. The cyclic garbage collector is paused while a snapshot is replayed and a plan
 made in this process (`_gc_paused`).

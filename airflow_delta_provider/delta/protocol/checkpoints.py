@@ -14,7 +14,7 @@ Kinds (`plan_checkpoint`):
   checkpoint old clients can find (PROTOCOL.md "Handling Backward compatibility while moving to
   UUID-named v2 Checkpoints"); log cleanup asks for one before deleting commits (PROTOCOL.md "Metadata Cleanup").
   The local writer never writes a multi-part checkpoint (deprecated; forbidden with `v2Checkpoint`);
-  the Spark writer (`engines.spark_checkpoint`) writes one part per partition on classic tables, so
+  the Spark writer (`engines.spark.checkpoint`) writes one part per partition on classic tables, so
   that no single process holds a huge file list.
 """
 

@@ -2,7 +2,7 @@
 
 Pure: the snapshot's active files and tombstones, a listing, the cutoff and the mode come in, a
 `VacuumPlan` comes out; `maintenance.vacuum` lists, plans, re-validates and deletes. The Spark engine
-(`engines.spark_vacuum`) applies the same rules without a plan in memory: the per-row ones
+(`engines.spark.vacuum`) applies the same rules without a plan in memory: the per-row ones
 (`listed_candidate`, `plan_entry_relative`, `dv_alias_key`) where the rows are, the protected set
 (`protected_paths`) as a join.
 
@@ -241,7 +241,7 @@ class PlanTotals:
 class VacuumPlan:
     """Files to delete, relative to `table` (decoded storage names), and what the plan was made from.
 
-    A plan made on Spark may be too big to carry its files (`engines.spark_vacuum`): `totals` then holds
+    A plan made on Spark may be too big to carry its files (`engines.spark.vacuum`): `totals` then holds
     the counts, `files` is empty, and the list is at `files_uri` (JSON lines `{"path", "size"}`, written
     by the executors), or nowhere for a summary-only dry run. Such a plan is applied on Spark only.
     """

@@ -57,10 +57,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import CheckpointMismatchError, ConcurrentModificationError, DeltaError, InvalidArgumentError
-from ..protocol.actions import Action, AddFile, RemoveFile, action_from_json, action_to_json
-from ..protocol.checkpoints import CheckpointPlan, non_file_state, sidecar_name, v2_checkpoint_name
-from ..protocol.filenames import (
+from ...errors import CheckpointMismatchError, ConcurrentModificationError, DeltaError, InvalidArgumentError
+from ...protocol.actions import Action, AddFile, RemoveFile, action_from_json, action_to_json
+from ...protocol.checkpoints import CheckpointPlan, non_file_state, sidecar_name, v2_checkpoint_name
+from ...protocol.filenames import (
     SIDECAR_DIR_NAME,
     FileInfo,
     LogFileKind,
@@ -68,22 +68,22 @@ from ..protocol.filenames import (
     multipart_checkpoint_name,
     version_prefix,
 )
-from ..protocol.log_segment import CheckpointInstance, LogSegment, complete_checkpoints, parse_listing
-from ..read.file_state import ADD_SCHEMA, REMOVE_SCHEMA, adds_to_table, empty_table, removes_to_table
-from ..storage import LogStore, store_for
-from ..write.checkpoint_file import (
+from ...protocol.log_segment import CheckpointInstance, LogSegment, complete_checkpoints, parse_listing
+from ...read.file_state import ADD_SCHEMA, REMOVE_SCHEMA, adds_to_table, empty_table, removes_to_table
+from ...storage import LogStore, store_for
+from ...write.checkpoint_file import (
     CheckpointResult,
     checkpoint_parquet,
     existing_result,
     kept_tombstones,
     stored_digest,
 )
-from .spark import DistributedFileState, SparkEngine, run_spark
+from .state import DistributedFileState, SparkReplay, run_spark
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-    from ..snapshot import Snapshot
+    from ...snapshot import Snapshot
 
 #: Footer entry naming the write that created a checkpoint file (readers ignore footer entries).
 WRITE_ID_KEY = "delta.checkpoint.writeId"
@@ -523,7 +523,7 @@ class SparkCheckpointExecutor:
         name = instance.files[0].name
         segment = LogSegment(table, plan.version, instance, ())
         # no commits to replay: one (empty) partition for them; the checkpoint's files are read as they lie
-        engine = SparkEngine(self.spark, snapshot_partitions=1, prefetch_digest=False)
+        engine = SparkReplay(self.spark, snapshot_partitions=1, prefetch_digest=False)
         try:
             state = engine.reconstruct(table, log_dir, store, segment)
         except DeltaError as exc:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import (
+from ...errors import (
     ERROR_CLASSES,
     DeltaError,
     EngineError,
@@ -36,7 +36,7 @@ from ..errors import (
     StorageError,
     error_from_dict,
 )
-from ..protocol.actions import (
+from ...protocol.actions import (
     Action,
     AddFile,
     CheckpointMetadata,
@@ -46,17 +46,17 @@ from ..protocol.actions import (
     Sidecar,
     action_from_json,
 )
-from ..protocol.checkpoints import NON_FILE_COLUMNS, sidecar_path
-from ..protocol.filenames import ParsedLogPath
-from ..protocol.log_segment import LogSegment
-from ..protocol.replay import InMemoryLogReplay
-from ..protocol.table_features import check_can_read
-from ..read.aggregates import DEFAULT_SMALL_FILE_BYTES, MAX_DIGEST_GROUPS, FileDigest, FileSummary, TombstoneSummary
-from ..read.checkpoint import checkpoint_read_errors, non_file_actions, read_parquet
-from ..read.file_state import adds_to_table, removes_to_table
-from ..read.table_state import TableState
-from ..storage import LocalLogStore, LogStore, is_local, local_path, s3fs_options
-from .spark_tasks import (
+from ...protocol.checkpoints import NON_FILE_COLUMNS, sidecar_path
+from ...protocol.filenames import ParsedLogPath
+from ...protocol.log_segment import LogSegment
+from ...protocol.replay import InMemoryLogReplay
+from ...protocol.table_features import check_can_read
+from ...read.aggregates import DEFAULT_SMALL_FILE_BYTES, MAX_DIGEST_GROUPS, FileDigest, FileSummary, TombstoneSummary
+from ...read.checkpoint import checkpoint_read_errors, non_file_actions, read_parquet
+from ...read.file_state import adds_to_table, removes_to_table
+from ...read.table_state import TableState
+from ...storage import LocalLogStore, LogStore, is_local, local_path, s3fs_options
+from .tasks import (
     BAD_LINE,
     FILE_ACTIONS,
     STATE_ACTIONS,
@@ -82,7 +82,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark import RDD
     from pyspark.sql import DataFrame, SparkSession
 
-    from . import BinRewriter, CheckpointWriter, VacuumExecutor, spark_frames
+    from . import frames as spark_frames
 
 _EXECUTOR_ERROR = re.compile(r"airflow_delta_provider\.delta\.errors\.(?P<cls>\w+): (?P<msg>[^\n]+)")
 _VERSION_IN = re.compile(r"version=(?P<v>\d+)")
@@ -90,7 +90,7 @@ _HADOOP_GLOB_CHARS = ",{}[]*?\\"
 
 DEFAULT_SNAPSHOT_PARTITIONS = 50
 #: Commits after the checkpoint, in total bytes, up to which the driver reads them for their file keys
-#: (`SparkEngine.driver_keys_max_bytes`).
+#: (`SparkReplay.driver_keys_max_bytes`).
 DEFAULT_DRIVER_KEYS_MAX_BYTES = 16 << 20
 #: Threads the driver reads commit files with from an object store.
 _DRIVER_READ_THREADS = 8
@@ -258,7 +258,7 @@ class DistributedFileState:
     def digest(self) -> FileDigest:
         """File summary and tombstones by (partition, deletion time), computed once: one Python job and
         one JVM query answer `file_summary()`, `count_tombstones_after` and `tombstone_summary` at any cutoff."""
-        from . import spark_frames
+        from . import frames as spark_frames
 
         if self._digest is None:
             cols, small, most = self.partition_columns, DEFAULT_SMALL_FILE_BYTES, self.max_digest_groups
@@ -274,7 +274,7 @@ class DistributedFileState:
         return self._digest
 
     def file_summary(self, small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES) -> FileSummary:
-        from . import spark_frames
+        from . import frames as spark_frames
 
         if small_file_bytes == DEFAULT_SMALL_FILE_BYTES:
             return self.digest().files
@@ -305,7 +305,7 @@ class DistributedFileState:
         return int(self._run(both.distinct().count))
 
     def count_tombstones_after(self, cutoff_ms: int) -> int:
-        from . import spark_frames
+        from . import frames as spark_frames
 
         digest = self.digest()
         if digest.complete:
@@ -317,7 +317,7 @@ class DistributedFileState:
         )
 
     def tombstone_summary(self, cutoff_ms: int, partition_columns: tuple[str, ...]) -> TombstoneSummary:
-        from . import spark_frames
+        from . import frames as spark_frames
 
         cols = tuple(partition_columns)
         if cols == self.partition_columns:
@@ -412,8 +412,9 @@ def _footer_schema(store: LogStore, path: str) -> pa.Schema:
         return pa.schema([])
 
 
-class SparkEngine:
-    """State reconstruction on Spark, with the local engine's replay code in each partition.
+class SparkReplay:
+    """State reconstruction on Spark, with the local engine's replay code in each partition (the state
+    half of `SparkEngine`, which adds the executors; the checkpoint writer re-reads what it wrote with it).
 
     By default the checkpoint's file actions stay in the JVM: the rows no commit after the
     checkpoint touches are final (a checkpoint is reconciled state), so only the commits' file
@@ -432,7 +433,6 @@ class SparkEngine:
     """
 
     name = "spark"
-    in_process = False
 
     def __init__(
         self,
@@ -442,7 +442,6 @@ class SparkEngine:
         plain: bool = False,
         prefetch_digest: bool = True,
         driver_keys_max_bytes: int = DEFAULT_DRIVER_KEYS_MAX_BYTES,
-        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         if snapshot_partitions < 1:
             raise ValueError("snapshot_partitions must be >= 1")
@@ -451,29 +450,6 @@ class SparkEngine:
         self.plain = plain
         self.prefetch_digest = prefetch_digest
         self.driver_keys_max_bytes = driver_keys_max_bytes
-        self.storage_options = dict(storage_options or {})
-
-    # -- executors ------------------------------------------------------------------------------------
-    def for_checkpoint(self) -> SparkEngine:
-        return self
-
-    def checkpoint_writer(self) -> CheckpointWriter:
-        """The executors write the file actions; the driver never holds them (`spark_checkpoint`)."""
-        from .spark_checkpoint import SparkCheckpointExecutor
-
-        return SparkCheckpointExecutor(self.spark, storage_options=self.storage_options)
-
-    def bin_rewriter(self, *, max_workers: int | None = None) -> BinRewriter:
-        """One Spark task per bin (`max_workers` is the local engine's)."""
-        from .spark_optimize import spark_bin_rewriter
-
-        return spark_bin_rewriter(self.spark, self.storage_options)
-
-    def vacuum_executor(self, *, plan_dir: str | None = None) -> VacuumExecutor:
-        """Listing, re-validation and deletes on the executors; a big plan's file list kept at `plan_dir`."""
-        from .spark_vacuum import SparkVacuumExecutor
-
-        return SparkVacuumExecutor(self.spark, storage_options=self.storage_options, plan_dir=plan_dir)
 
     # -- reading --------------------------------------------------------------------------------------
     def _checkpoint_lines(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> RDD | None:
@@ -688,7 +664,7 @@ class SparkEngine:
         already running, for `partition_columns` (the checkpoint's; a commit that changes them makes the
         report ask again). `cancel`: the job group the load cancels when it fails, and the event it sets
         first (a query that has not started by then does not start)."""
-        from . import spark_frames
+        from . import frames as spark_frames
 
         version = segment.version
         files = self._checkpoint_files(store, segment, keyed, parts, sidecars)
@@ -756,7 +732,7 @@ class SparkEngine:
         Parts and sidecars are read apart (a V2 part may hold no file actions at all), each with a
         read schema taken from its first footer, so Spark neither infers schemas nor reads stats.
         """
-        from . import spark_frames
+        from . import frames as spark_frames
 
         touched_frame = in_background(lambda: self._touched(store, segment, keyed))
         groups = [group for group in (parts, sidecars) if group]

@@ -23,9 +23,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.types import DataType, StructType
 
-from ..protocol.actions import KEY_SEPARATOR
-from ..protocol.schema import HIVE_DEFAULT_PARTITION
-from ..read.aggregates import (
+from ...protocol.actions import KEY_SEPARATOR
+from ...protocol.schema import HIVE_DEFAULT_PARTITION
+from ...read.aggregates import (
     MAX_DIGEST_GROUPS,
     FileDigest,
     FileSummary,

@@ -7,9 +7,9 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..protocol.actions import INVALID_ACTION_ERRORS, AddFile, RemoveFile, action_from_json
-from ..protocol.replay import InMemoryLogReplay
-from ..read.aggregates import (
+from ...protocol.actions import INVALID_ACTION_ERRORS, AddFile, RemoveFile, action_from_json
+from ...protocol.replay import InMemoryLogReplay
+from ...read.aggregates import (
     FileDigest,
     FileSummary,
     TombstoneSummary,

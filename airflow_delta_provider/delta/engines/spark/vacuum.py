@@ -57,9 +57,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ..errors import OperationNotAllowedError
-from ..protocol.actions import AddFile, RemoveFile, action_from_json
-from ..protocol.vacuum import (
+from ...errors import OperationNotAllowedError
+from ...protocol.actions import AddFile, RemoveFile, action_from_json
+from ...protocol.vacuum import (
     DUPLICATE,
     FULL,
     HIDDEN,
@@ -84,16 +84,16 @@ from ..protocol.vacuum import (
     refused_entry,
     within_grace,
 )
-from ..read.protected_files import expired_set, protected_set
-from ..storage import LogStore, store_for
-from ..storage.batch import delete_relative, remove_empty_dirs, stat_entries
-from . import Deleted, Revalidation
+from ...read.protected_files import expired_set, protected_set
+from ...storage import LogStore, store_for
+from ...storage.batch import delete_relative, remove_empty_dirs, stat_entries
+from .. import Deleted, Revalidation
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-    from ..delta_log import DeltaLog
-    from ..snapshot import Snapshot
+    from ...delta_log import DeltaLog
+    from ...snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -425,7 +425,7 @@ class SparkVacuumExecutor:
         two joins (the path's and the DV alias's; `.explain()` shows two scans of it, so the state's
         protected-path task would run twice). De-duplicated by a shuffle into at most `parallelism`
         partitions (the state's count when smaller), not `spark.sql.shuffle.partitions`: it is cached."""
-        from .spark import DistributedFileState
+        from .state import DistributedFileState
 
         files = snapshot.state.files
         if isinstance(files, DistributedFileState):
@@ -441,7 +441,7 @@ class SparkVacuumExecutor:
     def expired(self, snapshot: Snapshot, *, cutoff_ms: int, table_uri: str) -> DataFrame:
         """The snapshot's expired tombstones and their DV files (`rel`, each once): tracked files the grace
         period does not apply to; made as `protected` makes its paths (lazy, persisted by the caller)."""
-        from .spark import DistributedFileState
+        from .state import DistributedFileState
 
         files = snapshot.state.files
         if isinstance(files, DistributedFileState):
@@ -504,7 +504,7 @@ class SparkVacuumExecutor:
         return joined.select(*columns, reason.alias("reason")).coalesce(self.parallelism)
 
     def _run(self, action: Callable[[], Any], dlog: DeltaLog, version: int | None) -> Any:
-        from .spark import run_spark
+        from .state import run_spark
 
         return run_spark(action, table=dlog.table_uri, version=version)
 
@@ -582,7 +582,7 @@ class SparkVacuumExecutor:
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
-        from .spark import spark_path
+        from .state import spark_path
 
         if self.plan_dir:
             plan.files_uri = f"{self.plan_dir.rstrip('/')}/vacuum-plan-v{plan.version}-{uuid.uuid4().hex}"
@@ -635,7 +635,7 @@ class SparkVacuumExecutor:
 
     def _plan_files(self, plan: VacuumPlan) -> DataFrame:
         """The plan's files as (path, size): inline, else read from `files_uri`, else the same call's plan."""
-        from .spark import spark_path
+        from .state import spark_path
 
         if plan.files_inline:
             if not plan.files:

@@ -13,15 +13,15 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..protocol.actions import AddFile
-from ..protocol.optimize import Bin
-from ..write.data_files import TableLayout
+from ...protocol.actions import AddFile
+from ...protocol.optimize import Bin
+from ...write.data_files import TableLayout
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
-    from ..storage import LogStore
+    from ...storage import LogStore
 
 BIN_SCHEMA = "bin_id long, bin string"
 ADD_SCHEMA = "bin_id long, add string"
@@ -34,8 +34,8 @@ def compact_task(layout: TableLayout, storage_options: Mapping[str, Any]) -> Cal
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
 
-        from ..storage import store_for
-        from ..write.data_files import compact_bin
+        from ...storage import store_for
+        from ...write.data_files import compact_bin
 
         store = store_for(layout.table_uri, options)
         clock = lambda: int(time.time() * 1000)  # noqa: E731
