@@ -517,15 +517,24 @@ def test_the_checkpoint_hint(tmp_path):
     assert ours(b).log_segment.checkpoint.version == 3
 
 
-def test_a_table_with_an_unknown_writer_feature_is_still_checkpointed(tmp_path):
+def test_a_table_with_an_unknown_writer_feature_is_refused_by_the_real_writer(tmp_path):
+    """The kit writes checkpoints only through the library's writer, which refuses a writer feature it does not
+    know; such a table is made by upgrading the protocol after the checkpoint."""
+    from airflow_delta_provider.delta.errors import UnsupportedFeatureError
+
     b = builder(tmp_path, protocol=(1, 7), writer_features=["futureFeature"])
     b.create()
     b.append(["a.parquet"], partition={"date": DAY})
-    assert b.checkpoint() == 1
-    for v in range(2):
-        os.remove(b.commit_path(v))
-    snap = ours(b)
-    assert snap.protocol.writer_features == ("futureFeature",) and set(our_files(snap)) == set(b.files)
+    names = sorted(os.listdir(b.log_dir))
+    with pytest.raises(UnsupportedFeatureError):
+        b.checkpoint()
+    assert sorted(os.listdir(b.log_dir)) == names
+    ok = builder(tmp_path / "ok", protocol=(1, 7), writer_features=["appendOnly"])
+    ok.create()
+    ok.append(["a.parquet"], partition={"date": DAY})
+    assert ok.checkpoint() == 1
+    ok.set_protocol(1, 7, writer_features=["appendOnly", "futureFeature"])
+    assert ours(ok).protocol.writer_features == ("appendOnly", "futureFeature")
 
 
 def test_a_raw_commit_the_library_cannot_parse_is_written_not_tracked(tmp_path):

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
-from airflow_delta_provider.delta.errors import UnsupportedFeatureError
 from airflow_delta_provider.delta.protocol.actions import INVALID_ACTION_ERRORS, Action, action_from_json
 from airflow_delta_provider.delta.protocol.replay import InMemoryLogReplay
 from airflow_delta_provider.delta.protocol.schema import HIVE_DEFAULT_PARTITION
@@ -445,11 +444,9 @@ class DeltaLogBuilder:
         ``write_last_checkpoint=False`` the hint is left as it was (restored, or deleted when there
         was none): for tests of readers that must find a checkpoint without a hint.
 
-        A table made to test refusals (a writer feature this library does not know) is checkpointed
-        by the same writer with its feature check skipped, as the newer writer that knows it would.
+        A table with a writer feature this library does not know cannot be checkpointed (the writer
+        refuses it, `UnsupportedFeatureError`): checkpoint first, then `set_protocol` to add it.
         """
-        from unittest import mock
-
         from airflow_delta_provider.delta import DeltaLog
         from airflow_delta_provider.delta.maintenance import checkpoint as writer
 
@@ -460,11 +457,7 @@ class DeltaLogBuilder:
         previous = None if write_last_checkpoint else self._read(hint)
         at = self._timestamps[v]
         log = DeltaLog(self.path, storage_options=self.storage_options, clock=lambda: at)
-        try:
-            writer.write_checkpoint(log, version=v)
-        except UnsupportedFeatureError:
-            with mock.patch.object(writer, "check_can_write", lambda *args, **kwargs: None):
-                writer.write_checkpoint(log, version=v)
+        writer.write_checkpoint(log, version=v)
         if not write_last_checkpoint and previous is None:
             self.store.delete_many([hint])
         elif not write_last_checkpoint:

@@ -527,10 +527,11 @@ def test_write_checkpoint_first_writes_one_at_the_cutoff_commit_then_cleans(tmp_
 
 
 def test_a_table_with_an_unknown_writer_feature_is_refused(tmp_path):
-    b = DeltaLogBuilder(tmp_path / "t", schema={"id": "long"}, protocol=(1, 7), writer_features=["futureFeature"])
+    b = DeltaLogBuilder(tmp_path / "t", schema={"id": "long"}, protocol=(1, 7), writer_features=["appendOnly"])
     b.create()
     b.append(["a.parquet"])
     b.checkpoint()
+    b.set_protocol(1, 7, writer_features=["appendOnly", "futureFeature"])  # a newer writer's upgrade
     names = log_names(tmp_path / "t")
     with pytest.raises(UnsupportedFeatureError) as err:
         cleanup_log(tmp_path / "t", apply=True)
