@@ -114,8 +114,11 @@ def table_features(protocol: Protocol) -> frozenset[str]:
 #: What an operation does. Maintenance: "remove" drops data files (dataChange=true removes), "cleanup"
 #: deletes log or data files. Commits: "commit" writes a log entry (every transaction, a commitInfo-only
 #: one such as VACUUM START included), "write" adds new data files (dataChange=true adds), "optimize"
-#: rewrites files without changing data (dataChange=false adds and removes).
-OPERATIONS = frozenset({"read", "report", "checkpoint", "vacuum", "cleanup", "remove", "commit", "write", "optimize"})
+#: rewrites files without changing data (dataChange=false adds and removes), "restore" puts back an older
+#: version's files, metadata and protocol (RESTORE: dataChange=true adds of existing files).
+OPERATIONS = frozenset(
+    {"read", "report", "checkpoint", "vacuum", "cleanup", "remove", "commit", "write", "optimize", "restore"}
+)
 
 #: Writer features whose obligations this library does not meet, by operation, when the table uses them
 #: (PROTOCOL.md "Table Features" and each feature's section): new rows need row IDs, evaluated
@@ -153,6 +156,10 @@ UNMET_WRITE_OBLIGATIONS: dict[str, frozenset[str]] = {
         }
     ),
 }
+#: RESTORE's adds are `dataChange=true`, so the transaction holds its commit to `write`'s obligations;
+#: beyond them, Delta Spark's `RestoreTableCommand` rewrites the clustering domain to the restored version's
+#: clustering columns (`DomainMetadataUtils.handleDomainMetadataForRestoreTable`), which this library does not.
+UNMET_WRITE_OBLIGATIONS["restore"] = UNMET_WRITE_OBLIGATIONS["write"] | {"clustering"}
 
 #: Field metadata keys that put a legacy feature to use (a writer-2 table supports invariants, but
 #: only a column with `delta.invariants` makes a writer evaluate them).

@@ -1,0 +1,150 @@
+"""Repair (FSCK): remove the active files storage no longer holds (delta-rs `DeltaTable.repair`, Databricks
+`FSCK REPAIR TABLE`; the rules are `protocol.repair`'s). A dry run unless `dry_run=False`.
+
+`repair(table)` runs the writer check first (the commit removes files with `dataChange=true`: an append-only
+table is refused), then asks storage about every active file, one HEAD each on a thread pool of
+`max_workers` (delta-rs lists the whole table root instead; a HEAD per file costs requests in proportion to
+the table's files, never to the files beside it), and reports those gone. Applied, it asks again at the latest
+version, so the commit removes exactly what is missing then, and commits one `FSCK` through the
+transaction: the files it removes are recorded as read, so a concurrent commit that removed one of them is
+a typed conflict (`ConcurrentDeleteReadError`); concurrent appends are not. A table with nothing missing
+commits nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from ..delta_log import DeltaLog
+from ..errors import check_bool, check_int
+from ..protocol.actions import AddFile
+from ..protocol.deletion_vectors import dv_location
+from ..protocol.repair import FSCK_OPERATION, RepairPlan, operation_metrics, operation_parameters
+from ..protocol.table_features import check_can_write
+from ..read.deletion_vectors import store_path
+from ..snapshot import Snapshot
+from ..storage import LogStore
+
+log = logging.getLogger(__name__)
+
+#: HEAD requests in flight at once (delta-rs and Spark run these sequentially or per executor task).
+DEFAULT_HEAD_WORKERS = 8
+
+
+def _gone(store: LogStore, path: str) -> bool:
+    try:
+        return store.head(path) is None
+    except NotADirectoryError:  # a local path under a file: nothing there
+        return True
+
+
+def missing_files(
+    store: LogStore,
+    table_root: str,
+    files: Sequence[AddFile],
+    *,
+    deletion_vectors: bool = False,
+    max_workers: int = DEFAULT_HEAD_WORKERS,
+    table: str | None = None,
+) -> list[AddFile]:
+    """The files among `files` whose data file storage no longer holds (with `deletion_vectors`, also those
+    whose deletion vector file is gone), in their order: one HEAD per file (and per stored DV) on a thread
+    pool of `max_workers`. A storage failure other than "not found" raises (`StorageError`)."""
+
+    def paths(f: AddFile) -> list[str]:
+        out = [store_path(store, table_root, f.path)]
+        dv = f.deletion_vector
+        if deletion_vectors and dv is not None and dv.cardinality > 0:
+            loc = dv_location(dv, table_root, table=table, file=f.path)
+            if loc.kind == "file":
+                out.append(
+                    store.join(table_root, *loc.relative_path.split("/")) if loc.relative_path else loc.path or ""
+                )
+        return out
+
+    def probe(f: AddFile) -> bool:
+        return any(_gone(store, p) for p in paths(f))
+
+    if not files:
+        return []
+    with ThreadPoolExecutor(max_workers=min(max_workers, len(files)), thread_name_prefix="delta-head") as pool:
+        gone = list(pool.map(probe, files))
+    return [f for f, g in zip(files, gone, strict=True) if g]
+
+
+@dataclass
+class RepairResult:
+    """What a repair found and, unless a dry run, committed."""
+
+    plan: RepairPlan
+    dry_run: bool
+    version: int | None = None
+
+    @property
+    def files_removed(self) -> list[str]:
+        return [f.path for f in self.plan.missing]
+
+    def metrics(self) -> dict[str, Any]:
+        return operation_metrics(self.plan.missing)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The CLI's `--json` shape (JSON, XCom): `version` is the FSCK commit's, None when nothing was."""
+        return {
+            "dry_run": self.dry_run,
+            "version": self.version,
+            **self.plan.to_dict(),
+            "metrics": {"numFilesRemoved": len(self.plan.missing), "files_removed": self.files_removed},
+        }
+
+
+def plan_repair(snapshot: Snapshot, *, max_workers: int = DEFAULT_HEAD_WORKERS) -> RepairPlan:
+    """The active files of `snapshot` storage no longer holds (one HEAD each)."""
+    files = list(snapshot.all_files(with_stats=True))
+    missing = missing_files(snapshot.store, snapshot.table, files, max_workers=max_workers, table=snapshot.table)
+    return RepairPlan(snapshot.table, snapshot.version, num_files_checked=len(files), missing=missing)
+
+
+def repair(
+    table_or_log: DeltaLog | str | os.PathLike[str],
+    *,
+    dry_run: bool = True,
+    max_workers: int = DEFAULT_HEAD_WORKERS,
+    clock: Callable[[], int] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> RepairResult:
+    """Find (and unless `dry_run`, remove in one `FSCK` commit) the active files storage no longer holds.
+
+    :param max_workers: HEAD requests in flight at once.
+    :param clock: epoch milliseconds for the removes' `deletionTimestamp` and the commit.
+    :raises UnsupportedFeatureError, OperationNotAllowedError: a table this library must not write (an
+        append-only table included: the removes change data).
+    :raises ConcurrentModificationError: a concurrent commit removed a file this repair removes.
+    """
+    check_bool(dry_run, "dry_run")
+    check_int(max_workers, "max_workers", minimum=1)
+    dlog = (
+        table_or_log
+        if isinstance(table_or_log, DeltaLog)
+        else DeltaLog(str(table_or_log), storage_options=storage_options, clock=clock)
+    )
+    snapshot = dlog.update()
+    table = dlog.table_uri
+    ops = ["commit"] if dry_run else ["remove", "commit"]
+    check_can_write(snapshot.protocol, snapshot.metadata, ops, table=table, version=snapshot.version)
+    plan = plan_repair(snapshot, max_workers=max_workers)
+    result = RepairResult(plan, dry_run=dry_run)
+    if dry_run or not plan.missing:
+        return result
+    txn = snapshot.transaction(FSCK_OPERATION, operation_parameters(), clock=clock or dlog.clock)
+    txn.read_files(plan.missing).remove(*plan.missing, data_change=True)
+    result.version = txn.commit(operation_metrics=operation_metrics(plan.missing))
+    log.info("FSCK of %s: version %d removed %d missing files", table, result.version, len(plan.missing))
+    return result
+
+
+__all__ = ["DEFAULT_HEAD_WORKERS", "RepairResult", "missing_files", "plan_repair", "repair"]

@@ -1,0 +1,71 @@
+"""Repair (FSCK): drop from the table the active files storage no longer holds (pure).
+
+Databricks `FSCK REPAIR TABLE` and delta-rs `filesystem_check.rs` (`DeltaTable.repair`): each active file
+whose data file is gone is removed in one commit, operation `FSCK` with no parameters, `dataChange=true`
+removes (the rows are gone from the table, so readers of changes see them go) stamped now and carrying the
+add's partition values, size, tags, deletion vector and row-tracking fields (PROTOCOL.md "Add File and Remove
+File": a remove's key, path and deletion vector, must match the add's). delta-rs's metrics are kept
+(`dry_run`, `files_removed` as a JSON list of the logged paths) with `numFilesRemoved` beside them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .actions import AddFile
+from .optimize import num_records
+
+FSCK_OPERATION = "FSCK"
+
+
+def operation_parameters() -> dict[str, Any]:
+    """commitInfo.operationParameters of an FSCK (delta-rs `DeltaOperation::FileSystemCheck`: none)."""
+    return {}
+
+
+def operation_metrics(removed: Sequence[AddFile]) -> dict[str, Any]:
+    """commitInfo.operationMetrics of an FSCK commit (delta-rs `FileSystemCheckMetrics`, plus the count)."""
+    return {
+        "numFilesRemoved": len(removed),
+        "dry_run": "false",
+        "files_removed": json.dumps([f.path for f in removed], separators=(",", ":")),
+    }
+
+
+def rows_lost(files: Sequence[AddFile]) -> int | None:
+    """Rows the table loses with `files` (their `numRecords` less deletion-vector cardinalities), None when
+    a file's stats do not say."""
+    total = 0
+    for f in files:
+        n = num_records(f)
+        if n is None:
+            return None
+        total += n - (f.deletion_vector.cardinality if f.deletion_vector is not None else 0)
+    return total
+
+
+@dataclass
+class RepairPlan:
+    """The active files of `table` at `read_version` that storage no longer holds."""
+
+    table: str
+    read_version: int
+    num_files_checked: int = 0
+    missing: list[AddFile] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "read_version": self.read_version,
+            "num_files_checked": self.num_files_checked,
+            "num_missing": len(self.missing),
+            "missing_bytes": sum(f.size for f in self.missing),
+            "rows_lost": rows_lost(self.missing),
+            "files_removed": [f.path for f in self.missing],
+        }
+
+
+__all__ = ["FSCK_OPERATION", "RepairPlan", "operation_metrics", "operation_parameters", "rows_lost"]

@@ -1,0 +1,273 @@
+"""RESTORE: what putting a table back to an older version commits (pure).
+
+Delta Spark `RestoreTableCommand` (`commands/RestoreTableCommand.scala`): the files of the version to
+restore that the latest version does not hold are added back, copied from that version with
+`dataChange=true`; the latest version's files that the version to restore does not hold are removed
+(`dataChange=true`). Files are told apart by their identity, path plus deletion vector (PROTOCOL.md
+"Action Reconciliation"), so a file whose deletion vector changed since is removed with its new vector and
+added back with its old one. A file to add back that storage no longer holds (vacuumed, deleted by hand)
+refuses the restore, naming up to 100 of them (`DeltaErrors.restoreMissedDataFilesError`), unless the
+caller accepts a partial restore (Spark's `spark.sql.files.ignoreMissingFiles`), which leaves them out.
+
+The metadata becomes the restored version's; the protocol is never downgraded: it is the restored
+version's merged with the latest (`Protocol.merge`: the higher versions, every feature either supports).
+The commit's operation is `RESTORE` with parameters `version` and `timestamp` and Spark's metrics
+(`tableSizeAfterRestore`, `numOfFilesAfterRestore`, `numRemovedFiles`, `numRestoredFiles`,
+`removedFilesSize`, `restoredFilesSize`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ERROR_CLASSES, DeltaError, InvalidArgumentError
+from .actions import AddFile, Metadata, Protocol
+from .table_features import table_features
+
+RESTORE_OPERATION = "RESTORE"
+#: How many missing files the refusal names (Spark: "Missed files (top 100 files)").
+MAX_NAMED_MISSING = 100
+#: The one legacy feature that readers must support too (reader version 2).
+_LEGACY_READER_WRITER_FEATURES = frozenset({"columnMapping"})
+
+
+class RestoreMissingFilesError(DeltaError):
+    """Files the version to restore needs are gone from storage (vacuumed, or deleted by hand): the restored
+    table could not be read. `missing_files` names up to 100 of them (data files, or data files whose
+    deletion vector file is gone), `num_missing` counts them; `version` is the version to restore. Nothing
+    was committed; restore a more recent version, or accept a partial restore (`allow_partial`)."""
+
+    error_class = "DELTA_RESTORE_MISSING_FILES"
+    extra_fields = ("missing_files", "num_missing")
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        missing_files: Sequence[str] = (),
+        num_missing: int | None = None,
+        table: str | None = None,
+        version: int | None = None,
+    ) -> None:
+        self.missing_files = list(missing_files)
+        self.num_missing = len(self.missing_files) if num_missing is None else num_missing
+        super().__init__(message, table=table, version=version)
+
+
+class RestorePlanRefusedError(InvalidArgumentError):
+    """A RESTORE plan (an earlier dry run's) that the table as it is now would not give: made for another
+    table, or at a version the table never reached, or the files it would add back, remove or leave out
+    differ from a fresh plan's (the table moved). Nothing was committed: plan again."""
+
+    error_class = "DELTA_RESTORE_PLAN_REFUSED"
+
+
+for _cls in (RestoreMissingFilesError, RestorePlanRefusedError):
+    ERROR_CLASSES[_cls.__name__] = _cls  # `error_from_dict` restores them
+
+
+def restore_diff(target: Iterable[AddFile], latest: Iterable[AddFile]) -> tuple[list[AddFile], list[AddFile]]:
+    """(files to add back, files to remove), each sorted by path: the target's files the latest version
+    does not hold, copied with `dataChange=true`, and the latest version's files the target does not hold
+    (Spark's two left-anti joins on path and deletion vector id)."""
+    target_files = {f.key: f for f in target}
+    latest_files = {f.key: f for f in latest}
+    to_add = [f.with_data_change(True) for k, f in target_files.items() if k not in latest_files]
+    to_remove = [f for k, f in latest_files.items() if k not in target_files]
+    return sorted(to_add, key=_order), sorted(to_remove, key=_order)
+
+
+def _order(f: AddFile) -> tuple[str, str]:
+    return (f.path, f.key)
+
+
+def _implicit_features(protocol: Protocol) -> frozenset[str]:
+    """The legacy features a protocol without feature lists supports by its versions (Spark
+    `implicitlySupportedFeatures`); none when it lists its features."""
+    if protocol.min_writer_version >= 7 or protocol.min_reader_version >= 3:
+        return frozenset()
+    return table_features(protocol)
+
+
+def merge_protocols(restored: Protocol, latest: Protocol) -> Protocol:
+    """The protocol a RESTORE commits (Spark `Protocol.merge`): the higher reader and writer versions, and
+    when they list features, every feature either protocol supports, explicitly or by its legacy versions
+    (`columnMapping` as a reader feature too at reader version 3). Never a downgrade of `latest`."""
+    reader = max(restored.min_reader_version, latest.min_reader_version)
+    writer = max(restored.min_writer_version, latest.min_writer_version)
+    if reader < 3 and writer < 7:
+        return Protocol(reader, writer)
+    implicit = _implicit_features(restored) | _implicit_features(latest)
+    readers: list[str] = []
+    writers: list[str] = []
+    for p in (latest, restored):
+        readers += [f for f in p.reader_features or () if f not in readers]
+        writers += [f for f in p.writer_features or () if f not in writers]
+    if reader >= 3:
+        readers += sorted(f for f in implicit & _LEGACY_READER_WRITER_FEATURES if f not in readers)
+    writers += sorted(f for f in implicit if f not in writers)
+    return Protocol(
+        reader,
+        writer,
+        reader_features=tuple(readers) if reader >= 3 else None,
+        writer_features=tuple(writers) if writer >= 7 else None,
+    )
+
+
+def operation_parameters(version: int | None, timestamp: str | None) -> dict[str, Any]:
+    """commitInfo.operationParameters of a RESTORE (Spark `DeltaOperations.Restore`): the version asked for
+    (as text) or the timestamp, the other null."""
+    return {"version": None if version is None else str(version), "timestamp": timestamp}
+
+
+def operation_metrics(
+    restored: Sequence[AddFile], removed: Sequence[AddFile], *, num_files_after: int, size_after: int
+) -> dict[str, int]:
+    """commitInfo.operationMetrics of a RESTORE (Spark `RestoreTableCommand.computeMetrics`)."""
+    return {
+        "tableSizeAfterRestore": size_after,
+        "numOfFilesAfterRestore": num_files_after,
+        "numRemovedFiles": len(removed),
+        "numRestoredFiles": len(restored),
+        "removedFilesSize": sum(f.size for f in removed),
+        "restoredFilesSize": sum(f.size for f in restored),
+    }
+
+
+def _entry(f: AddFile) -> dict[str, Any]:
+    dv = f.deletion_vector
+    return {"path": f.path, "size": f.size, "deletion_vector": None if dv is None else dv.unique_id}
+
+
+def _identities(entries: Iterable[Mapping[str, Any]]) -> set[tuple[str, str | None]]:
+    return {(str(e["path"]), None if e.get("deletion_vector") is None else str(e["deletion_vector"])) for e in entries}
+
+
+@dataclass
+class RestorePlan:
+    """What a RESTORE of `table` from `read_version` to `target_version` commits."""
+
+    table: str
+    table_id: str
+    read_version: int
+    target_version: int
+    #: the timestamp asked for (the version it resolved to is `target_version`), None when a version was
+    timestamp: str | None
+    #: files added back (dataChange=true), those gone from storage left out
+    to_add: list[AddFile] = field(default_factory=list)
+    to_remove: list[AddFile] = field(default_factory=list)
+    #: files to add back that storage no longer holds (left out only with `allow_partial`)
+    missing: list[AddFile] = field(default_factory=list)
+    #: the target version's file count and bytes (before anything is left out)
+    target_num_files: int = 0
+    target_size_bytes: int = 0
+    metadata: Metadata | None = None
+    protocol: Protocol | None = None
+    metadata_changed: bool = False
+    protocol_changed: bool = False
+    #: the version to restore was committed before the table's deleted-file retention: its removed files
+    #: may have been vacuumed (Delta >= 4.1 refuses time travel there)
+    beyond_file_retention: bool = False
+
+    @property
+    def num_files_after(self) -> int:
+        return self.target_num_files - len(self.missing)
+
+    @property
+    def size_after(self) -> int:
+        return self.target_size_bytes - sum(f.size for f in self.missing)
+
+    def metrics(self) -> dict[str, int]:
+        return operation_metrics(
+            self.to_add, self.to_remove, num_files_after=self.num_files_after, size_after=self.size_after
+        )
+
+    def parameters(self) -> dict[str, Any]:
+        return operation_parameters(None if self.timestamp is not None else self.target_version, self.timestamp)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as JSON: what `check_plan` compares a fresh plan with when a dry run is applied later."""
+        return {
+            "table": self.table,
+            "table_id": self.table_id,
+            "read_version": self.read_version,
+            "target_version": self.target_version,
+            "timestamp": self.timestamp,
+            "files_to_add": [_entry(f) for f in self.to_add],
+            "files_to_remove": [_entry(f) for f in self.to_remove],
+            "missing_files": [_entry(f) for f in self.missing],
+            "metadata_changed": self.metadata_changed,
+            "protocol_changed": self.protocol_changed,
+            "protocol": None if self.protocol is None else self.protocol.to_json(),
+            "beyond_file_retention": self.beyond_file_retention,
+        }
+
+
+def check_missing(plan: RestorePlan, allow_partial: bool) -> None:
+    """Refuse (`RestoreMissingFilesError`) a plan with files gone from storage unless `allow_partial`."""
+    if not plan.missing or allow_partial:
+        return
+    named = [f.path for f in plan.missing[:MAX_NAMED_MISSING]]
+    raise RestoreMissingFilesError(
+        f"Not all files of version {plan.target_version} are in storage: {len(plan.missing)} missing "
+        f"(vacuumed or deleted), first {len(named)}: {', '.join(named)}. Restore a more recent version, or "
+        "allow a partial restore that leaves them out; nothing was committed",
+        missing_files=named,
+        num_missing=len(plan.missing),
+        table=plan.table,
+        version=plan.target_version,
+    )
+
+
+def check_plan(planned: Mapping[str, Any], fresh: RestorePlan) -> None:
+    """Refuse (`RestorePlanRefusedError`) applying `planned` (an earlier dry run's `RestorePlan.to_dict()`)
+    unless a plan made now against the latest version (`fresh`) commits the same thing: same table, same
+    version to restore, the same files added back, removed and left out."""
+
+    def refuse(why: str) -> RestorePlanRefusedError:
+        return RestorePlanRefusedError(
+            f"{why}: nothing was committed; plan the restore again", argument="plan", table=fresh.table
+        )
+
+    if not isinstance(planned, Mapping) or "target_version" not in planned:
+        raise refuse("The plan is not a RESTORE plan (no target_version)")
+    if planned.get("table") != fresh.table:
+        raise refuse(f"The plan is for table {planned.get('table')}, not {fresh.table}")
+    if planned.get("table_id") not in (None, fresh.table_id):
+        raise refuse(f"The plan is for table id {planned.get('table_id')}, the table's id is {fresh.table_id}")
+    read_version = planned.get("read_version")
+    if isinstance(read_version, int) and read_version > fresh.read_version:
+        raise refuse(
+            f"The plan was made at version {read_version}, newer than the table's latest ({fresh.read_version})"
+        )
+    if planned["target_version"] != fresh.target_version:
+        raise refuse(f"The plan restores version {planned['target_version']}, not {fresh.target_version}")
+    for key, files, what in (
+        ("files_to_add", fresh.to_add, "add back"),
+        ("files_to_remove", fresh.to_remove, "remove"),
+        ("missing_files", fresh.missing, "leave out as missing"),
+    ):
+        then, now = _identities(planned.get(key) or ()), _identities(_entry(f) for f in files)
+        if then != now:
+            changed = sorted(p for p, _ in then ^ now)
+            raise refuse(
+                f"The table moved since the plan at version {read_version}: the files to {what} at version "
+                f"{fresh.read_version} differ ({len(then ^ now)}, e.g. {changed[0]})"
+            )
+
+
+__all__ = [
+    "MAX_NAMED_MISSING",
+    "RESTORE_OPERATION",
+    "RestoreMissingFilesError",
+    "RestorePlan",
+    "RestorePlanRefusedError",
+    "check_missing",
+    "check_plan",
+    "merge_protocols",
+    "operation_metrics",
+    "operation_parameters",
+    "restore_diff",
+]
