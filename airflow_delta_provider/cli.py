@@ -7,6 +7,8 @@
     deltalog tombstones PATH [--retention-hours H] [--engine ...] [--json]
     deltalog history PATH [--limit N] [--json]
     deltalog changes PATH --from N [--fail-on-data-loss] [--json]
+    deltalog restore PATH (--version N | --timestamp T) [--allow-partial] [--apply] [--json]
+    deltalog repair PATH [--apply] [--json]
     deltalog completion bash|zsh
     deltalog --version
 
@@ -410,6 +412,49 @@ def cmd_optimize(args: argparse.Namespace, out: TextIO) -> None:
         out.write(f"  {name or '(unpartitioned)'}  {json.dumps(p)}\n")
 
 
+def cmd_restore(args: argparse.Namespace, out: TextIO) -> None:
+    result = _run(args, "restore", allow_partial=args.allow_partial, apply=args.apply)
+    if args.json:
+        _print_json({k: v for k, v in result.items() if k != "plan"}, out)
+        return
+    m = result["metrics"]
+    change = (
+        f"add back {m['numRestoredFiles']} files ({human_bytes(m['restoredFilesSize'])}), "
+        f"remove {m['numRemovedFiles']} ({human_bytes(m['removedFilesSize'])}); "
+        f"{m['numOfFilesAfterRestore']} files ({human_bytes(m['tableSizeAfterRestore'])}) after"
+    )
+    if result["dry_run"]:
+        out.write(
+            f"restore dry run at version {result['read_version']} to version {result['target_version']}: would "
+            f"{change}; --apply commits\n"
+        )
+    else:
+        out.write(f"restore committed version {result['version']} (version {result['target_version']}): {change}\n")
+    if result["missing_files"]:
+        out.write(f"left out {len(result['missing_files'])} files gone from storage:\n")
+        for path in result["missing_files"]:
+            out.write(f"  {path}\n")
+    if result["beyond_file_retention"]:
+        out.write("note: the restored version is older than the table's deleted-file retention\n")
+
+
+def cmd_repair(args: argparse.Namespace, out: TextIO) -> None:
+    result = _run(args, "repair", apply=args.apply)
+    if args.json:
+        _print_json(result, out)
+        return
+    missing = f"{result['num_missing']} of {result['num_files_checked']} active files missing from storage"
+    if result["dry_run"]:
+        verb = "; --apply removes them" if result["num_missing"] else ""
+        out.write(f"repair dry run at version {result['read_version']}: {missing}{verb}\n")
+    elif result["version"] is None:
+        out.write(f"repair: nothing to remove at version {result['read_version']} ({missing})\n")
+    else:
+        out.write(f"repair committed version {result['version']}: removed {result['num_missing']} missing files\n")
+    for path in result["files_removed"]:
+        out.write(f"  {path}\n")
+
+
 def cmd_completion(args: argparse.Namespace, out: TextIO) -> None:
     out.write((bash_completion if args.shell == "bash" else zsh_completion)(build_parser()))
 
@@ -608,6 +653,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--apply", action="store_true", help="rewrite and commit (default: a dry run that writes nothing)")
     p.set_defaults(fn=cmd_optimize)
+    p = command("restore", "put the table back to an older version (dry run unless --apply)")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--version", type=cli_type(parse_count, "--version"), help="the version to restore")
+    g.add_argument("--timestamp", type=TIMESTAMP, help="restore the last commit at or before (ISO-8601 or epoch ms)")
+    p.add_argument("--allow-partial", action="store_true", help="leave out files gone from storage instead of refusing")
+    p.add_argument("--apply", action="store_true", help="commit (default: a dry run that writes nothing)")
+    p.set_defaults(fn=cmd_restore)
+    p = command("repair", "remove active files missing from storage, FSCK (dry run unless --apply)")
+    p.add_argument("--apply", action="store_true", help="commit the removes (default: a dry run that writes nothing)")
+    p.set_defaults(fn=cmd_repair)
     p = sub.add_parser("completion", help="print a shell completion script", description="print a completion script")
     p.add_argument("shell", choices=("bash", "zsh"))
     p.set_defaults(fn=cmd_completion, json=False)

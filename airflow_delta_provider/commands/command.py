@@ -319,6 +319,37 @@ class _Run:
         )
         return {"table": self.request.table, **done.to_dict()}
 
+    def restore(self) -> dict[str, Any]:
+        """RESTORE to the request's version or timestamp (or a dry run's plan), on the driver."""
+        from ..delta.maintenance.restore import restore
+
+        r, o = self.request, self.request.options
+        plan = o.plan
+        if plan is None and o.plan_uri:
+            found = read_result(o.plan_uri, self.options)
+            plan = found.get("plan", found) if isinstance(found, dict) else None
+            if not isinstance(plan, dict):
+                raise InvalidArgumentError(f"no restore plan at {o.plan_uri}", argument="plan", table=r.table)
+        if plan is None and r.version is None and r.timestamp is None:
+            raise InvalidArgumentError("restore takes a version or a timestamp to restore", argument="version")
+        done = restore(
+            self._local_log(),
+            version=r.version,
+            timestamp=r.timestamp,
+            allow_partial=o.allow_partial,
+            dry_run=not o.apply,
+            plan=plan,
+            clock=self._clock(),
+        )
+        return {"table": r.table, **done.to_dict()}
+
+    def repair(self) -> dict[str, Any]:
+        """FSCK: the active files storage no longer holds (HEADs from this process), removed with `apply`."""
+        from ..delta.maintenance.repair import repair
+
+        done = repair(self._local_log(), dry_run=not self.request.options.apply, clock=self._clock())
+        return {"table": self.request.table, **done.to_dict()}
+
     def snapshot_report(self) -> dict[str, Any]:
         o = self.request.options
         if o.since_version is not None:
@@ -402,6 +433,8 @@ ACTIONS: dict[str, Callable[[_Run], dict[str, Any]]] = {
     "cleanup_log": _Run.cleanup_log,
     "vacuum": _Run.vacuum,
     "optimize": _Run.optimize,
+    "restore": _Run.restore,
+    "repair": _Run.repair,
 }
 assert set(ACTIONS) == set(OPTIONS), "every action has a handler and an options class"
 #: Actions that read a whole table state (the ones `engine="auto"` sizes by their log segment).

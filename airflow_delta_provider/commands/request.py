@@ -168,6 +168,34 @@ class OptimizeOptions:
         _where(self.where)
 
 
+@dataclass(frozen=True)
+class RestoreOptions:
+    """The version to restore is the request's `version` or `timestamp` (or the plan's)."""
+
+    #: commit (the default plans only)
+    apply: bool = False
+    #: leave out (and report) files of the version to restore that storage no longer holds, instead of refusing
+    allow_partial: bool = False
+    #: apply this plan (a dry run's `plan`) once a fresh plan matches it ...
+    plan: Mapping[str, Any] | None = None
+    #: ... or the plan in the dry run's result kept at this path/URI, read when the action runs
+    plan_uri: str | None = None
+
+    def __post_init__(self) -> None:
+        _flags(self, "apply", "allow_partial")
+        if self.plan is not None and not isinstance(self.plan, Mapping):
+            raise InvalidArgumentError(f"plan must be a JSON object, got {type(self.plan).__name__}", argument="plan")
+
+
+@dataclass(frozen=True)
+class RepairOptions:
+    #: remove the missing files in an FSCK commit (the default reports them only)
+    apply: bool = False
+
+    def __post_init__(self) -> None:
+        _flags(self, "apply")
+
+
 #: Each action's options class (the command layer's `ACTIONS` maps the same names to their handlers).
 OPTIONS: dict[str, type] = {
     "version": NoOptions,
@@ -180,10 +208,12 @@ OPTIONS: dict[str, type] = {
     "cleanup_log": CleanupLogOptions,
     "vacuum": VacuumOptions,
     "optimize": OptimizeOptions,
+    "restore": RestoreOptions,
+    "repair": RepairOptions,
 }
 #: Actions that write to the table (`cleanup_log` and `vacuum` delete only with `apply`; `optimize`
-#: rewrites only with `apply` and deletes nothing).
-WRITE_ACTIONS = ("checkpoint", "cleanup_log", "vacuum", "optimize")
+#: rewrites only with `apply` and deletes nothing; `restore` and `repair` commit only with `apply`).
+WRITE_ACTIONS = ("checkpoint", "cleanup_log", "vacuum", "optimize", "restore", "repair")
 
 
 def option_names(action: str) -> tuple[str, ...]:
