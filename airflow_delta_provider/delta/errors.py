@@ -353,6 +353,42 @@ class CommitRetriesExceededError(ConcurrentModificationError):
     error_class = "DELTA_MAX_COMMIT_RETRIES_EXCEEDED"
 
 
+class RetentionConflictError(OperationNotAllowedError):
+    """The table's retention properties contradict each other: `delta.logRetentionDuration` shorter than
+    `delta.deletedFileRetentionDuration` (Delta >= 4.1 refuses to set such properties, Spark
+    `vacuum.enforceDeletedFileAndLogRetentionDurationCompatibility`); nothing was deleted."""
+
+    error_class = "DELTA_RETENTION_CONFLICT"
+    extra_fields = ("log_retention_ms", "deleted_file_retention_ms")
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        log_retention_ms: int | None = None,
+        deleted_file_retention_ms: int | None = None,
+        table: str | None = None,
+        version: int | None = None,
+    ) -> None:
+        self.log_retention_ms = log_retention_ms
+        self.deleted_file_retention_ms = deleted_file_retention_ms
+        super().__init__(message, table=table, version=version)
+
+
+class LeaseError(DeltaError):
+    """A version lease that cannot be read (a malformed lease file: maintenance refuses to run past it) or
+    released (no such lease). `lease_id` names it."""
+
+    error_class = "DELTA_LEASE_ERROR"
+    extra_fields = ("lease_id",)
+
+    def __init__(
+        self, message: str, *, lease_id: str | None = None, table: str | None = None, file: str | None = None
+    ) -> None:
+        self.lease_id = lease_id
+        super().__init__(message, table=table, file=file)
+
+
 class UnsupportedStoreError(OperationNotAllowedError):
     """The store cannot do what a write needs (an atomic put-if-absent for commits, or any write at
     all for a read-only store); nothing was written."""

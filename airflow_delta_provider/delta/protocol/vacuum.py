@@ -79,6 +79,8 @@ UNTRACKED_GRACE = "untracked-grace"  # untracked and younger than the grace peri
 MISSING = "missing"  # nothing there any more: not deleted, not counted
 DROP_REASONS = (HIDDEN, PROTECTED, DUPLICATE, NO_EVIDENCE, DIRECTORY, NOT_A_FILE, CHANGED, NOT_OLD_ENOUGH)
 DROP_REASONS += (UNTRACKED_GRACE,)
+LEASED = "leased"  # a file a live version lease needs (`protocol.leases`): dropped before re-validation
+DROP_REASONS += (LEASED,)
 
 # What `StoredEntry.kind` says a path is now.
 FILE, DIR, OTHER = "file", "directory", "other"

@@ -70,6 +70,13 @@ def protected_set(snapshot: Snapshot, *, cutoff_ms: int, table_root: str) -> set
     return _logged_set(paths, dvs, table_root)
 
 
+def active_set(snapshot: Snapshot, *, table_root: str) -> set[str]:
+    """The normalized relative paths a reader of `snapshot` needs: its active files and their DV files
+    (what a version lease pins, `protocol.leases`), read as `protected_set` reads its paths."""
+    adds = snapshot.state.files.adds
+    return _logged_set(adds.column("path"), adds.column("deletionVector"), table_root)
+
+
 def expired_set(snapshot: Snapshot, *, cutoff_ms: int, table_root: str) -> set[str]:
     """`protocol.vacuum.expired_tombstone_paths` of `snapshot`: its tombstones deleted at or before
     `cutoff_ms` and their DV files (tracked: the untracked grace period does not apply to them), read as
