@@ -41,7 +41,19 @@ kept (`grace_kept_files`, `grace_kept_bytes`); apply re-applies it with the appl
 
 Retention: `retention_hours` (else `delta.deletedFileRetentionDuration`, 7 days). A value shorter than
 the table's is refused unless `enforce_retention_duration=False`; negative or non-finite values are
-`InvalidArgumentError`s.
+`InvalidArgumentError`s. Delta >= 4.1 makes the table property the source of truth: Spark's
+`VACUUM t RETAIN n HOURS` ignores `n` unless it is 0 (with a warning; Spark `DeltaSQLConf`
+`spark.databricks.delta.vacuum.retentionWindowIgnore.enabled`, true), and `RETAIN 0 HOURS` still needs
+`spark.databricks.delta.retentionDurationCheck.enabled=false`. Here the property is the default and the
+floor: a longer `retention_hours` is honoured (it deletes less), a shorter one only with the explicit
+override (`enforce_retention_duration=False`, which is how `RETAIN 0 HOURS` is asked for). Log cleanup
+refuses a table whose `delta.logRetentionDuration` is shorter (`maintenance.log_cleanup`).
+
+Version leases (`maintenance.leases`): the live leases are read when a plan is made and again when an
+apply starts its re-validation; each leased version's active and DV files are taken out of the plan
+before the engine re-validates and deletes, so both engines keep them. The result names the leases
+(`leases`) and counts what they kept (`lease_kept_files`, `lease_kept_bytes`; at apply, entries dropped
+with reason `leased`). `lease_location=` names a lease folder other than `<table>/_delta_leases`.
 """
 
 from __future__ import annotations
@@ -61,12 +73,14 @@ from ..delta_log import DeltaLog
 from ..errors import DeltaError, InvalidArgumentError, OperationNotAllowedError, check_bool, check_int
 from ..protocol.actions import AddFile, RemoveFile
 from ..protocol.filenames import LogFileKind, parse_log_path
+from ..protocol.leases import split_leased
 from ..protocol.table_features import check_can_write
 from ..protocol.table_properties import DELETED_FILE_RETENTION, deleted_file_retention_ms
 from ..protocol.vacuum import (
     DEFAULT_UNTRACKED_GRACE_HOURS,
     FULL,
     HOUR_MS,
+    LEASED,
     LITE,
     MODES,
     LoggedFile,
@@ -81,6 +95,7 @@ from ..protocol.vacuum import (
 from ..read.protected_files import logged_files, partition_columns
 from ..snapshot import Snapshot
 from ..storage.batch import remove_empty_dirs, stat_entries
+from .leases import LeasePins, lease_pins
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engines import Revalidation, VacuumExecutor
@@ -109,6 +124,10 @@ class VacuumResult:
     missing: list[PlannedFile] = field(default_factory=list)
     num_dropped: int = 0
     num_missing: int = 0
+    #: the live version leases honoured (`Lease.to_dict`), and the planned files they kept
+    leases: list[dict[str, Any]] = field(default_factory=list)
+    lease_kept_files: int = 0
+    lease_kept_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Primitive form (JSON, XCom); a dry run's dict is a plan `vacuum(plan=...)` accepts. Each dropped
@@ -125,6 +144,9 @@ class VacuumResult:
             missing=[f.to_dict() for f in self.missing],
             num_missing=max(self.num_missing, len(self.missing)),
             audit_versions=list(self.audit_versions),
+            leases=list(self.leases),
+            lease_kept_files=self.lease_kept_files,
+            lease_kept_bytes=self.lease_kept_bytes,
         )
         return out
 
@@ -274,6 +296,7 @@ def vacuum(
     executor: VacuumExecutor | None = None,
     untracked_grace_hours: float | None = None,
     plan_dir: str | None = None,
+    lease_location: str | os.PathLike[str] | None = None,
 ) -> VacuumResult:
     """Plan (dry run, the default) or delete the files no version within retention needs.
 
@@ -289,6 +312,7 @@ def vacuum(
     :param executor: where the FULL listing, re-validation and deletes run (default: the log's engine's
         `vacuum_executor()`: this process on the local engine, the executors on Spark).
     :param plan_dir: on an engine that keeps a big plan's file list apart (Spark), where it goes.
+    :param lease_location: the table's lease folder (`maintenance.leases`; default `<table>/_delta_leases`).
     :param untracked_grace_hours: an untracked file (no add or remove of the snapshot names it) whose
         modification time is younger than this many hours is never deleted, neither planned nor applied
         (None: `DEFAULT_UNTRACKED_GRACE_HOURS`, 1 hour; 0 turns it off). Independent of the retention:
@@ -297,7 +321,9 @@ def vacuum(
     :raises VacuumPlanRefusedError: (an `InvalidArgumentError`) a plan for another table, or with an entry
         outside the table root or in `_delta_log`: nothing is deleted.
     :raises UnsupportedFeatureError, OperationNotAllowedError: a table this library must not vacuum, a
-        LITE vacuum whose commits were cleaned up, a protocol changed since the plan.
+        LITE vacuum whose commits were cleaned up, a protocol changed since the plan, a plan without its
+        file list applied while a version lease is live.
+    :raises LeaseError: a lease file that is not a valid lease (nothing is deleted).
     """
     check_bool(dry_run, "dry_run")
     check_bool(enforce_retention_duration, "enforce_retention_duration")
@@ -314,6 +340,20 @@ def vacuum(
     )
     run = executor if executor is not None else dlog.engine.vacuum_executor(plan_dir=plan_dir)
     in_process = dlog.engine.in_process and getattr(run, "in_process", False)
+    leased_files: dict[int, set[str] | None] = {}  # a version's files never change: read once per call
+
+    def pins(snapshot: Snapshot, now_ms: int) -> LeasePins:
+        return lease_pins(
+            dlog,
+            now_ms=now_ms,
+            table_id=snapshot.metadata.id,
+            location=lease_location,
+            storage_options=storage_options,
+            cache=leased_files,
+        )
+
+    kept = (0, 0)
+    plan_pins = LeasePins()
     with _gc_paused(in_process):
         snapshot = dlog.update()
         check_can_write(
@@ -331,16 +371,58 @@ def vacuum(
                 executor=run,
                 untracked_grace_ms=grace_ms,
             )
+            plan_pins = pins(snapshot, now_ms)
+            the_plan, kept = _without_leased(the_plan, plan_pins)
         else:
             the_plan = plan if isinstance(plan, VacuumPlan) else VacuumPlan.from_dict(plan)
             _check_plan_table(the_plan, dlog.table_uri, snapshot)
     if dry_run:
-        return VacuumResult(the_plan, dry_run=True)
+        return VacuumResult(
+            the_plan,
+            dry_run=True,
+            leases=plan_pins.to_dicts(now_ms),
+            lease_kept_files=kept[0],
+            lease_kept_bytes=kept[1],
+        )
     # re-validate against the table as it is now: a writer may have committed while the table was listed
     with _gc_paused(in_process):
         latest = dlog.update()
     _check_plan_table(the_plan, dlog.table_uri, latest)
-    return _apply(dlog, latest, the_plan, enforce_retention_duration, now_ms, audit, batch_size, run, grace_ms)
+    result = _apply(
+        dlog,
+        latest,
+        the_plan,
+        enforce_retention_duration,
+        now_ms,
+        audit,
+        batch_size,
+        run,
+        grace_ms,
+        lambda: pins(latest, now_ms),
+    )
+    result.lease_kept_files += kept[0]  # left out when this call made the plan
+    result.lease_kept_bytes += kept[1]
+    return result
+
+
+def _without_leased(plan: VacuumPlan, pins: LeasePins) -> tuple[VacuumPlan, tuple[int, int]]:
+    """`plan` without the files the live leases need, and (files, bytes) left out. A plan that does not
+    carry its file list (Spark, `files_inline` false) is returned as it is: its apply refuses while a
+    lease is live."""
+    if not pins.paths:
+        return plan, (0, 0)
+    if not plan.files_inline:
+        log.warning(
+            "VACUUM of %s: the plan does not carry its file list, so it cannot leave out the files of the "
+            "leased versions %s; applying it is refused while those leases are live",
+            plan.table,
+            pins.versions,
+        )
+        return plan, (0, 0)
+    keep, vetoed = split_leased(plan.files, pins.paths)
+    if not vetoed:
+        return plan, (0, 0)
+    return plan.with_files(keep), (len(vetoed), sum(f.size for f in vetoed))
 
 
 def untracked_grace_ms(hours: float | None) -> int:
@@ -390,6 +472,7 @@ def _apply(
     batch_size: int,
     executor: VacuumExecutor,
     grace_ms: int,
+    read_pins: Callable[[], LeasePins],
 ) -> VacuumResult:
     if plan.protocol and plan.protocol != snapshot.protocol.to_json():
         raise OperationNotAllowedError(
@@ -409,6 +492,21 @@ def _apply(
         )
     if enforce:  # a table retention raised since the plan protects more
         cutoff = min(cutoff, now_ms - table_ms)
+    # re-validation starts with the lease read: a lease taken before this line is honoured
+    pins = read_pins()
+    if pins.leases and not plan.files_inline:
+        raise OperationNotAllowedError(
+            f"The vacuum plan does not carry its file list ({plan.num_files} files), so the files of the leased "
+            f"versions {pins.versions} cannot be left out of it: nothing was deleted. Apply it after the leases "
+            f"({', '.join(le.id for le in pins.leases)}) end or are released, or plan with its file list",
+            table=dlog.table_uri,
+            version=snapshot.version,
+        )
+    leased: list[PlannedFile] = []
+    if pins.paths:
+        keep, leased = split_leased(plan.files, pins.paths)
+        if leased:
+            plan = plan.with_files(keep)
     with _gc_paused(getattr(executor, "in_process", False)):
         checked = executor.revalidate(
             dlog,
@@ -419,11 +517,20 @@ def _apply(
             now_ms=now_ms,
             untracked_grace_ms=grace_ms,
         )
+    if leased:
+        checked = checked._replace(
+            dropped=[*leased, *checked.dropped],
+            num_dropped=checked.num_dropped + len(leased),
+            reasons=[LEASED] * len(leased) + list(checked.reasons),
+        )
     try:
-        return _delete_checked(dlog, snapshot, plan, checked, enforce, audit, batch_size, executor)
+        result = _delete_checked(dlog, snapshot, plan, checked, enforce, audit, batch_size, executor)
     finally:
         if checked.release is not None:
             checked.release()
+    result.leases = pins.to_dicts(now_ms)
+    result.lease_kept_files, result.lease_kept_bytes = len(leased), sum(f.size for f in leased)
+    return result
 
 
 def _delete_checked(
