@@ -326,9 +326,8 @@ def test_dry_run_deletes_nothing_and_apply_keeps_every_version_from_the_earliest
 
 
 def test_retention_from_the_table_property_and_the_override(tmp_path):
-    b = DeltaLogBuilder(
-        tmp_path / "t", schema={"id": "long"}, configuration={"delta.logRetentionDuration": "interval 2 days"}
-    )
+    conf = {"delta.logRetentionDuration": "interval 2 days", "delta.deletedFileRetentionDuration": "interval 1 day"}
+    b = DeltaLogBuilder(tmp_path / "t", schema={"id": "long"}, configuration=conf)
     b.start_time_ms, b.step_ms = T0, DAY
     b.create()
     for i in range(9):

@@ -29,6 +29,20 @@ commit 0); `_commits/` and `_staged_commits/` belong to catalog-managed tables, 
 Retention: `retention_hours` overrides `delta.logRetentionDuration` (default 30 days); negative or
 non-finite values are an `InvalidArgumentError`. File times are modification times, as in Spark, even
 with in-commit timestamps.
+
+Delta 4.1 retention rules: `delta.deletedFileRetentionDuration` is the source of truth for VACUUM (Spark
+>= 4.1 ignores `VACUUM ... RETAIN n HOURS` unless n is 0; `maintenance.vacuum` says what we do instead),
+and a `delta.logRetentionDuration` shorter than it is an error (Spark `DeltaSQLConf`
+`vacuum.enforceDeletedFileAndLogRetentionDurationCompatibility`): such a log drops the commits of
+versions whose files VACUUM still keeps, breaking the time travel the file retention promises. So a
+cleanup that uses the table's `delta.logRetentionDuration` refuses such a table, dry run included, with a
+`RetentionConflictError` naming both properties and their values (`protocol.log_cleanup.
+check_retention_compatibility`), before anything is listed or deleted. An explicit `retention_hours`
+is the caller's decision and is not checked against the file retention.
+
+Version leases (`maintenance.leases`): the earliest version a live lease pins bounds the checkpoint kept
+(`plan_log_cleanup(keep_version=...)`): its checkpoint and every later commit stay. The result names the
+leases honoured (`leases`). `lease_location=` names a lease folder other than `<table>/_delta_leases`.
 """
 
 from __future__ import annotations
@@ -37,7 +51,7 @@ import datetime as dt
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..delta_log import DeltaLog
@@ -46,6 +60,7 @@ from ..protocol.filenames import SIDECAR_DIR_NAME, FileInfo, ParsedLogPath, chec
 from ..protocol.log_cleanup import (
     ENABLE_EXPIRED_LOG_CLEANUP,
     CleanupPlan,
+    check_retention_compatibility,
     checkpoint_protection_version,
     cleanup_cutoff_ms,
     expired_log_cleanup_enabled,
@@ -54,6 +69,7 @@ from ..protocol.log_cleanup import (
 from ..protocol.log_segment import CheckpointInstance, earliest_recreatable_version
 from ..protocol.table_features import check_can_write, table_features
 from ..protocol.table_properties import LOG_RETENTION, log_retention_ms
+from .leases import lease_pins
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +98,8 @@ class LogCleanupResult:
     cutoff_commit_version: int | None
     reason: str | None
     checkpoint_version_written: int | None = None
+    #: the live version leases honoured (`Lease.to_dict`): the earliest one's version stays readable
+    leases: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def num_files(self) -> int:
@@ -108,15 +126,18 @@ class LogCleanupResult:
             "cutoff_commit_version": self.cutoff_commit_version,
             "checkpoint_version_written": self.checkpoint_version_written,
             "reason": self.reason,
+            "leases": list(self.leases),
         }
 
 
 class _Planner:
     """One table's cleanup inputs (listings, hint, sidecar references), read once and planned over."""
 
-    def __init__(self, dlog: DeltaLog, *, now_ms: int, retention_ms: int, protect: int, v2: bool) -> None:
+    def __init__(
+        self, dlog: DeltaLog, *, now_ms: int, retention_ms: int, protect: int, v2: bool, keep: int | None = None
+    ) -> None:
         self.dlog, self.store = dlog, dlog.store
-        self.now_ms, self.retention_ms, self.protect = now_ms, retention_ms, protect
+        self.now_ms, self.retention_ms, self.protect, self.keep = now_ms, retention_ms, protect, keep
         self.sidecar_dir = self.store.join(dlog.log_dir, SIDECAR_DIR_NAME)
         self.listing = dlog.list_log(0)
         hint = dlog.read_last_checkpoint()
@@ -174,6 +195,7 @@ class _Planner:
                 protected_before=self.protect,
                 exclude_checkpoints=excluded,
                 table=self.dlog.table_uri,
+                keep_version=self.keep,
             )
             kept = plan.kept_checkpoint
             if kept is None or kept.version == assume_checkpoint_at:
@@ -227,6 +249,7 @@ def cleanup_log(
     storage_options: Mapping[str, Any] | None = None,
     batch_size: int = 1000,
     progress: Callable[[int], None] | None = None,
+    lease_location: str | os.PathLike[str] | None = None,
 ) -> LogCleanupResult:
     """Delete (with `apply=True`; else report) the log files older than the log retention.
 
@@ -239,7 +262,11 @@ def cleanup_log(
     :param allow_when_disabled: clean even when `delta.enableExpiredLogCleanup=false`.
     :param batch_size: files per `delete_many` call.
     :param progress: called after each batch with the number of files deleted so far.
+    :param lease_location: the table's lease folder (`maintenance.leases`; default `<table>/_delta_leases`).
     :raises InvalidArgumentError: bad arguments or table properties.
+    :raises RetentionConflictError: (an `OperationNotAllowedError`) `delta.logRetentionDuration` shorter
+        than `delta.deletedFileRetentionDuration`, with no explicit `retention_hours`: nothing is deleted.
+    :raises LeaseError: a lease file that is not a valid lease (nothing is deleted).
     :raises UnsupportedFeatureError, OperationNotAllowedError: a table this library must not write.
     """
     for name, flag in (
@@ -263,6 +290,7 @@ def cleanup_log(
                 argument=LOG_RETENTION,
                 table=dlog.table_uri,
             )
+        check_retention_compatibility(conf, table=dlog.table_uri)
     now_ms = (clock or dlog.clock)()
     if not expired_log_cleanup_enabled(conf) and not allow_when_disabled:
         listing = dlog.list_log(0)
@@ -277,7 +305,16 @@ def cleanup_log(
         )
     protect = checkpoint_protection_version(snapshot.protocol, snapshot.metadata)
     v2 = "v2Checkpoint" in table_features(snapshot.protocol)
-    planner = _Planner(dlog, now_ms=now_ms, retention_ms=retention_ms, protect=protect, v2=v2)
+    pins = lease_pins(
+        dlog,
+        now_ms=now_ms,
+        table_id=snapshot.metadata.id,
+        location=lease_location,
+        storage_options=storage_options,
+        with_paths=False,
+    )
+    keep = pins.earliest_version
+    planner = _Planner(dlog, now_ms=now_ms, retention_ms=retention_ms, protect=protect, v2=v2, keep=keep)
     plan, problem = planner.plan()
     written: int | None = None
     wanted = plan.checkpoint_wanted
@@ -293,7 +330,7 @@ def cleanup_log(
         else:
             _write_checkpoint(dlog, wanted, now_ms)
             written = wanted
-            planner = _Planner(dlog, now_ms=now_ms, retention_ms=retention_ms, protect=protect, v2=v2)
+            planner = _Planner(dlog, now_ms=now_ms, retention_ms=retention_ms, protect=protect, v2=v2, keep=keep)
             plan, problem = planner.plan()
     deleted = 0
     if apply and problem is None and plan.files:
@@ -315,6 +352,7 @@ def cleanup_log(
     )
     result = _result(dlog, apply, retention_ms, plan=plan, cutoff_ms=plan.cutoff_ms, earliest=earliest, reason=problem)
     result.deleted, result.checkpoint_version_written = deleted, written
+    result.leases = pins.to_dicts(now_ms)
     return result
 
 

@@ -34,6 +34,17 @@ Rules, in order:
    checkpoints' references are unknown, no sidecar is deleted.
 7. **Order**: ascending version, sidecars last. A crash between deletes leaves an older prefix removed
    and every version at or after the kept checkpoint readable.
+8. **Leases** (`protocol.leases`): with `keep_version` (the earliest version a live lease pins), the kept
+   checkpoint is also at or before it, so that version's checkpoint and every later commit stay; with no
+   complete checkpoint at or before it, nothing is deleted.
+
+Retention compatibility (`check_retention_compatibility`): a table whose `delta.logRetentionDuration` is
+shorter than its `delta.deletedFileRetentionDuration` is refused (`RetentionConflictError`). Delta >= 4.1
+refuses to set such properties (Spark `DeltaSQLConf`
+`spark.databricks.delta.vacuum.enforceDeletedFileAndLogRetentionDurationCompatibility`, true: "Throws an
+error if log retention duration is less than deletedFileRetentionDuration"): the log would lose the
+commits of versions whose files VACUUM still keeps for time travel, so time travel within the file
+retention, which VACUUM promises, would break.
 """
 
 from __future__ import annotations
@@ -42,12 +53,20 @@ import bisect
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..errors import InvalidArgumentError, check_int, check_number
+from ..errors import InvalidArgumentError, RetentionConflictError, check_int, check_number
 from .actions import Metadata, Protocol
 from .filenames import FileInfo, LogFileKind, ParsedLogPath, parse_log_path
 from .history import monotonize
 from .log_segment import CheckpointInstance, complete_checkpoints, earliest_recreatable_version
 from .table_features import table_features
+from .table_properties import (
+    DEFAULT_DELETED_FILE_RETENTION,
+    DEFAULT_LOG_RETENTION,
+    DELETED_FILE_RETENTION,
+    LOG_RETENTION,
+    deleted_file_retention_ms,
+    log_retention_ms,
+)
 
 #: Table property: `false` turns log cleanup off (Spark `ENABLE_EXPIRED_LOG_CLEANUP`, default true).
 ENABLE_EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
@@ -87,6 +106,26 @@ def checkpoint_protection_version(protocol: Protocol, metadata: Metadata) -> int
             f"Table property {REQUIRE_CHECKPOINT_PROTECTION}={value!r} is not a version",
             argument=REQUIRE_CHECKPOINT_PROTECTION,
         ) from None
+
+
+def check_retention_compatibility(configuration: Mapping[str, str | None], *, table: str | None = None) -> None:
+    """Refuse (`RetentionConflictError`, naming both properties and their values, defaults included) a
+    table whose `delta.logRetentionDuration` is shorter than its `delta.deletedFileRetentionDuration`."""
+    log_ms, file_ms = log_retention_ms(configuration), deleted_file_retention_ms(configuration)
+    if log_ms >= file_ms:
+        return
+    log_text = configuration.get(LOG_RETENTION) or f"{DEFAULT_LOG_RETENTION} (default)"
+    file_text = configuration.get(DELETED_FILE_RETENTION) or f"{DEFAULT_DELETED_FILE_RETENTION} (default)"
+    raise RetentionConflictError(
+        f"{LOG_RETENTION}={log_text} ({log_ms / 3_600_000:g} hours) is shorter than "
+        f"{DELETED_FILE_RETENTION}={file_text} ({file_ms / 3_600_000:g} hours): log cleanup would remove "
+        "commits of versions whose data files VACUUM keeps for time travel (Delta >= 4.1 refuses these "
+        f"properties). Raise {LOG_RETENTION} to at least {DELETED_FILE_RETENTION}, or pass an explicit "
+        "retention to the cleanup; nothing was deleted",
+        log_retention_ms=log_ms,
+        deleted_file_retention_ms=file_ms,
+        table=table,
+    )
 
 
 def cleanup_cutoff_ms(now_ms: int, retention_ms: float, granularity: str = "day") -> int:
@@ -174,13 +213,14 @@ def plan_log_cleanup(
     granularity: str = "day",
     exclude_checkpoints: Iterable[tuple[str, ...]] = (),
     table: str = "",
+    keep_version: int | None = None,
 ) -> CleanupPlan:
     """The cleanup of a `_delta_log` listing (see the module doc for the rules).
 
     `sidecars` lists `_delta_log/_sidecars`; `protected_before` is `checkpoint_protection_version`;
     `exclude_checkpoints` names checkpoint instances (by file names) found unreadable, which are never
-    kept. Raises `InvalidArgumentError` for a negative or
-    non-finite retention or an unknown granularity.
+    kept; `keep_version` is a version that must stay readable (a lease's: rule 8). Raises
+    `InvalidArgumentError` for a negative or non-finite retention or an unknown granularity.
     """
     cutoff = cleanup_cutoff_ms(now_ms, retention_ms, granularity)
     # one directory: path order is name order, which is version order (names start with the version)
@@ -202,10 +242,11 @@ def plan_log_cleanup(
     if cutoff_commit is None:
         return nothing("no commit is older than the cutoff")
     oldest = parsed[0].version
-    wanted = max((v for v in anchored if oldest < v <= cutoff_commit), default=None)
+    limit = cutoff_commit if keep_version is None else min(cutoff_commit, keep_version)
+    wanted = max((v for v in anchored if oldest < v <= limit), default=None)
     if last_checkpoint_version is None:
         return nothing("no _last_checkpoint: the log has no checkpoint to keep", wanted)
-    bound = min(cutoff_commit, last_checkpoint_version)
+    bound = min(limit, last_checkpoint_version)
     excluded = set(exclude_checkpoints)
     complete = [
         c
@@ -217,6 +258,8 @@ def plan_log_cleanup(
         why = f"no complete checkpoint at or before the cutoff commit {cutoff_commit}"
         if last_checkpoint_version < cutoff_commit:
             why += f" and _last_checkpoint version {last_checkpoint_version}"
+        if keep_version is not None and keep_version < cutoff_commit:
+            why += f" and version {keep_version}, which a live lease pins"
         if any(c.version <= bound for c in complete):
             why += " that keeps the commit times after it (a retained commit's time was adjusted)"
         return nothing(why, wanted)
