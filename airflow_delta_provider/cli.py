@@ -9,6 +9,9 @@
     deltalog changes PATH --from N [--fail-on-data-loss] [--json]
     deltalog restore PATH (--version N | --timestamp T) [--allow-partial] [--apply] [--json]
     deltalog repair PATH [--apply] [--json]
+    deltalog lease add PATH --version N --ttl 6h --owner NAME [--location URI] [--json]
+    deltalog lease list PATH [--all] [--location URI] [--json]
+    deltalog lease release PATH LEASE_ID [--location URI] [--json]
     deltalog completion bash|zsh
     deltalog --version
 
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import json
 import os
 import re
@@ -137,6 +141,15 @@ MEMORY_LIMIT_MB = cli_type(parse_number, "--memory-limit-mb", maximum=MAX_MIB, e
 TARGET_SIZE_MB = cli_type(parse_size, "--target-size-mb", maximum=MAX_MIB, unit="MiB")
 MIN_NUM_FILES = cli_type(parse_count, "--min-num-files", minimum=1)
 MIN_SMALL_FILE_RATIO = cli_type(parse_ratio, "--min-small-file-ratio")
+
+
+def _ttl(text: str) -> dt.timedelta:
+    from .delta.protocol.leases import parse_ttl_ms
+
+    return dt.timedelta(milliseconds=parse_ttl_ms(text, "--ttl"))
+
+
+TTL = _arg(_ttl, "a duration such as 6h, 90m, 2d or 1h30m (at most 366 days)")
 
 
 def _spark_factory(master: str) -> Any:
@@ -314,6 +327,59 @@ def cmd_changes(args: argparse.Namespace, out: TextIO) -> None:
         out.write(f"{c['version']}: " + ", ".join(f"{n} {k}" for k, n in kinds.items()) + "\n")
 
 
+def _lease_args(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "storage_options": storage_options_from_env(args.path, dict(args.storage_option or [])),
+        "location": args.location,
+    }
+
+
+def cmd_lease_add(args: argparse.Namespace, out: TextIO) -> None:
+    """Pin a version (`delta.maintenance.leases.add_lease`): this library's VACUUM and log cleanup keep it."""
+    from .delta.maintenance.leases import add_lease
+
+    lease = add_lease(args.path, args.version, args.ttl, args.owner, **_lease_args(args))
+    if args.json:
+        _print_json(lease.to_dict(lease.created_ms), out)
+        return
+    out.write(
+        f"leased version {lease.version} of {lease.table} to {lease.owner} until {lease.to_dict()['expires_at']}: "
+        f"lease {lease.id}\n"
+    )
+
+
+def cmd_lease_list(args: argparse.Namespace, out: TextIO) -> None:
+    from .delta.delta_log import system_clock
+    from .delta.maintenance.leases import list_leases
+    from .delta.storage import normalize_table_uri
+
+    leases = list_leases(args.path, include_expired=args.all, **_lease_args(args))
+    now = system_clock()
+    if args.json:
+        _print_json({"table": normalize_table_uri(args.path), "leases": [le.to_dict(now) for le in leases]}, out)
+        return
+    if not leases:
+        out.write("no live leases\n" if not args.all else "no leases\n")
+        return
+    rows = [
+        [le.id, str(le.version), le.owner, le.to_dict()["expires_at"], "live" if le.is_live(now) else "expired"]
+        for le in leases
+    ]
+    _table(rows, ["lease", "version", "owner", "expires", "status"], out)
+
+
+def cmd_lease_release(args: argparse.Namespace, out: TextIO) -> None:
+    from .delta.maintenance.leases import release_lease
+
+    lease = release_lease(args.path, args.lease_id, **_lease_args(args))
+    lease_id = args.lease_id.strip().lower()
+    if args.json:
+        _print_json({"released": lease_id, "lease": None if lease is None else lease.to_dict()}, out)
+        return
+    what = "" if lease is None else f" (version {lease.version}, owner {lease.owner})"
+    out.write(f"released lease {lease_id}{what}\n")
+
+
 def cmd_checkpoint(args: argparse.Namespace, out: TextIO) -> None:
     done = _run(args, "checkpoint")
     if args.json:
@@ -351,6 +417,7 @@ def cmd_cleanup_log(args: argparse.Namespace, out: TextIO) -> None:
     )
     for name in result["files"]:
         out.write(f"  {name}\n")
+    _write_leases(result, out)
 
 
 def cmd_vacuum(args: argparse.Namespace, out: TextIO) -> None:
@@ -378,6 +445,13 @@ def cmd_vacuum(args: argparse.Namespace, out: TextIO) -> None:
         )
     for f in result["files"]:
         out.write(f"  {f['path']}  {human_bytes(f['size'])}\n")
+    _write_leases(result, out)
+
+
+def _write_leases(result: Mapping[str, Any], out: TextIO) -> None:
+    """The version leases a maintenance result honoured (`deltalog lease`)."""
+    for le in result.get("leases") or ():
+        out.write(f"kept for lease {le['id']}: version {le['version']}, {le['owner']}, until {le['expires_at']}\n")
 
 
 def cmd_optimize(args: argparse.Namespace, out: TextIO) -> None:
@@ -607,6 +681,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="start", type=cli_type(parse_count, "--from"), required=True, help="first version")
     p.add_argument("--fail-on-data-loss", action="store_true", help="error when a commit in the range is missing")
     p.set_defaults(fn=cmd_changes)
+    lease = sub.add_parser(
+        "lease",
+        help="pin a version so this library's VACUUM and log cleanup keep it (add, list, release)",
+        description="pin a version so this library's VACUUM and log cleanup keep it (add, list, release)",
+    )
+    leases = lease.add_subparsers(dest="lease_command", required=True, metavar="ACTION")
+
+    def lease_command(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = leases.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("path", help="table root: a local path or an fsspec URI")
+        p.add_argument("--storage-option", type=KEY_VALUE, action="append", metavar="KEY=VALUE", help="fsspec option")
+        p.add_argument("--location", help="lease folder (default: <table>/_delta_leases)")
+        p.add_argument("--json", action="store_true", help="print stable JSON; errors as JSON on stderr")
+        return p
+
+    p = lease_command("add", "pin a version until the lease ends")
+    p.add_argument("--version", type=cli_type(parse_count, "--version"), required=True, help="the version to pin")
+    p.add_argument("--ttl", type=TTL, required=True, help="how long: 6h, 90m, 2d, 1h30m")
+    p.add_argument("--owner", required=True, help="who holds the lease (shown by `lease list`)")
+    p.set_defaults(fn=cmd_lease_add)
+    p = lease_command("list", "list the live leases")
+    p.add_argument("--all", action="store_true", help="expired leases too")
+    p.set_defaults(fn=cmd_lease_list)
+    p = lease_command("release", "delete a lease: the next VACUUM may delete the version's files")
+    p.add_argument("lease_id", help="the lease's id (from `lease add` or `lease list`)")
+    p.set_defaults(fn=cmd_lease_release)
     command("checkpoint", "write a checkpoint of the latest version").set_defaults(fn=cmd_checkpoint)
     p = command("cleanup-log", "delete log files older than the log retention (dry run unless --apply)")
     p.add_argument("--retention-hours", type=RETENTION_HOURS, help="override delta.logRetentionDuration")
