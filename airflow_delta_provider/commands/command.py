@@ -294,19 +294,12 @@ class _Run:
         return {"table": r.table, **done.to_dict()}
 
     def optimize(self) -> dict[str, Any]:
-        """Plan on the driver; rewrite the bins where the engine runs them; commit on the driver."""
+        """The state replayed and the bins rewritten where the engine runs them; plan and commits on the driver."""
         from ..delta.maintenance.optimize import optimize
 
         o = self.request.options
-        executor = None
-        if self.request.engine == "spark":
-            from ..delta.engines.spark.optimize import spark_bin_rewriter
-
-            self.engine = "spark"
-            self.spark = self.spark_factory(self.options)
-            executor = spark_bin_rewriter(self.spark, self.options)
         done = optimize(
-            self._local_log(),
+            self._engine_log(),
             target_size=o.target_size,
             min_num_files=o.min_num_files,
             where=o.where,
@@ -314,7 +307,6 @@ class _Run:
             max_commit_bytes=o.max_commit_bytes,
             min_small_file_ratio=o.min_small_file_ratio,
             small_file_bytes=int(o.small_file_mb * 1024 * 1024),
-            executor=executor,
             clock=self._clock(),
         )
         return {"table": self.request.table, **done.to_dict()}

@@ -322,6 +322,7 @@ def test_edited_plan_applied_on_spark_drops_refuses_and_counts_as_the_local_engi
     assert counts_only["files_inline"] is False and counts_only["num_files"] == 1
     part = next(Path(counts_only["files_uri"].removeprefix("file://")).glob("part-*"))
     part.write_text(json.dumps({"path": "../outside", "size": 1, "modification_time": 1}) + "\n")
+    part.with_name(f".{part.name}.crc").unlink(missing_ok=True)  # a session without RawLocalFileSystem checks it
     before = _files(path)
     with pytest.raises(VacuumPlanRefusedError, match="nothing was deleted") as info:
         vacuum(str(path), plan=counts_only, dry_run=False, executor=listed, **kw)

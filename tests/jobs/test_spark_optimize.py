@@ -5,7 +5,6 @@ real standalone master and worker (whose Python has pyarrow: `mapInArrow` needs 
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import sys
@@ -59,19 +58,10 @@ def _per_partition(path: Path) -> Counter[str]:
 
 @pytest.fixture(scope="module")
 def spark():
-    from pyspark.sql import SparkSession
+    """The suite's shared local[2] session (the engine's settings: `support.spark_cluster.local_session`)."""
+    from support.spark_cluster import local_session
 
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # the executors need pyarrow: this venv's Python
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("optimize-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    yield session
-    session.stop()
+    return local_session("optimize-tests")
 
 
 def test_local2_executors_match_the_local_engine(tmp_path: Path, spark) -> None:
