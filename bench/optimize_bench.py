@@ -14,7 +14,7 @@ with the same target size (`--target-mb`, 256 MiB: one output file per partition
 
 * **ours**: `python -c` calling `maintenance.optimize.optimize(path, target_size=...)` (local engine:
   pyarrow on a thread pool);
-* **ours CLI**: `python -m airflow_delta_provider.cli optimize --json --target-size-mb N` (the `deltalog` face);
+* **ours CLI**: `python -m airflow_delta_provider.cli optimize --apply --json --target-size-mb N` (the `deltalog` face);
 * **delta-rs**: `python -c` calling `DeltaTable(path).optimize.compact(target_size=...)`;
 * floors, for context: **cat** (every data file read once to /dev/null: the bytes in) and **pyarrow**
   (each partition's files read one by one with `pq.read_table`, concatenated and written as one snappy
@@ -412,7 +412,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"library {fingerprint}, loadavg {machine['loadavg']}", file=sys.stderr)
     target = args.target_mb * MIB
     py = benchlib.python()
-    cli = [py, "-m", "airflow_delta_provider.cli", "optimize", "--json", "--target-size-mb", str(args.target_mb)]
+    cli = [py, "-m", "airflow_delta_provider.cli", "optimize", "--apply", "--json"]
+    cli += ["--target-size-mb", str(args.target_mb)]
     src, facts = ensure_data(args.files, args.partitions, args.rows_per_file)
     commands = [
         Command("ours", [py, "-c", OURS, "{table}", str(target)], "table"),

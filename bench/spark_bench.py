@@ -6,8 +6,8 @@
 Measured on the generated S/M/L logs (bench/generate.py; missing ones are generated first):
 
 * **whole job**: the real `spark-submit --master local[2]` of the bundled job
-  (`jobs/delta_job.py --engine spark`), `--action snapshot` with each `--partitions` value and
-  `--action tombstones`; wall clock of the whole process (JVM start included), its CPU and peak
+  (`jobs/delta_job.py --request` with engine spark), action snapshot with each `--partitions` value and
+  action tombstones; wall clock of the whole process (JVM start included), its CPU and peak
   RSS (`os.wait4`), the job's own JSON result (`duration_s`, `timings.replay_s/report_s`)
   and the duration of every Spark stage (parsed from spark-submit's INFO log). Every driver JVM runs
   with the JVM's defaults and the engine's `SPARK_CONF`, as the operators submit it; the C1-only JIT
@@ -474,7 +474,9 @@ def bench_jobs(
     quiet: Any,
 ) -> list[JobConfig]:
     """The whole-job configurations, timed."""
+    from airflow_delta_provider.commands.request import Request
     from airflow_delta_provider.jobs import job_script
+    from airflow_delta_provider.jobs.runner import job_argv
 
     configs = [JobConfig("", "noop", 0)]
     for s in scales:
@@ -493,25 +495,16 @@ def bench_jobs(
         if cfg.action == "noop":
             return [*submit, str(noop_script), str(out)]
         m = manifests[cfg.scale]
-        argv = [
-            *submit,
-            job_script(),
-            "--table",
-            str(benchlib.table_dir(cfg.scale, args.data)),
-            "--action",
-            cfg.action,
-            "--engine",
-            "spark",
-            "--snapshot-partitions",
-            str(cfg.partitions),
-            "--now-ms",
-            str(m["now_ms"]),
-            "--result-uri",
-            str(out),
-        ]
-        if cfg.action == "tombstones":
-            argv += ["--retention-hours", str(m["retention_hours"])]
-        return argv
+        fields = {"retention_hours": m["retention_hours"]} if cfg.action == "tombstones" else {}
+        request = Request.make(
+            table=str(benchlib.table_dir(cfg.scale, args.data)),
+            action=cfg.action,
+            engine="spark",
+            snapshot_partitions=cfg.partitions,
+            now_ms=m["now_ms"],
+            **fields,
+        )
+        return [*submit, job_script(), *job_argv(request, str(out))]
 
     print(f"whole job: {len(configs)} spark-submits x {args.reps} rounds", file=sys.stderr)
     for r in range(args.reps):
