@@ -59,7 +59,7 @@ def storage_options_from_env(uri: str, explicit: Mapping[str, Any] | None = None
     """
     if not uri.startswith(("s3://", "s3a://")):
         return dict(explicit or {})
-    from ..delta.storage.object_store import check_endpoint, s3fs_options
+    from ..delta.storage.s3 import check_endpoint, s3fs_options
 
     env = {name: os.environ[name] for name in _S3_ENV if os.environ.get(name)}
     if "AWS_ENDPOINT_URL" in env and "endpoint_url" not in s3fs_options(explicit):  # the endpoint comes from here
@@ -207,7 +207,7 @@ class _Run:
         """The action's result. A malformed S3 endpoint is refused before any request; a table not found
         in a bucket that does not exist is a `BucketNotFoundError`."""
         if not is_local(self.request.table):
-            from ..delta.storage.object_store import check_s3_endpoint
+            from ..delta.storage.s3 import check_s3_endpoint
 
             check_s3_endpoint(self.request.table, self.options)
         try:

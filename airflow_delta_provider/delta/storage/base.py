@@ -1,10 +1,10 @@
-"""The store contract (`LogStore`) and table-URI helpers."""
+"""The store contract (`LogStore`), table-URI helpers, and the helpers the fsspec store modules share."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
-from typing import BinaryIO, NamedTuple, Protocol
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, BinaryIO, NamedTuple, Protocol
 from urllib.parse import unquote, urlparse
 
 from ..protocol.filenames import FileInfo
@@ -108,3 +108,41 @@ def normalize_table_uri(uri: str) -> str:
     if is_local(uri):
         return "file://" + local_path(uri)
     return uri.rstrip("/")
+
+
+# -- shared by the fsspec store modules ----------------------------------------------------------------
+
+
+def mtime_ms(info: Mapping[str, Any]) -> int:
+    """The modification time (ms) in a listing entry or HEAD answer of any fsspec filesystem; 0 if none."""
+    for key in ("mtime", "LastModified", "last_modified", "updated", "modified", "created"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if hasattr(value, "timestamp"):
+            return int(value.timestamp() * 1000)
+        if isinstance(value, int | float):
+            return int(value * 1000) if value < 1e11 else int(value)
+        if isinstance(value, str):
+            from datetime import datetime
+
+            return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+    return 0
+
+
+def filesystem_kwargs(fs_class: type, uri: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Constructor keywords: what the URI implies (an Azure account in `container@account.host`, a GCS
+    generation), then the caller's options; no listings cache (a log store must see other writers' files)."""
+    out = {**fs_class._get_kwargs_from_urls(uri), **dict(options or {})}  # type: ignore[attr-defined]
+    out.setdefault("use_listings_cache", False)
+    return out
+
+
+def accepts(method: Any, name: str) -> bool:
+    """Whether `method` takes a parameter `name` (a client too old for a keyword does not)."""
+    import inspect  # not on a local table's path (see the package doc)
+
+    try:
+        return name in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False

@@ -69,10 +69,7 @@ class LocalLogStore:
         directory, name = os.path.split(target)
         os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-        with open(tmp, "xb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+        _write_exclusive(tmp, data)
         return tmp
 
     def put_if_absent(self, path: str, data: bytes) -> None:
@@ -96,10 +93,7 @@ class LocalLogStore:
     def write_new(self, path: str, data: bytes) -> None:
         target = local_path(path)
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(target, "xb") as fh:  # exclusive: never over another file
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+        _write_exclusive(target, data)
 
     def put(self, path: str, data: bytes) -> None:
         target = local_path(path)
@@ -152,6 +146,14 @@ def _scan(base: str) -> Iterator[tuple[os.DirEntry[str], os.stat_result | None]]
                     yield entry, entry.stat(follow_symlinks=False)
             except FileNotFoundError:  # removed while listing
                 continue
+
+
+def _write_exclusive(path: str, data: bytes) -> None:
+    """Write a new file, durably; never over another file (`FileExistsError`)."""
+    with open(path, "xb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def _fsync_dir(directory: str) -> None:

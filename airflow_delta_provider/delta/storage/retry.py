@@ -78,14 +78,11 @@ _THROTTLE_CODES = frozenset(
 _SERVER_CODES = frozenset(
     {"InternalError", "InternalServerError", "OperationTimedOut", "RequestTimeout", "RequestTimeoutException"}
 )
-_NOT_FOUND_CODES = frozenset({"NoSuchKey", "NoSuchBucket", "NotFound", "BlobNotFound", "ContainerNotFound"})
+#: Error codes that mean the object (or its bucket) is not there: a delete of it is already done.
+NOT_FOUND_CODES = frozenset({"NoSuchKey", "NoSuchBucket", "NotFound", "BlobNotFound", "ContainerNotFound"})
 # 409 answers that mean "another conditional request on this object was in flight; send yours again" (S3's
 # ConditionalRequestConflict, and OperationAborted, its older name for the same race). Nothing was written.
 _CONFLICT_CODES = frozenset({"ConditionalRequestConflict", "OperationAborted"})
-# What a create-only write answers when the object is already there.
-_EXISTS_CODES = frozenset({"PreconditionFailed", "ConditionNotMet", "BlobAlreadyExists", "PathAlreadyExists"})
-#: Error codes that mean the object (or its bucket) is not there: a delete of it is already done.
-NOT_FOUND_CODES = _NOT_FOUND_CODES
 # Exception class names (anywhere in the MRO or the cause chain) that mean the connection, not the request, failed.
 _CONNECTION_ERRORS = frozenset(
     {
@@ -226,7 +223,7 @@ def classify_error(exc: BaseException) -> StorageFailure | None:
         return failure("auth")
     if any(isinstance(e, PermissionError) for e in chain):
         return failure("auth")
-    if code in _NOT_FOUND_CODES or status == 404:
+    if code in NOT_FOUND_CODES or status == 404:
         return failure("not_found")
     if code in _THROTTLE_CODES or status in (429, 503):
         return failure("throttled")
@@ -243,46 +240,24 @@ def classify_error(exc: BaseException) -> StorageFailure | None:
     return None
 
 
-def _codes_and_statuses(exc: BaseException) -> tuple[set[str], set[int]]:
-    codes: set[str] = set()
-    statuses: set[int] = set()
-    for e in _exception_chain(exc):
-        response = getattr(e, "response", None)
-        if isinstance(response, Mapping) and isinstance(response.get("Error"), Mapping):
-            codes.add(str(response["Error"].get("Code") or ""))
-            status = _http_status((response.get("ResponseMetadata") or {}).get("HTTPStatusCode"))
-            if status:
-                statuses.add(status)
-        for attr in ("status_code", "status", "code"):
-            status = _http_status(getattr(e, attr, None))
-            if status:
-                statuses.add(status)
-        for attr in ("error_code", "reason"):
-            value = getattr(e, attr, None)
-            if isinstance(value, str):
-                codes.add(value)
-    return codes, statuses
-
-
-def is_exists_answer(exc: BaseException) -> bool:
-    """Whether a failed create-only write means "the object already exists".
-
-    S3 `If-None-Match: *` answers 412 PreconditionFailed, GCS `ifGenerationMatch=0` answers 412, Azure
-    answers 409 BlobAlreadyExists (or 412 ConditionNotMet); s3fs, gcsfs and adlfs turn some of these into
-    `FileExistsError`. Only meaningful for the answer to a create-only write.
+def is_exists_answer(exc: BaseException, codes: frozenset[str] = frozenset()) -> bool:
+    """Whether a failed create-only write means "the object already exists": a `FileExistsError` (s3fs,
+    gcsfs, adlfs and fsspec turn some answers into one), HTTP 412 Precondition Failed, or one of the store's
+    `codes` (each backend module names its own: S3 PreconditionFailed, Azure BlobAlreadyExists, ...). Only
+    meaningful for the answer to a create-only write.
     """
     if any(isinstance(e, FileExistsError) for e in _exception_chain(exc)):
         return True
-    codes, statuses = _codes_and_statuses(exc)
-    return bool(codes & _EXISTS_CODES) or 412 in statuses
+    failure = classify_error(exc)
+    return failure is not None and (failure.status == 412 or failure.code in codes)
 
 
 def is_not_implemented(exc: BaseException) -> bool:
     """Whether the store answered that it does not implement the request (e.g. a conditional write)."""
     if any(isinstance(e, NotImplementedError) for e in _exception_chain(exc)):
         return True
-    codes, statuses = _codes_and_statuses(exc)
-    return "NotImplemented" in codes or 501 in statuses
+    failure = classify_error(exc)
+    return failure is not None and (failure.status == 501 or failure.code == "NotImplemented")
 
 
 def secret_values(options: Mapping[str, Any] | None) -> tuple[str, ...]:
