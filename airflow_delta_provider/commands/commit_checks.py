@@ -11,8 +11,18 @@ holds the state checks of `checks.py` (evaluated at each version) and these per-
         "schema_changes": "added_columns",   # or "none": per commit; a partitioning change always fails
         "no_unknown_removes": True,      # a remove of a file (path + DV) not active just before it
         "max_dv_growth": 1000,           # rows newly marked deleted by deletion vectors in one commit
-        "allowed_operations": ["WRITE", "STREAMING UPDATE", "OPTIMIZE"],   # commitInfo.operation
+        "allowed_operations": ["WRITE", "STREAMING UPDATE"],   # commitInfo.operation
+        "include_maintenance": False,    # the default: commits that change no data are not checked
     }
+
+**Maintenance commits are not data** (`include_maintenance`, default false): a commit that changes no
+data is skipped by every check, per-commit and state, and listed in `maintenance_versions` instead of
+`checked_versions`. Such a commit (`changes_data` is false) has no `metaData`, no `protocol`, no `cdc`
+and no `add` or `remove` with `dataChange` true: OPTIMIZE, a statistics backfill, VACUUM START/END and
+other commitInfo-only commits, a `txn`-only commit. PROTOCOL.md ("Add File and Remove File"): with
+`dataChange` false the commit "only rearranges existing data or adds new statistics". Its actions
+are still applied, so the next version is checked against the right state. `include_maintenance: true`
+checks every commit, as before.
 
 `max_dv_growth` counts, per file whose deletion vector a commit replaces (a remove and an add of the
 same path in that commit, as DELETE/UPDATE/MERGE write them), the new vector's cardinality minus the
@@ -46,6 +56,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ..delta.errors import InvalidArgumentError, LogCorruptedError, VersionNotFoundError, check_int
 from ..delta.protocol.actions import (
     Action,
+    AddCDCFile,
     AddFile,
     CommitInfo,
     Metadata,
@@ -59,6 +70,7 @@ from ..delta.protocol.schema import StructType
 from ..delta.protocol.table_features import table_features
 from ..delta.protocol.table_properties import APPEND_ONLY
 from ..delta.read.aggregates import FileSummary
+from .arguments import is_template, parse_flag
 from .checks import KNOWN_CHECKS, coerce_value, evaluate_checks, schema_change, small_file_bytes, validate_checks
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -75,6 +87,8 @@ COMMIT_CHECKS = (
     "max_dv_growth",
     "allowed_operations",
 )
+#: The switch that checks maintenance commits too (default false: they are skipped).
+INCLUDE_MAINTENANCE = "include_maintenance"
 #: The check name of a missing commit file (`fail_on_data_loss`).
 MISSING_COMMITS = "missing_commits"
 _CHOICES = {"protocol_changes": ("none", "upgrades"), "schema_changes": ("none", "added_columns")}
@@ -96,10 +110,16 @@ def validate_commit_checks(spec: Mapping[str, Any] | str | None, *, allow_templa
         return {}
     if not isinstance(spec, Mapping):
         raise InvalidArgumentError(f"checks must be a mapping, got {type(spec).__name__}")
-    unknown = sorted(set(spec) - set(KNOWN_CHECKS) - set(COMMIT_CHECKS))
+    known = [*KNOWN_CHECKS, *COMMIT_CHECKS, INCLUDE_MAINTENANCE]
+    unknown = sorted(set(spec) - set(known))
     if unknown:
-        raise InvalidArgumentError(f"unknown checks {unknown}; known: {[*KNOWN_CHECKS, *COMMIT_CHECKS]}")
+        raise InvalidArgumentError(f"unknown checks {unknown}; known: {known}")
     out = validate_checks({k: v for k, v in spec.items() if k in KNOWN_CHECKS}, allow_templates=allow_templates)
+    if INCLUDE_MAINTENANCE in spec:
+        value = spec[INCLUDE_MAINTENANCE]
+        if not (allow_templates and is_template(value)):
+            value = parse_flag(value, INCLUDE_MAINTENANCE)
+        out[INCLUDE_MAINTENANCE] = value
     for key in COMMIT_CHECKS:
         if key not in spec:
             continue
@@ -148,7 +168,8 @@ class CommitCheckFailure:
 class CommitCheckReport:
     """What `check_commits` found in `(since_version, until_version]`.
 
-    `checked_versions`: versions whose state (and commit) were checked; `missing_versions`: commit
+    `checked_versions`: versions whose state (and commit) were checked; `maintenance_versions`:
+    commits that change no data, skipped (unless `include_maintenance`); `missing_versions`: commit
     files gone from the log; `unchecked_versions`: versions after a gap whose state could not be
     rebuilt; `seed_versions`: where a snapshot was loaded (`since_version`, checkpoints after gaps);
     `per_version`: the active-file summary (`FileSummary.to_dict()`), operation and, with
@@ -163,6 +184,7 @@ class CommitCheckReport:
     per_version: list[dict[str, Any]] = field(default_factory=list)
     missing_versions: list[int] = field(default_factory=list)
     unchecked_versions: list[int] = field(default_factory=list)
+    maintenance_versions: list[int] = field(default_factory=list)
     seed_versions: list[int] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -192,6 +214,7 @@ class CommitCheckReport:
             "failures": [f.to_dict() for f in self.failures],
             "missing_versions": list(self.missing_versions),
             "unchecked_versions": list(self.unchecked_versions),
+            "maintenance_versions": list(self.maintenance_versions),
             "seed_versions": list(self.seed_versions),
             "per_version": list(self.per_version),
             "timings": dict(self.timings),
@@ -351,15 +374,30 @@ class _CommitFacts:
     dv_growth: int = 0
     append_only_table: bool = False
     has_commit: bool = True  # False at a checkpoint whose own commit file is gone: state checks only
+    maintenance: bool = False  # the commit changes no data (`changes_data` is false)
     prior_known: bool = True  # False at a checkpoint after a gap: no state before this commit
     unknown_removes: list[str] = field(default_factory=list)
     protocol_change: tuple[Protocol, Protocol] | None = None
     metadata_change: tuple[Metadata, Metadata] | None = None
 
 
+def changes_data(actions: Iterable[Action]) -> bool:
+    """Whether a commit changes the table's data or definition: a `metaData`, `protocol` or `cdc` action,
+    or an `add` or `remove` with `dataChange` true. False for a maintenance commit: OPTIMIZE and statistics
+    backfills (every file action `dataChange=false`; PROTOCOL.md: such a commit "only rearranges existing
+    data or adds new statistics"), VACUUM START/END and other commitInfo-only commits, `txn`-only and
+    `domainMetadata`-only commits."""
+    for a in actions:
+        if isinstance(a, Metadata | Protocol | AddCDCFile):
+            return True
+        if isinstance(a, AddFile | RemoveFile) and a.data_change:
+            return True
+    return False
+
+
 def _local_facts(version: int, actions: Sequence[Action]) -> _CommitFacts:
     """The facts one commit's own actions tell (no earlier state needed)."""
-    facts = _CommitFacts(version)
+    facts = _CommitFacts(version, maintenance=not changes_data(actions))
     added: Counter[str] = Counter()
     removed: Counter[str] = Counter()
     for a in actions:
@@ -554,7 +592,8 @@ def check_commits(
 
     `until_version` defaults to the latest version. `spec` holds state checks (`checks.py`) and the
     per-commit checks of this module (see the module docs); with no spec, only missing commits are
-    checked and the per-version summaries are still computed. Raises `VersionNotFoundError` when
+    checked and the per-version summaries are still computed. Commits that change no data are skipped
+    (`maintenance_versions`) unless `spec["include_maintenance"]`. Raises `VersionNotFoundError` when
     `since_version` or `until_version` is above the latest version, and the typed errors of a log
     that cannot be read (a malformed commit, a corrupt start).
     """
@@ -563,6 +602,7 @@ def check_commits(
     table = log.table_uri
     since = check_int(since_version, "since_version", minimum=0, table=table)
     spec = validate_commit_checks(spec)
+    include_maintenance = bool(spec.get(INCLUDE_MAINTENANCE, False))
     state_spec, commit_spec = _split(spec)
     timings: Counter[str] = Counter()
     t0 = time.perf_counter()
@@ -596,8 +636,11 @@ def check_commits(
             timings["read_s"] += time.perf_counter() - t
 
     def record(walk: _Walk, facts: _CommitFacts) -> None:
-        t = time.perf_counter()
         v = facts.version
+        if facts.maintenance and facts.has_commit and not include_maintenance:
+            report.maintenance_versions.append(v)  # applied to the walk, not checked
+            return
+        t = time.perf_counter()
         report.failures.extend(_commit_results(commit_spec, facts))
         schemas.setdefault(v, walk.schema)
         for r in evaluate_checks(state_spec, cast("Snapshot", walk), schema_at) if state_spec else ():
@@ -674,9 +717,11 @@ def version_ranges(versions: Sequence[int]) -> str:
 
 
 def xcom_fields(report: CommitCheckReport) -> dict[str, Any]:
-    """The XCom fields of a report: `checked_versions`, `first_failing_version`, `failures`."""
+    """The XCom fields of a report: `checked_versions`, `maintenance_versions`, `first_failing_version`,
+    `failures`."""
     return {
         "checked_versions": list(report.checked_versions),
+        "maintenance_versions": list(report.maintenance_versions),
         "first_failing_version": report.first_failing_version,
         "failures": [f.to_dict() for f in report.failures],
     }
@@ -684,9 +729,11 @@ def xcom_fields(report: CommitCheckReport) -> dict[str, Any]:
 
 __all__ = [
     "COMMIT_CHECKS",
+    "INCLUDE_MAINTENANCE",
     "MISSING_COMMITS",
     "CommitCheckFailure",
     "CommitCheckReport",
+    "changes_data",
     "check_commits",
     "validate_commit_checks",
     "xcom_fields",

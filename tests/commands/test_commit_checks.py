@@ -83,9 +83,9 @@ def test_delta_rs_table_failing_before_an_optimize(tmp_path: Path) -> None:
         write_deltalake(path, pa.table({"id": pa.array([i], pa.int64())}), mode="append")
     DeltaTable(path).optimize.compact()  # version 5: 1 file
     write_deltalake(path, pa.table({"id": pa.array([9], pa.int64())}), mode="append")  # version 6: 2 files
-    spec = {"max_files": 4, "allowed_operations": ["WRITE", "OPTIMIZE"]}
+    spec = {"max_files": 4, "allowed_operations": ["WRITE", "OPTIMIZE"], "include_maintenance": True}
     report = check_commits(_log(path), 1, None, spec)
-    assert report.checked_versions == [2, 3, 4, 5, 6]
+    assert report.checked_versions == [2, 3, 4, 5, 6] and report.maintenance_versions == []
     assert _failures(report) == [(4, "max_files")]
     assert [p["operation"] for p in report.per_version] == ["WRITE", "WRITE", "WRITE", "OPTIMIZE", "WRITE"]
     assert [p["num_files"] for p in report.per_version] == [3, 4, 5, 1, 2]
@@ -227,11 +227,71 @@ def test_allowed_operations(tmp_path: Path) -> None:
     b.txn("app", 1)  # 3: STREAMING UPDATE
     with open(b.commit_path(4), "w") as fh:  # 4: a commit with no commitInfo, as some writers leave it
         fh.write('{"txn":{"appId":"app","version":2}}\n')
-    report = check_commits(_log(b.path), 0, None, {"allowed_operations": ["WRITE", "STREAMING UPDATE"]})
+    spec = {"allowed_operations": ["WRITE", "STREAMING UPDATE"], "include_maintenance": True}
+    report = check_commits(_log(b.path), 0, None, spec)
     assert _failures(report) == [(2, "allowed_operations"), (4, "allowed_operations")]
     expected = "operation 'OPTIMIZE' is not an allowed operation ['WRITE', 'STREAMING UPDATE']"
     assert report.failures[0].message == expected
     assert report.failures[1].message.startswith("the commit has no commitInfo")
+
+
+# -- maintenance commits are not data ---------------------------------------------------------------------------
+def _maintained_rs_table(root: Path) -> str:
+    """delta-rs, partitioned: three appends (0..2), a real OPTIMIZE (3), a real VACUUM (START 4, END 5),
+    one more append (6)."""
+    from deltalake import write_deltalake
+
+    from airflow_delta_provider.delta.maintenance.optimize import optimize
+    from airflow_delta_provider.delta.maintenance.vacuum import vacuum
+
+    path = str(root)
+    for i in range(3):
+        write_deltalake(path, pa.table({"id": [i, 10 + i], "p": ["a", "b"]}), partition_by=["p"], mode="append")
+    assert optimize(path).version == 3
+    assert vacuum(path, dry_run=False, retention_hours=0, enforce_retention_duration=False).audit_versions == [4, 5]
+    write_deltalake(path, pa.table({"id": [99], "p": ["a"]}), partition_by=["p"], mode="append")
+    return path
+
+
+def test_per_commit_checks_skip_optimize_and_vacuum_by_default(tmp_path: Path) -> None:
+    path = _maintained_rs_table(tmp_path / "rs")
+    spec = {"allowed_operations": ["WRITE"], "no_unknown_removes": True, "append_only": True}
+    report = check_commits(_log(path), 1, None, spec)
+    assert report.checked_versions == [2, 6] and report.maintenance_versions == [3, 4, 5]
+    assert report.failures == []  # OPTIMIZE and VACUUM are not "WRITE", and not checked
+    assert [(r["version"], r["operation"], r["num_files"]) for r in report.per_version] == [
+        (2, "WRITE", 6),
+        (6, "WRITE", 3),
+    ]
+    assert xcom_fields(report)["maintenance_versions"] == [3, 4, 5]
+    assert report.to_dict()["maintenance_versions"] == [3, 4, 5]
+
+    every = check_commits(_log(path), 1, None, {**spec, "include_maintenance": True})
+    assert every.checked_versions == [2, 3, 4, 5, 6] and every.maintenance_versions == []
+    assert _failures(every) == [
+        (3, "allowed_operations"),
+        (4, "allowed_operations"),
+        (5, "allowed_operations"),
+    ]
+    assert validate_commit_checks({"include_maintenance": "yes"}) == {"include_maintenance": True}
+    with pytest.raises(InvalidArgumentError, match="include_maintenance"):
+        validate_commit_checks({"include_maintenance": "sometimes"})
+
+
+def test_a_maintenance_commit_is_one_that_changes_no_data(tmp_path: Path) -> None:
+    b = _table(tmp_path)  # 0: metaData and protocol: not maintenance
+    b.append(["a.parquet", "b.parquet"])  # 1
+    b.remove(["a.parquet"], data_change=False, operation="OPTIMIZE")  # 2: dataChange=false only
+    b.commit([{"commitInfo": {"operation": "VACUUM START"}}])  # 3: commitInfo only
+    b.txn("app", 1)  # 4: txn only
+    b.set_properties({"delta.appendOnly": "true"})  # 5: metaData: the definition changed
+    b.commit([{"add": {"path": "b.parquet", "partitionValues": {}, "size": 1, "modificationTime": 1,
+                       "dataChange": False, "stats": '{"numRecords": 1}'}}])  # 6: statistics backfill  # fmt: skip
+    b.remove(["b.parquet"])  # 7: data-changing remove
+    report = check_commits(_log(b.path), 0, None, {"append_only": "table"})
+    assert report.maintenance_versions == [2, 3, 4, 6]
+    assert report.checked_versions == [1, 5, 7]
+    assert _failures(report) == [(7, "append_only")]  # the appendOnly table from version 5 on
 
 
 # -- missing commits ----------------------------------------------------------------------------------------
@@ -408,7 +468,9 @@ def test_per_version_summaries_on_a_delta_rs_table(tmp_path: Path) -> None:
     log = _log(path)
     report = check_commits(log, 2, None, {"no_unknown_removes": True, "small_file_mb": SMALL_MB})
     assert report.failures == []
-    assert report.checked_versions == list(range(3, log.latest_version() + 1))
+    optimized = [h["version"] for h in log.history() if h["operation"] == "OPTIMIZE" and h["version"] > 2]
+    assert optimized and report.maintenance_versions == sorted(optimized)  # skipped, yet applied to the walk
+    assert sorted(report.checked_versions + optimized) == list(range(3, log.latest_version() + 1))
     for row in report.per_version:
         expected = log.snapshot_at(version=row["version"]).file_summary(int(SMALL_MB * 1024 * 1024)).to_dict()
         assert {k: row[k] for k in expected} == expected, row["version"]
