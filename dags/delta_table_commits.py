@@ -1,17 +1,27 @@
 """Event-driven: one run per batch of new versions of a Delta table, fired by an asset watcher (no sensor task).
 
-The triggerer runs `DeltaVersionTrigger` for the asset's `AssetWatcher`: each new table version becomes
-one asset event whose extra is `{"from_trigger": true, "payload": {"version", "table_uri", "timestamp",
-"operation", "status"}}`. Several commits between two polls give several events, in version order.
-The trigger keeps its cursor (the last version fired) in the asset's state store (Airflow 3.3+), so a
-triggerer restart neither repeats nor skips a version. The scheduler may gather several events into
-one run: the task reads them all from `triggering_asset_events`.
+The triggerer runs `DeltaVersionTrigger` for the asset's `AssetWatcher`, polling the table's `_delta_log`
+every DELTA_WATCH_POLL_INTERVAL seconds (default 5; a poll costs one log listing). Each poll that finds
+new versions fires **one** asset event carrying all of them: its extra is `{"from_trigger": true,
+"payload": {"version" (the last), "first_version", "last_version", "versions", "operations",
+"partitions", "skipped_versions", "table_uri", "timestamp", "operation", "status"}}`. So two commits
+that land within one poll start one run that sees both, and none waits for the next commit. The
+scheduler may still gather several events into one run: the task reads them all from
+`triggering_asset_events`.
+
+Maintenance commits are not data: OPTIMIZE (every file action `dataChange=false`) and VACUUM START/END
+(commitInfo only) fire nothing and start no run; they still move the trigger's cursor past them
+(`include_maintenance=True` on the trigger fires on them too). The cursor (the last version handled)
+lives in the asset's state store (Airflow 3.3+): on 3.3 it is written once the triggerer confirmed the
+events up to it are stored in the metadata DB, so a triggerer restart neither skips a version nor
+repeats one it recorded.
 
 The asset's URI is the table's `_delta_log`, distinct from the table's own asset (which
 delta_table_health.py's sensor updates): Airflow keeps active asset URIs unique.
 
 Configured by environment: DELTA_EXAMPLE_TABLE_URI (table to watch), DELTA_STORAGE_CONN_ID (object-store
-connection, if any). Watchers run only while this DAG is unpaused.
+connection, if any), DELTA_WATCH_POLL_INTERVAL (seconds between polls). Watchers run only while this DAG
+is unpaused.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ TABLE_URI = os.environ.get("DELTA_EXAMPLE_TABLE_URI") or str(
     Path(__file__).resolve().parents[1] / "demo" / "sample_table"
 )
 STORAGE_CONN_ID = os.environ.get("DELTA_STORAGE_CONN_ID") or None
+POLL_INTERVAL = float(os.environ.get("DELTA_WATCH_POLL_INTERVAL") or 5.0)
 
 #: The table's commit stream. The trigger takes no run-specific arguments (watchers need stable kwargs).
 TABLE_COMMITS = Asset(
@@ -38,7 +49,7 @@ TABLE_COMMITS = Asset(
     watchers=[
         AssetWatcher(
             name="delta_example_table_new_version",
-            trigger=DeltaVersionTrigger(TABLE_URI, storage_conn_id=STORAGE_CONN_ID, poll_interval=60.0),
+            trigger=DeltaVersionTrigger(TABLE_URI, storage_conn_id=STORAGE_CONN_ID, poll_interval=POLL_INTERVAL),
         )
     ],
 )
@@ -55,12 +66,18 @@ TABLE_COMMITS = Asset(
 def delta_table_commits() -> None:
     @task
     def new_versions(**context: Any) -> list[int]:
-        """The table versions this run was triggered by, oldest first."""
+        """The table versions this run was triggered by, oldest first (each event carries one poll's)."""
         events = context["triggering_asset_events"].get(TABLE_COMMITS, [])
         payloads = sorted((e.extra["payload"] for e in events), key=lambda p: p["version"])
+        versions: list[int] = []
         for p in payloads:
-            print(f"{p['table_uri']} version {p['version']}: {p['operation']} at {p['timestamp']}")
-        return [p["version"] for p in payloads]
+            batch = p.get("versions") or [p["version"]]
+            print(
+                f"{p['table_uri']} versions {batch} ({p.get('operations')}), last at {p['timestamp']}; "
+                f"partitions {p.get('partitions')}; maintenance skipped {p.get('skipped_versions')}"
+            )
+            versions.extend(batch)
+        return versions
 
     new_versions()
 

@@ -13,8 +13,9 @@ try:
 except ImportError:  # pragma: no cover
     from airflow.sensors.base import PokeReturnValue
 
+from ..commands.arguments import parse_flag
 from ..triggers.delta import DeltaVersionTrigger, probe_table, recreated, recreation_error
-from ..version_watch import as_version, condition_met, is_transient, version_event
+from ..version_watch import as_version, condition_met, is_transient, last_data_version, version_event
 
 if TYPE_CHECKING:  # pragma: no cover
     from airflow.providers.common.compat.sdk import Context
@@ -33,6 +34,15 @@ class DeltaVersionSensor(BaseSensorOperator):
       survives reschedules (kept in the task state store, Airflow 3.3+) and deferral (serialized
       into the trigger). Before 3.3 there is no task state store: in reschedule mode give
       `target_version` or `newer_than`, or each reschedule captures a new baseline.
+
+    **Maintenance commits are not data** (`include_maintenance=False`, the default): with `newer_than`
+    or a baseline, only a newer version that changes data counts, and the sensor reports the newest
+    such one. OPTIMIZE, statistics backfills (every file action `dataChange=false`) and commitInfo-only
+    commits such as VACUUM START/END do not end the wait (PROTOCOL.md: `dataChange` false "only
+    rearranges existing data or adds new statistics"). A poke that finds new versions reads their commit
+    files, newest first, until it meets a data commit; in poke and deferrable modes maintenance versions
+    already read are not read again. `include_maintenance=True` counts every version, as the latest.
+    `target_version` waits for the version number, whatever its commit.
 
     A poll reads only `_last_checkpoint` and the `_delta_log` listing. A table that does not exist
     yet is waited for unless `wait_for_table=False`; a missing bucket (`BucketNotFoundError`) or a
@@ -65,6 +75,7 @@ class DeltaVersionSensor(BaseSensorOperator):
         wait_for_table: bool = True,
         max_transient_errors: int = 5,
         allow_recreation: bool = False,
+        include_maintenance: bool = False,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
@@ -76,8 +87,10 @@ class DeltaVersionSensor(BaseSensorOperator):
         self.wait_for_table = wait_for_table
         self.max_transient_errors = max_transient_errors
         self.allow_recreation = allow_recreation
+        self.include_maintenance = parse_flag(include_maintenance, "include_maintenance")
         self.deferrable = deferrable
         self._transient_errors = 0  # poke mode: the same instance polls again
+        self._scanned: int | None = None  # poke mode: versions up to this one hold no data change
 
     # -- helpers --------------------------------------------------------------------------------------
     def _options(self) -> dict[str, Any]:
@@ -137,9 +150,20 @@ class DeltaVersionSensor(BaseSensorOperator):
                 raise recreation_error(self.table_uri, version, newer, baseline)
             self.log.warning("%s was recreated: firing on its version %s", self.table_uri, version)
             return {**version_event(self.table_uri, options, version), "recreated": True}, baseline
-        if condition_met(version, target, newer, baseline):
-            return version_event(self.table_uri, options, version), baseline
-        return None, baseline
+        if not condition_met(version, target, newer, baseline):
+            return None, baseline
+        if target is None and not self.include_maintenance:
+            reference = newer if newer is not None else baseline
+            assert reference is not None  # condition_met holds without a target
+            scanned = self._scanned
+            after = scanned if scanned is not None and reference <= scanned < version else reference
+            found = last_data_version(self.table_uri, options, after, version)
+            if found is None:
+                self.log.info("%s: versions %s..%s change no data (maintenance)", self.table_uri, after + 1, version)
+                self._scanned = version
+                return None, baseline
+            version = found
+        return version_event(self.table_uri, options, version), baseline
 
     def _stored_error_count(self, context: Context) -> tuple[Any | None, int]:
         """(task state store, transient errors in a row it holds); (None, 0) without a working store
@@ -222,6 +246,7 @@ class DeltaVersionSensor(BaseSensorOperator):
                 wait_for_table=self.wait_for_table,
                 max_transient_errors=self.max_transient_errors,
                 allow_recreation=self.allow_recreation,
+                include_maintenance=self.include_maintenance,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout) if self.timeout is not None else None,

@@ -26,9 +26,10 @@ pytest.importorskip("airflow")
 
 from airflow.triggers.base import BaseEventTrigger
 
+from airflow_delta_provider import version_watch
 from airflow_delta_provider.delta import DeltaLog
 from airflow_delta_provider.testing import DeltaLogBuilder
-from airflow_delta_provider.triggers.delta import DeltaVersionTrigger, cursor_key
+from airflow_delta_provider.triggers.delta import SHARED_STREAM, DeltaVersionTrigger, cursor_key
 
 WATCH_DAG = REPO / "dags" / "delta_table_commits.py"
 ASSET_NAME = "delta_example_table_commits"
@@ -79,48 +80,297 @@ def test_watcher_trigger_is_an_event_trigger_with_stable_kwargs() -> None:
     # what the DAG processor hashes to match the trigger row on every parse: no run-specific values
     assert BaseEventTrigger.hash(classpath, kwargs) == BaseEventTrigger.hash(*_from_serialized(trigger).serialize())
     assert kwargs["target_version"] is kwargs["newer_than"] is kwargs["baseline"] is None
+    assert kwargs["poll_interval"] == float(os.environ.get("DELTA_WATCH_POLL_INTERVAL") or 5.0)
+    assert kwargs["include_maintenance"] is False
+    assert (trigger.shared_stream_key() is not None) is SHARED_STREAM  # one shared poll per table on 3.3
     assert asset.uri == DeltaLog(kwargs["table_uri"]).table_uri + "/_delta_log"
 
 
-def test_watching_fires_each_new_version_once_in_order(tmp_path: Path) -> None:
-    b = _table(tmp_path)
-    trigger = _from_serialized(DeltaVersionTrigger(b.path, poll_interval=0.05))
+#: The poll interval of the watchers driven poll by poll (`PollDriver`): a value no other sleep uses.
+PAUSE = 3600.0
+REAL_SLEEP = asyncio.sleep
+
+
+class PollDriver:
+    """Runs a watcher poll by poll: its pauses of `PAUSE` seconds (its `poll_interval`) wait for `poll()`.
+
+    Installed as `asyncio.sleep` (other delays sleep for real), so which commits a poll sees is decided
+    by the test, not by timing.
+    """
+
+    def __init__(self) -> None:
+        self.pauses = 0
+        self._release: asyncio.Future[None] | None = None
+
+    async def sleep(self, delay: float, result: Any = None) -> Any:
+        if delay != PAUSE:
+            return await REAL_SLEEP(delay, result)
+        self.pauses += 1
+        self._release = asyncio.get_running_loop().create_future()
+        await self._release
+        return result
+
+    async def paused(self) -> None:
+        await _until(lambda: self._release is not None and not self._release.done(), "the watcher pauses")
+
+    async def poll(self) -> None:
+        """Let the paused watcher run exactly one more poll; return once it pauses again."""
+        await self.paused()
+        n = self.pauses
+        assert self._release is not None
+        self._release.set_result(None)
+        await _until(lambda: self.pauses > n, "the poll ends")
+
+
+@pytest.fixture
+def driver(monkeypatch: pytest.MonkeyPatch) -> PollDriver:
+    d = PollDriver()
+    monkeypatch.setattr(asyncio, "sleep", d.sleep)
+    return d
+
+
+class CursorStore:
+    """Stand-in for the asset state store accessor the triggerer injects (`get`/`set`)."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+        self.writes: list[int] = []
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        self.data[key] = value
+        self.writes.append(value)
+
+
+async def _collect(gen: AsyncIterator[Any], into: list[dict[str, Any]]) -> None:
+    async for event in gen:
+        into.append(event.payload)
+
+
+def _partitioned(tmp_path: Path) -> DeltaLogBuilder:
+    b = DeltaLogBuilder(tmp_path / "events", schema={"id": "long", "date": "string"}, partition_columns=["date"])
+    b.create()
+    b.append(["seed.parquet"], size=10, partition={"date": "2024-01-01"})
+    return b
+
+
+def test_one_event_per_poll_carries_every_new_version(tmp_path: Path, driver: PollDriver) -> None:
+    b = _partitioned(tmp_path)
+    trigger = _from_serialized(DeltaVersionTrigger(b.path, poll_interval=PAUSE))
     assert trigger.watching
 
+    async def scenario() -> list[list[dict[str, Any]]]:
+        events: list[dict[str, Any]] = []
+        collector = asyncio.create_task(_collect(trigger.run(), events))
+        await driver.paused()
+        assert trigger.cursor == 1 and events == []  # the first poll takes the latest version as the baseline
+        seen = []
+        # two commits within one poll: one event listing both
+        await asyncio.to_thread(b.append, ["a.parquet"], size=10, partition={"date": "2024-01-02"})
+        await asyncio.to_thread(b.append, ["b.parquet", "c.parquet"], size=10, partition={"date": "2024-01-03"})
+        await driver.poll()
+        seen.append(list(events))
+        await asyncio.to_thread(b.remove, ["a.parquet"])  # a data-changing remove, one commit
+        await driver.poll()
+        await driver.poll()  # nothing new: no event
+        seen.append(list(events))
+        collector.cancel()
+        return seen
+
+    first, after = asyncio.run(scenario())
+    (event,) = first
+    assert event["status"] == "success"
+    assert (event["first_version"], event["last_version"], event["version"]) == (2, 3, 3)
+    assert event["versions"] == [2, 3] and event["operations"] == ["WRITE", "WRITE"]
+    assert event["partitions"] == [{"date": "2024-01-02"}, {"date": "2024-01-03"}]
+    assert event["skipped_versions"] == []
+    assert event["timestamp"] == b.timestamp(3) and event["operation"] == "WRITE"
+    assert event["table_uri"] == DeltaLog(b.path).table_uri
+    assert [e["versions"] for e in after] == [[2, 3], [4]]
+    assert after[1]["partitions"] == [{"date": "2024-01-02"}] and after[1]["operation"] == "DELETE"
+
+
+def test_a_backlog_longer_than_one_event_fires_several_in_order(
+    tmp_path: Path, driver: PollDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_delta_provider import triggers
+
+    monkeypatch.setattr(triggers.delta, "chunks", lambda a, u: version_watch.chunks(a, u, size=2))
+    b = _partitioned(tmp_path)
+    trigger = DeltaVersionTrigger(b.path, poll_interval=PAUSE)
+
     async def scenario() -> list[dict[str, Any]]:
-        gen = trigger.run()
-        pending = asyncio.create_task(gen.__anext__())
-        await _until(lambda: trigger.cursor == 1, "the first poll takes the latest version as the baseline")
-        versions = await asyncio.to_thread(_commit, b, 3)  # in a row: mostly between two polls; any split works
-        events = [await asyncio.wait_for(pending, TIMEOUT)]
-        events += [await asyncio.wait_for(gen.__anext__(), TIMEOUT) for _ in versions[1:]]
-        versions = await asyncio.to_thread(_commit, b, 2)
-        events += [await asyncio.wait_for(gen.__anext__(), TIMEOUT) for _ in versions]
-        await gen.aclose()
-        return [e.payload for e in events]
+        events: list[dict[str, Any]] = []
+        collector = asyncio.create_task(_collect(trigger.run(), events))
+        await driver.paused()
+        await asyncio.to_thread(_commit, b, 5)
+        await driver.poll()
+        collector.cancel()
+        return events
 
-    payloads = asyncio.run(scenario())
-    assert [p["version"] for p in payloads] == [2, 3, 4, 5, 6]
-    assert all(p["status"] == "success" and p["operation"] == "WRITE" for p in payloads)
-    assert [p["timestamp"] for p in payloads] == [b.timestamp(v) for v in range(2, 7)]
-    assert {p["table_uri"] for p in payloads} == {DeltaLog(b.path).table_uri}
+    assert [e["versions"] for e in asyncio.run(scenario())] == [[2, 3], [4, 5], [6]]
 
 
-def test_watching_a_table_not_created_yet_fires_from_version_0(tmp_path: Path) -> None:
+# -- maintenance commits: a real OPTIMIZE and a real VACUUM on a delta-rs table ------------------------------
+def _rs_table(root: Path) -> str:
+    """delta-rs, partitioned by `p`: versions 0..2, two small files per version."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    for i in range(3):
+        write_deltalake(str(root), pa.table({"id": [i, 10 + i], "p": ["a", "b"]}), partition_by=["p"], mode="append")
+    return str(root)
+
+
+def _append(root: str, i: int, p: str = "a") -> None:
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    write_deltalake(root, pa.table({"id": [100 + i], "p": [p]}), partition_by=["p"], mode="append")
+
+
+def _optimize(root: str) -> int:
+    from airflow_delta_provider.delta.maintenance.optimize import optimize
+
+    done = optimize(root)
+    assert done.version is not None
+    return done.version
+
+
+def _vacuum(root: str) -> list[int]:
+    from airflow_delta_provider.delta.maintenance.vacuum import vacuum
+
+    done = vacuum(root, dry_run=False, retention_hours=0, enforce_retention_duration=False)
+    assert done.deleted > 0 and len(done.audit_versions) == 2  # VACUUM START and END (commitInfo only)
+    return list(done.audit_versions)
+
+
+def _maintenance_scenario(root: str, trigger: DeltaVersionTrigger, driver: PollDriver, stream: Any) -> Any:
+    """OPTIMIZE, then VACUUM, each alone in a poll; then OPTIMIZE and an append in one poll; then an append.
+    Returns (events after each of the four polls, cursor after each, versions committed)."""
+
+    async def scenario() -> tuple[list[list[dict[str, Any]]], list[int | None], dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        collector = asyncio.create_task(_collect(stream, events))
+        await driver.paused()
+        assert trigger.cursor == 2
+        done: dict[str, Any] = {}
+        seen, cursors = [], []
+        done["optimize"] = await asyncio.to_thread(_optimize, root)
+        await driver.poll()
+        seen.append(list(events)), cursors.append(trigger.cursor)
+        done["vacuum"] = await asyncio.to_thread(_vacuum, root)
+        await driver.poll()
+        seen.append(list(events)), cursors.append(trigger.cursor)
+        await asyncio.to_thread(_append, root, 1)
+        await asyncio.to_thread(_append, root, 2)
+        done["optimize_2"] = await asyncio.to_thread(_optimize, root)
+        await driver.poll()
+        seen.append(list(events)), cursors.append(trigger.cursor)
+        await asyncio.to_thread(_append, root, 3, "b")
+        await driver.poll()
+        seen.append(list(events)), cursors.append(trigger.cursor)
+        collector.cancel()
+        return seen, cursors, done
+
+    return asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("include_maintenance", [False, True])
+def test_maintenance_commits_fire_nothing_but_move_the_cursor(
+    tmp_path: Path, driver: PollDriver, include_maintenance: bool
+) -> None:
+    root = _rs_table(tmp_path / "rs")
+    trigger = DeltaVersionTrigger(root, poll_interval=PAUSE, include_maintenance=include_maintenance)
+    store = CursorStore()
+    trigger.asset_state_store = store
+    seen, cursors, done = _maintenance_scenario(root, trigger, driver, trigger.run())
+    assert done == {"optimize": 3, "vacuum": [4, 5], "optimize_2": 8}
+    assert cursors == [3, 5, 8, 9]  # maintenance versions are passed, never delivered later
+    assert store.data[cursor_key(root)] == 9
+    if not include_maintenance:
+        assert seen[0] == [] and seen[1] == []  # OPTIMIZE alone, VACUUM START/END alone: no event
+        (mixed,) = seen[2]
+        assert mixed["versions"] == [6, 7] and mixed["skipped_versions"] == [8]
+        assert mixed["version"] == 7 and mixed["operation"] == "WRITE"
+        assert [e["versions"] for e in seen[3]] == [[6, 7], [9]]
+        assert seen[3][1]["partitions"] == [{"p": "b"}] and seen[3][1]["skipped_versions"] == []
+        assert 3 in store.writes and 5 in store.writes  # stored although nothing fired
+    else:
+        assert [e["versions"] for e in seen[3]] == [[3], [4, 5], [6, 7, 8], [9]]
+        assert seen[0][0]["operations"] == ["OPTIMIZE"] and seen[0][0]["partitions"] == [{"p": "a"}, {"p": "b"}]
+        assert seen[1][1]["operations"] == ["VACUUM START", "VACUUM END"] and seen[1][1]["partitions"] == []
+        assert all(e["skipped_versions"] == [] for e in seen[3])
+
+
+@pytest.mark.skipif(not SHARED_STREAM, reason="Airflow < 3.3: no shared stream")
+@pytest.mark.parametrize("include_maintenance", [False, True])
+def test_shared_stream_path_skips_maintenance_and_records_the_cursor_for_the_ack(
+    tmp_path: Path, driver: PollDriver, include_maintenance: bool
+) -> None:
+    """Airflow 3.3's path: the producer's polls fan out to `filter_shared_stream`; the same events as `run()`,
+    and the cursor is written by `advance`, never before."""
+    from airflow.triggers.shared_stream import AdvanceItem, AdvanceOutcome
+
+    root = _rs_table(tmp_path / "rs")
+    trigger = _from_serialized(DeltaVersionTrigger(root, poll_interval=PAUSE, include_maintenance=include_maintenance))
+    store = CursorStore()
+    trigger.asset_state_store = store
+    assert trigger.shared_stream_key() is not None
+    assert DeltaVersionTrigger(root, newer_than=1).shared_stream_key() is None  # deferral polls on its own
+    producer = DeltaVersionTrigger.create_shared_stream_producer(trigger.serialize()[1])
+    polls: list[Any] = []
+
+    async def raw() -> AsyncIterator[Any]:
+        async for poll, payload in producer.open_stream():
+            assert payload is poll
+            polls.append(poll)
+            yield poll
+
+    seen, cursors, _ = _maintenance_scenario(root, trigger, driver, trigger.filter_shared_stream(raw()))
+    assert cursors == [3, 5, 8, 9]
+    if include_maintenance:
+        assert [e["versions"] for e in seen[3]] == [[3], [4, 5], [6, 7, 8], [9]]
+    else:
+        assert [e["versions"] for e in seen[3]] == [[6, 7], [9]]
+        assert seen[2][0]["skipped_versions"] == [8]
+    assert store.writes == []  # nothing stored until the triggerer acknowledges
+    key = cursor_key(root)
+    assert [p.writes for p in polls[:2]] == [[(store, key, 2)], [(store, key, 3)]]
+
+    async def ack(items: list[Any]) -> None:
+        await producer.advance(items)
+
+    failed = AdvanceOutcome(acked=0, failed=1)
+    asyncio.run(ack([AdvanceItem(polls[1], failed)]))  # an event not confirmed stored: no cursor write
+    assert store.writes == []
+    clean = AdvanceOutcome(acked=1, failed=0)
+    asyncio.run(ack([AdvanceItem(p, clean) for p in polls[:3]]))
+    assert store.writes == [5] and store.data[key] == 5  # the last cursor of the batch, once
+    asyncio.run(ack([AdvanceItem(p, clean) for p in polls[3:]]))
+    assert store.data[key] == 9
+
+
+def test_watching_a_table_not_created_yet_fires_from_version_0(tmp_path: Path, driver: PollDriver) -> None:
     b = DeltaLogBuilder(tmp_path / "later", schema={"id": "long"})
-    trigger = DeltaVersionTrigger(b.path, poll_interval=0.05)
+    trigger = DeltaVersionTrigger(b.path, poll_interval=PAUSE)
 
-    async def scenario() -> list[int]:
-        gen = trigger.run()
-        pending = asyncio.create_task(gen.__anext__())
-        await _until(lambda: trigger.cursor == -1, "no table yet: baseline -1")
-        await asyncio.to_thread(b.create)
+    async def scenario() -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        collector = asyncio.create_task(_collect(trigger.run(), events))
+        await driver.paused()
+        assert trigger.cursor == -1  # no table yet: baseline -1
+        await asyncio.to_thread(b.create)  # version 0: metaData and protocol, no file: not maintenance
         await asyncio.to_thread(_commit, b, 1)
-        events = [await asyncio.wait_for(pending, TIMEOUT), await asyncio.wait_for(gen.__anext__(), TIMEOUT)]
-        await gen.aclose()
-        return [e.payload["version"] for e in events]
+        await driver.poll()
+        collector.cancel()
+        return events
 
-    assert asyncio.run(scenario()) == [0, 1]
+    (event,) = asyncio.run(scenario())
+    assert event["versions"] == [0, 1] and event["operations"] == ["CREATE TABLE", "WRITE"]
+    assert event["partitions"] == []  # unpartitioned
 
 
 def test_deferral_modes_still_fire_once_and_end(tmp_path: Path) -> None:
@@ -148,6 +398,7 @@ def watched_table(airflow_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
     b = _table(tmp_path)
     monkeypatch.setenv("DELTA_EXAMPLE_TABLE_URI", b.path)
+    monkeypatch.setenv("DELTA_WATCH_POLL_INTERVAL", "0.2")
     monkeypatch.delenv("DELTA_STORAGE_CONN_ID", raising=False)
 
     def sync() -> None:
@@ -175,12 +426,14 @@ def watched_table(airflow_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 @asynccontextmanager
-async def triggerer(trigger_id: int) -> AsyncIterator[list[Any]]:
+async def triggerer(trigger_id: int, *, persist: bool = True) -> AsyncIterator[list[Any]]:
     """Airflow's `TriggerRunner` running the trigger row `trigger_id` as a watcher, until the block ends.
 
-    Yields the list of the events it has queued so far (their payloads once the block ends). On exit the
-    trigger is cancelled (a triggerer stop) and its events stored with `Trigger.submit_event`, as the
-    supervisor does with the events the runner hands it.
+    Yields the list of the payloads it has queued so far. With `persist`, each event is stored with
+    `Trigger.submit_event` as it comes and its storage confirmed to the runner, as the triggerer's
+    supervisor does (on Airflow 3.3 that confirmation is what lets a shared stream advance). Without, the
+    events are dropped unstored and unconfirmed: a triggerer that died before its supervisor stored them.
+    On exit the trigger is cancelled (a triggerer stop).
     """
     from airflow.executors.workloads import RunTrigger
     from airflow.jobs.triggerer_job_runner import TriggerRunner
@@ -201,10 +454,20 @@ async def triggerer(trigger_id: int) -> AsyncIterator[list[Any]]:
     task = runner.triggers[trigger_id]["task"]
     seen: list[Any] = []
 
+    def store() -> None:
+        while runner.events:
+            entry = runner.events.popleft()
+            seen.append(entry.event.payload)
+            if not persist:
+                continue
+            Trigger.submit_event(trigger_id=trigger_id, event=entry.event)
+            seq = getattr(entry, "persist_seq", None)
+            if seq is not None:  # Airflow 3.3: the supervisor's `events_persisted` reply
+                runner._shared_streams.confirm_persisted([seq])
+
     async def collect() -> None:
         while True:
-            while runner.events:
-                seen.append(runner.events.popleft().event)
+            store()
             await asyncio.sleep(0.01)
 
     collector = asyncio.create_task(collect())
@@ -217,10 +480,7 @@ async def triggerer(trigger_id: int) -> AsyncIterator[list[Any]]:
         collector.cancel()
         with suppress(asyncio.CancelledError):
             await collector
-        seen.extend(entry.event for entry in runner.events)
-        for event in seen:
-            Trigger.submit_event(trigger_id=trigger_id, event=event)
-        seen[:] = [e.payload for e in seen]
+        store()
 
 
 def _stored_cursor(table_uri: str) -> int | None:
@@ -232,7 +492,7 @@ def _stored_cursor(table_uri: str) -> int | None:
     return None if row is None else json.loads(row[0])
 
 
-def _asset_event_versions() -> list[int]:
+def _asset_event_versions() -> list[list[int]]:
     with metadata_db() as db:
         rows = db.execute(
             "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.name = ? ORDER BY e.id",
@@ -240,11 +500,14 @@ def _asset_event_versions() -> list[int]:
         ).fetchall()
     extras = [json.loads(r[0]) for r in rows]
     assert all(x["from_trigger"] is True and x["payload"]["status"] == "success" for x in extras)
-    return [x["payload"]["version"] for x in extras]
+    return [x["payload"]["versions"] for x in extras]
 
 
 @pytest.mark.airflow
-def test_watcher_fires_one_asset_event_per_version_across_triggerer_restarts(watched_table) -> None:
+@pytest.mark.skipif(not SHARED_STREAM, reason="the asset state store and shared streams are Airflow 3.3+")
+def test_watcher_fires_one_asset_event_per_poll_and_stores_its_cursor_once_the_event_is_stored(
+    watched_table,
+) -> None:
     import psutil
     import structlog
     from airflow.sdk.execution_time.supervisor import (
@@ -262,18 +525,24 @@ def test_watcher_fires_one_asset_event_per_version_across_triggerer_restarts(wat
         async with triggerer(trigger_id) as events:
             await _until(lambda: _stored_cursor(b.path) == 1, "the baseline is stored")
         runs.append(events)
-        # 2. three commits while the triggerer is down (between its last poll and the next one)
+        # 2. three commits while the triggerer is down: the next poll finds them together
         await asyncio.to_thread(_commit, b, 3)
-        # 3. restart: resumes after the stored cursor; stopped again as soon as an event is out,
-        #    wherever that cuts the batch of three
-        async with triggerer(trigger_id) as events:
+        # 3. restart: one event carries 2, 3 and 4; the triggerer dies before its supervisor stores it,
+        #    so the cursor stays where it was
+        async with triggerer(trigger_id, persist=False) as events:
             await _until(lambda: len(events) >= 1, "the restarted watcher fires")
+            await asyncio.sleep(1.0)  # a few 0.2 s polls: the unconfirmed event holds the cursor back
+            assert _stored_cursor(b.path) == 1
         runs.append(events)
-        # 4. one more commit, then a restart that must deliver the rest of the batch and the new one
-        await asyncio.to_thread(_commit, b, 1)
+        # 4. restart: the lost event fires again and is stored; then one more commit
         async with triggerer(trigger_id) as events:
+            await _until(lambda: _stored_cursor(b.path) == 4, "the cursor follows the stored event")
+            await asyncio.to_thread(_commit, b, 1)
             await _until(lambda: _stored_cursor(b.path) == 5, "the watcher catches up")
-            await _until(lambda: len(runs[1]) + len(events) >= 4, "every version's event is out")
+        runs.append(events)
+        # 5. a restart with nothing new: no event
+        async with triggerer(trigger_id) as events:
+            await asyncio.sleep(1.0)
         runs.append(events)
         return runs
 
@@ -288,9 +557,9 @@ def test_watcher_fires_one_asset_event_per_version_across_triggerer_restarts(wat
     with set_supervisor_comms(supervisor.comms):
         runs = asyncio.run(scenario())
 
-    assert runs[0] == []
-    fired = [p["version"] for run in runs for p in run]
-    assert fired == [2, 3, 4, 5], runs  # each version once, in order, across two restarts
-    assert _stored_cursor(b.path) == 5
-    assert _asset_event_versions()[len(before) :] == [2, 3, 4, 5]
+    assert runs[0] == [] and runs[3] == []
+    assert [p["versions"] for p in runs[1]] == [[2, 3, 4]]  # three commits, one poll, one event
+    assert [p["versions"] for p in runs[2]] == [[2, 3, 4], [5]]  # the lost event again, never skipped
     assert all(p["table_uri"] == DeltaLog(b.path).table_uri for run in runs for p in run)
+    assert _stored_cursor(b.path) == 5
+    assert _asset_event_versions()[len(before) :] == [[2, 3, 4], [5]]  # each version stored once

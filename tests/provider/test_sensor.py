@@ -84,3 +84,76 @@ def test_concurrent_commit_during_poll_is_seen_next_time(tmp_path: Path) -> None
     t.start()
     t.join()
     assert sensor.poke({}).xcom_value["version"] == 3
+
+
+# -- maintenance commits are not data --------------------------------------------------------------
+def _rs_table(root: Path) -> str:
+    """delta-rs, partitioned by `p`: versions 0..2."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    for i in range(3):
+        write_deltalake(str(root), pa.table({"id": [i, 10 + i], "p": ["a", "b"]}), partition_by=["p"], mode="append")
+    return str(root)
+
+
+def _append(root: str) -> None:
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    write_deltalake(root, pa.table({"id": [99], "p": ["a"]}), partition_by=["p"], mode="append")
+
+
+def _maintain(root: str) -> None:
+    """A real OPTIMIZE (version 3) and a real VACUUM (START and END: versions 4 and 5)."""
+    from airflow_delta_provider.delta.maintenance.optimize import optimize
+    from airflow_delta_provider.delta.maintenance.vacuum import vacuum
+
+    assert optimize(root).version == 3
+    assert vacuum(root, dry_run=False, retention_hours=0, enforce_retention_duration=False).audit_versions == [4, 5]
+
+
+def test_sensor_ignores_optimize_and_vacuum_unless_asked(tmp_path: Path) -> None:
+    root = _rs_table(tmp_path / "rs")
+    _maintain(root)
+    sensor = DeltaVersionSensor(task_id="s", table_uri=root, newer_than=2)
+    assert sensor.poke({}) is False  # three new versions, none changes data
+    assert sensor._scanned == 5  # read once: the next poke starts after them
+    every = DeltaVersionSensor(task_id="s", table_uri=root, newer_than=2, include_maintenance=True).poke({})
+    assert every.is_done and every.xcom_value["version"] == 5 and every.xcom_value["operation"] == "VACUUM END"
+    store = TaskStateStore()
+    store.data[BASELINE_KEY] = 2  # a reschedule that started before the maintenance commits
+    assert DeltaVersionSensor(task_id="s", table_uri=root, mode="reschedule").poke({"task_state_store": store}) is False
+    # the target version is a number: reached, whatever its commit
+    assert DeltaVersionSensor(task_id="s", table_uri=root, target_version=4).poke({}).xcom_value["version"] == 5
+
+    _append(root)  # version 6: data
+    done = sensor.poke({})
+    assert done.is_done and done.xcom_value["version"] == 6 and done.xcom_value["operation"] == "WRITE"
+    again = DeltaVersionSensor(task_id="s", table_uri=root, mode="reschedule").poke({"task_state_store": store})
+    assert again.is_done and again.xcom_value["version"] == 6
+    with pytest.raises(ValueError, match="include_maintenance"):
+        DeltaVersionSensor(task_id="s", table_uri=root, include_maintenance="maybe")
+
+
+def test_deferred_sensor_fires_on_the_data_commit_after_maintenance(tmp_path: Path) -> None:
+    import asyncio
+
+    root = _rs_table(tmp_path / "rs")
+    sensor = DeltaVersionSensor(task_id="s", table_uri=root, newer_than=2, deferrable=True, poke_interval=0.05)
+    _maintain(root)
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute({})  # only maintenance since 2: defers
+    trigger = deferred.value.trigger
+    assert trigger.include_maintenance is False and trigger.newer_than == 2
+
+    async def scenario() -> dict:
+        task = asyncio.create_task(trigger.run().__anext__())
+        await asyncio.sleep(0.5)
+        assert not task.done()  # polls see versions 3..5: maintenance, keep waiting
+        await asyncio.to_thread(_append, root)
+        return (await asyncio.wait_for(task, timeout=60)).payload
+
+    payload = asyncio.run(scenario())
+    assert payload["status"] == "success" and payload["version"] == 6 and payload["operation"] == "WRITE"
+    assert sensor.execute_complete({}, payload)["version"] == 6

@@ -13,7 +13,7 @@ pytest.importorskip("airflow")
 
 from provider_support import small_table
 
-from airflow_delta_provider.delta import DeltaLog, StorageError
+from airflow_delta_provider.delta import DeltaLog, InvalidArgumentError, StorageError
 from airflow_delta_provider.testing import DeltaLogBuilder
 from airflow_delta_provider.triggers import delta as trigger_module
 from airflow_delta_provider.triggers.delta import DeltaVersionTrigger
@@ -38,6 +38,7 @@ def test_trigger_serialization_round_trip() -> None:
         "wait_for_table": True,
         "max_transient_errors": 5,
         "allow_recreation": False,
+        "include_maintenance": False,
     }
     assert all(isinstance(v, str | int | float | bool | type(None)) for v in kwargs.values())
     module, _, name = classpath.rpartition(".")
@@ -114,3 +115,53 @@ def test_trigger_retries_transient_errors_then_fires(tmp_path: Path, monkeypatch
         DeltaVersionTrigger(b.path, target_version=2, poll_interval=0.01, max_transient_errors=2).run().__anext__()
     ).payload
     assert payload["status"] == "error" and payload["transient"] is True and payload["error_class"] == "TimeoutError"
+
+
+# -- the poll interval ------------------------------------------------------------------------------
+def test_poll_interval_is_a_parameter_defaulting_to_a_few_seconds() -> None:
+    assert DeltaVersionTrigger("/t").poll_interval == 5.0
+    assert DeltaVersionTrigger("/t", poll_interval="0.5").poll_interval == 0.5
+    for bad in (0, -1, "soon", None, float("inf")):
+        with pytest.raises(InvalidArgumentError, match="poll_interval"):
+            DeltaVersionTrigger("/t", poll_interval=bad)
+    with pytest.raises(InvalidArgumentError, match="include_maintenance"):
+        DeltaVersionTrigger("/t", include_maintenance="sometimes")
+
+
+@pytest.mark.parametrize("watching", [True, False])
+def test_the_trigger_sleeps_its_poll_interval_between_polls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, watching: bool
+) -> None:
+    """Every pause between two polls is `poll_interval` (watching and deferral alike); each poll lists the log."""
+    b = small_table(tmp_path)
+    trigger = DeltaVersionTrigger(b.path, poll_interval=7.25, **({} if watching else {"target_version": 99}))
+    real_sleep = asyncio.sleep
+    pauses: list[float] = []
+    probes = {"n": 0}
+    real_probe = trigger_module.probe_version
+
+    def probe(*args: Any, **kwargs: Any) -> int | None:
+        probes["n"] += 1
+        return real_probe(*args, **kwargs)
+
+    async def sleep(delay: float, *args: Any) -> Any:
+        pauses.append(delay)
+        return await real_sleep(0)
+
+    monkeypatch.setattr(trigger_module, "probe_version", probe)
+
+    async def scenario() -> None:
+        monkeypatch.setattr(trigger_module.asyncio, "sleep", sleep)
+        gen = trigger.run()
+        task = asyncio.ensure_future(gen.__anext__())
+        async with asyncio.timeout(60):  # a safety net for a hung test, not a measured duration
+            while len(pauses) < 4:
+                assert not task.done(), task.result()
+                await real_sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    assert pauses[:4] == [7.25] * 4
+    assert probes["n"] >= 4
