@@ -1,10 +1,21 @@
 """Keep one Delta table in shape: check what changed, compact small files, plan VACUUM and apply it only on
 a human's approval, checkpoint when the log is behind, clean up the log, report.
 
-    replay_and_check   SnapshotReplayOperator: every version since the one the previous run checked
+    replay_and_check   SnapshotReplayOperator: every data version since the one the previous run checked
+                       (OPTIMIZE and VACUUM commits change no data: skipped by the per-commit checks)
+      -> optimize_conditions   whether OPTIMIZE may rewrite files in this run; every condition with its
+                               numbers in its XCom, and all must hold:
+                                 params.optimize is true;
+                                 threshold: the table's small-file ratio (replay_and_check) is at least
+                                   params.optimize_min_small_file_ratio;
+                                 new files: at least params.optimize_min_new_files data files were added
+                                   since the last OPTIMIZE;
+                                 interval: the last OPTIMIZE is at least params.optimize_min_interval_hours
+                                   old (or there is none)
       -> optimize        DeltaOptimizeOperator: compact the partitions where at least
                          params.optimize_min_small_file_ratio of the files are small (a dataChange=false
-                         commit; deletes nothing); a dry run when params.optimize is false
+                         commit; deletes nothing) when optimize_conditions says so; else only plans (a dry
+                         run: what it would compact)
       -> vacuum_plan     DeltaVacuumOperator dry run, FULL mode: the files no version within retention
                          needs, listed from the table (after optimize: its replaced files are tombstones)
       -> vacuum_approval_needed   branch: params.apply_vacuum and the plan has files?
@@ -20,9 +31,13 @@ a human's approval, checkpoint when the log is behind, clean up the log, report.
       -> log_cleanup     DeltaLogCleanupOperator: a dry run unless params.apply_log_cleanup
       -> report          one summary of the run (and each task links to its full result: "Delta report")
 
-Runs daily and on each new version the health DAG's sensor records (the table's asset). OPTIMIZE rewrites
-small files into bigger ones but deletes nothing (readers see the same rows; the old files stay for time
-travel). Data files are deleted only when a run asks and a human approves: `airflow dags test
+Runs daily, right away when unpaused (`run_immediately`), and on each new data version the health DAG's
+sensor records (the table's asset; its own OPTIMIZE and VACUUM commits change no data, so they trigger no
+run). A run plans and changes nothing until its conditions hold: OPTIMIZE only plans unless
+optimize_conditions holds, VACUUM only plans unless a human approves, a checkpoint is written only
+params.checkpoint_interval versions after the last one, the log cleanup only plans unless asked. OPTIMIZE
+rewrites small files into bigger ones but deletes nothing (readers see the same rows; the old files stay
+for time travel). Data files are deleted only when a run asks and a human approves: `airflow dags test
 delta_table_maintenance -c '{"apply_vacuum": true}'`, then answer `approve_vacuum` in the UI (Required
 Actions) or the REST API (`PATCH .../taskInstances/approve_vacuum/-1/hitlDetails`). Log files are deleted
 only with `{"apply_log_cleanup": true}`. On Airflow before 3.1 (no human-in-the-loop operators)
@@ -36,6 +51,7 @@ runs every job in the worker process, no Spark), DELTA_STORAGE_CONN_ID (object-s
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -69,6 +85,7 @@ from airflow_delta_provider.operators.delta import (
     DeltaVacuumOperator,
     SnapshotReplayOperator,
 )
+from airflow_delta_provider.version_watch import since_last
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE_URI = os.environ.get("DELTA_EXAMPLE_TABLE_URI") or str(REPO / "demo" / "sample_table")
@@ -150,7 +167,9 @@ def vacuum_approval_body(plan: Mapping[str, Any]) -> str:
 
 @dag(
     dag_id="delta_table_maintenance",
-    schedule=AssetOrTimeSchedule(timetable=CronTriggerTimetable("0 3 * * *", timezone="UTC"), assets=[TABLE_ASSET]),
+    schedule=AssetOrTimeSchedule(
+        timetable=CronTriggerTimetable("0 3 * * *", timezone="UTC", run_immediately=True), assets=[TABLE_ASSET]
+    ),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
@@ -168,7 +187,17 @@ def vacuum_approval_body(plan: Mapping[str, Any]) -> str:
             type="number",
             minimum=0,
             maximum=1,
-            description="compact only partitions where at least this share of the files is under 32 MiB",
+            description="compact only when at least this share of the table's files (and, per partition, of "
+            "the partition's files) is under 32 MiB",
+        ),
+        "optimize_min_new_files": Param(
+            10,
+            type="integer",
+            minimum=0,
+            description="compact only when this many data files were added since the last OPTIMIZE",
+        ),
+        "optimize_min_interval_hours": Param(
+            24, type="number", minimum=0, description="compact at most once in this many hours"
         ),
         "retention_hours": Param(None, type=["null", "number"], description="VACUUM plan: override the retention"),
         "apply_vacuum": Param(
@@ -191,9 +220,46 @@ def delta_table_maintenance() -> None:
         **COMMON,
     )
 
+    @task
+    def optimize_conditions(state: dict[str, Any], **context: Any) -> dict[str, Any]:
+        """Whether OPTIMIZE may rewrite files in this run (`apply`), and each condition with its numbers. The
+        table's history is read from the latest version back to the last OPTIMIZE commit."""
+        params = context["params"]
+        log = DeltaTableHook(params["table_uri"], STORAGE_CONN_ID).delta_log()
+        since = since_last(log, "OPTIMIZE")
+        now_ms = time.time() * 1000
+        hours = None if since["last_timestamp"] is None else max(0.0, now_ms - since["last_timestamp"]) / 3_600_000
+        ratio, new_files = state.get("small_file_ratio"), since["data_files_added"]
+        conditions = {
+            "asked": {"met": bool(params["optimize"])},
+            "threshold": {
+                "small_file_ratio": ratio,
+                "minimum": params["optimize_min_small_file_ratio"],
+                "met": ratio is not None and ratio >= params["optimize_min_small_file_ratio"],
+            },
+            "new_files": {
+                "since_version": since["last_version"],
+                "added": new_files,
+                "minimum": params["optimize_min_new_files"],
+                "met": new_files >= params["optimize_min_new_files"],
+            },
+            "interval": {
+                "hours_since": None if hours is None else round(hours, 3),
+                "minimum": params["optimize_min_interval_hours"],
+                "met": hours is None or hours >= params["optimize_min_interval_hours"],
+            },
+        }
+        apply = all(c["met"] for c in conditions.values())
+        for name, c in conditions.items():
+            print(f"{name}: {'met' if c['met'] else 'NOT met'} {c}")
+        print("OPTIMIZE applies" if apply else "OPTIMIZE only plans (a dry run): a condition does not hold")
+        return {"apply": apply, "conditions": conditions, "last_optimize_version": since["last_version"]}
+
+    conditions = optimize_conditions(replay.output)
+
     optimize = DeltaOptimizeOperator(
         task_id="optimize",
-        dry_run="{{ not params.optimize }}",
+        dry_run="{{ not ti.xcom_pull(task_ids='optimize_conditions')['apply'] }}",
         min_small_file_ratio="{{ params.optimize_min_small_file_ratio }}",
         **COMMON,
     )
@@ -305,6 +371,7 @@ def delta_table_maintenance() -> None:
             "latest_version": ti.xcom_pull(task_ids="checkpoint_needed", key="latest_version"),
             "checked_versions": state["checked_versions"],
             "checks": state["checks"],
+            "optimize_conditions": ti.xcom_pull(task_ids="optimize_conditions"),
             "optimize": {k: optimized[k] for k in OPTIMIZE_KEYS},
             "vacuum_plan": {k: plan[k] for k in ("version", "mode", "cutoff", "num_files", "bytes")},
             "vacuum_approval": approval,
@@ -324,7 +391,7 @@ def delta_table_maintenance() -> None:
 
     approval_branch = vacuum_approval_needed(vacuum_plan.output)
     checkpoint_branch = checkpoint_needed(replay.output)
-    replay >> optimize >> vacuum_plan >> approval_branch >> [approve, no_vacuum]
+    conditions >> optimize >> vacuum_plan >> approval_branch >> [approve, no_vacuum]
     approve >> vacuum_apply
     [vacuum_apply, no_vacuum] >> checkpoint_branch >> [checkpoint, no_checkpoint] >> log_cleanup
     report(

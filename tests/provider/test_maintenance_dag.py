@@ -99,6 +99,7 @@ def test_maintenance_dag_checkpoints_when_behind_and_deletes_nothing_by_default(
     states = task_states(dr.run_id)
     assert states == {
         "replay_and_check": "success",
+        "optimize_conditions": "success",
         "optimize": "success",
         "vacuum_plan": "success",
         "vacuum_approval_needed": "success",

@@ -1,0 +1,140 @@
+"""The maintenance DAG changes nothing until its conditions hold: `optimize_conditions` (threshold, new files
+since the last OPTIMIZE, minimum interval) decides whether `optimize` rewrites files or only plans.
+
+The conditions task is called directly on a delta-rs table through a real OPTIMIZE and VACUUM; one
+`dag.test()` run (jobs in the worker process, no JVM) shows a run right after an OPTIMIZE only plans.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from conftest import REPO, task_states, xcom_return
+
+pytest.importorskip("airflow")
+
+from deltalake import DeltaTable, write_deltalake
+
+from airflow_delta_provider.delta import DeltaLog
+from airflow_delta_provider.delta.maintenance.optimize import optimize
+from airflow_delta_provider.delta.maintenance.vacuum import vacuum
+from airflow_delta_provider.version_watch import since_last
+
+pytestmark = pytest.mark.airflow
+DAG_ID = "delta_table_maintenance"
+
+
+@pytest.fixture
+def maintenance_dag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("DELTA_SPARK_CONN_ID", "none")  # the jobs run in the worker process
+    monkeypatch.setenv("DELTA_RESULT_DIR", str(tmp_path / "results"))
+    monkeypatch.delenv("DELTA_STORAGE_CONN_ID", raising=False)
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(REPO / "dags" / "delta_table_maintenance.py"))
+    assert bag.import_errors == {}
+    return bag.dags[DAG_ID]
+
+
+def _appends(root: Path, n: int, start: int = 0) -> None:
+    """`n` small appends, two files each (partitions a and b)."""
+    for i in range(start, start + n):
+        write_deltalake(str(root), pa.table({"id": [i, 1000 + i], "p": ["a", "b"]}), partition_by=["p"], mode="append")
+
+
+def _params(table: str, **overrides: Any) -> dict[str, Any]:
+    params = {
+        "table_uri": table,
+        "optimize": True,
+        "optimize_min_small_file_ratio": 0.5,
+        "optimize_min_new_files": 10,
+        "optimize_min_interval_hours": 24,
+    }
+    return {**params, **overrides}
+
+
+def test_the_dag_plans_at_once_when_unpaused(maintenance_dag) -> None:
+    timetable = maintenance_dag.timetable.timetable  # AssetOrTimeSchedule: the daily cron part
+    assert timetable.run_immediately is True
+    optimize_task = maintenance_dag.get_task("optimize")
+    assert optimize_task.upstream_task_ids == {"optimize_conditions"}
+    assert maintenance_dag.get_task("optimize_conditions").upstream_task_ids == {"replay_and_check"}
+    assert "optimize_conditions" in optimize_task.dry_run
+
+
+def test_optimize_conditions_threshold_new_files_and_interval(maintenance_dag, tmp_path: Path) -> None:
+    root = tmp_path / "rs"
+    _appends(root, 6)  # versions 0..5: 12 small files, never optimized
+    table = str(root)
+    decide = maintenance_dag.get_task("optimize_conditions").python_callable
+    small = {"small_file_ratio": 1.0}
+
+    first = decide(small, params=_params(table))
+    assert first["apply"] is True and first["last_optimize_version"] is None
+    assert first["conditions"]["new_files"]["added"] == 12 and first["conditions"]["interval"]["hours_since"] is None
+    assert decide(small, params=_params(table, optimize=False))["apply"] is False  # not asked
+    below = decide({"small_file_ratio": 0.4}, params=_params(table))
+    assert below["apply"] is False and below["conditions"]["threshold"]["met"] is False
+
+    assert optimize(table).version == 6
+    after = decide(small, params=_params(table))
+    assert after["apply"] is False and after["last_optimize_version"] == 6
+    assert after["conditions"]["new_files"] == {"since_version": 6, "added": 0, "minimum": 10, "met": False}
+    assert after["conditions"]["interval"]["met"] is False  # optimized a moment ago
+
+    # VACUUM commits (START and END) add no file; five appends add ten
+    assert vacuum(table, dry_run=False, retention_hours=0, enforce_retention_duration=False).audit_versions == [7, 8]
+    _appends(root, 5, start=100)
+    later = decide(small, params=_params(table))
+    assert later["conditions"]["new_files"]["added"] == 10 and later["conditions"]["new_files"]["met"] is True
+    assert later["apply"] is False  # the interval still holds it back
+    assert decide(small, params=_params(table, optimize_min_interval_hours=0))["apply"] is True
+    assert decide(small, params=_params(table, optimize_min_interval_hours=0, optimize_min_new_files=11))["apply"] is (
+        False
+    )
+
+
+def test_since_last_reads_back_to_the_last_optimize_only(tmp_path: Path) -> None:
+    root = tmp_path / "rs"
+    _appends(root, 3)
+    optimize(str(root))  # version 3
+    _appends(root, 2, start=10)  # 4, 5
+    found = since_last(DeltaLog(str(root)), "OPTIMIZE")
+    assert found["latest_version"] == 5 and found["last_version"] == 3 and found["scanned_from"] == 3
+    assert (found["data_versions"], found["data_files_added"]) == (2, 4)
+    assert found["last_timestamp"] == DeltaLog(str(root)).commit_summary(3)["timestamp"]
+    nothing = since_last(DeltaLog(str(root)), "OPTIMIZE", lookback=1)  # only version 5 is that recent
+    assert nothing["last_version"] is None and nothing["data_files_added"] == 2
+
+
+def test_a_run_right_after_an_optimize_changes_nothing(airflow_db: str, maintenance_dag, tmp_path: Path) -> None:
+    root = tmp_path / "rs"
+    _appends(root, 6)
+    optimize(str(root))  # version 6: the interval since it has not passed
+    _appends(root, 6, start=50)  # 12 new small files: the threshold and new-file conditions hold
+    version = DeltaTable(str(root)).version()
+    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+
+    dr = maintenance_dag.test(
+        run_conf={"table_uri": str(root), "optimize": True, "apply_vacuum": False, "apply_log_cleanup": False}
+    )
+    states = task_states(dr.run_id)
+    assert states["optimize_conditions"] == "success" and states["optimize"] == "success", states
+    decided = xcom_return(dr.run_id, "optimize_conditions")
+    assert decided["apply"] is False
+    assert {k: c["met"] for k, c in decided["conditions"].items()} == {
+        "asked": True,
+        "threshold": True,
+        "new_files": True,
+        "interval": False,
+    }
+    planned = xcom_return(dr.run_id, "optimize")
+    assert planned["dry_run"] is True and planned["version"] is None and planned["num_files_removed"] > 0
+    assert DeltaTable(str(root)).version() == version  # no commit
+    assert sorted(
+        p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and "_delta_log" not in p.parts
+    ) == [f for f in files if not f.startswith("_delta_log")]
+    assert xcom_return(dr.run_id, "report")["optimize_conditions"]["apply"] is False
