@@ -20,23 +20,15 @@ yet: a malformed endpoint URL is an `InvalidArgumentError` before any request, a
 from __future__ import annotations
 
 import json
-import os
-import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from airflow.providers.common.compat.sdk import BaseHook
 
 from ..delta import DeltaLog
-from ..delta.errors import BucketNotFoundError, InvalidArgumentError
-from ..delta.storage import is_local, s3fs_options
-
-#: Object-store schemes whose first path segment is a bucket (container) that `check_bucket` can probe.
-BUCKET_SCHEMES = ("s3", "s3a", "gs", "gcs", "abfs", "abfss", "az")
-_S3_SCHEMES = ("s3", "s3a")
-#: Where botocore finds an S3 endpoint when the storage options give none.
-_S3_ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+from ..delta.errors import BucketNotFoundError  # noqa: F401 (re-exported: what `check_bucket` raises)
+from ..delta.storage import is_local
+from ..delta.storage.s3 import check_s3_endpoint
 
 
 def _extra(conn: Any) -> dict[str, Any]:
@@ -108,85 +100,26 @@ def storage_options_from_connection(conn: Any, conn_id: str) -> dict[str, Any]:
     raise ValueError(f"connection {conn_id!r} has type {conn.conn_type!r}; expected aws, google_cloud_platform or wasb")
 
 
-def _endpoint_problem(endpoint: Any) -> str | None:
-    """Why `endpoint` is not an http(s) URL with a host, or None when it is one."""
-    if not isinstance(endpoint, str) or not endpoint.strip():
-        return "it is empty" if isinstance(endpoint, str) else f"it is a {type(endpoint).__name__}, not a URL"
-    if re.search(r"\s", endpoint):
-        return "it contains whitespace"
-    try:
-        parts = urlsplit(endpoint)
-        port = parts.port  # raises on a non-numeric or out-of-range port
-    except ValueError as exc:
-        return f"it does not parse ({exc})"
-    if parts.scheme not in ("http", "https"):
-        return "it needs an http:// or https:// scheme"
-    if not parts.hostname:
-        return "it has no host"
-    if port == 0:
-        return "port 0 is not a port"
-    return None
-
-
-def _shown(endpoint: Any) -> str:
-    """The endpoint for a message: credentials in its userinfo dropped."""
-    text = str(endpoint)
-    return re.sub(r"//[^/@\s]*@", "//***@", text)
-
-
 def check_endpoint(table_uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
     """Refuse a malformed S3 endpoint (from the storage options, else `AWS_ENDPOINT_URL_S3` /
-    `AWS_ENDPOINT_URL`) with an `InvalidArgumentError` naming where it came from, before a request.
+    `AWS_ENDPOINT_URL`) with an `InvalidArgumentError` naming where it came from, before a request: the
+    library's `check_s3_endpoint`.
 
     botocore raises a bare `ValueError("Invalid endpoint")` at the first request for some of these and
     reads others (`ftp://...`) as a retryable failure; neither is "waiting for the table"."""
-    if urlsplit(table_uri).scheme not in _S3_SCHEMES:
-        return
-    opts = s3fs_options(storage_options)
-    candidates = [
-        ("storage option endpoint_url", opts.get("endpoint_url")),
-        ("storage option client_kwargs.endpoint_url", (opts.get("client_kwargs") or {}).get("endpoint_url")),
-    ]
-    given = [(where, value) for where, value in candidates if value is not None]
-    if not given:
-        given = [(f"environment variable {name}", os.environ[name]) for name in _S3_ENDPOINT_ENV if name in os.environ]
-        given = given[:1]  # botocore uses the first one set
-    for where, value in given:
-        problem = _endpoint_problem(value)
-        if problem:
-            raise InvalidArgumentError(
-                f"malformed S3 endpoint {_shown(value)!r} ({where}): {problem}; expected e.g. https://host:9000",
-                argument="endpoint_url",
-                table=table_uri,
-            )
+    check_s3_endpoint(table_uri, storage_options)
 
 
 def check_bucket(table_uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
     """Raise `BucketNotFoundError` when the bucket (container) of an object-store table does not exist.
 
-    One request: S3 `HeadBucket` (through the table's store, so its retries and error classification
-    apply: denied access is a `StorageError`, throttling a transient one), `info` of the container
-    elsewhere. Local paths and other schemes are not checked."""
-    scheme = urlsplit(table_uri).scheme
-    if is_local(table_uri) or scheme not in BUCKET_SCHEMES:
-        return
-    store: Any = DeltaLog.for_table(table_uri, storage_options).store
-    fs = getattr(store, "fs", None)
-    retrying = getattr(store, "retrying", None)
-    if fs is None or retrying is None:
-        return
-    bucket = fs._strip_protocol(table_uri).split("/", 1)[0]
-    root = f"{scheme}://{bucket}"
-    try:
-        if scheme in _S3_SCHEMES:
-            retrying("HEAD", root, lambda: fs.call_s3("head_bucket", Bucket=bucket))
-        else:
-            retrying("HEAD", root, lambda: fs.info(bucket))
-    except FileNotFoundError:
-        raise BucketNotFoundError(
-            f"bucket {bucket!r} does not exist (check the table URI and the storage endpoint/account)",
-            table=table_uri,
-        ) from None
+    One request through the table's store (its `check_bucket`: S3 `HeadBucket`, `info` of the container
+    on GCS and Azure), so its retries and error classification apply: denied access is a `StorageError`,
+    throttling a transient one. Local paths and other schemes are not checked."""
+    store = None if is_local(table_uri) else DeltaLog.for_table(table_uri, storage_options).store
+    check = getattr(store, "check_bucket", None)
+    if check is not None:
+        check()
 
 
 class DeltaTableHook(BaseHook):
