@@ -1,12 +1,11 @@
-"""`SnapshotReplayOperator` and `TombstoneReportOperator`: the bundled job on a SparkSubmit connection.
+"""The operators: one command-layer action on a Delta table each, run by `hooks.job.DeltaJobHook`.
 
-Both subclass `SparkSubmitOperator`, so the connection handling, cluster-mode driver tracking,
-`on_kill` and retries are Spark's provider's own. `execute()` adds the job's arguments, ships the
-library with `--py-files` (workers need only pyspark), runs spark-submit, and reads the job's JSON
-result back; a small summary is the XCom value, the full result stays at `result_uri`.
-
-`submit=False` runs the same job code in the worker process with the local engine: no JVM, which is
-what DAG unit tests want (see `airflow_delta_provider.testing`).
+They subclass `SparkSubmitOperator`, as the Spark provider's `SparkJDBCOperator` does, so the connection
+handling, cluster-mode driver tracking, `on_kill`, retries and every spark-submit option are the Spark
+provider's own. An operator holds the fields and their templating, reads them with the argument parsers
+(`commands.arguments`) into a `commands.Request`, hands it to the hook (which runs it in this process or
+submits the bundled job, and reads the result back), and returns a small summary as its XCom value.
+`submit=False` never starts a JVM, which is what DAG unit tests want (see `airflow_delta_provider.testing`).
 
 Provider conventions: each task links to its result (`DeltaResultLink`, the HTML report when there is
 one), answers OpenLineage (`get_openlineage_facets_on_complete`, see `airflow_delta_provider.lineage`),
@@ -17,96 +16,60 @@ and templates its connection ids (`conn_id`, `storage_conn_id`). spark-submit ru
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import sys
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.providers.common.compat.sdk import AirflowException, BaseOperatorLink, XCom
+from airflow.providers.common.compat.sdk import BaseOperatorLink, XCom
 
 try:
     from airflow.providers.common.compat.sdk import AirflowFailException
 except ImportError:  # pragma: no cover
     from airflow.exceptions import AirflowFailException
 
-from ..commands.arguments import (
-    as_version,
-    is_template,
-    optional,
-    parse_choice,
-    parse_count,
-    parse_flag,
-    parse_hours,
-    parse_number,
-    parse_ratio,
-    parse_size,
-)
+from ..commands import arguments as arg
 from ..commands.checks import KNOWN_CHECKS, failed_checks_message, validate_checks
-from ..commands.command import execute, plan_engine, read_result
 from ..commands.commit_checks import validate_commit_checks, version_ranges
 from ..commands.reports import REPORT_KINDS
 from ..commands.request import ENGINES, VACUUM_MODES, Request, option_names
-from ..delta.engines.spark import SPARK_CONF
-from ..delta.errors import DeltaError, InvalidArgumentError, error_from_dict
+from ..delta.errors import InvalidArgumentError
 from ..delta.protocol.optimize import DEFAULT_MIN_NUM_FILES, DEFAULT_SMALL_FILE_MB
-from ..jobs import build_py_files_zip, job_script
-from ..jobs.runner import STORAGE_OPTIONS_ENV, job_argv
+from ..hooks.delta import DeltaTableHook
+from ..hooks.job import SUBMIT_CONF_DEFAULTS, DeltaJobError, DeltaJobHook, spark_target  # noqa: F401 (re-exported)
+from ..jobs import job_script
+from ..jobs.runner import job_argv
 from ..version_watch import last_version
 
 if TYPE_CHECKING:  # pragma: no cover
     from airflow.providers.common.compat.sdk import Context
     from airflow.providers.openlineage.extractors import OperatorLineage
 
-#: Conf every spark-submit gets unless the operator's `conf` sets the key: Spark 4's driver log level
-#: (applied as the SparkContext starts), so the task log shows the job's lines and Spark's warnings only.
-SUBMIT_CONF_DEFAULTS: dict[str, str] = {"spark.log.level": "WARN"}
-
-
-class DeltaJobError(AirflowException):
-    """The job failed; `error` is its typed `DeltaError` (`error_class`, table, version, file)."""
-
-    def __init__(self, error: DeltaError, result: Mapping[str, Any]) -> None:
-        self.error = error
-        self.error_class = str(result.get("error_class"))
-        self.result = dict(result)
-        super().__init__(f"Delta job failed: {self.error_class}: {error}")
-
 
 class DeltaCheckFailed(AirflowFailException):
     """A declarative check of the table state failed (not retried: the state will not change by retrying)."""
 
 
-def _check_now(value: Any, parse: Callable[..., Any], argument: str, **options: Any) -> None:
-    """Parse a templated field's value at `__init__` unless it is a template: a bad literal fails the DAG
-    at parse time; a template is parsed when `execute` runs, once rendered (to a string)."""
-    if not is_template(value):
-        parse(value, argument, **options)
-
-
-def _safe(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._=-]+", "_", text)
-
-
-def spark_target(conn_id: str, deploy_mode: str | None = None) -> tuple[str, str | None, str]:
-    """(master, deploy mode, spark-submit binary) of a SparkSubmit connection, read from the connection
-    as the Spark provider reads it (host holds the master URL; port appended; `deploy-mode` and
-    `spark-binary` extras). An undefined connection is an error here, not a silent `--master yarn`."""
-    from airflow.providers.common.compat.sdk import BaseHook
-
-    conn = BaseHook.get_connection(conn_id)
-    if conn.conn_type == "spark" and conn.host and ("://" in conn.host or not conn.port):
-        master = conn.host
-    else:
-        master = f"{conn.conn_type}://{conn.host or ''}"
-    if conn.port:
-        master = f"{master}:{conn.port}"
-    extra = conn.extra_dejson
-    return master, deploy_mode or extra.get("deploy-mode"), extra.get("spark-binary") or "spark-submit"
+#: Each argument's parser (`commands.arguments`), called as `parse(value, name)`: at `__init__` (a bad literal
+#: fails the DAG at parse time; a template waits), and again once templates are rendered (`argument`).
+PARSERS: dict[str, Callable[[Any, str], Any]] = {
+    "engine": partial(arg.parse_choice, choices=ENGINES),
+    "mode": partial(arg.parse_choice, choices=VACUUM_MODES),
+    "version": arg.as_version,
+    "since_version": arg.as_version,
+    "snapshot_partitions": partial(arg.parse_count, minimum=1),
+    "min_num_files": partial(arg.parse_count, minimum=1),
+    "target_size": partial(arg.optional(arg.parse_count), minimum=1),
+    "max_commit_bytes": partial(arg.optional(arg.parse_count), minimum=1),
+    "auto_threshold_mb": arg.optional(arg.parse_number),
+    "retention_hours": arg.optional(arg.parse_hours),
+    "untracked_grace_hours": arg.optional(arg.parse_hours),
+    "min_small_file_ratio": arg.optional(arg.parse_ratio),
+    "small_file_mb": partial(arg.parse_size, unit="MiB"),
+    **dict.fromkeys(("submit", "ship_library", "include_files", "fail_on_data_loss", "apply"), arg.parse_flag),
+    **dict.fromkeys(("write_checkpoint_first", "dry_run", "enforce_retention_duration"), arg.parse_flag),
+}
 
 
 def result_link(summary: Any) -> str:
@@ -151,13 +114,7 @@ class DeltaJobOperator(SparkSubmitOperator):
     action: str = ""
     template_fields: Sequence[str] = (
         *SparkSubmitOperator.template_fields,
-        "table_uri",
-        "version",
-        "timestamp",
-        "result_uri",
-        "retention_hours",
-        "conn_id",
-        "storage_conn_id",
+        *("table_uri", "version", "timestamp", "result_uri", "retention_hours", "conn_id", "storage_conn_id"),
     )
     operator_extra_links = (DeltaResultLink(),)
 
@@ -181,28 +138,19 @@ class DeltaJobOperator(SparkSubmitOperator):
         report_formats: Sequence[str] = ("md", "html"),
         **kwargs: Any,
     ) -> None:
-        engine = parse_choice(engine, "engine", ENGINES)
-        submit = parse_flag(submit, "submit")
-        if not submit and engine == "spark":
+        kwargs.setdefault("name", f"airflow-delta-{self.action}")
+        super().__init__(application=job_script(), conn_id=conn_id, deploy_mode=deploy_mode, **kwargs)
+        self.set_arguments(engine=engine, submit=submit, version=version, retention_hours=retention_hours)
+        if not self.submit and self.engine == "spark":
             raise InvalidArgumentError(
                 "submit=False runs the job in the worker process: use engine='local' or 'auto'", argument="submit"
             )
-        _check_now(version, as_version, "version")
-        _check_now(retention_hours, optional(parse_hours), "retention_hours")
-        kwargs.setdefault("name", f"airflow-delta-{self.action}")
-        super().__init__(application=job_script(), conn_id=conn_id, deploy_mode=deploy_mode, **kwargs)
+        self.set_arguments(snapshot_partitions=snapshot_partitions, include_files=include_files)
+        self.set_arguments(auto_threshold_mb=auto_threshold_mb, ship_library=ship_library)
         self.table_uri = table_uri
-        self.version = version
         self.timestamp = timestamp
-        self.engine = engine
         self.result_uri = result_uri
         self.storage_conn_id = storage_conn_id
-        self.snapshot_partitions = parse_count(snapshot_partitions, "snapshot_partitions", minimum=1)
-        self.include_files = parse_flag(include_files, "include_files")
-        self.auto_threshold_mb = optional(parse_number)(auto_threshold_mb, "auto_threshold_mb")
-        self.submit = submit
-        self.ship_library = parse_flag(ship_library, "ship_library")
-        self.retention_hours = retention_hours
         self.conn_id = conn_id
         self.spark_conn_id = conn_id
         self.spark_deploy_mode = deploy_mode
@@ -210,30 +158,33 @@ class DeltaJobOperator(SparkSubmitOperator):
         #: The last job result this instance saw (success or error), for OpenLineage after the task.
         self._delta_result: dict[str, Any] | None = None
 
-    # -- the request ----------------------------------------------------------------------------------
+    # -- the arguments and the request ----------------------------------------------------------------
+    def set_arguments(self, **values: Any) -> None:
+        """Set each argument, read by its parser (`PARSERS`) now: a templated field keeps its value (a
+        template is parsed once rendered), any other keeps the parsed one."""
+        for name, value in values.items():
+            parsed = value if name in self.template_fields and arg.is_template(value) else PARSERS[name](value, name)
+            setattr(self, name, value if name in self.template_fields else parsed)
+
+    def argument(self, name: str) -> Any:
+        """The value of argument `name` (templates rendered) read by its parser: a bad one is an
+        `InvalidArgumentError` naming it."""
+        return PARSERS[name](getattr(self, name), name)
+
     def build_request(self, storage_options: Mapping[str, Any]) -> Request:
         """The command-layer request this task runs (templates already rendered), every argument read by
         the parser of its kind (`commands.arguments`): a bad one is an `InvalidArgumentError` naming it."""
-        fields: dict[str, Any] = {}
-        if self.auto_threshold_mb is not None:
-            fields["auto_threshold_mb"] = parse_number(self.auto_threshold_mb, "auto_threshold_mb")
-        taken = option_names(self.action)
-        hours = optional(parse_hours)(self.retention_hours, "retention_hours")
-        if hours is not None and "retention_hours" in taken:
-            fields["retention_hours"] = hours
-        include_files = parse_flag(self.include_files, "include_files")
-        if "include_files" in taken:
-            fields["include_files"] = include_files
-        version = as_version(self.version, "version")
-        submit = parse_flag(self.submit, "submit")
+        names = ("version", "engine", "submit", "snapshot_partitions", "auto_threshold_mb", "retention_hours")
+        args = {name: self.argument(name) for name in (*names, "include_files")}
+        fields = {k: args[k] for k in ("auto_threshold_mb", *option_names(self.action)) if args.get(k) is not None}
         return Request.make(
             table=self.table_uri,
             action=self.action,
-            version=version,
-            timestamp=None if version is not None else (self.timestamp or None),
-            engine=parse_choice(self.engine, "engine", ENGINES) if submit else "local",
+            version=args["version"],
+            timestamp=None if args["version"] is not None else (self.timestamp or None),
+            engine=args["engine"] if args["submit"] else "local",
             storage_options=storage_options,
-            snapshot_partitions=parse_count(self.snapshot_partitions, "snapshot_partitions", minimum=1),
+            snapshot_partitions=args["snapshot_partitions"],
             **fields,
             **self.extra_request_fields(),
         )
@@ -243,138 +194,69 @@ class DeltaJobOperator(SparkSubmitOperator):
 
     def report_formats_for(self, result_uri: str | None) -> Sequence[str]:
         """The renderings written beside a kept result (an action without a report gets none)."""
-        if not result_uri or self.action not in REPORT_KINDS:
-            return ()
-        return self.report_formats
+        return self.report_formats if result_uri and self.action in REPORT_KINDS else ()
 
     def job_arguments(self, result_uri: str, storage_options: Mapping[str, Any] | None = None) -> list[str]:
         """The spark-submit job's argv for this task (no secrets: credentials travel in the environment)."""
         return job_argv(self.build_request(storage_options or {}), result_uri, self.report_formats_for(result_uri))
 
     def _storage_options(self) -> dict[str, Any]:
-        if not self.storage_conn_id:
-            return {}
-        from ..hooks.delta import DeltaTableHook
-
         return DeltaTableHook(self.table_uri, self.storage_conn_id).storage_options()
 
-    def _result_target(self, context: Context) -> tuple[str, str | None]:
-        """(result URI, temp dir to remove afterwards)."""
+    def _result_uri(self, context: Context) -> str | None:
+        """Where the full result is kept (None: a temporary file); a trailing `/` adds dag/task/run_id.json."""
         uri = self.result_uri
-        if uri:
-            if uri.endswith("/"):
-                ti = context["ti"]
-                uri += f"{_safe(ti.dag_id)}/{_safe(ti.task_id)}/{_safe(str(context.get('run_id')))}.json"
-            return uri, None
-        tmp = tempfile.mkdtemp(prefix="airflow-delta-")
-        return os.path.join(tmp, "result.json"), tmp
+        if uri and uri.endswith("/"):
+            names = (context["ti"].dag_id, context["ti"].task_id, str(context.get("run_id")))
+            uri += "/".join(re.sub(r"[^A-Za-z0-9._=-]+", "_", name) for name in names) + ".json"
+        return uri or None
 
     # -- execution ------------------------------------------------------------------------------------
-    def _ensure_spark_submit_on_path(self, binary: str) -> None:
-        """Find `spark-submit` in the pyspark installation when PATH lacks it (a venv used without
-        activation): the Spark provider runs the binary by name."""
-        if shutil.which(binary):
-            return
-        import importlib.util
-
-        spec = importlib.util.find_spec("pyspark")
-        if spec is None or not spec.origin:
-            return
-        bin_dir = os.path.join(os.path.dirname(spec.origin), "bin")
-        if os.path.exists(os.path.join(bin_dir, binary)):
-            self.log.info("%s not on PATH; using %s", binary, bin_dir)
-            os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
-
-    def _submit(self, context: Context, request: Request, options: Mapping[str, Any], result_uri: str) -> None:
-        master, deploy_mode, binary = spark_target(self.spark_conn_id, self.spark_deploy_mode)
-        if deploy_mode == "cluster" and not self.result_uri:
-            raise ValueError("result_uri is required in cluster deploy mode (the driver runs on the cluster)")
-        self.application_args = job_argv(request, result_uri, self.report_formats_for(self.result_uri))
-        if self.ship_library:
-            self.py_files = ",".join(filter(None, [self.py_files, build_py_files_zip()]))
-        conf = {**SPARK_CONF, **SUBMIT_CONF_DEFAULTS, **(self.conf or {})}
-        if deploy_mode != "cluster":  # a driver that runs here runs this interpreter, which has the provider
-            defaults = {"spark.pyspark.driver.python": sys.executable}
-            if master.startswith("local"):
-                defaults["spark.pyspark.python"] = sys.executable
-            conf = {**defaults, **conf}
-        self.conf = conf
-        self._ensure_spark_submit_on_path(binary)
-        if options:
-            if "yarn" in master or "k8s" in master or deploy_mode == "cluster":
-                raise AirflowException(
-                    "storage credentials can only be handed to a client-mode driver outside YARN/Kubernetes "
-                    "(elsewhere spark-submit would put them on its command line); give the cluster its own "
-                    "credentials and drop storage_conn_id"
-                )
-            self.env_vars = {**(self.env_vars or {}), STORAGE_OPTIONS_ENV: json.dumps(options)}
-        self.log.info("running %s on Spark (%s): spark-submit to %s", self.action, request.engine, master)
-        super().execute(context)
-
-    def _run_submitted(
-        self, context: Context, request: Request, options: Mapping[str, Any], result_uri: str
-    ) -> dict[str, Any]:
-        try:
-            self._submit(context, request, options, result_uri)
-        except AirflowException as exc:
-            result = read_result(result_uri, options)
-            if result is not None and result.get("status") == "error":
-                self._delta_result = result
-                raise DeltaJobError(error_from_dict(result), result) from exc
-            raise
-        result = read_result(result_uri, options)
-        if result is None:
-            raise AirflowException(f"the Delta job finished but wrote no result at {result_uri}")
-        return result
-
-    def _run_here(self, request: Request, result_uri: str, why: str, segment: Any = None) -> dict[str, Any]:
-        """Run in this process; `segment` is the log segment `auto` already listed (not listed again)."""
-        self.log.info("running %s in this process with the local engine (%s)", self.action, why)
-        formats = self.report_formats_for(self.result_uri)
-        _, result = execute(request, result_uri=result_uri, report_formats=formats, segment=segment)
-        return result
-
     def execute(self, context: Context) -> Any:
         self._conn_id = self.spark_conn_id = self.conn_id  # rendered now (templated)
-        options = self._storage_options()
-        request = self.build_request(options)  # a bad argument fails here, before any temp dir or job
-        result_uri, tmp = self._result_target(context)
+        request = self.build_request(self._storage_options())  # a bad argument fails here, before any job
+        result_uri = self._result_uri(context)
+        hook = DeltaJobHook(
+            self.conn_id,
+            deploy_mode=self.spark_deploy_mode,
+            ship_library=self.ship_library,
+            spark_submit=partial(self._spark_submit, context),
+            conf=self.conf,
+            py_files=self.py_files,
+            env_vars=self.env_vars,
+        )
+        why = "engine='local'" if self.submit else "submit=False"
         try:
-            if request.engine == "local":
-                why = "submit=False" if not self.submit else "engine='local'"
-                result = self._run_here(request, result_uri, why)
-            elif request.engine == "spark":
-                result = self._run_submitted(context, request, options, result_uri)
-            else:
-                result = self._run_auto(context, request, options, result_uri)
-            self._delta_result = result
-            if result.get("status") != "success":
-                raise DeltaJobError(error_from_dict(result), result)
-            self.log.info("%s ran on the %s engine; result at %s", self.action, result.get("engine"), result_uri)
-            return self.summarize(result, context, None if tmp else result_uri)
-        finally:
-            if tmp:
-                shutil.rmtree(tmp, ignore_errors=True)
+            self._delta_result = hook.run(request, result_uri, self.report_formats_for(result_uri), why=why)
+        except DeltaJobError as exc:
+            self._delta_result = exc.result
+            raise
+        summary = self.summarize(self._delta_result, context, result_uri)
+        self.log.info("%s", self.describe(self._delta_result))
+        return summary
 
-    def _run_auto(
-        self, context: Context, request: Request, options: Mapping[str, Any], result_uri: str
-    ) -> dict[str, Any]:
-        """`engine="auto"`: in process when the listing says the local engine will do, else Spark."""
-        segment = None
-        try:
-            planned, segment = plan_engine(request)
-        except DeltaError:
-            planned = "local"  # the in-process run reports the error (table not found, ...) as a result
-        if planned == "local":
-            local = replace(request, engine="local")
-            why = "engine='auto': the log segment is under the threshold"
-            result = self._run_here(local, result_uri, why, segment)
-            if result.get("error_class") != "ResourceLimitError":
-                return result
-            self.log.info("the state would not fit the local engine's memory limit: submitting to Spark")
-        return self._run_submitted(context, replace(request, engine="spark"), options, result_uri)
+    def _spark_submit(self, context: Context, settings: dict[str, Any]) -> None:
+        """spark-submit through `SparkSubmitOperator` (its driver tracking, `on_kill`) with the job's settings."""
+        for name, value in settings.items():
+            setattr(self, name, value)
+        super().execute(context)
+
+    #: The result's keys the XCom summary copies (besides `table_uri`, `engine`, `result_uri` and, for an
+    #: action with a report, `reports`), and the counts it adds (summary key: the result's list or dict).
+    summary_keys: tuple[str, ...] = ()
+    summary_counts: tuple[tuple[str, str], ...] = ()
 
     def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
+        """The XCom value: a small summary of the result (the full result stays at `result_uri`)."""
+        summary = {"table_uri": result["table"], **{k: result.get(k) for k in self.summary_keys}}
+        summary.update(engine=result["engine"], result_uri=result_uri)
+        summary.update({name: len(result.get(key) or ()) for name, key in self.summary_counts})
+        if self.action in REPORT_KINDS:
+            summary["reports"] = result.get("reports", {})
+        return summary
+
+    def describe(self, result: dict[str, Any]) -> str:
+        """The task log's one line on what the action found or did."""
         raise NotImplementedError
 
     # -- OpenLineage ----------------------------------------------------------------------------------
@@ -391,9 +273,8 @@ class DeltaJobOperator(SparkSubmitOperator):
         options = self._storage_options() if self.storage_conn_id else None
         return operator_lineage(self.action, self._delta_result, storage_options=options)
 
-    def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage | None:
-        """As on completion: a failed check is reported as a failed data quality assertion."""
-        return self.get_openlineage_facets_on_complete(task_instance)
+    #: As on completion: a failed check is reported as a failed data quality assertion.
+    get_openlineage_facets_on_failure = get_openlineage_facets_on_complete
 
 
 #: `since_version` default: the version the previous successful run of this task checked (its XCom).
@@ -417,6 +298,11 @@ class SnapshotReplayOperator(DeltaJobOperator):
     """
 
     action = "snapshot"
+    summary_keys = (
+        *("version", "timestamp", "timestamp_ms", "operation", "num_files", "size_bytes", "num_tombstones"),
+        *("protocol", "partition_columns", "set_transactions", "checkpoint_version", "spark_app_id"),
+        "first_failing_version",
+    )
     template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "checks", "since_version")
 
     def __init__(
@@ -428,11 +314,11 @@ class SnapshotReplayOperator(DeltaJobOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if since_version != PREVIOUS_RUN:
-            _check_now(since_version, as_version, "since_version")
-        self.checks = dict(checks) if checks else None
         self.since_version = since_version
-        self.fail_on_data_loss = parse_flag(fail_on_data_loss, "fail_on_data_loss")
+        if since_version != PREVIOUS_RUN:
+            self.set_arguments(since_version=since_version)
+        self.set_arguments(fail_on_data_loss=fail_on_data_loss)
+        self.checks = dict(checks) if checks else None
         self._since: int | None = None
         if self.checks:  # fail at parse time on typos
             if since_version is None:
@@ -442,7 +328,7 @@ class SnapshotReplayOperator(DeltaJobOperator):
 
     def _resolve_since(self, context: Context) -> int | None:
         if self.since_version != PREVIOUS_RUN:
-            return as_version(self.since_version, "since_version")
+            return self.argument("since_version")
         pull = getattr(context.get("ti"), "xcom_pull", None)
         if pull is None:
             return None
@@ -458,7 +344,7 @@ class SnapshotReplayOperator(DeltaJobOperator):
         if self._since is not None:
             fields: dict[str, Any] = {
                 "since_version": self._since,
-                "fail_on_data_loss": parse_flag(self.fail_on_data_loss, "fail_on_data_loss"),
+                "fail_on_data_loss": self.argument("fail_on_data_loss"),
             }
             if self.checks:
                 fields["checks"] = validate_commit_checks(self.checks)
@@ -468,28 +354,12 @@ class SnapshotReplayOperator(DeltaJobOperator):
         return {"checks": validate_checks({k: v for k, v in self.checks.items() if k in KNOWN_CHECKS})}
 
     def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
-        summary = {
-            "table_uri": result["table"],
-            "version": result["version"],
-            "timestamp": result["timestamp"],
-            "timestamp_ms": result["timestamp_ms"],
-            "operation": result["operation"],
-            "num_files": result["num_files"],
-            "size_bytes": result["size_bytes"],
-            "num_tombstones": result["num_tombstones"],
-            "protocol": result["protocol"],
-            "partition_columns": result["partition_columns"],
-            "set_transactions": result["set_transactions"],
-            "checkpoint_version": result["checkpoint_version"],
-            "small_file_ratio": result.get("file_summary", {}).get("small_file_ratio"),
-            "engine": result["engine"],
-            "spark_app_id": result.get("spark_app_id"),
-            "checks": {r["name"]: r["passed"] for r in result.get("checks", [])},
-            "checked_versions": result.get("checked_versions", [result["version"]]),
-            "first_failing_version": result.get("first_failing_version"),
-            "result_uri": result_uri,
-            "reports": result.get("reports", {}),
-        }
+        summary = super().summarize(result, context, result_uri)
+        summary.update(
+            small_file_ratio=result.get("file_summary", {}).get("small_file_ratio"),
+            checks={r["name"]: r["passed"] for r in result.get("checks", [])},
+            checked_versions=result.get("checked_versions", [result["version"]]),
+        )
         failed = failed_checks_message(result.get("checks", []))
         if failed and summary["first_failing_version"] is None:
             summary["first_failing_version"] = result["version"]
@@ -501,15 +371,12 @@ class SnapshotReplayOperator(DeltaJobOperator):
                 f"Delta table checks failed for {result['table']} (first failing version {first}): "
                 + "; ".join(p for p in parts if p)
             )
-        self.log.info(
-            "%s at version %s: %s files, %s bytes; checked versions %s",
-            result["table"],
-            result["version"],
-            result["num_files"],
-            result["size_bytes"],
-            version_ranges(summary["checked_versions"]),
-        )
         return summary
+
+    def describe(self, result: dict[str, Any]) -> str:
+        checked = version_ranges(result.get("checked_versions", [result["version"]]))
+        files = f"{result['num_files']} files, {result['size_bytes']} bytes"
+        return f"{result['table']} at version {result['version']}: {files}; checked versions {checked}"
 
 
 class TombstoneReportOperator(DeltaJobOperator):
@@ -523,34 +390,16 @@ class TombstoneReportOperator(DeltaJobOperator):
     """
 
     action = "tombstones"
+    summary_keys = (
+        *("version", "num_tombstones", "retained", "expired", "retained_bytes", "reclaimable_bytes"),
+        *("removed_without_size", "oldest_deletion_ms", "newest_deletion_ms", "retention"),
+    )
+    summary_counts = (("num_partitions", "partitions"),)
 
-    def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
-        keys = (
-            "version",
-            "num_tombstones",
-            "retained",
-            "expired",
-            "retained_bytes",
-            "reclaimable_bytes",
-            "removed_without_size",
-            "oldest_deletion_ms",
-            "newest_deletion_ms",
-            "retention",
-            "engine",
-        )
-        summary = {"table_uri": result["table"], **{k: result[k] for k in keys}}
-        summary["num_partitions"] = len(result.get("partitions", {}))
-        summary["result_uri"] = result_uri
-        summary["reports"] = result.get("reports", {})
-        self.log.info(
-            "%s at version %s: %s tombstones, %s past retention (%s bytes reclaimable); nothing deleted",
-            result["table"],
-            result["version"],
-            result["num_tombstones"],
-            result["expired"],
-            result["reclaimable_bytes"],
-        )
-        return summary
+    def describe(self, result: dict[str, Any]) -> str:
+        found = f"{result['num_tombstones']} tombstones, {result['expired']} past retention"
+        found += f" ({result['reclaimable_bytes']} bytes reclaimable)"
+        return f"{result['table']} at version {result['version']}: {found}; nothing deleted"
 
 
 class DeltaCheckpointOperator(DeltaJobOperator):
@@ -565,24 +414,14 @@ class DeltaCheckpointOperator(DeltaJobOperator):
     """
 
     action = "checkpoint"
+    summary_keys = (
+        *("version", "kind", "path", "num_actions", "num_add_files", "num_tombstones", "size_in_bytes"),
+        *("last_checkpoint_updated", "written"),
+    )
 
-    def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
-        keys = ("version", "kind", "path", "num_actions", "num_add_files", "num_tombstones", "size_in_bytes")
-        summary = {"table_uri": result["table"], **{k: result[k] for k in keys}}
-        summary.update(
-            last_checkpoint_updated=result["last_checkpoint_updated"],
-            written=result["written"],
-            engine=result["engine"],
-            result_uri=result_uri,
-        )
-        self.log.info(
-            "%s: checkpoint at version %s %s (%s files)",
-            result["table"],
-            result["version"],
-            "written" if result["written"] else "already there",
-            result["num_add_files"],
-        )
-        return summary
+    def describe(self, result: dict[str, Any]) -> str:
+        done = "written" if result["written"] else "already there"
+        return f"{result['table']}: checkpoint at version {result['version']} {done} ({result['num_add_files']} files)"
 
 
 class DeltaLogCleanupOperator(DeltaJobOperator):
@@ -600,38 +439,24 @@ class DeltaLogCleanupOperator(DeltaJobOperator):
     """
 
     action = "cleanup_log"
+    summary_keys = (
+        *("dry_run", "cutoff", "num_files", "bytes", "deleted", "earliest_readable_version"),
+        *("kept_checkpoint_version", "reason"),
+    )
     template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "apply")
 
     def __init__(self, *, apply: bool | str = False, write_checkpoint_first: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        _check_now(apply, parse_flag, "apply")
-        self.apply = apply
-        self.write_checkpoint_first = parse_flag(write_checkpoint_first, "write_checkpoint_first")
+        self.set_arguments(apply=apply, write_checkpoint_first=write_checkpoint_first)
 
     def extra_request_fields(self) -> dict[str, Any]:
-        return {
-            "apply": parse_flag(self.apply, "apply"),
-            "write_checkpoint_first": parse_flag(self.write_checkpoint_first, "write_checkpoint_first"),
-        }
+        return {name: self.argument(name) for name in ("apply", "write_checkpoint_first")}
 
-    def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
-        keys = ("dry_run", "cutoff", "num_files", "bytes", "deleted", "earliest_readable_version")
-        summary = {"table_uri": result["table"], **{k: result[k] for k in keys}}
-        summary.update(
-            kept_checkpoint_version=result.get("kept_checkpoint_version"),
-            reason=result.get("reason"),
-            engine=result["engine"],
-            result_uri=result_uri,
-        )
-        self.log.info(
-            "%s: log cleanup %s %s files; versions from %s stay readable%s",
-            result["table"],
-            "would delete" if result["dry_run"] else "deleted",
-            result["num_files"],
-            result["earliest_readable_version"],
-            " (dry run: apply=True deletes)" if result["dry_run"] else "",
-        )
-        return summary
+    def describe(self, result: dict[str, Any]) -> str:
+        dry = result["dry_run"]
+        done = f"{'would delete' if dry else 'deleted'} {result['num_files']} files"
+        kept = f"versions from {result['earliest_readable_version']} stay readable"
+        return f"{result['table']}: log cleanup {done}; {kept}{' (dry run: apply=True deletes)' if dry else ''}"
 
 
 class DeltaVacuumOperator(DeltaJobOperator):
@@ -650,6 +475,11 @@ class DeltaVacuumOperator(DeltaJobOperator):
     """
 
     action = "vacuum"
+    summary_keys = (
+        *("dry_run", "version", "cutoff", "mode", "num_files", "bytes", "deleted", "deleted_bytes"),
+        "directories",
+    )
+    summary_counts = (("num_dropped", "dropped"),)
     template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "plan", "untracked_grace_hours")
 
     def __init__(
@@ -663,11 +493,8 @@ class DeltaVacuumOperator(DeltaJobOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        _check_now(untracked_grace_hours, optional(parse_hours), "untracked_grace_hours")
-        self.untracked_grace_hours = untracked_grace_hours
-        self.dry_run = parse_flag(dry_run, "dry_run")
-        self.mode = parse_choice(mode, "mode", VACUUM_MODES)
-        self.enforce_retention_duration = parse_flag(enforce_retention_duration, "enforce_retention_duration")
+        self.set_arguments(untracked_grace_hours=untracked_grace_hours, dry_run=dry_run, mode=mode)
+        self.set_arguments(enforce_retention_duration=enforce_retention_duration)
         self.plan = plan
 
     def _plan(self) -> dict[str, Any]:
@@ -683,28 +510,16 @@ class DeltaVacuumOperator(DeltaJobOperator):
         return {"plan_uri": text}
 
     def extra_request_fields(self) -> dict[str, Any]:
-        return {
-            "apply": not parse_flag(self.dry_run, "dry_run"),
-            "mode": parse_choice(self.mode, "mode", VACUUM_MODES),
-            "enforce_retention_duration": parse_flag(self.enforce_retention_duration, "enforce_retention_duration"),
-            "untracked_grace_hours": optional(parse_hours)(self.untracked_grace_hours, "untracked_grace_hours"),
-            **self._plan(),
-        }
+        names = ("mode", "enforce_retention_duration", "untracked_grace_hours")
+        return {"apply": not self.argument("dry_run"), **{n: self.argument(n) for n in names}, **self._plan()}
 
-    def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
-        keys = ("dry_run", "version", "cutoff", "mode", "num_files", "bytes", "deleted", "deleted_bytes", "directories")
-        summary = {"table_uri": result["table"], **{k: result.get(k) for k in keys}}
-        summary.update(num_dropped=len(result.get("dropped", [])), engine=result["engine"], result_uri=result_uri)
-        summary["reports"] = result.get("reports", {})
-        self.log.info(
-            "%s: vacuum %s %s files (%s bytes)%s",
-            result["table"],
-            "would delete" if result["dry_run"] else "deleted",
-            result["num_files"] if result["dry_run"] else result.get("deleted"),
-            result["bytes"] if result["dry_run"] else result.get("deleted_bytes"),
-            " (dry run: dry_run=False deletes)" if result["dry_run"] else "",
+    def describe(self, result: dict[str, Any]) -> str:
+        dry = result["dry_run"]
+        files, size = (
+            (result["num_files"], result["bytes"]) if dry else (result.get("deleted"), result.get("deleted_bytes"))
         )
-        return summary
+        done = f"{'would delete' if dry else 'deleted'} {files} files ({size} bytes)"
+        return f"{result['table']}: vacuum {done}{' (dry run: dry_run=False deletes)' if dry else ''}"
 
 
 class DeltaOptimizeOperator(DeltaJobOperator):
@@ -729,6 +544,11 @@ class DeltaOptimizeOperator(DeltaJobOperator):
     """
 
     action = "optimize"
+    summary_keys = (
+        *("dry_run", "read_version", "version", "versions", "num_files_removed", "num_files_added"),
+        *("bytes_removed", "bytes_added"),
+    )
+    summary_counts = (("num_partitions", "partitions"),)
     template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "where", "dry_run", "min_small_file_ratio")
 
     def __init__(
@@ -744,49 +564,20 @@ class DeltaOptimizeOperator(DeltaJobOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        _check_now(dry_run, parse_flag, "dry_run")
-        _check_now(min_small_file_ratio, optional(parse_ratio), "min_small_file_ratio")
-        self.dry_run = dry_run
-        self.target_size = optional(parse_count)(target_size, "target_size", minimum=1)
-        self.min_num_files = parse_count(min_num_files, "min_num_files", minimum=1)
+        self.set_arguments(dry_run=dry_run, min_small_file_ratio=min_small_file_ratio, target_size=target_size)
+        self.set_arguments(min_num_files=min_num_files, small_file_mb=small_file_mb, max_commit_bytes=max_commit_bytes)
         self.where = where
-        self.min_small_file_ratio = min_small_file_ratio
-        self.small_file_mb = parse_size(small_file_mb, "small_file_mb", unit="MiB")
-        self.max_commit_bytes = optional(parse_count)(max_commit_bytes, "max_commit_bytes", minimum=1)
 
     def extra_request_fields(self) -> dict[str, Any]:
+        names = ("target_size", "min_num_files", "min_small_file_ratio", "small_file_mb", "max_commit_bytes")
         return {
-            "apply": not parse_flag(self.dry_run, "dry_run"),
-            "target_size": optional(parse_count)(self.target_size, "target_size", minimum=1),
-            "min_num_files": parse_count(self.min_num_files, "min_num_files", minimum=1),
+            "apply": not self.argument("dry_run"),
             "where": self.where or None,
-            "min_small_file_ratio": optional(parse_ratio)(self.min_small_file_ratio, "min_small_file_ratio"),
-            "small_file_mb": parse_size(self.small_file_mb, "small_file_mb", unit="MiB"),
-            "max_commit_bytes": optional(parse_count)(self.max_commit_bytes, "max_commit_bytes", minimum=1),
+            **{n: self.argument(n) for n in names},
         }
 
-    def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
-        keys = (
-            "dry_run",
-            "read_version",
-            "version",
-            "versions",
-            "num_files_removed",
-            "num_files_added",
-            "bytes_removed",
-            "bytes_added",
-        )
-        summary = {"table_uri": result["table"], **{k: result.get(k) for k in keys}}
-        summary.update(
-            num_partitions=len(result.get("partitions") or {}), engine=result["engine"], result_uri=result_uri
-        )
-        self.log.info(
-            "%s: optimize %s %s files (%s bytes) into %s%s",
-            result["table"],
-            "would compact" if result["dry_run"] else "compacted",
-            result.get("num_files_removed"),
-            result.get("bytes_removed"),
-            result.get("num_files_added"),
-            f" at version {result['version']}" if result.get("version") is not None else "",
-        )
-        return summary
+    def describe(self, result: dict[str, Any]) -> str:
+        done = f"{'would compact' if result['dry_run'] else 'compacted'} {result.get('num_files_removed')} files"
+        into = f"({result.get('bytes_removed')} bytes) into {result.get('num_files_added')}"
+        at = f" at version {result['version']}" if result.get("version") is not None else ""
+        return f"{result['table']}: optimize {done} {into}{at}"

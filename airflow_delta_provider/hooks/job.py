@@ -1,0 +1,211 @@
+"""`DeltaJobHook`: run one command-layer `Request` where it should, and read its result back.
+
+As the Spark provider's `SparkJDBCHook` runs its bundled `spark_jdbc_script`, this hook runs the bundled
+job (`jobs/delta_job.py`): in this process with the local engine (`commands.execute`, no JVM), or with
+spark-submit on a `spark` connection through the Spark provider's `SparkSubmitHook` (the library zipped
+onto `--py-files`, argv from `jobs.runner.job_argv`), then reads the job's JSON result back
+(`commands.read_result`). A result with `status: error` is a `DeltaJobError` carrying the typed error.
+
+`engine="auto"` lists the log once (`commands.plan_engine`) and runs in this process on that same segment
+when the local engine will do (a local run that hits its memory limit, `ResourceLimitError`, is then
+submitted), else submits with the Spark engine. Storage credentials (`Request.storage_options`) reach the
+job only through the spark-submit process's `DELTA_STORAGE_OPTIONS` environment variable: never its
+argv, a log line or a result. spark-submit runs with `spark.log.level=WARN` unless `conf` sets it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.providers.common.compat.sdk import AirflowException, BaseHook
+
+from ..commands.command import execute, plan_engine, read_result
+from ..commands.request import Request
+from ..delta.engines.spark import SPARK_CONF
+from ..delta.errors import DeltaError, error_from_dict
+from ..jobs import build_py_files_zip, job_script
+from ..jobs.runner import STORAGE_OPTIONS_ENV, job_argv
+
+#: Conf every spark-submit gets unless `conf` sets the key: Spark 4's driver log level (applied as the
+#: SparkContext starts), so the task log shows the job's lines and Spark's warnings only.
+SUBMIT_CONF_DEFAULTS: dict[str, str] = {"spark.log.level": "WARN"}
+
+
+class DeltaJobError(AirflowException):
+    """The job failed; `error` is its typed `DeltaError` (`error_class`, table, version, file)."""
+
+    def __init__(self, error: DeltaError, result: Mapping[str, Any]) -> None:
+        self.error = error
+        self.error_class = str(result.get("error_class"))
+        self.result = dict(result)
+        super().__init__(f"Delta job failed: {self.error_class}: {error}")
+
+
+def spark_target(conn_id: str, deploy_mode: str | None = None) -> tuple[str, str | None, str]:
+    """(master, deploy mode, spark-submit binary) of a SparkSubmit connection, read from the connection
+    as the Spark provider reads it (host holds the master URL; port appended; `deploy-mode` and
+    `spark-binary` extras). An undefined connection is an error here, not a silent `--master yarn`."""
+    conn = BaseHook.get_connection(conn_id)
+    if conn.conn_type == "spark" and conn.host and ("://" in conn.host or not conn.port):
+        master = conn.host
+    else:
+        master = f"{conn.conn_type}://{conn.host or ''}"
+    if conn.port:
+        master = f"{master}:{conn.port}"
+    extra = conn.extra_dejson
+    return master, deploy_mode or extra.get("deploy-mode"), extra.get("spark-binary") or "spark-submit"
+
+
+class DeltaJobHook(BaseHook):
+    """Runs one `Request` in this process or on Spark (see the module) and returns its successful result.
+
+    `spark_options` are `SparkSubmitHook` arguments (`conf`, `py_files`, `env_vars`, `name`, executor
+    sizes, ...); a submit adds the job's argv, the library zip (`ship_library`), the engine's conf and the
+    credentials' variable to them (`submit_settings`). `spark_submit`, when given, runs spark-submit with
+    those settings instead of this hook's own `SparkSubmitHook`, which waits for spark-submit to exit (the
+    operators hand theirs to `SparkSubmitOperator.execute`, for its cluster-mode driver tracking).
+    """
+
+    conn_name_attr = "conn_id"
+    default_conn_name = "spark_default"
+    hook_name = "Delta Lake job"
+
+    def __init__(
+        self,
+        conn_id: str = default_conn_name,
+        *,
+        deploy_mode: str | None = None,
+        ship_library: bool = True,
+        spark_submit: Callable[[dict[str, Any]], None] | None = None,
+        **spark_options: Any,
+    ) -> None:
+        super().__init__()
+        self.conn_id = conn_id
+        self.deploy_mode = deploy_mode
+        self.ship_library = ship_library
+        self.spark_submit = spark_submit or self._submit_here
+        self.spark_options = spark_options
+        #: The `SparkSubmitHook` of this hook's own submit (`on_kill` kills its spark-submit).
+        self.spark_hook: SparkSubmitHook | None = None
+
+    def run(
+        self, request: Request, result_uri: str | None = None, report_formats: Sequence[str] = (), *, why: str = ""
+    ) -> dict[str, Any]:
+        """Run `request` where its engine says and return the result (written to `result_uri`, else to a
+        temporary file removed afterwards); an error result raises `DeltaJobError`. `why` names what chose
+        the local engine for `engine="local"` in the task log."""
+        tmp = None if result_uri else tempfile.mkdtemp(prefix="airflow-delta-")
+        target = result_uri or os.path.join(str(tmp), "result.json")
+        try:
+            if request.engine == "local":
+                result = self._run_here(request, target, report_formats, why or "engine='local'")
+            elif request.engine == "spark":
+                result = self._run_submitted(request, target, report_formats, kept=tmp is None)
+            else:
+                result = self._run_auto(request, target, report_formats, kept=tmp is None)
+            if result.get("status") != "success":
+                raise DeltaJobError(error_from_dict(result), result)
+            self.log.info("%s ran on the %s engine; result at %s", request.action, result.get("engine"), target)
+            return result
+        finally:
+            if tmp:
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    def _run_here(
+        self, request: Request, result_uri: str, formats: Sequence[str], why: str, segment: Any = None
+    ) -> dict[str, Any]:
+        """Run in this process; `segment` is the log segment `auto` already listed (not listed again)."""
+        self.log.info("running %s in this process with the local engine (%s)", request.action, why)
+        return execute(request, result_uri=result_uri, report_formats=formats, segment=segment)[1]
+
+    def _run_auto(self, request: Request, result_uri: str, formats: Sequence[str], kept: bool) -> dict[str, Any]:
+        """`engine="auto"`: in process when the listing says the local engine will do, else Spark."""
+        segment = None
+        try:
+            planned, segment = plan_engine(request)
+        except DeltaError:
+            planned = "local"  # the in-process run reports the error (table not found, ...) as a result
+        if planned == "local":
+            why = "engine='auto': the log segment is under the threshold"
+            result = self._run_here(replace(request, engine="local"), result_uri, formats, why, segment)
+            if result.get("error_class") != "ResourceLimitError":
+                return result
+            self.log.info("the state would not fit the local engine's memory limit: submitting to Spark")
+        return self._run_submitted(replace(request, engine="spark"), result_uri, formats, kept)
+
+    def _run_submitted(self, request: Request, result_uri: str, formats: Sequence[str], kept: bool) -> dict[str, Any]:
+        options = request.storage_options
+        try:
+            self.spark_submit(self.submit_settings(request, result_uri, formats, kept=kept))
+        except AirflowException as exc:
+            result = read_result(result_uri, options)
+            if result is not None and result.get("status") == "error":
+                raise DeltaJobError(error_from_dict(result), result) from exc
+            raise
+        result = read_result(result_uri, options)
+        if result is None:
+            raise AirflowException(f"the Delta job finished but wrote no result at {result_uri}")
+        return result
+
+    def submit_settings(
+        self, request: Request, result_uri: str, report_formats: Sequence[str] = (), *, kept: bool = True
+    ) -> dict[str, Any]:
+        """The spark-submit settings of the job for `request` (`SparkSubmitHook` arguments): its argv (no
+        secrets), `py_files` with the library zip, `conf` with the engine's and the driver's Python, and
+        `env_vars` with the storage credentials. `kept`: `result_uri` is the caller's, not a temporary file
+        (a cluster-mode driver cannot write one here)."""
+        master, deploy_mode, binary = spark_target(self.conn_id, self.deploy_mode)
+        if deploy_mode == "cluster" and not kept:
+            raise ValueError("result_uri is required in cluster deploy mode (the driver runs on the cluster)")
+        py_files = self.spark_options.get("py_files")
+        if self.ship_library:
+            py_files = ",".join(filter(None, [py_files, build_py_files_zip()]))
+        conf = {**SPARK_CONF, **SUBMIT_CONF_DEFAULTS, **(self.spark_options.get("conf") or {})}
+        if deploy_mode != "cluster":  # a driver that runs here runs this interpreter, which has the provider
+            defaults = {"spark.pyspark.driver.python": sys.executable}
+            if master.startswith("local"):
+                defaults["spark.pyspark.python"] = sys.executable
+            conf = {**defaults, **conf}
+        env_vars = self.spark_options.get("env_vars")
+        if request.storage_options:
+            if "yarn" in master or "k8s" in master or deploy_mode == "cluster":
+                raise AirflowException(
+                    "storage credentials can only be handed to a client-mode driver outside YARN/Kubernetes "
+                    "(elsewhere spark-submit would put them on its command line); give the cluster its own "
+                    "credentials and drop storage_conn_id"
+                )
+            env_vars = {**(env_vars or {}), STORAGE_OPTIONS_ENV: json.dumps(dict(request.storage_options))}
+        self._ensure_on_path(binary)
+        self.log.info("running %s on Spark (%s): spark-submit to %s", request.action, request.engine, master)
+        argv = job_argv(request, result_uri, report_formats)
+        return {"application_args": argv, "py_files": py_files, "conf": conf, "env_vars": env_vars}
+
+    def _ensure_on_path(self, binary: str) -> None:
+        """Find `spark-submit` in the pyspark installation when PATH lacks it (a venv used without
+        activation): the Spark provider runs the binary by name."""
+        spec = None if shutil.which(binary) else importlib.util.find_spec("pyspark")
+        if spec is None or not spec.origin:
+            return
+        bin_dir = os.path.join(os.path.dirname(spec.origin), "bin")
+        if os.path.exists(os.path.join(bin_dir, binary)):
+            self.log.info("%s not on PATH; using %s", binary, bin_dir)
+            os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+
+    def _submit_here(self, settings: dict[str, Any]) -> None:
+        options = {"name": "airflow-delta-job", **self.spark_options, **settings}
+        self.spark_hook = SparkSubmitHook(conn_id=self.conn_id, deploy_mode=self.deploy_mode, **options)
+        self.spark_hook.submit(job_script())
+
+    def on_kill(self) -> None:
+        """Kill the spark-submit (and the driver it tracks) this hook started, if any."""
+        if self.spark_hook is not None:
+            self.spark_hook.on_kill()
