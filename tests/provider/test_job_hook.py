@@ -5,8 +5,6 @@ the `auto` fallback to Spark, and `on_kill` killing a running spark-submit (the 
 from __future__ import annotations
 
 import json
-import os
-import sys
 import tempfile
 import threading
 import time
@@ -19,51 +17,19 @@ pytest.importorskip("airflow")
 
 from airflow.providers.common.compat.sdk import AirflowException
 from provider_support import small_table, task_context
+from spark_submit_stub import recorded, recording_spark_submit
 
 from airflow_delta_provider.commands.request import Request
 from airflow_delta_provider.hooks.job import DeltaJobError, DeltaJobHook
 from airflow_delta_provider.jobs import job_script
-from airflow_delta_provider.jobs.runner import STORAGE_OPTIONS_ENV
 from airflow_delta_provider.operators.delta import SnapshotReplayOperator
 
 pytestmark = pytest.mark.airflow
 SECRETS = {"key": "AKIAEXAMPLE", "secret": "very-secret-key"}
 
 
-def _spark_submit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, result: dict | None = None, code: int = 1, sleep: float = 0
-) -> Path:
-    """A `spark-submit` first on PATH, a real process: it records its argv and `DELTA_STORAGE_OPTIONS` (one
-    JSON line a call), writes `result` to its `--result-uri` when given, sleeps `sleep` s and exits `code`."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    calls = tmp_path / "spark-submit-calls"
-    script = bin_dir / "spark-submit"
-    script.write_text(
-        f"#!{sys.executable}\n"
-        "import json, os, sys, time\n"
-        "argv = sys.argv[1:]\n"
-        f"with open({str(calls)!r}, 'a') as fh:\n"
-        f"    fh.write(json.dumps({{'argv': argv, 'env': os.environ.get({STORAGE_OPTIONS_ENV!r})}}) + '\\n')\n"
-        f"result = {json.dumps(result)!r}\n"
-        "if result != 'null':\n"
-        "    with open(argv[argv.index('--result-uri') + 1], 'w') as fh:\n"
-        "        fh.write(result)\n"
-        f"time.sleep({sleep})\n"
-        f"sys.exit({code})\n"
-    )
-    script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
-    return calls
-
-
-def _calls(calls: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in calls.read_text().splitlines()]
-
-
 def test_local_runs_in_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = _spark_submit(tmp_path, monkeypatch)
+    calls = recording_spark_submit(tmp_path, monkeypatch)
     b = small_table(tmp_path)
     hook = DeltaJobHook()
     kept = tmp_path / "r.json"
@@ -81,17 +47,17 @@ def test_local_runs_in_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_spark_submits_the_job_with_credentials_only_in_its_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    calls = _spark_submit(tmp_path, monkeypatch)
+    calls = recording_spark_submit(tmp_path, monkeypatch)
     request = Request.make(table="s3://bucket/t", action="snapshot", engine="spark", version=5, storage_options=SECRETS)
     hook = DeltaJobHook(conf={"spark.executor.memory": "1g"}, py_files="/opt/extra.zip")
     with pytest.raises(AirflowException, match="Cannot execute"):  # the stand-in exits 1 and writes no result
         hook.run(request, str(tmp_path / "r.json"))
-    (call,) = _calls(calls)
+    (call,) = recorded(calls)
     argv = call["argv"]
     assert argv[argv.index("--master") + 1] == "local[2]" and job_script() in argv
     py_files = argv[argv.index("--py-files") + 1].split(",")
     assert py_files[0] == "/opt/extra.zip" and py_files[1].endswith(".zip")  # the user's, then the library
-    assert json.loads(argv[argv.index("--request") + 1])["version"] == 5
+    assert call["request"]["version"] == 5
     assert {"spark.executor.memory=1g", "spark.log.level=WARN"} <= set(argv)
     assert json.loads(call["env"]) == SECRETS
     log = capsys.readouterr().out
@@ -103,7 +69,7 @@ def test_spark_submits_the_job_with_credentials_only_in_its_environment(
 def test_credentials_are_refused_where_spark_submit_would_put_them_on_its_command_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    calls = _spark_submit(tmp_path, monkeypatch)
+    calls = recording_spark_submit(tmp_path, monkeypatch)
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({"conn_type": "spark", "host": "yarn"}))
     request = Request.make(table="s3://bucket/t", action="snapshot", engine="spark", storage_options=SECRETS)
     with pytest.raises(AirflowException, match="client-mode driver outside YARN/Kubernetes"):
@@ -126,7 +92,7 @@ def test_an_error_result_is_read_back_as_a_delta_job_error(
         "table": "s3://bucket/t",
         "version": 3,
     }
-    _spark_submit(tmp_path, monkeypatch, result=error, code=code)
+    recording_spark_submit(tmp_path, monkeypatch, result=error, code=code)
     request = Request.make(table="s3://bucket/t", action="snapshot", engine="spark")
     with pytest.raises(DeltaJobError, match="UnsupportedFeatureError: reader feature 'x'") as info:
         DeltaJobHook().run(request, str(tmp_path / "r.json"))
@@ -136,14 +102,14 @@ def test_an_error_result_is_read_back_as_a_delta_job_error(
 
 
 def test_a_job_that_writes_no_result_fails_saying_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _spark_submit(tmp_path, monkeypatch, code=0)
+    recording_spark_submit(tmp_path, monkeypatch, code=0)
     request = Request.make(table="/t", action="snapshot", engine="spark")
     with pytest.raises(AirflowException, match="the Delta job finished but wrote no result at"):
         DeltaJobHook().run(request, str(tmp_path / "r.json"))
 
 
 def test_a_local_error_is_a_delta_job_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = _spark_submit(tmp_path, monkeypatch)
+    calls = recording_spark_submit(tmp_path, monkeypatch)
     with pytest.raises(DeltaJobError) as info:
         DeltaJobHook().run(Request.make(table=str(tmp_path / "nope"), action="snapshot", engine="auto"))
     assert info.value.error_class == "TableNotFoundError" and not calls.exists()
@@ -154,11 +120,11 @@ def test_auto_submits_when_the_state_would_not_fit_the_local_engine(
 ) -> None:
     b = small_table(tmp_path)
     done = {"status": "success", "action": "snapshot", "engine": "spark", "table": b.path, "version": 2}
-    calls = _spark_submit(tmp_path, monkeypatch, result=done, code=0)
+    calls = recording_spark_submit(tmp_path, monkeypatch, result=done, code=0)
     request = Request.make(table=b.path, action="snapshot", engine="auto", memory_limit_bytes=1)
     assert DeltaJobHook().run(request, str(tmp_path / "r.json")) == done
-    (call,) = _calls(calls)
-    assert json.loads(call["argv"][call["argv"].index("--request") + 1])["engine"] == "spark"
+    (call,) = recorded(calls)
+    assert call["request"]["engine"] == "spark"
     log = capsys.readouterr().out
     assert "in this process with the local engine (engine='auto': the log segment is under the threshold)" in log
     assert "would not fit the local engine's memory limit: submitting to Spark" in log
@@ -188,7 +154,7 @@ def _killed_while_running(run: Any, kill: Any, calls: Path) -> BaseException:
 
 
 def test_on_kill_kills_the_hooks_running_spark_submit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = _spark_submit(tmp_path, monkeypatch, code=0, sleep=120)
+    calls = recording_spark_submit(tmp_path, monkeypatch, code=0, sleep=120)
     hook = DeltaJobHook()
     request = Request.make(table="/t", action="snapshot", engine="spark")
     error = _killed_while_running(lambda: hook.run(request, str(tmp_path / "r.json")), hook.on_kill, calls)
@@ -196,7 +162,7 @@ def test_on_kill_kills_the_hooks_running_spark_submit(tmp_path: Path, monkeypatc
 
 
 def test_on_kill_kills_the_operators_running_spark_submit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = _spark_submit(tmp_path, monkeypatch, code=0, sleep=120)
+    calls = recording_spark_submit(tmp_path, monkeypatch, code=0, sleep=120)
     b = small_table(tmp_path)
     op = SnapshotReplayOperator(task_id="r", table_uri=b.path, engine="spark")
     error = _killed_while_running(lambda: op.execute(task_context(tmp_path)), op.on_kill, calls)

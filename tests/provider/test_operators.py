@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ pytest.importorskip("airflow")
 
 from airflow.providers.common.compat.sdk import AirflowException
 from provider_support import small_table, task_context
+from spark_submit_stub import recorded, recording_spark_submit
 
 from airflow_delta_provider.delta import DeltaLog
 from airflow_delta_provider.operators.delta import (
@@ -116,24 +116,10 @@ def test_spark_submit_command_ships_library_and_keeps_secrets_off_argv(
     assert not any("very-secret-key" in part or "AKIAEXAMPLE" in part for part in cmd)
 
 
-def _recording_spark_submit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A `spark-submit` first on PATH that records each call in a file and fails: a real process,
-    so the assertion is about processes spawned, not about which Python function ran."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    calls = tmp_path / "spark-submit-calls"
-    script = bin_dir / "spark-submit"
-    script.write_text(f'#!/bin/sh\necho "$@" >> "{calls}"\nexit 1\n')
-    script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
-    return calls
-
-
 def test_auto_engine_on_a_small_table_starts_no_jvm(tmp_path: Path, monkeypatch, capsys) -> None:
     """engine='auto' (the default, with submit=True) decides from the listing: a small table runs in
     the worker process, and no spark-submit process is spawned. engine='spark' does spawn one."""
-    calls = _recording_spark_submit(tmp_path, monkeypatch)
+    calls = recording_spark_submit(tmp_path, monkeypatch)
     b = small_table(tmp_path)
     out = SnapshotReplayOperator(task_id="replay", table_uri=b.path).execute(task_context(tmp_path))
     assert out["engine"] == "local" and out["num_files"] == 2
@@ -143,16 +129,16 @@ def test_auto_engine_on_a_small_table_starts_no_jvm(tmp_path: Path, monkeypatch,
     assert "ran on the local engine; result at" in messages
     with pytest.raises(AirflowException, match="Cannot execute"):  # the recording spark-submit exits 1
         SnapshotReplayOperator(task_id="replay", table_uri=b.path, engine="spark").execute(task_context(tmp_path))
-    assert '"engine": "spark"' in calls.read_text()
+    assert [call["request"]["engine"] for call in recorded(calls)] == ["spark"]
 
 
 def test_auto_engine_submits_a_log_over_the_threshold(tmp_path: Path, monkeypatch) -> None:
-    calls = _recording_spark_submit(tmp_path, monkeypatch)
+    calls = recording_spark_submit(tmp_path, monkeypatch)
     b = small_table(tmp_path)
     op = SnapshotReplayOperator(task_id="replay", table_uri=b.path, auto_threshold_mb=0)
     with pytest.raises(AirflowException, match="Cannot execute"):  # the recording spark-submit exits 1
         op.execute(task_context(tmp_path))
-    assert '"engine": "spark"' in calls.read_text()
+    assert [call["request"]["engine"] for call in recorded(calls)] == ["spark"]
 
 
 def _grows_then_shrinks(tmp_path: Path):

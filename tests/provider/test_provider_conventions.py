@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import tomllib
 from pathlib import Path
 
@@ -15,9 +14,9 @@ pytest.importorskip("airflow")
 from airflow.providers.common.compat.sdk import AirflowException, TaskDeferred
 from conftest import REPO
 from provider_support import small_table, task_context
+from spark_submit_stub import recorded, recording_spark_submit
 
 from airflow_delta_provider.get_provider_info import DOCUMENTATION_URL, get_provider_info
-from airflow_delta_provider.jobs.runner import STORAGE_OPTIONS_ENV
 from airflow_delta_provider.operators.delta import (
     SUBMIT_CONF_DEFAULTS,
     DeltaCheckpointOperator,
@@ -33,24 +32,11 @@ pytestmark = pytest.mark.airflow
 OPERATORS = (SnapshotReplayOperator, TombstoneReportOperator, DeltaCheckpointOperator, DeltaLogCleanupOperator)
 
 
-def _recording_spark_submit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A `spark-submit` first on PATH that records its argv and its storage-options environment variable,
-    then fails: a real process, so what reaches spark-submit is what the test reads."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    calls = tmp_path / "spark-submit-calls"
-    script = bin_dir / "spark-submit"
-    script.write_text(f'#!/bin/sh\necho "$@" >> "{calls}"\necho "env: ${STORAGE_OPTIONS_ENV}" >> "{calls}"\nexit 1\n')
-    script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    return calls
-
-
 # -- Spark's log level ---------------------------------------------------------------------------------------
 def test_spark_submit_runs_at_warn_unless_conf_says_otherwise(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spark_local2: None, submitted: list[list[str]]
 ) -> None:
-    calls = _recording_spark_submit(tmp_path, monkeypatch)
+    calls = recording_spark_submit(tmp_path, monkeypatch)
     b = small_table(tmp_path)
     with pytest.raises(AirflowException, match="Cannot execute"):  # the recording spark-submit exits 1
         SnapshotReplayOperator(task_id="r", table_uri=b.path, engine="spark").execute(task_context(tmp_path))
@@ -62,14 +48,15 @@ def test_spark_submit_runs_at_warn_unless_conf_says_otherwise(
     assert SUBMIT_CONF_DEFAULTS == {"spark.log.level": "WARN"}
     assert default[default.index("spark.log.level=WARN") - 1] == "--conf"
     assert "spark.log.level=INFO" in chosen and "spark.log.level=WARN" not in chosen
-    assert "--conf spark.log.level=WARN" in calls.read_text().splitlines()[0]  # what the process received
+    received = recorded(calls)[0]["argv"]  # what the process received
+    assert received[received.index("spark.log.level=WARN") - 1] == "--conf"
 
 
 # -- templated connection ids -------------------------------------------------------------------------------
 def test_connection_ids_are_templated_and_the_rendered_ones_are_used(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    calls = _recording_spark_submit(tmp_path, monkeypatch)
+    calls = recording_spark_submit(tmp_path, monkeypatch)
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_RENDERED", json.dumps({"conn_type": "spark", "host": "local[3]"}))
     monkeypatch.setenv(
         "AIRFLOW_CONN_STORE_RENDERED",
@@ -92,10 +79,10 @@ def test_connection_ids_are_templated_and_the_rendered_ones_are_used(
     assert (op.conn_id, op.storage_conn_id) == ("spark_rendered", "store_rendered")
     with pytest.raises(AirflowException, match="Cannot execute"):
         op.execute(task_context(tmp_path))
-    argv, env = calls.read_text().splitlines()[:2]
-    assert "--master local[3]" in argv  # the rendered Spark connection
-    assert json.loads(env.removeprefix("env: "))["key"] == "AKIARENDERED"  # the rendered storage connection
-    assert "rendered-secret" not in argv
+    (call,) = recorded(calls)
+    assert call["argv"][call["argv"].index("--master") + 1] == "local[3]"  # the rendered Spark connection
+    assert json.loads(call["env"])["key"] == "AKIARENDERED"  # the rendered storage connection
+    assert not any("rendered-secret" in part for part in call["argv"])
 
     sensor = DeltaVersionSensor(
         task_id="s", table_uri=b.path, newer_than=2, storage_conn_id="{{ params.store }}", deferrable=True
