@@ -147,6 +147,19 @@ class DeltaLog:
 
     # -- cache --------------------------------------------------------------------------------------
     @classmethod
+    def of(
+        cls,
+        table_or_log: DeltaLog | str | Any,
+        storage_options: Mapping[str, Any] | None = None,
+        clock: Clock | None = None,
+    ) -> DeltaLog:
+        """`table_or_log` itself when it is a `DeltaLog`, else a new one for that path or URI (what every
+        operation taking "a table or its log" does with it)."""
+        if isinstance(table_or_log, DeltaLog):
+            return table_or_log
+        return cls(str(table_or_log), storage_options=storage_options, clock=clock)
+
+    @classmethod
     def for_table(
         cls,
         path: str | Any,

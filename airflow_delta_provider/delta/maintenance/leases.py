@@ -123,14 +123,6 @@ class LeasePins:
         return [le.to_dict(now_ms) for le in self.leases]
 
 
-def _delta_log(
-    table_or_log: DeltaLog | str | os.PathLike[str], storage_options: Mapping[str, Any] | None, clock: Clock | None
-) -> DeltaLog:
-    if isinstance(table_or_log, DeltaLog):
-        return table_or_log
-    return DeltaLog(str(table_or_log), storage_options=storage_options, clock=clock)
-
-
 def lease_folder(
     dlog: DeltaLog,
     location: str | os.PathLike[str] | None = None,
@@ -245,7 +237,7 @@ def add_lease(
     """
     ttl_ms = parse_ttl_ms(ttl)
     owner = check_owner(owner)
-    dlog = _delta_log(table_or_log, storage_options, clock)
+    dlog = DeltaLog.of(table_or_log, storage_options, clock)
     version = check_int(version, "version", minimum=0, table=dlog.table_uri)
     snapshot = _reader(dlog).snapshot_at(version)  # refuses a version the log cannot make
     folder = lease_folder(dlog, location, storage_options=storage_options, partition_columns=snapshot.partition_columns)
@@ -286,7 +278,7 @@ def list_leases(
     """The table's leases (live ones, by version; with `include_expired`, every lease file in the folder
     whose table is this one). A malformed lease file is a `LeaseError` naming it."""
     check_bool(include_expired, "include_expired")
-    dlog = _delta_log(table_or_log, storage_options, clock)
+    dlog = DeltaLog.of(table_or_log, storage_options, clock)
     folder = lease_folder(dlog, location, storage_options=storage_options)
     leases = read_leases(folder, table=dlog.table_uri)
     table_id = dlog.update().metadata.id
@@ -312,7 +304,7 @@ def release_lease(
     """
     lease_id = check_lease_id(lease_id)
     check_bool(missing_ok, "missing_ok")
-    dlog = _delta_log(table_or_log, storage_options, None)
+    dlog = DeltaLog.of(table_or_log, storage_options)
     folder = lease_folder(dlog, location, storage_options=storage_options)
     path = folder.path(lease_id)
     try:
@@ -343,7 +335,7 @@ def purge_expired_leases(
     clock: Clock | None = None,
 ) -> list[Lease]:
     """Delete the lease files of this table whose lease has ended; the leases deleted."""
-    dlog = _delta_log(table_or_log, storage_options, clock)
+    dlog = DeltaLog.of(table_or_log, storage_options, clock)
     folder = lease_folder(dlog, location, storage_options=storage_options)
     now_ms = (clock or dlog.clock)()
     table_id = dlog.update().metadata.id

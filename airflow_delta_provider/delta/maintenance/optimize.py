@@ -235,11 +235,7 @@ def optimize(
     if max_workers is not None:
         check_int(max_workers, "max_workers", minimum=1)
     check_int(small_file_bytes, "small_file_bytes", minimum=1)
-    dlog = (
-        table_or_log
-        if isinstance(table_or_log, DeltaLog)
-        else DeltaLog(str(table_or_log), storage_options=storage_options)
-    )
+    dlog = DeltaLog.of(table_or_log, storage_options)
     snapshot = planned = dlog.update()
     table = dlog.table_uri
     check_can_write(snapshot.protocol, snapshot.metadata, ["optimize", "commit"], table=table, version=snapshot.version)

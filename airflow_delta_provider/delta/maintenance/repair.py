@@ -127,11 +127,7 @@ def repair(
     """
     check_bool(dry_run, "dry_run")
     check_int(max_workers, "max_workers", minimum=1)
-    dlog = (
-        table_or_log
-        if isinstance(table_or_log, DeltaLog)
-        else DeltaLog(str(table_or_log), storage_options=storage_options, clock=clock)
-    )
+    dlog = DeltaLog.of(table_or_log, storage_options, clock)
     snapshot = dlog.update()
     table = dlog.table_uri
     ops = ["commit"] if dry_run else ["remove", "commit"]

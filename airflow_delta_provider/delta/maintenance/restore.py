@@ -170,11 +170,7 @@ def restore(
     check_bool(allow_partial, "allow_partial")
     check_bool(dry_run, "dry_run")
     check_int(max_workers, "max_workers", minimum=1)
-    dlog = (
-        table_or_log
-        if isinstance(table_or_log, DeltaLog)
-        else DeltaLog(str(table_or_log), storage_options=storage_options, clock=clock)
-    )
+    dlog = DeltaLog.of(table_or_log, storage_options, clock)
     latest = dlog.update()
     table = dlog.table_uri
     check_can_write(latest.protocol, latest.metadata, ["restore", "commit"], table=table, version=latest.version)

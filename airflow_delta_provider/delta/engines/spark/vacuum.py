@@ -425,30 +425,31 @@ class SparkVacuumExecutor:
         two joins (the path's and the DV alias's; `.explain()` shows two scans of it, so the state's
         protected-path task would run twice). De-duplicated by a shuffle into at most `parallelism`
         partitions (the state's count when smaller), not `spark.sql.shuffle.partitions`: it is cached."""
-        from .state import DistributedFileState
-
-        files = snapshot.state.files
-        if isinstance(files, DistributedFileState):
-            rows = files.rdd.mapPartitions(protected_task(table_uri, cutoff_ms))
-            parts = max(1, min(rows.getNumPartitions(), self.parallelism))
-            # distinct: a DV file two state partitions share; hash-partitioned first, so no second shuffle
-            return self.spark.createDataFrame(rows, "rel string").repartition(parts, "rel").distinct()
-        paths = sorted(protected_set(snapshot, cutoff_ms=cutoff_ms, table_root=table_uri))
-        if not paths:
-            return self.spark.createDataFrame([], "rel string")
-        return self.spark.createDataFrame(pa.table({"rel": pa.array(paths, pa.string())}))
+        return self._paths(snapshot, protected_task(table_uri, cutoff_ms), protected_set, cutoff_ms, table_uri)
 
     def expired(self, snapshot: Snapshot, *, cutoff_ms: int, table_uri: str) -> DataFrame:
         """The snapshot's expired tombstones and their DV files (`rel`, each once): tracked files the grace
         period does not apply to; made as `protected` makes its paths (lazy, persisted by the caller)."""
+        return self._paths(snapshot, expired_task(table_uri, cutoff_ms), expired_set, cutoff_ms, table_uri)
+
+    def _paths(
+        self,
+        snapshot: Snapshot,
+        task: Callable[..., Any],
+        local: Callable[..., set[str]],
+        cutoff_ms: int,
+        table_uri: str,
+    ) -> DataFrame:
+        """One `rel` column: from the Spark state's partitions (`task`), else from the driver's snapshot (`local`)."""
         from .state import DistributedFileState
 
         files = snapshot.state.files
         if isinstance(files, DistributedFileState):
-            rows = files.rdd.mapPartitions(expired_task(table_uri, cutoff_ms))
+            rows = files.rdd.mapPartitions(task)
             parts = max(1, min(rows.getNumPartitions(), self.parallelism))
+            # distinct: a DV file two state partitions share; hash-partitioned first, so no second shuffle
             return self.spark.createDataFrame(rows, "rel string").repartition(parts, "rel").distinct()
-        paths = sorted(expired_set(snapshot, cutoff_ms=cutoff_ms, table_root=table_uri))
+        paths = sorted(local(snapshot, cutoff_ms=cutoff_ms, table_root=table_uri))
         if not paths:
             return self.spark.createDataFrame([], "rel string")
         return self.spark.createDataFrame(pa.table({"rel": pa.array(paths, pa.string())}))
