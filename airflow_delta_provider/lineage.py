@@ -61,6 +61,8 @@ OPERATIONS = {
     "cleanup_log": "LOG_CLEANUP",
     "vacuum": "VACUUM",
     "optimize": "OPTIMIZE",
+    "restore": "RESTORE",
+    "repair": "FSCK",
 }
 
 _S3 = ("s3", "s3a", "s3n")
@@ -229,6 +231,8 @@ def _details(action: str, result: Mapping[str, Any]) -> dict[str, Any]:
         "cleanup_log": ("cutoff", "num_files", "bytes", "deleted", "earliest_readable_version", "reason"),
         "vacuum": ("mode", "cutoff", "num_files", "bytes", "deleted", "deleted_bytes", "directories"),
         "optimize": ("read_version", "num_files_removed", "num_files_added", "bytes_removed", "bytes_added"),
+        "restore": ("read_version", "target_version", "metrics"),
+        "repair": ("read_version", "metrics"),
     }[action]
     return {k: result[k] for k in keys if result.get(k) is not None}
 

@@ -69,6 +69,7 @@ PARSERS: dict[str, Callable[[Any, str], Any]] = {
     "small_file_mb": partial(arg.parse_size, unit="MiB"),
     **dict.fromkeys(("submit", "ship_library", "include_files", "fail_on_data_loss", "apply"), arg.parse_flag),
     **dict.fromkeys(("write_checkpoint_first", "dry_run", "enforce_retention_duration"), arg.parse_flag),
+    "allow_partial": arg.parse_flag,
 }
 
 
@@ -497,21 +498,13 @@ class DeltaVacuumOperator(DeltaJobOperator):
         self.set_arguments(enforce_retention_duration=enforce_retention_duration)
         self.plan = plan
 
-    def _plan(self) -> dict[str, Any]:
-        """The plan to apply: a dict or its JSON (`plan`), or the path/URI of a dry run's result
-        (`plan_uri`, read where the job runs: a big plan never goes on a command line)."""
-        if self.plan is None or self.plan == "":
-            return {}
-        if isinstance(self.plan, Mapping):
-            return {"plan": self.plan}
-        text = str(self.plan)
-        if text.lstrip().startswith("{"):
-            return {"plan": json.loads(text)}
-        return {"plan_uri": text}
-
     def extra_request_fields(self) -> dict[str, Any]:
         names = ("mode", "enforce_retention_duration", "untracked_grace_hours")
-        return {"apply": not self.argument("dry_run"), **{n: self.argument(n) for n in names}, **self._plan()}
+        return {
+            "apply": not self.argument("dry_run"),
+            **{n: self.argument(n) for n in names},
+            **_plan_fields(self.plan),
+        }
 
     def describe(self, result: dict[str, Any]) -> str:
         dry = result["dry_run"]
@@ -581,3 +574,86 @@ class DeltaOptimizeOperator(DeltaJobOperator):
         into = f"({result.get('bytes_removed')} bytes) into {result.get('num_files_added')}"
         at = f" at version {result['version']}" if result.get("version") is not None else ""
         return f"{result['table']}: optimize {done} {into}{at}"
+
+
+def _plan_fields(plan: Mapping[str, Any] | str | None) -> dict[str, Any]:
+    """A plan to apply: a dict or its JSON (`plan`), or the path/URI of a dry run's result (`plan_uri`,
+    read where the job runs: a big plan never goes on a command line)."""
+    if plan is None or plan == "":
+        return {}
+    if isinstance(plan, Mapping):
+        return {"plan": plan}
+    text = str(plan)
+    return {"plan": json.loads(text)} if text.lstrip().startswith("{") else {"plan_uri": text}
+
+
+class DeltaRestoreOperator(DeltaJobOperator):
+    """RESTORE: make the table's latest version hold what `version` (or `timestamp`) held, in one `RESTORE`
+    commit (files of that version added back, later ones removed; metadata restored, the protocol never
+    downgraded). The files to add back must still be in storage: a vacuumed one refuses the restore,
+    naming it, unless `allow_partial=True`.
+
+    **Dry run by default** (`dry_run=True`): the result's `plan` is what a person reviews; `dry_run=False`
+    with `plan` (that dry run's result, its dict or the path/URI of its `result_uri`) applies it only if a
+    fresh plan still matches, else refuses.
+
+    XCom: `{table_uri, dry_run, version, read_version, target_version, metrics, num_restored,
+    num_removed, num_missing, engine, result_uri}`.
+    """
+
+    action = "restore"
+    summary_keys = ("dry_run", "version", "read_version", "target_version", "metrics")
+    summary_counts = (
+        ("num_restored", "files_restored"),
+        ("num_removed", "files_removed"),
+        ("num_missing", "missing_files"),
+    )
+    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "plan", "dry_run")
+
+    def __init__(
+        self,
+        *,
+        dry_run: bool | str = True,
+        allow_partial: bool = False,
+        plan: Mapping[str, Any] | str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.set_arguments(dry_run=dry_run, allow_partial=allow_partial)
+        self.plan = plan
+
+    def extra_request_fields(self) -> dict[str, Any]:
+        fields = {"apply": not self.argument("dry_run"), "allow_partial": self.argument("allow_partial")}
+        return {**fields, **_plan_fields(self.plan)}
+
+    def describe(self, result: dict[str, Any]) -> str:
+        m = result.get("metrics") or {}
+        done = "would restore" if result["dry_run"] else f"restored (version {result['version']})"
+        counts = f"{m.get('numRestoredFiles')} files back, {m.get('numRemovedFiles')} removed"
+        return f"{result['table']}: {done} version {result['target_version']}: {counts}"
+
+
+class DeltaRepairOperator(DeltaJobOperator):
+    """Repair (Delta's `FSCK REPAIR TABLE`, delta-rs `repair`): the active files storage no longer holds,
+    found with one HEAD each, removed in an `FSCK` commit so readers stop failing on them.
+
+    **Dry run by default** (`dry_run=True`): the result lists the missing files; nothing is committed.
+
+    XCom: `{table_uri, dry_run, version, read_version, num_files_checked, num_missing, missing_bytes, engine,
+    result_uri}` (the file list stays in the result).
+    """
+
+    action = "repair"
+    summary_keys = ("dry_run", "version", "read_version", "num_files_checked", "num_missing", "missing_bytes")
+    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "dry_run")
+
+    def __init__(self, *, dry_run: bool | str = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.set_arguments(dry_run=dry_run)
+
+    def extra_request_fields(self) -> dict[str, Any]:
+        return {"apply": not self.argument("dry_run")}
+
+    def describe(self, result: dict[str, Any]) -> str:
+        done = "would remove" if result["dry_run"] else f"removed (version {result['version']})"
+        return f"{result['table']}: repair {done} {result.get('num_missing')} missing files"
