@@ -79,6 +79,18 @@ class LogStore(Protocol):
         naming it (the first, when several); `UnsupportedStoreError` on a read-only store."""
         ...
 
+    #: How `move` moves: `"rename"` (one atomic rename: the file is at exactly one of its two paths at any
+    #: time) or `"copy+delete"` (a copy, whole or not at all, then a delete of the source: a crash in between
+    #: leaves both copies). `protocol.quarantine.move_cost` states what each costs.
+    move_method: str
+
+    def move(self, src: str, dst: str) -> None:
+        """Move the file at `src` to `dst` (parent directories made as needed), never over another file:
+        `FileExistsError` when something is at `dst` (nothing moved), `FileNotFoundError` when nothing is
+        at `src`. The modification time is kept by a rename, not by a copy. `UnsupportedStoreError` on a
+        read-only store. VACUUM's quarantine (`maintenance.quarantine`) moves with it."""
+        ...
+
     def list_recursive(self, directory: str) -> Iterator[FileInfo]:
         """Every file under `directory`, at any depth, with size and mtime (no order promised)."""
         ...

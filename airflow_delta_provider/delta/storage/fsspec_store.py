@@ -59,6 +59,8 @@ _T = TypeVar("_T")
 #: The object stores, by URI scheme: each module gives the filesystem, the create-only write's keywords
 #: (`CREATE_KWARGS`) and the codes answering it when the object exists (`EXISTS_CODES`).
 _BACKENDS: dict[str, ModuleType] = {scheme: b for b in (s3, gcs, azure) for scheme in b.SCHEMES}
+#: Filesystems whose `mv` of a file is one atomic rename (`FsspecLogStore.move_method`).
+_RENAME_PROTOCOLS = frozenset({"hdfs", "viewfs", "file", "local"})
 #: fsspec's memory filesystem is one store per process: a create under this lock is atomic.
 _MEMORY_CREATE_LOCK = threading.Lock()
 
@@ -458,6 +460,40 @@ class FsspecLogStore(s3.S3Requests):
             except FileNotFoundError:
                 pass
         return len(paths)
+
+    @property
+    def move_method(self) -> str:
+        """`"rename"` where the filesystem renames atomically (HDFS through pyarrow, fsspec's local files);
+        `"copy+delete"` elsewhere: S3 and GCS have no rename, and adlfs moves by copy and delete even on an
+        ADLS gen2 (hierarchical namespace) account."""
+        return "rename" if self._protocol in _RENAME_PROTOCOLS else "copy+delete"
+
+    def move(self, src: str, dst: str) -> None:
+        """Move `src` to `dst`, never over another file (`FileExistsError`, nothing moved): a HEAD of `dst`
+        first, then one rename (`fs.mv`) where `move_method` is `rename`, else a server-side copy (S3
+        CopyObject, a multipart copy over 5 GiB; GCS rewrite; retried) and a delete of `src` (S3
+        DeleteObjects). A crash between the copy and the delete leaves both copies; a file created at `dst`
+        between the HEAD and the copy would be replaced (destinations are fresh quarantine paths, or the
+        paths the files had)."""
+        self._require_writable("MOVE", src)
+        if self.head(dst) is not None:
+            raise FileExistsError(errno.EEXIST, "File exists", dst)
+        source, target = self._strip(src), self._strip(dst)
+        if self.move_method == "rename":
+
+            def rename() -> None:
+                try:
+                    self._make_parent(target)
+                    self.fs.mv(source, target)
+                except FileNotFoundError:
+                    if self.head(src) is None and self.head(dst) is not None:
+                        return  # an earlier attempt renamed it; its answer was lost
+                    raise
+
+            self.retrying("MOVE", src, rename)
+            return
+        self.retrying("COPY", src, lambda: self.fs.cp_file(source, target))
+        self.delete_many([src])
 
     def list_recursive(self, directory: str) -> Iterator[FileInfo]:
         """Every file under `directory` at any depth, with size and mtime (S3: key order)."""

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ..errors import UnsupportedStoreError
 from ..protocol.filenames import FileInfo
@@ -113,6 +114,25 @@ class LocalLogStore:
                 pass
         return len(paths)
 
+    #: `move` is one rename (`renameat2(RENAME_NOREPLACE)` on Linux: never over another file, atomically).
+    move_method = "rename"
+
+    def move(self, src: str, dst: str) -> None:
+        """Rename `src` to `dst`, never over another file (`FileExistsError`); the mtime is kept. On Linux
+        one `renameat2(..., RENAME_NOREPLACE)`: the file is at exactly one of the two paths at any time,
+        and an existing `dst` is refused atomically. Where the kernel, C library or filesystem lacks it: a
+        check that `dst` is free, then `os.rename` (the rename stays atomic; a file created at `dst` in
+        between would be replaced)."""
+        source, target = local_path(src), local_path(dst)
+        if not os.path.lexists(source):  # before any directory is made for it
+            raise FileNotFoundError(errno.ENOENT, "No such file", source)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if _rename_noreplace(source, target):
+            return
+        if os.path.lexists(target):
+            raise FileExistsError(errno.EEXIST, "File exists", target)
+        os.rename(source, target)
+
     def list_recursive(self, directory: str) -> Iterator[FileInfo]:
         stack = [local_path(directory)]
         while stack:
@@ -146,6 +166,38 @@ def _scan(base: str) -> Iterator[tuple[os.DirEntry[str], os.stat_result | None]]
                     yield entry, entry.stat(follow_symlinks=False)
             except FileNotFoundError:  # removed while listing
                 continue
+
+
+_RENAME_NOREPLACE = 1
+_AT_FDCWD = -100
+_renameat2: Any = None  # the C library's renameat2, once looked up (False: not there)
+
+
+def _rename_noreplace(source: str, target: str) -> bool:
+    """`renameat2(AT_FDCWD, source, AT_FDCWD, target, RENAME_NOREPLACE)`: True when renamed, False when the
+    platform, C library or filesystem lacks it (the caller falls back); `FileExistsError` when `target`
+    exists, `FileNotFoundError` when `source` does not, another `OSError` for any other failure."""
+    global _renameat2
+    if _renameat2 is None:
+        _renameat2 = False
+        if sys.platform.startswith("linux"):
+            import ctypes  # only on a move: a local read never loads it
+
+            fn = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+            if fn is not None:
+                fn.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+                fn.restype = ctypes.c_int
+                _renameat2 = fn
+    if _renameat2 is False:
+        return False
+    import ctypes
+
+    if _renameat2(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), _RENAME_NOREPLACE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):  # the filesystem cannot
+        return False
+    raise OSError(code, os.strerror(code), source, None, target)
 
 
 def _write_exclusive(path: str, data: bytes) -> None:
