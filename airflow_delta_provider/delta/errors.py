@@ -389,6 +389,29 @@ class LeaseError(DeltaError):
         super().__init__(message, table=table, file=file)
 
 
+class QuarantineError(DeltaError):
+    """A VACUUM quarantine (`maintenance.quarantine`) that cannot be undone, resumed or purged as asked: no
+    such quarantine, a damaged manifest, another table's (its `metaData.id`), a purge under way, or
+    something else now at a path a file must go back to (`paths` names them; nothing was moved).
+    `quarantine_id` names the quarantine."""
+
+    error_class = "DELTA_VACUUM_QUARANTINE"
+    extra_fields = ("quarantine_id", "paths")
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        quarantine_id: str | None = None,
+        paths: list[str] | None = None,
+        table: str | None = None,
+        file: str | None = None,
+    ) -> None:
+        self.quarantine_id = quarantine_id
+        self.paths = list(paths or [])
+        super().__init__(message, table=table, file=file)
+
+
 class UnsupportedStoreError(OperationNotAllowedError):
     """The store cannot do what a write needs (an atomic put-if-absent for commits, or any write at
     all for a read-only store); nothing was written."""

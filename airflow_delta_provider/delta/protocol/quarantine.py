@@ -1,0 +1,465 @@
+"""Reversible VACUUM: the pure rules of a quarantine (`maintenance.quarantine` does the I/O).
+
+`vacuum(..., quarantine=True)` moves the files it would delete to a hidden folder beside the table instead
+of deleting them; `undo_quarantine` puts them back, `purge_quarantines` deletes old quarantines. Here:
+names and layout, the manifest and marker files and their checks, the state a quarantine is in, what to do
+with one file given what storage holds at its two paths (`forward_step`, `undo_step`), the cost of the
+moves (`move_cost`), and ages (`parse_age_ms`, `purge_skip`).
+
+Layout, under the table root (PROTOCOL.md leaves names starting with `_` to the writer; VACUUM never
+lists them: `protocol.vacuum.is_hidden`, Delta Spark's `DeltaTableUtils.isHiddenDirectory`):
+
+    _delta_quarantine/<id>/manifest.json       written first, never changed (put_if_absent)
+    _delta_quarantine/<id>/files/<path>        each quarantined file, at its path relative to the root
+    _delta_quarantine/<id>/quarantined.json    every move done (the forward completion marker)
+    _delta_quarantine/<id>/undo.json           an undo started: from now on moves go back
+    _delta_quarantine/<id>/restored.json       every file back (the undo's completion marker)
+    _delta_quarantine/<id>/purge.json          a purge started: undo is refused from now on
+
+`<id>` is `YYYYMMDDTHHMMSSZ-<8 hex digits>` (the VACUUM's time, UTC, and a random token): ids sort by age.
+The manifest (`delta-quarantine/1`):
+
+    {"format": "delta-quarantine/1", "id": ..., "table": "<table URI>", "table_id": "<metaData.id>",
+     "version": <the table version re-validated against>, "created": <epoch ms>, "created_at": "<ISO>",
+     "method": "rename" | "copy+delete", "mode": "full" | "lite", "cutoff_ms": ..., "retention_ms": ...,
+     "audit_version": <VACUUM START version or null>, "num_files": n, "bytes": b,
+     "files": [{"path": "<relative, as stored>", "size": ..., "modification_time": <ms>}, ...]}
+
+The state comes from the markers present (`state_of`): `moving` (manifest only), `quarantined`,
+`restoring`, `restored`, `purging`. The markers say which direction an interrupted run finishes in:
+without `undo.json` forward (into the quarantine), with it back.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from numbers import Real
+from typing import Any
+
+from ..errors import InvalidArgumentError, QuarantineError
+from .table_properties import parse_interval_ms
+from .vacuum import FILE, StoredEntry, same_mtime
+
+#: The quarantine folder, directly under the table root (hidden from VACUUM: a leading `_`).
+QUARANTINE_DIR_NAME = "_delta_quarantine"
+QUARANTINE_FORMAT = "delta-quarantine/1"
+MANIFEST_NAME = "manifest.json"
+FILES_DIR = "files"
+QUARANTINED_MARKER = "quarantined.json"
+UNDO_MARKER = "undo.json"
+RESTORED_MARKER = "restored.json"
+PURGE_MARKER = "purge.json"
+MARKERS = (QUARANTINED_MARKER, UNDO_MARKER, RESTORED_MARKER, PURGE_MARKER)
+
+#: How a store moves a file (`LogStore.move_method`): one atomic rename, or a copy then a delete.
+RENAME, COPY_DELETE = "rename", "copy+delete"
+METHODS = (RENAME, COPY_DELETE)
+
+#: The states of a quarantine (`state_of`).
+MOVING, QUARANTINED, RESTORING, RESTORED, PURGING = "moving", "quarantined", "restoring", "restored", "purging"
+#: States a run was interrupted in: resume (forward) or undo (back) settles them.
+UNFINISHED = (MOVING, RESTORING)
+
+#: What to do with one file (`forward_step`, `undo_step`).
+MOVE = "move"  # move it (forward: into the quarantine; undo: back to its path)
+FINISH = "finish"  # both copies are there (a copy+delete interrupted): delete the one left behind
+DONE = "done"  # already where it goes
+MISSING = "missing"  # at neither path
+CONFLICT = "conflict"  # something else is at the path it goes to
+CHANGED = "changed"  # forward only: the file at its path is not the one the manifest names (size, mtime)
+
+_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{8}")
+#: S3 copies an object of up to 5 GiB in one request; s3fs copies a bigger one in parts of 50 MiB.
+_SINGLE_COPY_MAX = 5 * 2**30
+_COPY_PART = 50 * 2**20
+_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000}
+_SHORT = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+
+
+def _iso(ms: int) -> str:
+    return (dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=ms)).isoformat(timespec="seconds")
+
+
+def new_quarantine_id(now_ms: int, token: str) -> str:
+    """A quarantine id: the time `now_ms` (UTC, to the second) and `token` (8 hex digits, random)."""
+    when = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=now_ms)
+    return check_quarantine_id(f"{when:%Y%m%dT%H%M%S}Z-{token.lower()}")
+
+
+def check_quarantine_id(value: Any) -> str:
+    """A quarantine id as `new_quarantine_id` makes them, else `InvalidArgumentError` (an id is a folder
+    name: nothing else, no `/` nor `..`, may reach the store)."""
+    if not isinstance(value, str) or _ID.fullmatch(value.strip()) is None:
+        raise InvalidArgumentError(
+            f"quarantine_id must look like 20250101T120000Z-1a2b3c4d (from the VACUUM result), got {value!r}",
+            argument="quarantine_id",
+        )
+    return value.strip()
+
+
+def is_quarantine_id(name: str) -> bool:
+    return _ID.fullmatch(name) is not None
+
+
+def quarantine_dir(quarantine_id: str) -> str:
+    """The quarantine's folder, relative to the table root."""
+    return f"{QUARANTINE_DIR_NAME}/{quarantine_id}"
+
+
+def files_dir(quarantine_id: str) -> str:
+    """Where the quarantine's files are, relative to the table root."""
+    return f"{QUARANTINE_DIR_NAME}/{quarantine_id}/{FILES_DIR}"
+
+
+def quarantined_path(quarantine_id: str, path: str) -> str:
+    """Where the file at `path` (relative to the table root) is while quarantined, relative to the root."""
+    return f"{files_dir(quarantine_id)}/{path.strip('/')}"
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantinedFile:
+    """One file of a quarantine: its path relative to the table root (as stored), size, mtime (ms) as listed."""
+
+    path: str
+    size: int
+    modification_time: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "size": self.size, "modification_time": self.modification_time}
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What a quarantine holds and where it came from (see the module doc for the file)."""
+
+    id: str
+    table: str
+    table_id: str | None
+    version: int
+    created_ms: int
+    method: str
+    files: tuple[QuarantinedFile, ...]
+    mode: str = "full"
+    cutoff_ms: int = 0
+    retention_ms: int = 0
+    audit_version: int | None = None
+
+    @property
+    def num_files(self) -> int:
+        return len(self.files)
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": QUARANTINE_FORMAT,
+            "id": self.id,
+            "table": self.table,
+            "table_id": self.table_id,
+            "version": self.version,
+            "created": self.created_ms,
+            "created_at": _iso(self.created_ms),
+            "method": self.method,
+            "mode": self.mode,
+            "cutoff_ms": self.cutoff_ms,
+            "retention_ms": self.retention_ms,
+            "audit_version": self.audit_version,
+            "num_files": self.num_files,
+            "bytes": self.num_bytes,
+            "files": [f.to_json() for f in self.files],
+        }
+
+    def to_bytes(self) -> bytes:
+        return (json.dumps(self.to_json(), separators=(",", ":")) + "\n").encode()
+
+    def summary(self) -> dict[str, Any]:
+        """The manifest without its file list (results, `list_quarantines`)."""
+        return {k: v for k, v in self.to_json().items() if k not in ("format", "files")}
+
+
+def _bad(quarantine_id: str | None, name: str, why: str, table: str | None) -> QuarantineError:
+    return QuarantineError(
+        f"Quarantine file {name} is not valid ({why}): nothing was moved; fix or remove the quarantine by hand",
+        quarantine_id=quarantine_id,
+        table=table,
+        file=name,
+    )
+
+
+def _int(obj: Mapping[str, Any], key: str, *, optional: bool = False) -> int | None:
+    value = obj.get(key)
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{key} must be an integer >= 0, got {value!r}")
+    return value
+
+
+def parse_manifest(data: bytes | str, *, quarantine_id: str, table: str | None = None) -> Manifest:
+    """The manifest in a file's content (`quarantine_id`: the folder it was read from; the manifest's id
+    must be it). Anything else is a `QuarantineError` naming the file: no move is made from a guess."""
+    name = f"{quarantine_dir(quarantine_id)}/{MANIFEST_NAME}"
+    try:
+        obj = json.loads(data)
+        if not isinstance(obj, Mapping):
+            raise ValueError("not a JSON object")
+        if obj.get("format") != QUARANTINE_FORMAT:
+            raise ValueError(f"format {obj.get('format')!r}, expected {QUARANTINE_FORMAT!r}")
+        if obj.get("id") != quarantine_id:
+            raise ValueError(f"id {obj.get('id')!r} differs from its folder")
+        if obj.get("method") not in METHODS:
+            raise ValueError(f"method {obj.get('method')!r}")
+        table_id = obj.get("table_id")
+        if table_id is not None and not isinstance(table_id, str):
+            raise ValueError(f"table_id {table_id!r}")
+        raw_files = obj.get("files")
+        if not isinstance(raw_files, list):
+            raise ValueError("files must be a list")
+        files = []
+        for f in raw_files:
+            if not isinstance(f, Mapping) or not isinstance(f.get("path"), str) or not f["path"].strip("/"):
+                raise ValueError(f"file entry {f!r}")
+            path = f["path"]
+            if path.startswith("/") or "://" in path or ".." in path.split("/"):
+                raise ValueError(f"file path {path!r} is not relative to the table root")
+            files.append(QuarantinedFile(path, _int(f, "size") or 0, _int(f, "modification_time", optional=True)))
+        return Manifest(
+            id=quarantine_id,
+            table=str(obj.get("table") or ""),
+            table_id=table_id,
+            version=_int(obj, "version") or 0,
+            created_ms=_int(obj, "created") or 0,
+            method=obj["method"],
+            files=tuple(files),
+            mode=str(obj.get("mode") or "full"),
+            cutoff_ms=_int(obj, "cutoff_ms", optional=True) or 0,
+            retention_ms=_int(obj, "retention_ms", optional=True) or 0,
+            audit_version=_int(obj, "audit_version", optional=True),
+        )
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _bad(quarantine_id, name, str(exc), table) from None
+
+
+def marker_bytes(kind: str, quarantine_id: str, now_ms: int, **counts: Any) -> bytes:
+    """A marker file's content: which marker, the quarantine, when, and what the run counted."""
+    if kind not in MARKERS:
+        raise ValueError(kind)
+    body = {"format": QUARANTINE_FORMAT, "marker": kind, "id": quarantine_id, "time": now_ms, "time_at": _iso(now_ms)}
+    return (json.dumps({**body, **counts}, separators=(",", ":"), default=list) + "\n").encode()
+
+
+def state_of(markers: Iterable[str]) -> str:
+    """The state of a quarantine whose folder holds the marker files `markers` (names)."""
+    present = set(markers)
+    if PURGE_MARKER in present:
+        return PURGING
+    if RESTORED_MARKER in present:
+        return RESTORED
+    if UNDO_MARKER in present:
+        return RESTORING
+    if QUARANTINED_MARKER in present:
+        return QUARANTINED
+    return MOVING
+
+
+def _is_file(entry: StoredEntry | None) -> bool:
+    return entry is not None and entry.kind == FILE
+
+
+def forward_step(
+    entry: QuarantinedFile, original: StoredEntry | None, quarantined: StoredEntry | None, *, method: str
+) -> str:
+    """What an interrupted quarantine (state `moving`) does with `entry`, given what storage holds at its
+    path (`original`) and in the quarantine (`quarantined`):
+
+    * only at its path: `MOVE` if it is the file the manifest names (same size and mtime), else `CHANGED`
+      (left where it is);
+    * only in the quarantine: `DONE`; at neither: `MISSING`;
+    * at both: on a copy+delete store, when the quarantined copy has the manifest's size, `FINISH` (the
+      copy landed, whole: an object store's copy is atomic; the delete of the original did not); else
+      `CONFLICT` (a rename never leaves two copies: something else is at one of the paths)."""
+    here, there = _is_file(original), _is_file(quarantined)
+    if here and not there:
+        if quarantined is not None:  # a directory or another non-file at the quarantine path
+            return CONFLICT
+        assert original is not None
+        if original.size != entry.size or (
+            entry.modification_time is not None and not same_mtime(entry.modification_time, original.modification_time)
+        ):
+            return CHANGED
+        return MOVE
+    if there and not here:
+        return DONE
+    if not here and not there:
+        return MISSING
+    assert quarantined is not None
+    if method == COPY_DELETE and quarantined.size == entry.size:
+        return FINISH
+    return CONFLICT
+
+
+def undo_step(
+    entry: QuarantinedFile,
+    original: StoredEntry | None,
+    quarantined: StoredEntry | None,
+    *,
+    method: str,
+    interrupted: bool,
+) -> str:
+    """What an undo does with `entry`, given what storage holds at its path (`original`) and in the
+    quarantine (`quarantined`); `interrupted`: the quarantine is `moving` or `restoring` (a run was cut off,
+    so a copy+delete move may have left both copies):
+
+    * only in the quarantine: `MOVE` (back); only at its path: `DONE`; at neither: `MISSING`;
+    * at both: on a copy+delete store, after an interrupted run, with both copies of the manifest's size,
+      `FINISH` (keep the one at its path, delete the quarantined one); anything else is `CONFLICT`:
+      something else sits at the path (nothing is moved over it)."""
+    here, there = _is_file(original), _is_file(quarantined)
+    if there and original is None:
+        return MOVE
+    if here and not there:
+        return DONE
+    if original is None and quarantined is None:
+        return MISSING
+    if (
+        here
+        and there
+        and method == COPY_DELETE
+        and interrupted
+        and original is not None
+        and quarantined is not None
+        and original.size == quarantined.size == entry.size
+    ):
+        return FINISH
+    return CONFLICT
+
+
+def move_cost(sizes: Sequence[int], *, method: str) -> dict[str, Any]:
+    """What moving files of `sizes` costs (stated in plans and results; an estimate of storage calls):
+
+    * `rename` (local, HDFS): per file an existence check of the destination and one rename; nothing copied.
+    * `copy+delete` (S3, GCS, Azure through adlfs, memory): per file a HEAD of the destination, the client's
+      HEAD of the source, one server-side copy (S3 over 5 GiB: a multipart copy in 50 MiB parts, plus its
+      create and complete requests) and one delete; every byte is copied once (server-side: billed as
+      requests, no transfer out). Both: plus the manifest, the marker and a listing (3)."""
+    if method not in METHODS:
+        raise InvalidArgumentError(f"method must be one of {METHODS}, got {method!r}", argument="method")
+    n, total = len(sizes), sum(sizes)
+    if method == RENAME:
+        requests, copied = 2 * n, 0
+    else:
+        copies = sum(1 if s <= _SINGLE_COPY_MAX else 2 + math.ceil(s / _COPY_PART) for s in sizes)
+        requests, copied = 3 * n + copies, total
+    return {"method": method, "files": n, "bytes": total, "bytes_copied": copied, "requests": requests + 3}
+
+
+def parse_age_ms(value: Any, argument: str = "older_than") -> int:
+    """An age in ms from a `datetime.timedelta`, a number of seconds, or a text: `7d`, `36h`, `90m`,
+    `1d12h`, `0`, or an interval as table properties write them (`7 days`). At least 0 and finite; anything
+    else is an `InvalidArgumentError`."""
+    if isinstance(value, dt.timedelta):
+        ms = value.total_seconds() * 1000
+    elif isinstance(value, Real) and not isinstance(value, bool):
+        ms = float(value) * 1000
+    elif isinstance(value, str):
+        compact = re.sub(r"\s+", "", value.lower())
+        parts = list(_SHORT.finditer(compact))
+        if compact in ("0", "0.0"):
+            ms = 0.0
+        elif parts and "".join(p[0] for p in parts) == compact:
+            ms = sum(float(p[1]) * _UNITS_MS[p[2]] for p in parts)
+        else:
+            try:
+                ms = parse_interval_ms(value)
+            except InvalidArgumentError:
+                raise InvalidArgumentError(
+                    f"{argument} must be a duration such as 7d, 36h or 1d12h, got {value!r}", argument=argument
+                ) from None
+    else:
+        raise InvalidArgumentError(
+            f"{argument} must be a duration (text such as 7d, a timedelta, or seconds), got {value!r}",
+            argument=argument,
+        )
+    if not math.isfinite(ms) or ms < 0:
+        raise InvalidArgumentError(f"{argument} must be a duration of 0 or more, got {value!r}", argument=argument)
+    return math.ceil(ms)
+
+
+def purge_skip(manifest: Manifest, state: str, *, now_ms: int, older_than_ms: int) -> str | None:
+    """Why a purge leaves a quarantine alone, or None (purge it): younger than `older_than_ms` at `now_ms`,
+    or unfinished (`moving`: a VACUUM still moving, or killed: resume or undo it first; `restoring`: an
+    undo under way, rerun it). Quarantined and restored ones are purged, a purge under way finished."""
+    if manifest.created_ms > now_ms - older_than_ms:
+        return "younger than the age given"
+    if state in UNFINISHED:
+        return f"unfinished ({state}): resume or undo it first"
+    return None
+
+
+@dataclass
+class Settled:
+    """What one run over a quarantine's files did, by outcome: paths moved (and bytes), finished (the
+    left-over copy deleted), already in place, missing, changed or kept (left where they are), and the
+    conflicts (nothing moved over them)."""
+
+    moved: list[str] = field(default_factory=list)
+    moved_bytes: int = 0
+    finished: list[str] = field(default_factory=list)
+    done: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, Any]:
+        return {
+            "moved": len(self.moved),
+            "moved_bytes": self.moved_bytes,
+            "finished": len(self.finished),
+            "already_in_place": len(self.done),
+            "missing": list(self.missing),
+            "kept": list(self.kept),
+            "conflicts": list(self.conflicts),
+        }
+
+
+__all__ = [
+    "CHANGED",
+    "CONFLICT",
+    "COPY_DELETE",
+    "DONE",
+    "FINISH",
+    "MANIFEST_NAME",
+    "MISSING",
+    "MOVE",
+    "MOVING",
+    "PURGING",
+    "QUARANTINED",
+    "QUARANTINE_DIR_NAME",
+    "QUARANTINE_FORMAT",
+    "RENAME",
+    "RESTORED",
+    "RESTORING",
+    "Manifest",
+    "QuarantinedFile",
+    "Settled",
+    "check_quarantine_id",
+    "files_dir",
+    "forward_step",
+    "marker_bytes",
+    "move_cost",
+    "new_quarantine_id",
+    "parse_age_ms",
+    "parse_manifest",
+    "purge_skip",
+    "quarantine_dir",
+    "quarantined_path",
+    "state_of",
+    "undo_step",
+]
