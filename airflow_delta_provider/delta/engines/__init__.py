@@ -71,9 +71,12 @@ class VacuumExecutor(TypingProtocol):
     (`engines.local_vacuum`) or Spark executors (`engines.spark.vacuum`). The rules are
     `protocol.vacuum`'s either way; the audit commits stay with the operation.
 
-    `in_process`: True when the work runs in this process."""
+    `in_process`: True when the work runs in this process. `can_quarantine`: True when `move` is there
+    (VACUUM's `quarantine=True`, `maintenance.quarantine`); an executor without it (Spark's) is refused
+    `quarantine=True` before anything is planned."""
 
     in_process: bool
+    can_quarantine: bool
 
     def plan_full(
         self,
@@ -106,6 +109,12 @@ class VacuumExecutor(TypingProtocol):
 
     def delete(self, dlog: DeltaLog, checked: Revalidation, *, batch_size: int) -> Deleted:
         """Delete what `checked` keeps, in batches of `batch_size`; empty directories left on local stores too."""
+        ...
+
+    def move(self, dlog: DeltaLog, checked: Revalidation, *, destination: str) -> Deleted:
+        """Move what `checked` keeps to `destination/<its path>` (`destination` relative to the table root),
+        one `store.move` each (a file gone meanwhile is not counted); files, bytes moved and the empty
+        directories removed (local stores). Only with `can_quarantine`."""
         ...
 
 

@@ -1,4 +1,4 @@
-"""The local engine's VACUUM executor: lists, re-validates and deletes in this process.
+"""The local engine's VACUUM executor: lists, re-validates and deletes (or, for a quarantine, moves) in this process.
 
 A table on the local store is walked here (`walk_candidates`): directory names first, then one `lstat`
 only for the names no rule keeps (a table's active files are never stat-ed); other stores are listed
@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
+from concurrent.futures import ThreadPoolExecutor
 from stat import S_ISDIR, S_ISREG
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,7 @@ from ..errors import InvalidArgumentError
 from ..protocol.vacuum import (
     Candidates,
     ListedFile,
+    PlannedFile,
     VacuumPlan,
     candidates_of,
     grace_matters,
@@ -37,11 +39,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..snapshot import Snapshot
     from ..storage import LogStore
 
+#: Moves in flight at once on a store that moves by copy and delete (`LocalVacuumExecutor.move`).
+MOVE_WORKERS = 16
+
 
 class LocalVacuumExecutor:
     """Lists, re-validates and deletes in this process (`store.list_recursive`, `store.delete_many`)."""
 
     in_process = True
+    can_quarantine = True
 
     def plan_full(
         self,
@@ -122,6 +128,33 @@ class LocalVacuumExecutor:
         dirs = {partition_of(f.path) for f in [*files, *checked.missing]}
         directories = remove_empty_dirs(dlog.store, dlog.table_uri, dirs)
         return Deleted(done, sum(f.size for f in files), directories)
+
+    def move(self, dlog: DeltaLog, checked: Revalidation, *, destination: str) -> Deleted:
+        """VACUUM's quarantine: each kept file moved to `destination/<its path>` (`store.move`): one after
+        the other where the store renames, `MOVE_WORKERS` at a time where it copies and deletes (each move
+        is a few requests). A file gone meanwhile is not counted."""
+        store = dlog.store
+        files = checked.plan.files
+        root = store.join(dlog.table_uri).rstrip("/")
+        into = [p for p in destination.strip("/").split("/") if p]
+
+        def one(f: PlannedFile) -> bool:
+            parts = f.path.strip("/").split("/")
+            try:
+                store.move(store.join(root, *parts), store.join(root, *into, *parts))
+            except FileNotFoundError:  # removed since re-validation
+                return False
+            return True
+
+        if getattr(store, "move_method", "rename") == "rename" or len(files) < 2:
+            moved = [one(f) for f in files]
+        else:
+            with ThreadPoolExecutor(min(MOVE_WORKERS, len(files))) as pool:
+                moved = list(pool.map(one, files))
+        dirs = {partition_of(f.path) for f in [*files, *checked.missing]}
+        directories = remove_empty_dirs(store, dlog.table_uri, dirs)
+        done = [f for f, ok in zip(files, moved, strict=True) if ok]
+        return Deleted(len(done), sum(f.size for f in done), directories)
 
 
 def _root_dir(dlog: DeltaLog) -> str:
