@@ -54,6 +54,13 @@ apply starts its re-validation; each leased version's active and DV files are ta
 before the engine re-validates and deletes, so both engines keep them. The result names the leases
 (`leases`) and counts what they kept (`lease_kept_files`, `lease_kept_bytes`; at apply, entries dropped
 with reason `leased`). `lease_location=` names a lease folder other than `<table>/_delta_leases`.
+
+Quarantine (`quarantine=True`, `maintenance.quarantine`): the apply moves the kept files to
+`<table>/_delta_quarantine/<id>/files/` instead of deleting them (manifest first, then the moves, then
+the completion marker; between `VACUUM START` and `VACUUM END`, whose parameters name the quarantine), so
+`undo_quarantine` can put them back. It first resumes the table's quarantines a killed VACUUM left
+unfinished. The dry run and the result state the cost of the moves (`quarantine`: method, files, bytes,
+bytes copied, storage calls); the result names `quarantine_id`; `deleted` stays 0. Local engine only.
 """
 
 from __future__ import annotations
@@ -74,6 +81,7 @@ from ..errors import DeltaError, InvalidArgumentError, OperationNotAllowedError,
 from ..protocol.actions import AddFile, RemoveFile
 from ..protocol.filenames import LogFileKind, parse_log_path
 from ..protocol.leases import split_leased
+from ..protocol.quarantine import files_dir, move_cost, new_quarantine_id
 from ..protocol.table_features import check_can_write
 from ..protocol.table_properties import DELETED_FILE_RETENTION, deleted_file_retention_ms
 from ..protocol.vacuum import (
@@ -96,6 +104,8 @@ from ..read.protected_files import logged_files, partition_columns
 from ..snapshot import Snapshot
 from ..storage.batch import remove_empty_dirs, stat_entries
 from .leases import LeasePins, lease_pins
+from .quarantine import finish_quarantine, resume_unfinished, start_quarantine
+from .quarantine import location as quarantine_location
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engines import Revalidation, VacuumExecutor
@@ -128,6 +138,11 @@ class VacuumResult:
     leases: list[dict[str, Any]] = field(default_factory=list)
     lease_kept_files: int = 0
     lease_kept_bytes: int = 0
+    #: `quarantine=True`: the moves' cost (`protocol.quarantine.move_cost`; applied: with the id, location
+    #: and files moved), the quarantine's id, and the unfinished quarantines this call resumed first
+    quarantine: dict[str, Any] | None = None
+    quarantine_id: str | None = None
+    resumed: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Primitive form (JSON, XCom); a dry run's dict is a plan `vacuum(plan=...)` accepts. Each dropped
@@ -148,6 +163,8 @@ class VacuumResult:
             lease_kept_files=self.lease_kept_files,
             lease_kept_bytes=self.lease_kept_bytes,
         )
+        if self.quarantine is not None:
+            out.update(quarantine_id=self.quarantine_id, quarantine=dict(self.quarantine), resumed=list(self.resumed))
         return out
 
 
@@ -297,6 +314,7 @@ def vacuum(
     untracked_grace_hours: float | None = None,
     plan_dir: str | None = None,
     lease_location: str | os.PathLike[str] | None = None,
+    quarantine: bool = False,
 ) -> VacuumResult:
     """Plan (dry run, the default) or delete the files no version within retention needs.
 
@@ -313,6 +331,9 @@ def vacuum(
         `vacuum_executor()`: this process on the local engine, the executors on Spark).
     :param plan_dir: on an engine that keeps a big plan's file list apart (Spark), where it goes.
     :param lease_location: the table's lease folder (`maintenance.leases`; default `<table>/_delta_leases`).
+    :param quarantine: move the files to `<table>/_delta_quarantine/<id>/` instead of deleting them
+        (`maintenance.quarantine`: `undo_quarantine` puts them back, `purge_quarantines` deletes them);
+        the local engine only.
     :param untracked_grace_hours: an untracked file (no add or remove of the snapshot names it) whose
         modification time is younger than this many hours is never deleted, neither planned nor applied
         (None: `DEFAULT_UNTRACKED_GRACE_HOURS`, 1 hour; 0 turns it off). Independent of the retention:
@@ -322,7 +343,8 @@ def vacuum(
         outside the table root or in `_delta_log`: nothing is deleted.
     :raises UnsupportedFeatureError, OperationNotAllowedError: a table this library must not vacuum, a
         LITE vacuum whose commits were cleaned up, a protocol changed since the plan, a plan without its
-        file list applied while a version lease is live.
+        file list applied while a version lease is live, `quarantine=True` on an engine whose executor
+        cannot move files (Spark's: refused before anything is planned).
     :raises LeaseError: a lease file that is not a valid lease (nothing is deleted).
     """
     check_bool(dry_run, "dry_run")
@@ -330,6 +352,7 @@ def vacuum(
     if audit is not None:
         check_bool(audit, "audit")
     check_int(batch_size, "batch_size", minimum=1)
+    check_bool(quarantine, "quarantine")
     if mode not in MODES:
         raise InvalidArgumentError(f"mode must be one of {MODES}, got {mode!r}", argument="mode")
     grace_ms = untracked_grace_ms(untracked_grace_hours)
@@ -340,6 +363,13 @@ def vacuum(
     )
     run = executor if executor is not None else dlog.engine.vacuum_executor(plan_dir=plan_dir)
     in_process = dlog.engine.in_process and getattr(run, "in_process", False)
+    if quarantine and not getattr(run, "can_quarantine", False):
+        raise OperationNotAllowedError(
+            f"quarantine=True moves files in this process, which the {dlog.engine.name} engine's VACUUM "
+            "executor does not do: nothing was planned or moved. Run it on the local engine (engine='local'), "
+            "or without quarantine",
+            table=dlog.table_uri,
+        )
     leased_files: dict[int, set[str] | None] = {}  # a version's files never change: read once per call
 
     def pins(snapshot: Snapshot, now_ms: int) -> LeasePins:
@@ -360,6 +390,8 @@ def vacuum(
             snapshot.protocol, snapshot.metadata, ["vacuum"], table=dlog.table_uri, version=snapshot.version
         )
         now_ms = (clock or dlog.clock)()
+        # a killed quarantining VACUUM's moves are finished before this one lists the table
+        resumed = resume_unfinished(dlog, now_ms=now_ms) if quarantine and not dry_run else []
         if plan is None:
             retention_ms = _retention_ms(snapshot, retention_hours, enforce_retention_duration)
             the_plan = make_plan(
@@ -383,6 +415,7 @@ def vacuum(
             leases=plan_pins.to_dicts(now_ms),
             lease_kept_files=kept[0],
             lease_kept_bytes=kept[1],
+            quarantine=_planned_cost(dlog, the_plan) if quarantine else None,
         )
     # re-validate against the table as it is now: a writer may have committed while the table was listed
     with _gc_paused(in_process):
@@ -399,10 +432,27 @@ def vacuum(
         run,
         grace_ms,
         lambda: pins(latest, now_ms),
+        quarantine,
     )
+    if quarantine:
+        result.resumed = resumed
+        if result.quarantine is None:  # nothing left to move: no quarantine made
+            result.quarantine = _planned_cost(dlog, result.plan.with_files([]))
     result.lease_kept_files += kept[0]  # left out when this call made the plan
     result.lease_kept_bytes += kept[1]
     return result
+
+
+def _planned_cost(dlog: DeltaLog, plan: VacuumPlan) -> dict[str, Any]:
+    """What moving `plan`'s files into a quarantine costs on the table's store (`move_cost`)."""
+    method = getattr(dlog.store, "move_method", "copy+delete")
+    if plan.files_inline:
+        return move_cost([f.size for f in plan.files], method=method)
+    cost = move_cost([], method=method)  # counts only (a Spark plan): per-file calls from the totals
+    per_file = 2 if method == "rename" else 4
+    cost.update(files=plan.num_files, bytes=plan.num_bytes, requests=cost["requests"] + per_file * plan.num_files)
+    cost["bytes_copied"] = 0 if method == "rename" else plan.num_bytes
+    return cost
 
 
 def _without_leased(plan: VacuumPlan, pins: LeasePins) -> tuple[VacuumPlan, tuple[int, int]]:
@@ -473,6 +523,7 @@ def _apply(
     executor: VacuumExecutor,
     grace_ms: int,
     read_pins: Callable[[], LeasePins],
+    quarantine: bool = False,
 ) -> VacuumResult:
     if plan.protocol and plan.protocol != snapshot.protocol.to_json():
         raise OperationNotAllowedError(
@@ -524,7 +575,9 @@ def _apply(
             reasons=[LEASED] * len(leased) + list(checked.reasons),
         )
     try:
-        result = _delete_checked(dlog, snapshot, plan, checked, enforce, audit, batch_size, executor)
+        result = _delete_checked(
+            dlog, snapshot, plan, checked, enforce, audit, batch_size, executor, now_ms if quarantine else None
+        )
     finally:
         if checked.release is not None:
             checked.release()
@@ -542,8 +595,11 @@ def _delete_checked(
     audit: bool | None,
     batch_size: int,
     executor: VacuumExecutor,
+    quarantine_at: int | None = None,
 ) -> VacuumResult:
-    """VACUUM START, the deletes, VACUUM END, for a re-validated plan."""
+    """VACUUM START, the deletes, VACUUM END, for a re-validated plan. With `quarantine_at` (the apply's
+    clock), the kept files are moved into a new quarantine instead (`maintenance.quarantine`): its
+    manifest, the moves (`executor.move`), its completion marker, between START and END."""
     reasons = list(checked.reasons)
     for i, f in enumerate(checked.dropped):
         why = reasons[i] if i < len(reasons) else "re-validation"
@@ -574,23 +630,54 @@ def _delete_checked(
         "defaultRetentionMillis": deleted_file_retention_ms(conf),
         "specifiedRetentionMillis": plan.retention_ms,
     }
+    quarantine_id = None if quarantine_at is None else new_quarantine_id(quarantine_at, os.urandom(4).hex())
+    if quarantine_id is not None:
+        params["quarantineId"] = quarantine_id
     if write_audit:
         start_metrics = {"numFilesToDelete": keep.num_files, "sizeOfDataToDelete": keep.num_bytes}
         result.audit_versions.append(_commit(snapshot, "VACUUM START", params, start_metrics))
     status = "FAILED"
+    moved = 0
     try:
-        done = executor.delete(dlog, checked, batch_size=batch_size)
-        result.deleted, result.deleted_bytes, result.directories = done
+        if quarantine_id is None or quarantine_at is None:
+            done = executor.delete(dlog, checked, batch_size=batch_size)
+            result.deleted, result.deleted_bytes, result.directories = done
+        else:
+            start = result.audit_versions[0] if result.audit_versions else None
+            manifest = start_quarantine(
+                dlog, snapshot, keep, now_ms=quarantine_at, audit_version=start, quarantine_id=quarantine_id
+            )
+            result.quarantine_id = quarantine_id
+            result.quarantine = {
+                "id": quarantine_id,
+                "location": quarantine_location(dlog, quarantine_id),
+                **_planned_cost(dlog, keep),
+                "moved": 0,
+                "moved_bytes": 0,
+                "state": "moving",
+            }
+            done = executor.move(dlog, checked, destination=files_dir(quarantine_id))
+            moved, result.directories = done.files, done.directories
+            result.quarantine.update(moved=done.files, moved_bytes=done.bytes)
+            finish_quarantine(dlog, manifest, now_ms=quarantine_at, moved=done.files, moved_bytes=done.bytes)
+            result.quarantine["state"] = "quarantined"
         status = "COMPLETED"
     finally:
         if write_audit:
-            end_metrics = {"numDeletedFiles": result.deleted, "numVacuumedDirectories": result.directories}
+            end_metrics = {"numDeletedFiles": result.deleted or moved, "numVacuumedDirectories": result.directories}
+            end_params: dict[str, Any] = {"status": status}
+            if quarantine_id is not None:
+                end_metrics["numQuarantinedFiles"] = moved
+                end_params["quarantineId"] = quarantine_id
             try:
                 latest = dlog.update()
-                result.audit_versions.append(_commit(latest, "VACUUM END", {"status": status}, end_metrics))
+                result.audit_versions.append(_commit(latest, "VACUUM END", end_params, end_metrics))
             except DeltaError as exc:  # the files are gone either way: the END record is best effort
                 log.warning("VACUUM of %s: could not commit VACUUM END (%s)", plan.table, exc)
     result.plan = keep
+    if quarantine_id is not None:
+        log.info("VACUUM of %s: moved %d files to quarantine %s", plan.table, moved, quarantine_id)
+        return result
     log.info("VACUUM of %s: deleted %d files (%d bytes)", plan.table, result.deleted, result.deleted_bytes)
     return result
 
