@@ -12,6 +12,10 @@
     deltalog lease add PATH --version N --ttl 6h --owner NAME [--location URI] [--json]
     deltalog lease list PATH [--all] [--location URI] [--json]
     deltalog lease release PATH LEASE_ID [--location URI] [--json]
+    deltalog vacuum PATH [--apply] [--quarantine] [...]   (see `deltalog vacuum --help`)
+    deltalog vacuum undo PATH QUARANTINE_ID [--json]
+    deltalog vacuum purge PATH --older-than DURATION [--dry-run] [--json]
+    deltalog vacuum list PATH [--json]
     deltalog completion bash|zsh
     deltalog --version
 
@@ -33,6 +37,9 @@ one JSON object on stderr instead (`status`, `error_class`, `message`, `table`, 
     5  storage failed: access denied, network, throttling (`StorageError`)
     6  check failed (`snapshot --checks`): the report is printed, then the failed checks on stderr
     70 internal error (a bug: the traceback is printed)
+
+`vacuum undo|purge|list` are also spelled `vacuum-undo`, `vacuum-purge`, `vacuum-list` (a table at a
+relative path named `undo`, `purge` or `list` is vacuumed as `./undo`).
 
 Shell completion: `source <(deltalog completion bash)` (bash) or `source <(deltalog completion zsh)` (zsh).
 """
@@ -150,6 +157,17 @@ def _ttl(text: str) -> dt.timedelta:
 
 
 TTL = _arg(_ttl, "a duration such as 6h, 90m, 2d or 1h30m (at most 366 days)")
+
+
+def _age(text: str) -> dt.timedelta:
+    from .delta.protocol.quarantine import parse_age_ms
+
+    return dt.timedelta(milliseconds=parse_age_ms(text, "--older-than"))
+
+
+AGE = _arg(_age, "a duration such as 7d, 36h or 1d12h (0: every finished quarantine)")
+#: `deltalog vacuum undo|purge|list ...` runs the subcommand `vacuum-undo|purge|list` (`main`).
+VACUUM_SUBCOMMANDS = ("undo", "purge", "list")
 
 
 def _spark_factory(master: str) -> Any:
@@ -434,14 +452,30 @@ def cmd_vacuum(args: argparse.Namespace, out: TextIO) -> None:
         mode=args.mode,
         enforce_retention_duration=not args.no_enforce_retention,
         untracked_grace_hours=args.untracked_grace_hours,
+        quarantine=args.quarantine,
     )
     if args.json:
         _print_json(result, out)
         return
-    if result["dry_run"]:
+    q = result.get("quarantine")
+    cost = ""
+    if q is not None:
+        cost = f"by {q['method']}: {q['requests']} storage calls, {human_bytes(q['bytes_copied'])} copied"
+    if result["dry_run"] and q is not None:
+        out.write(
+            f"vacuum dry run ({result['mode']}), cutoff {result['cutoff']}: would quarantine {result['num_files']} "
+            f"files ({human_bytes(result['bytes'])}) {cost}; --apply moves them\n"
+        )
+    elif result["dry_run"]:
         out.write(
             f"vacuum dry run ({result['mode']}), cutoff {result['cutoff']}: would delete {result['num_files']} files "
             f"({human_bytes(result['bytes'])}); --apply deletes\n"
+        )
+    elif q is not None:
+        out.write(
+            f"vacuum ({result['mode']}), cutoff {result['cutoff']}: moved {q.get('moved', 0)} files "
+            f"({human_bytes(q.get('moved_bytes', 0))}) {cost} to quarantine {result['quarantine_id']} "
+            f"(`deltalog vacuum undo {result['table']} {result['quarantine_id']}` puts them back)\n"
         )
     else:
         out.write(
@@ -451,6 +485,57 @@ def cmd_vacuum(args: argparse.Namespace, out: TextIO) -> None:
     for f in result["files"]:
         out.write(f"  {f['path']}  {human_bytes(f['size'])}\n")
     _write_leases(result, out)
+
+
+def cmd_vacuum_undo(args: argparse.Namespace, out: TextIO) -> None:
+    """Put a VACUUM quarantine's files back (`delta.maintenance.quarantine.undo_quarantine`)."""
+    result = _run(args, "vacuum_undo", quarantine_id=args.quarantine_id)
+    if args.json:
+        _print_json(result, out)
+        return
+    out.write(
+        f"quarantine {result['quarantine_id']} {result['state']}: {result['moved']} files moved back, "
+        f"{result['already_in_place']} already in place"
+        + (f", {result['finished']} left-over copies deleted" if result["finished"] else "")
+        + "\n"
+    )
+    for path in result["missing"]:
+        out.write(f"  missing (at neither path): {path}\n")
+
+
+def cmd_vacuum_purge(args: argparse.Namespace, out: TextIO) -> None:
+    """Delete VACUUM quarantines past an age (`delta.maintenance.quarantine.purge_quarantines`)."""
+    hours = args.older_than.total_seconds() / 3600
+    result = _run(args, "vacuum_purge", older_than_hours=hours, apply=not args.dry_run)
+    if args.json:
+        _print_json(result, out)
+        return
+    verb = "would purge" if result["dry_run"] else "purged"
+    out.write(
+        f"{verb} {result['num_purged']} quarantines ({result['deleted_files']} files, "
+        f"{human_bytes(result['deleted_bytes'])})\n"
+    )
+    for p in result["purged"]:
+        out.write(f"  {p['quarantine_id']}  {p['state']}  {p['files']} files\n")
+    for p in result["skipped"]:
+        out.write(f"  kept {p['quarantine_id']}: {p['reason']}\n")
+
+
+def cmd_vacuum_list(args: argparse.Namespace, out: TextIO) -> None:
+    """The table's VACUUM quarantines (`delta.maintenance.quarantine.list_quarantines`)."""
+    from .delta.maintenance.quarantine import list_quarantines
+    from .delta.storage import normalize_table_uri
+
+    options = storage_options_from_env(args.path, dict(args.storage_option or []))
+    found = [q.to_dict() for q in list_quarantines(args.path, storage_options=options)]
+    if args.json:
+        _print_json({"table": normalize_table_uri(args.path), "quarantines": found}, out)
+        return
+    if not found:
+        out.write("no quarantines\n")
+        return
+    rows = [[q["id"], q["state"], q["created_at"], str(q["num_files"]), human_bytes(q["bytes"])] for q in found]
+    _table(rows, ["quarantine", "state", "created", "files", "size"], out)
 
 
 def _write_leases(result: Mapping[str, Any], out: TextIO) -> None:
@@ -735,10 +820,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--apply", action="store_true", help="delete (default: a dry run that deletes nothing)")
     p.add_argument(
+        "--quarantine",
+        action="store_true",
+        help="move the files to <table>/_delta_quarantine/<id>/ instead of deleting them (`vacuum undo` puts "
+        "them back; local engine)",
+    )
+    p.add_argument(
         "--engine", type=ENGINE, choices=CLI_ENGINES, default="local", help="list and delete here or on Spark"
     )
     p.add_argument("--master", default="local[*]", help="Spark master URL for --engine spark (default local[*])")
     p.set_defaults(fn=cmd_vacuum)
+    p = command("vacuum-undo", "put a VACUUM quarantine's files back (`deltalog vacuum undo PATH ID`)")
+    p.prog = "deltalog vacuum undo"
+    p.add_argument("quarantine_id", help="the quarantine's id (from `vacuum --quarantine` or `vacuum list`)")
+    p.set_defaults(fn=cmd_vacuum_undo)
+    p = command("vacuum-purge", "delete VACUUM quarantines past an age (`deltalog vacuum purge PATH --older-than 7d`)")
+    p.prog = "deltalog vacuum purge"
+    p.add_argument("--older-than", type=AGE, required=True, help="age: 7d, 36h, 1d12h (0: every finished one)")
+    p.add_argument("--dry-run", action="store_true", help="report what would be purged; delete nothing")
+    p.set_defaults(fn=cmd_vacuum_purge)
+    p = command("vacuum-list", "list a table's VACUUM quarantines (`deltalog vacuum list PATH`)")
+    p.prog = "deltalog vacuum list"
+    p.set_defaults(fn=cmd_vacuum_list)
     p = command("optimize", "compact small files into larger ones (dry run unless --apply; deletes nothing)")
     p.add_argument(
         "--engine", type=ENGINE, choices=CLI_ENGINES, default="local", help="rewrite here or on Spark executors"
@@ -804,6 +907,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     out = out or sys.stdout
     err = err or sys.stderr
     argv = sys.argv[1:] if argv is None else list(argv)
+    if len(argv) > 1 and argv[0] == "vacuum" and argv[1] in VACUUM_SUBCOMMANDS:
+        argv = [f"vacuum-{argv[1]}", *argv[2:]]
     try:
         with contextlib.redirect_stdout(out):  # --help and --version print to sys.stdout
             args = build_parser().parse_args(argv)

@@ -290,8 +290,26 @@ class _Run:
             plan=plan,
             clock=self._clock(),
             plan_dir=o.plan_dir,
+            quarantine=o.quarantine,
         )
         return {"table": r.table, **done.to_dict()}
+
+    def vacuum_undo(self) -> dict[str, Any]:
+        """A VACUUM quarantine's files put back at their paths (`maintenance.quarantine`), from this process."""
+        from ..delta.maintenance.quarantine import undo_quarantine
+
+        done = undo_quarantine(self._local_log(), self.request.options.quarantine_id, clock=self._clock())
+        return done.to_dict()
+
+    def vacuum_purge(self) -> dict[str, Any]:
+        """The table's VACUUM quarantines at least `older_than_hours` old deleted (a dry run unless `apply`)."""
+        from ..delta.maintenance.quarantine import purge_quarantines
+
+        o = self.request.options
+        done = purge_quarantines(
+            self._local_log(), older_than=o.older_than_hours * 3600, dry_run=not o.apply, clock=self._clock()
+        )
+        return done.to_dict()
 
     def optimize(self) -> dict[str, Any]:
         """The state replayed and the bins rewritten where the engine runs them; plan and commits on the driver."""
@@ -424,6 +442,8 @@ ACTIONS: dict[str, Callable[[_Run], dict[str, Any]]] = {
     "checkpoint": _Run.checkpoint,
     "cleanup_log": _Run.cleanup_log,
     "vacuum": _Run.vacuum,
+    "vacuum_undo": _Run.vacuum_undo,
+    "vacuum_purge": _Run.vacuum_purge,
     "optimize": _Run.optimize,
     "restore": _Run.restore,
     "repair": _Run.repair,

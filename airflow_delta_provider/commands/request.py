@@ -19,6 +19,7 @@ from ..delta.errors import InvalidArgumentError, check_bool, check_int, check_nu
 from ..delta.protocol.history import to_epoch_ms
 from ..delta.protocol.optimize import DEFAULT_MIN_NUM_FILES, DEFAULT_SMALL_FILE_MB
 from ..delta.protocol.predicate import parse_predicate
+from ..delta.protocol.quarantine import check_quarantine_id
 
 ENGINES = ("auto", "local", "spark")
 #: VACUUM's modes: list the table (`full`) or the files removed in the log only (`lite`).
@@ -133,14 +134,38 @@ class VacuumOptions:
     plan_uri: str | None = None
     #: on Spark: where the executors write a plan's file list (the job: `<result-uri>.plan/`)
     plan_dir: str | None = None
+    #: move the files to `<table>/_delta_quarantine/<id>/` instead of deleting them (local engine only;
+    #: `vacuum_undo` puts them back, `vacuum_purge` deletes old quarantines)
+    quarantine: bool = False
 
     def __post_init__(self) -> None:
-        _flags(self, "apply", "enforce_retention_duration")
+        _flags(self, "apply", "enforce_retention_duration", "quarantine")
         _hours(self, "retention_hours", "untracked_grace_hours")
         if self.mode not in VACUUM_MODES:
             raise InvalidArgumentError(
                 f"mode must be one of {', '.join(VACUUM_MODES)}, got {self.mode!r}", argument="mode"
             )
+
+
+@dataclass(frozen=True)
+class VacuumUndoOptions:
+    #: the quarantine to put back (a `vacuum` result's `quarantine_id`)
+    quarantine_id: str = ""
+
+    def __post_init__(self) -> None:
+        check_quarantine_id(self.quarantine_id)
+
+
+@dataclass(frozen=True)
+class VacuumPurgeOptions:
+    #: delete the quarantines made at least this many hours ago (0: every finished one)
+    older_than_hours: float = 168.0
+    #: delete (the default is a dry run that deletes nothing)
+    apply: bool = False
+
+    def __post_init__(self) -> None:
+        _flags(self, "apply")
+        check_number(self.older_than_hours, "older_than_hours", minimum=0, maximum=1e12)
 
 
 @dataclass(frozen=True)
@@ -207,13 +232,16 @@ OPTIONS: dict[str, type] = {
     "checkpoint": NoOptions,
     "cleanup_log": CleanupLogOptions,
     "vacuum": VacuumOptions,
+    "vacuum_undo": VacuumUndoOptions,
+    "vacuum_purge": VacuumPurgeOptions,
     "optimize": OptimizeOptions,
     "restore": RestoreOptions,
     "repair": RepairOptions,
 }
-#: Actions that write to the table (`cleanup_log` and `vacuum` delete only with `apply`; `optimize`
-#: rewrites only with `apply` and deletes nothing; `restore` and `repair` commit only with `apply`).
-WRITE_ACTIONS = ("checkpoint", "cleanup_log", "vacuum", "optimize", "restore", "repair")
+#: Actions that write to the table (`cleanup_log`, `vacuum` and `vacuum_purge` delete only with `apply`;
+#: `optimize` rewrites only with `apply` and deletes nothing; `restore` and `repair` commit only with
+#: `apply`; `vacuum_undo` moves a quarantine's files back).
+WRITE_ACTIONS = ("checkpoint", "cleanup_log", "vacuum", "vacuum_undo", "vacuum_purge", "optimize", "restore", "repair")
 
 
 def option_names(action: str) -> tuple[str, ...]:
