@@ -356,11 +356,7 @@ def vacuum(
     if mode not in MODES:
         raise InvalidArgumentError(f"mode must be one of {MODES}, got {mode!r}", argument="mode")
     grace_ms = untracked_grace_ms(untracked_grace_hours)
-    dlog = (
-        table_or_log
-        if isinstance(table_or_log, DeltaLog)
-        else DeltaLog(str(table_or_log), storage_options=storage_options)
-    )
+    dlog = DeltaLog.of(table_or_log, storage_options)
     run = executor if executor is not None else dlog.engine.vacuum_executor(plan_dir=plan_dir)
     in_process = dlog.engine.in_process and getattr(run, "in_process", False)
     if quarantine and not getattr(run, "can_quarantine", False):
