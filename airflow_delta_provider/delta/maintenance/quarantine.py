@@ -180,14 +180,6 @@ class PurgeResult:
 # -- paths and reading -------------------------------------------------------------------------------------
 
 
-def _delta_log(
-    table_or_log: DeltaLog | str | os.PathLike[str], storage_options: Mapping[str, Any] | None, clock: Clock | None
-) -> DeltaLog:
-    if isinstance(table_or_log, DeltaLog):
-        return table_or_log
-    return DeltaLog(str(table_or_log), storage_options=storage_options, clock=clock)
-
-
 def _reader(dlog: DeltaLog) -> DeltaLog:
     """A log whose snapshots hold their files in this process (the Spark engine's do not)."""
     if getattr(dlog.engine, "in_process", True):
@@ -256,7 +248,7 @@ def list_quarantines(
     table_or_log: DeltaLog | str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None = None
 ) -> list[QuarantineInfo]:
     """The table's quarantines, oldest first (a folder without a valid manifest is logged and left out)."""
-    dlog = _delta_log(table_or_log, storage_options, None)
+    dlog = DeltaLog.of(table_or_log, storage_options)
     out = []
     for quarantine_id in quarantine_ids(dlog):
         try:
@@ -352,7 +344,7 @@ def resume_quarantine(
 
     :raises QuarantineError: no such quarantine, another table's, or something unexpected at both paths
         of a file (`paths`; nothing moved)."""
-    dlog = _delta_log(table_or_log, storage_options, clock)
+    dlog = DeltaLog.of(table_or_log, storage_options, clock)
     info = read_quarantine(dlog, quarantine_id)
     now_ms = (clock or dlog.clock)()
     if info.state != MOVING:
@@ -473,7 +465,7 @@ def undo_quarantine(
 
     :raises QuarantineError: no such quarantine, another table's, a purge under way, or something else now
         at a path a file must go back to (`paths` names them; nothing was moved)."""
-    dlog = _delta_log(table_or_log, storage_options, clock)
+    dlog = DeltaLog.of(table_or_log, storage_options, clock)
     info = read_quarantine(dlog, quarantine_id)
     manifest = info.manifest
     if info.state == PURGING:
@@ -537,7 +529,7 @@ def purge_quarantines(
         `created` (the VACUUM's clock)."""
     older_than_ms = parse_age_ms(older_than)
     check_bool(dry_run, "dry_run")
-    dlog = _delta_log(table_or_log, storage_options, clock)
+    dlog = DeltaLog.of(table_or_log, storage_options, clock)
     now_ms = (clock or dlog.clock)()
     result = PurgeResult(dlog.table_uri, older_than_ms, now_ms, dry_run)
     for quarantine_id in quarantine_ids(dlog):
