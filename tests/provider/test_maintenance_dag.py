@@ -4,11 +4,14 @@ DB), jobs in the worker process (`DELTA_SPARK_CONN_ID=none`): no JVM.
 A log built without data files (`DeltaLogBuilder`), OPTIMIZE only planning: run 1, thirteen versions past
 any checkpoint, writes the checkpoint at the latest version, the log cleanup is a dry run, nothing is
 deleted; run 2, one commit later, skips the checkpoint, checks only the new version, and its
-`apply_log_cleanup` deletes the expired commits, leaving a table delta-rs still reads.
+`apply_log_cleanup` deletes the expired commits, leaving a table delta-rs still reads. Each run leases the
+version replay_and_check checked and its report releases the lease.
 
 A delta-rs table with real data (small appends, an overwrite, a stray file, a 0-hour retention), three
-runs: OPTIMIZE compacts and VACUUM only plans; `apply_vacuum` with the approval rejected deletes nothing;
-`apply_vacuum` approved deletes exactly the plan's files. The approval is answered as the UI answers it:
+runs: OPTIMIZE compacts and VACUUM only plans (the run's lease keeps the files of the version it checked out
+of the plan); `apply_vacuum` with the approval rejected moves nothing; `apply_vacuum` approved moves exactly
+the plan's files into a quarantine (nothing deleted), and undoing it makes every version read in delta-rs
+as before. The approval is answered as the UI answers it:
 `PATCH /api/v2/.../taskInstances/approve_vacuum/-1/hitlDetails` on Airflow's own REST API app (in process,
 `TestClient`, the simple auth manager's all-admins mode), while `dag.test()` waits for the task parked
 in `awaiting_input`.
@@ -32,6 +35,8 @@ pytest.importorskip("airflow")
 
 from deltalake import DeltaTable, write_deltalake
 
+from airflow_delta_provider.delta.maintenance.leases import list_leases
+from airflow_delta_provider.operators.delta import DeltaVacuumUndoOperator
 from airflow_delta_provider.testing import DeltaLogBuilder
 
 pytestmark = pytest.mark.airflow
@@ -106,6 +111,7 @@ def test_maintenance_dag_checkpoints_when_behind_and_deletes_nothing_by_default(
         "approve_vacuum": "skipped",
         "vacuum_apply": "skipped",
         "vacuum_not_applied": "success",
+        "vacuum_purge": "success",
         "checkpoint_needed": "success",
         "checkpoint": "success",
         "checkpoint_not_needed": "skipped",
@@ -127,6 +133,14 @@ def test_maintenance_dag_checkpoints_when_behind_and_deletes_nothing_by_default(
     assert summary["optimize"]["dry_run"] and summary["vacuum"] is None and summary["vacuum_approval"] is None
     assert summary["checkpoint"] == {"version": 12, "kind": "classic", "written": True}
     assert summary["log_cleanup"]["dry_run"] and summary["log_cleanup"]["deleted"] == 0
+    assert summary["vacuum_purge"] == {
+        "dry_run": True, "num_purged": 0, "deleted_files": 0, "deleted_bytes": 0, "quarantine_ids": []
+    }  # fmt: skip
+    # replay_and_check leased the version it checked; the report released it
+    replayed = xcom_return(dr.run_id, "replay_and_check")
+    assert replayed["lease_owner"] == f"{DAG_ID}.replay_and_check.{dr.run_id}" and replayed["lease_expires_at"]
+    assert summary["lease"] == {"id": replayed["lease_id"], "version": 12, "released": True}
+    assert list_leases(b.path, include_expired=True) == []
     # extra links: the replay's and the VACUUM plan's HTML reports
     assert _link(dr.run_id, "replay_and_check") == "file://" + summary["reports"]["replay"]
     assert summary["reports"]["replay"].endswith(".html") and Path(summary["reports"]["replay"]).exists()
@@ -165,12 +179,28 @@ def _small_file_table(root: Path) -> None:
 
 
 def _data_files(root: Path) -> dict[str, int]:
-    """Every file under the table root but the log: relative path -> mtime."""
+    """Every file under the table root but the log, leases and quarantines: relative path -> mtime."""
+    hidden = {"_delta_log", "_delta_leases", "_delta_quarantine"}
     return {
         p.relative_to(root).as_posix(): p.stat().st_mtime_ns
         for p in root.rglob("*")
-        if p.is_file() and "_delta_log" not in p.parts
+        if p.is_file() and not hidden & set(p.relative_to(root).parts)
     }
+
+
+def _quarantined(root: Path, quarantine_id: str) -> set[str]:
+    """The table paths of the files in a VACUUM quarantine (`_delta_quarantine/<id>/files/<path>`)."""
+    files = root / "_delta_quarantine" / quarantine_id / "files"
+    return {p.relative_to(files).as_posix() for p in files.rglob("*") if p.is_file()}
+
+
+def _versions(root: Path, last: int) -> dict[int, list[tuple[int, str]]]:
+    """The rows of every version up to `last`, as delta-rs reads them."""
+    out = {}
+    for version in range(last + 1):
+        t = DeltaTable(str(root), version=version).to_pyarrow_table()
+        out[version] = sorted(zip(t.column("id").to_pylist(), t.column("p").to_pylist(), strict=True))
+    return out
 
 
 def _rows(root: Path) -> list[tuple[int, str]]:
@@ -283,12 +313,24 @@ def test_maintenance_dag_optimizes_then_vacuums_only_what_a_human_approved(
     assert files_before.items() <= after_optimize.items()  # nothing deleted or rewritten
     garbage = set(after_optimize) - _active(root)  # replaced by OPTIMIZE or the overwrite, and the stray
     assert len(garbage) == 2 + 10 + 1
+    # replay_and_check leased version v, which reads the 10 files OPTIMIZE replaced: the plan leaves them out
     plan = xcom_return(dr.run_id, "vacuum_plan")
-    assert plan["dry_run"] and plan["num_files"] == len(garbage) and plan["deleted"] == 0
+    assert plan["dry_run"] and plan["num_files"] == 2 + 1 and plan["deleted"] == 0
+    assert (plan["num_leases"], plan["lease_kept_files"]) == (1, 10)
+    assert plan["quarantine"]["method"] == "rename" and plan["quarantine"]["files"] == 3  # the moves' cost
     summary = xcom_return(dr.run_id, "report")
     assert summary["optimize"]["num_files_added"] == 2 and summary["vacuum"] is None
     assert summary["vacuum_approval"] is None and summary["checkpoint"]["version"] == v + 1
     assert (summary["version"], summary["latest_version"]) == (v, v + 1)
+    assert summary["lease"]["version"] == v and summary["lease"]["released"]
+    assert list_leases(str(root), include_expired=True) == []
+    versions = _versions(root, v + 1)  # every version delta-rs reads, before VACUUM
+    # two hours pass before the next runs: the checkpoint (at retention 0) no longer holds the replaced files'
+    # tombstones, so they are untracked files, which VACUUM deletes only once older than its grace period (1 h)
+    two_hours_ago = time.time() - 2 * 3600
+    for path in after_optimize:
+        os.utime(root / path, (two_hours_ago, two_hours_ago))
+    after_optimize = _data_files(root)
 
     # run 2: apply_vacuum, the approval rejected: vacuum_apply skipped, nothing deleted, the run goes on
     dr, responder = _run_answering(maintenance_dag, api_client, "Reject", _conf(str(root), apply_vacuum=True))
@@ -299,7 +341,8 @@ def test_maintenance_dag_optimizes_then_vacuums_only_what_a_human_approved(
     asked = responder.request
     assert asked["options"] == ["Approve", "Reject"] and asked["defaults"] == ["Reject"]
     plan = xcom_return(dr.run_id, "vacuum_plan")
-    assert f"delete {plan['num_files']} files" in asked["subject"] and str(root) in asked["subject"]
+    assert plan["num_files"] == len(garbage) and plan["lease_kept_files"] == 0  # the lease on v + 1 keeps nothing
+    assert f"quarantine {plan['num_files']} files" in asked["subject"] and str(root) in asked["subject"]
     assert f"**{plan['num_files']}** ({plan['bytes']:,} bytes)" in asked["body"]
     assert plan["cutoff"] in asked["body"] and plan["result_uri"] in asked["body"]
     report = plan["result_uri"].removesuffix(".json") + ".html"  # the plan's HTML report, linked in the body
@@ -308,26 +351,49 @@ def test_maintenance_dag_optimizes_then_vacuums_only_what_a_human_approved(
     summary = xcom_return(dr.run_id, "report")
     assert summary["vacuum_approval"] == {"approved": False}
     assert summary["vacuum"] is None
+    assert not summary["vacuum_purge"]["dry_run"] and summary["vacuum_purge"]["num_purged"] == 0
 
-    # run 3: approved: vacuum_apply deletes exactly the plan's files; delta-rs reads the same rows
+    # run 3: approved: vacuum_apply moves exactly the plan's files into a quarantine (deletes nothing);
+    # delta-rs reads the same rows at the latest version
     dr, responder = _run_answering(maintenance_dag, api_client, "Approve", _conf(str(root), apply_vacuum=True))
     states = task_states(dr.run_id)
     assert states["approve_vacuum"] == "success" and states["vacuum_apply"] == "success", states
-    assert states["report"] == "success", states
+    assert states["vacuum_purge"] == "success" and states["report"] == "success", states
     plan = xcom_return(dr.run_id, "vacuum_plan")
     planned = {f["path"] for f in json.loads(Path(plan["result_uri"]).read_text())["files"]}
     assert planned == garbage
     applied = xcom_return(dr.run_id, "vacuum_apply")
-    assert not applied["dry_run"] and applied["deleted"] == len(planned) and applied["num_dropped"] == 0
+    assert not applied["dry_run"] and applied["deleted"] == 0 and applied["num_dropped"] == 0
+    moved = applied["quarantine"]
+    assert moved["files"] == moved["moved"] == len(planned) and moved["state"] == "quarantined"
+    assert moved["id"] == applied["quarantine_id"] and moved["bytes_copied"] == 0  # renames: nothing copied
     assert set(after_optimize) - set(_data_files(root)) == planned
+    assert _quarantined(root, applied["quarantine_id"]) == planned  # moved, not deleted
     assert set(_data_files(root)) == _active(root)
     assert _rows(root) == rows
     history = [h["operation"] for h in DeltaTable(str(root)).history(2)]
     assert history == ["VACUUM END", "VACUUM START"]  # the audit commits, read by delta-rs
     summary = xcom_return(dr.run_id, "report")
     assert summary["latest_version"] == v + 3  # VACUUM START and END
-    assert summary["vacuum_approval"]["approved"] and summary["vacuum"]["deleted"] == len(planned)
+    assert summary["vacuum_approval"]["approved"] and summary["vacuum"]["deleted"] == 0
+    assert summary["vacuum"]["quarantine"]["files"] == len(planned)
+    assert summary["vacuum"]["quarantine_id"] == applied["quarantine_id"]
     assert summary["vacuum_approval"]["by"] == responder.response["responded_by"]["name"]
+    # vacuum_purge (apply_vacuum: not a dry run) leaves a quarantine younger than quarantine_retention_hours
+    assert summary["vacuum_purge"] == {
+        "dry_run": False, "num_purged": 0, "deleted_files": 0, "deleted_bytes": 0, "quarantine_ids": []
+    }  # fmt: skip
+    with pytest.raises(Exception):  # noqa: B017 - whatever delta-rs raises for a file not there
+        DeltaTable(str(root), version=0).to_pyarrow_table()
+
+    # a human undoes it: every file back at its path, every version reads in delta-rs as before
+    undone = DeltaVacuumUndoOperator(
+        task_id="vacuum_undo", table_uri=str(root), submit=False, quarantine_id=applied
+    ).execute({"ti": None, "run_id": "manual__undo"})
+    assert undone["state"] == "restored" and undone["moved"] == len(planned) and undone["num_missing"] == 0
+    assert set(_data_files(root)) == set(after_optimize)
+    after_undo = _versions(root, v + 3)  # and the two VACUUM versions read as the latest did
+    assert after_undo == {**versions, v + 2: versions[v + 1], v + 3: versions[v + 1]}
 
 
 @pytest.mark.airflow
