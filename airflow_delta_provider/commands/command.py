@@ -267,6 +267,7 @@ class _Run:
             apply=o.apply,
             clock=self._clock(),
             write_checkpoint_first=o.write_checkpoint_first,
+            lease_location=o.lease_location,
         )
         return {"table": self.request.table, **cleaned.to_dict()}
 
@@ -291,6 +292,7 @@ class _Run:
             clock=self._clock(),
             plan_dir=o.plan_dir,
             quarantine=o.quarantine,
+            lease_location=o.lease_location,
         )
         return {"table": r.table, **done.to_dict()}
 

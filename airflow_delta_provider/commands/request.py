@@ -46,6 +46,13 @@ def _hours(options: Any, *names: str) -> None:
             check_number(getattr(options, name), name, minimum=0, maximum=1e12)
 
 
+def _location(options: Any, *names: str) -> None:
+    for name in names:
+        value = getattr(options, name)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise InvalidArgumentError(f"{name} must be a path or URI, got {value!r}", argument=name)
+
+
 def _where(where: str | None) -> None:
     if where:
         parse_predicate(where, label="--where")  # syntax errors before any I/O
@@ -112,10 +119,13 @@ class CleanupLogOptions:
     apply: bool = False
     #: write a checkpoint at the cutoff first when none can be kept
     write_checkpoint_first: bool = False
+    #: the table's version lease folder (`maintenance.leases`; None: `<table>/_delta_leases`)
+    lease_location: str | None = None
 
     def __post_init__(self) -> None:
         _flags(self, "apply", "write_checkpoint_first")
         _hours(self, "retention_hours")
+        _location(self, "lease_location")
 
 
 @dataclass(frozen=True)
@@ -137,10 +147,13 @@ class VacuumOptions:
     #: move the files to `<table>/_delta_quarantine/<id>/` instead of deleting them (local engine only;
     #: `vacuum_undo` puts them back, `vacuum_purge` deletes old quarantines)
     quarantine: bool = False
+    #: the table's version lease folder (`maintenance.leases`; None: `<table>/_delta_leases`)
+    lease_location: str | None = None
 
     def __post_init__(self) -> None:
         _flags(self, "apply", "enforce_retention_duration", "quarantine")
         _hours(self, "retention_hours", "untracked_grace_hours")
+        _location(self, "lease_location")
         if self.mode not in VACUUM_MODES:
             raise InvalidArgumentError(
                 f"mode must be one of {', '.join(VACUUM_MODES)}, got {self.mode!r}", argument="mode"
