@@ -22,7 +22,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.providers.common.compat.sdk import BaseOperatorLink, XCom
+from airflow.providers.common.compat.sdk import BaseOperator, BaseOperatorLink, XCom
 
 try:
     from airflow.providers.common.compat.sdk import AirflowFailException
@@ -36,11 +36,13 @@ from ..commands.reports import REPORT_KINDS
 from ..commands.request import ENGINES, VACUUM_MODES, Request, option_names
 from ..delta.errors import InvalidArgumentError
 from ..delta.protocol.optimize import DEFAULT_MIN_NUM_FILES, DEFAULT_SMALL_FILE_MB
+from ..delta.protocol.quarantine import check_quarantine_id
 from ..hooks.delta import DeltaTableHook
 from ..hooks.job import SUBMIT_CONF_DEFAULTS, DeltaJobError, DeltaJobHook, spark_target  # noqa: F401 (re-exported)
 from ..jobs import job_script
 from ..jobs.runner import job_argv
 from ..version_watch import last_version
+from .leases import lease_owner, parse_lease_id, parse_lease_ttl, parse_location, take_lease
 
 if TYPE_CHECKING:  # pragma: no cover
     from airflow.providers.common.compat.sdk import Context
@@ -49,6 +51,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 class DeltaCheckFailed(AirflowFailException):
     """A declarative check of the table state failed (not retried: the state will not change by retrying)."""
+
+
+def _quarantine_id(value: Any, argument: str) -> str:
+    """A quarantine id, or a VACUUM task's XCom (its `quarantine_id`, natively rendered)."""
+    if isinstance(value, Mapping):
+        value = value.get("quarantine_id")
+    return check_quarantine_id(value)
 
 
 #: Each argument's parser (`commands.arguments`), called as `parse(value, name)`: at `__init__` (a bad literal
@@ -65,11 +74,16 @@ PARSERS: dict[str, Callable[[Any, str], Any]] = {
     "auto_threshold_mb": arg.optional(arg.parse_number),
     "retention_hours": arg.optional(arg.parse_hours),
     "untracked_grace_hours": arg.optional(arg.parse_hours),
+    "older_than_hours": arg.parse_hours,
+    "lease_ttl": parse_lease_ttl,
+    "lease_location": parse_location,
+    "lease_id": parse_lease_id,
+    "quarantine_id": _quarantine_id,
     "min_small_file_ratio": arg.optional(arg.parse_ratio),
     "small_file_mb": partial(arg.parse_size, unit="MiB"),
     **dict.fromkeys(("submit", "ship_library", "include_files", "fail_on_data_loss", "apply"), arg.parse_flag),
     **dict.fromkeys(("write_checkpoint_first", "dry_run", "enforce_retention_duration"), arg.parse_flag),
-    "allow_partial": arg.parse_flag,
+    **dict.fromkeys(("allow_partial", "quarantine", "missing_ok"), arg.parse_flag),
 }
 
 
@@ -293,9 +307,20 @@ class SnapshotReplayOperator(DeltaJobOperator):
     version is checked. Failed checks fail the task naming the first failing version
     (`DeltaCheckFailed`, not retried).
 
+    `lease_ttl` (None: no lease; `"6h"`, `"1d"`, a `timedelta` or seconds; templated): once the replay
+    succeeded, a version lease (`delta.maintenance.leases.add_lease`) pins the replayed version for
+    that long, owned by `<dag_id>.<task_id>.<run_id>`, and the XCom carries its `lease_id` (and
+    `lease_expires_at`, `lease_owner`). The lease keeps the version's data files and log from the
+    VACUUM and log cleanup this provider runs (`DeltaVacuumOperator`, `DeltaLogCleanupOperator`,
+    `deltalog`, the library), not from Spark's or delta-rs's own maintenance, which do not read leases.
+    The last task that reads the version releases it (`DeltaReleaseLeaseOperator`); otherwise it expires.
+    `lease_location` (templated) is the lease folder when it is not `<table>/_delta_leases` (VACUUM and
+    log cleanup must then be given the same one).
+
     XCom: `{table_uri, version, timestamp, operation, num_files, size_bytes, num_tombstones,
     protocol, partition_columns, set_transactions, checkpoint_version, engine, spark_app_id,
-    checks, checked_versions, first_failing_version, result_uri}`.
+    checks, checked_versions, first_failing_version, result_uri}`, plus `lease_id`, `lease_expires_at`
+    and `lease_owner` with `lease_ttl`.
     """
 
     action = "snapshot"
@@ -304,7 +329,10 @@ class SnapshotReplayOperator(DeltaJobOperator):
         *("protocol", "partition_columns", "set_transactions", "checkpoint_version", "spark_app_id"),
         "first_failing_version",
     )
-    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "checks", "since_version")
+    template_fields: Sequence[str] = (
+        *DeltaJobOperator.template_fields,
+        *("checks", "since_version", "lease_ttl", "lease_location"),
+    )
 
     def __init__(
         self,
@@ -312,9 +340,12 @@ class SnapshotReplayOperator(DeltaJobOperator):
         checks: Mapping[str, Any] | None = None,
         since_version: int | str | None = PREVIOUS_RUN,
         fail_on_data_loss: bool = True,
+        lease_ttl: Any = None,
+        lease_location: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.set_arguments(lease_ttl=lease_ttl, lease_location=lease_location)
         self.since_version = since_version
         if since_version != PREVIOUS_RUN:
             self.set_arguments(since_version=since_version)
@@ -339,7 +370,24 @@ class SnapshotReplayOperator(DeltaJobOperator):
         self._since = self._resolve_since(context)
         if self._since is None and self.since_version == PREVIOUS_RUN:
             self.log.info("no earlier run of %s checked this table: checking the replayed version only", self.task_id)
-        return super().execute(context)
+        ttl, location = self.argument("lease_ttl"), self.argument("lease_location")  # refused before the job
+        summary = super().execute(context)
+        if ttl is not None:
+            owner = lease_owner(context, self.task_id, self.dag_id)
+            lease = take_lease(
+                self.table_uri,
+                summary["version"],
+                ttl,
+                owner=owner,
+                location=location,
+                storage_options=self._storage_options(),
+            )
+            self.log.info(
+                "leased version %s to %s until %s: lease %s",
+                *(summary["version"], owner, lease["lease_expires_at"], lease["lease_id"]),
+            )
+            summary.update(lease)
+        return summary
 
     def extra_request_fields(self) -> dict[str, Any]:
         if self._since is not None:
@@ -434,6 +482,10 @@ class DeltaLogCleanupOperator(DeltaJobOperator):
     version that stays readable; nothing is deleted. `apply=True` deletes. A table without a
     checkpoint at the cutoff loses nothing (`write_checkpoint_first=True` writes one there first).
 
+    Live version leases (`DeltaVersionSensor` / `SnapshotReplayOperator` with `lease_ttl`) bound the
+    cleanup: the checkpoint and commits the earliest leased version is made from stay. `lease_location`
+    (templated) names the lease folder when it is not `<table>/_delta_leases`.
+
     XCom: `{table_uri, dry_run, cutoff, num_files, bytes, deleted, earliest_readable_version,
     kept_checkpoint_version, reason, engine, result_uri}` (the file list stays in the result at
     `result_uri`).
@@ -444,14 +496,21 @@ class DeltaLogCleanupOperator(DeltaJobOperator):
         *("dry_run", "cutoff", "num_files", "bytes", "deleted", "earliest_readable_version"),
         *("kept_checkpoint_version", "reason"),
     )
-    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "apply")
+    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "apply", "lease_location")
 
-    def __init__(self, *, apply: bool | str = False, write_checkpoint_first: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        apply: bool | str = False,
+        write_checkpoint_first: bool = False,
+        lease_location: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
-        self.set_arguments(apply=apply, write_checkpoint_first=write_checkpoint_first)
+        self.set_arguments(apply=apply, write_checkpoint_first=write_checkpoint_first, lease_location=lease_location)
 
     def extra_request_fields(self) -> dict[str, Any]:
-        return {name: self.argument(name) for name in ("apply", "write_checkpoint_first")}
+        return {name: self.argument(name) for name in ("apply", "write_checkpoint_first", "lease_location")}
 
     def describe(self, result: dict[str, Any]) -> str:
         dry = result["dry_run"]
@@ -471,17 +530,33 @@ class DeltaVacuumOperator(DeltaJobOperator):
     (default: the table's `delta.deletedFileRetentionDuration`, 7 days) shorter than the table's is
     refused unless `enforce_retention_duration=False`. `mode="lite"` plans from the log alone.
 
+    `quarantine=True` (local engine only; `engine="spark"` is refused) moves the files to
+    `<table>/_delta_quarantine/<id>/` instead of deleting them: the XCom names the quarantine
+    (`quarantine_id`) and states the moves' cost (`quarantine`: method, files, bytes, bytes copied, storage
+    requests; applied: also its location, the files moved and its state), `deleted` stays 0.
+    `DeltaVacuumUndoOperator(quarantine_id=...)` puts the files back; `DeltaVacuumPurgeOperator` deletes
+    quarantines past an age. A dry run with `quarantine=True` states what the moves would cost.
+
+    Live version leases (`DeltaVersionSensor` / `SnapshotReplayOperator` with `lease_ttl`) are honoured:
+    the files their versions read are left out of the plan and again at apply (`lease_kept_files`,
+    `lease_kept_bytes`, `num_leases`). `lease_location` (templated) names the lease folder when it is
+    not `<table>/_delta_leases`.
+
     XCom: `{table_uri, dry_run, version, cutoff, mode, num_files, bytes, deleted, deleted_bytes,
-    directories, num_dropped, engine, result_uri, reports}` (the file list stays in the result).
+    directories, num_dropped, quarantine_id, quarantine, lease_kept_files, lease_kept_bytes, num_leases,
+    engine, result_uri, reports}` (the file list stays in the result).
     """
 
     action = "vacuum"
     summary_keys = (
         *("dry_run", "version", "cutoff", "mode", "num_files", "bytes", "deleted", "deleted_bytes"),
-        "directories",
+        *("directories", "quarantine_id", "quarantine", "lease_kept_files", "lease_kept_bytes"),
     )
-    summary_counts = (("num_dropped", "dropped"),)
-    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "plan", "untracked_grace_hours")
+    summary_counts = (("num_dropped", "dropped"), ("num_leases", "leases"))
+    template_fields: Sequence[str] = (
+        *DeltaJobOperator.template_fields,
+        *("plan", "untracked_grace_hours", "lease_location"),
+    )
 
     def __init__(
         self,
@@ -491,15 +566,18 @@ class DeltaVacuumOperator(DeltaJobOperator):
         enforce_retention_duration: bool = True,
         untracked_grace_hours: float | str | None = None,
         plan: Mapping[str, Any] | str | None = None,
+        quarantine: bool = False,
+        lease_location: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.set_arguments(untracked_grace_hours=untracked_grace_hours, dry_run=dry_run, mode=mode)
-        self.set_arguments(enforce_retention_duration=enforce_retention_duration)
+        self.set_arguments(enforce_retention_duration=enforce_retention_duration, quarantine=quarantine)
+        self.set_arguments(lease_location=lease_location)
         self.plan = plan
 
     def extra_request_fields(self) -> dict[str, Any]:
-        names = ("mode", "enforce_retention_duration", "untracked_grace_hours")
+        names = ("mode", "enforce_retention_duration", "untracked_grace_hours", "quarantine", "lease_location")
         return {
             "apply": not self.argument("dry_run"),
             **{n: self.argument(n) for n in names},
@@ -507,12 +585,107 @@ class DeltaVacuumOperator(DeltaJobOperator):
         }
 
     def describe(self, result: dict[str, Any]) -> str:
-        dry = result["dry_run"]
+        dry, moves = result["dry_run"], result.get("quarantine")
+        if moves is not None:
+            files, size = moves.get("files"), moves.get("bytes")
+            if dry:
+                return f"{result['table']}: vacuum would move {files} files ({size} bytes) to a quarantine (dry run)"
+            where = f"quarantine {result.get('quarantine_id')} ({moves.get('location')})"
+            undo = f"DeltaVacuumUndoOperator(quarantine_id={result.get('quarantine_id')!r}) puts them back"
+            moved = f"{moves.get('moved')} files ({moves.get('moved_bytes')} bytes)"
+            return f"{result['table']}: vacuum moved {moved} to {where}; {undo}"
         files, size = (
             (result["num_files"], result["bytes"]) if dry else (result.get("deleted"), result.get("deleted_bytes"))
         )
         done = f"{'would delete' if dry else 'deleted'} {files} files ({size} bytes)"
         return f"{result['table']}: vacuum {done}{' (dry run: dry_run=False deletes)' if dry else ''}"
+
+
+class DeltaVacuumUndoOperator(DeltaJobOperator):
+    """Undo a quarantining VACUUM (`DeltaVacuumOperator(quarantine=True)`): every file of quarantine
+    `quarantine_id` goes back to its path, so the versions that read them can be read again
+    (`delta.maintenance.quarantine.undo_quarantine`). `quarantine_id` is templated, e.g.
+    `"{{ ti.xcom_pull(task_ids='vacuum_apply')['quarantine_id'] }}"` (or, natively rendered, that XCom).
+
+    Refused, moving nothing, when something else now sits at a path a file must go back to, when the
+    quarantine is another table's or is being purged. A rerun of an interrupted undo continues it; an
+    undone quarantine is left as it is. The moves are made by one process: the worker (`engine="auto"`,
+    the default, or `"local"`) or a Spark driver (`engine="spark"`). After an undo the files are again
+    what VACUUM would delete: take a lease or raise the retention before the next VACUUM.
+
+    XCom: `{table_uri, quarantine_id, location, state, num_files, moved, moved_bytes, finished,
+    already_in_place, num_missing, version (the one VACUUM ran at), engine, result_uri}`.
+    """
+
+    action = "vacuum_undo"
+    summary_keys = (
+        *("quarantine_id", "location", "state", "num_files", "moved", "moved_bytes", "finished"),
+        "already_in_place",
+    )
+    summary_counts = (("num_missing", "missing"),)
+    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "quarantine_id")
+
+    def __init__(self, *, quarantine_id: str | Mapping[str, Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.set_arguments(quarantine_id=quarantine_id)
+
+    def extra_request_fields(self) -> dict[str, Any]:
+        return {"quarantine_id": self.argument("quarantine_id")}
+
+    def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
+        summary = super().summarize(result, context, result_uri)
+        summary["version"] = (result.get("manifest") or {}).get("version")
+        return summary
+
+    def describe(self, result: dict[str, Any]) -> str:
+        back = f"{result.get('moved')} files back ({result.get('moved_bytes')} bytes)"
+        return f"{result['table']}: quarantine {result.get('quarantine_id')} {result.get('state')}: {back}"
+
+
+class DeltaVacuumPurgeOperator(DeltaJobOperator):
+    """Delete, for good, the table's VACUUM quarantines made at least `older_than_hours` ago (default 168:
+    a week) (`delta.maintenance.quarantine.purge_quarantines`). Unfinished quarantines (a VACUUM or an
+    undo killed midway) are left and reported.
+
+    **Dry run by default** (`dry_run=True`): the XCom lists what would be purged; nothing is deleted.
+    `dry_run` and `older_than_hours` are templated (`dry_run="{{ not params.apply_vacuum }}"`).
+
+    XCom: `{table_uri, dry_run, older_than_ms, num_purged, deleted_files, deleted_bytes, quarantine_ids,
+    num_skipped, engine, result_uri}` (`deleted_*`: what a dry run would delete).
+    """
+
+    action = "vacuum_purge"
+    summary_keys = ("dry_run", "older_than_ms", "num_purged", "deleted_files", "deleted_bytes")
+    summary_counts = (("num_skipped", "skipped"),)
+    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "older_than_hours", "dry_run")
+
+    def __init__(
+        self,
+        *,
+        older_than_hours: float | str = 168.0,
+        dry_run: bool | str = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.set_arguments(older_than_hours=older_than_hours, dry_run=dry_run)
+
+    def extra_request_fields(self) -> dict[str, Any]:
+        return {"older_than_hours": self.argument("older_than_hours"), "apply": not self.argument("dry_run")}
+
+    def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
+        summary = super().summarize(result, context, result_uri)
+        summary["quarantine_ids"] = [p["quarantine_id"] for p in result.get("purged") or ()]
+        return summary
+
+    def describe(self, result: dict[str, Any]) -> str:
+        hours = result["older_than_ms"] / 3_600_000
+        done = "would purge" if result["dry_run"] else "purged"
+        counts = (
+            f"{result['num_purged']} quarantines ({result['deleted_files']} files, {result['deleted_bytes']} bytes)"
+        )
+        left = f"; {len(result['skipped'])} left" if result.get("skipped") else ""
+        tail = " (dry run: dry_run=False deletes)" if result["dry_run"] else ""
+        return f"{result['table']}: {done} {counts} at least {hours:g} hours old{left}{tail}"
 
 
 class DeltaOptimizeOperator(DeltaJobOperator):
@@ -657,3 +830,68 @@ class DeltaRepairOperator(DeltaJobOperator):
     def describe(self, result: dict[str, Any]) -> str:
         done = "would remove" if result["dry_run"] else f"removed (version {result['version']})"
         return f"{result['table']}: repair {done} {result.get('num_missing')} missing files"
+
+
+class DeltaReleaseLeaseOperator(BaseOperator):
+    """Release a version lease (`delta.maintenance.leases.release_lease`): the one a `DeltaVersionSensor`
+    or `SnapshotReplayOperator` took with `lease_ttl`, once the last task reading its version is done.
+
+    `lease_id` is templated: `"{{ ti.xcom_pull(task_ids='replay')['lease_id'] }}"` (or, natively rendered,
+    that XCom itself). Nothing to release (the task took no lease: the template renders nothing) is not
+    an error, and neither, with `missing_ok=True` (the default), is a lease already gone (released, or
+    purged once expired). From then on the next VACUUM may delete the version's files. A lease nobody
+    releases pins the version only until it expires. `lease_location` and `storage_conn_id` are
+    templated too.
+
+    XCom: `{table_uri, lease_id, released, version, owner}`.
+    """
+
+    template_fields: Sequence[str] = ("table_uri", "lease_id", "lease_location", "storage_conn_id")
+    ui_color = "#00add4"
+
+    def __init__(
+        self,
+        *,
+        table_uri: str,
+        lease_id: str | Mapping[str, Any] | None,
+        lease_location: str | None = None,
+        storage_conn_id: str | None = None,
+        missing_ok: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table_uri = table_uri
+        self.lease_id, self.lease_location = lease_id, lease_location  # read once rendered (`execute`)
+        if not arg.is_template(lease_id):  # a bad literal fails the DAG at parse time
+            parse_lease_id(lease_id)
+        if not arg.is_template(lease_location):
+            parse_location(lease_location, "lease_location")
+        self.storage_conn_id = storage_conn_id
+        self.missing_ok = arg.parse_flag(missing_ok, "missing_ok")
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from ..delta.maintenance.leases import release_lease
+
+        lease_id = parse_lease_id(self.lease_id)
+        out: dict[str, Any] = {"table_uri": self.table_uri, "lease_id": lease_id, "released": False}
+        if lease_id is None:
+            self.log.info("no lease to release for %s (the task took none)", self.table_uri)
+            return {**out, "version": None, "owner": None}
+        options = DeltaTableHook(self.table_uri, self.storage_conn_id).storage_options()
+        lease = release_lease(
+            self.table_uri,
+            lease_id,
+            missing_ok=self.missing_ok,
+            location=parse_location(self.lease_location, "lease_location"),
+            storage_options=options,
+        )
+        if lease is None:
+            self.log.info("lease %s of %s: already gone (released, or purged once expired)", lease_id, self.table_uri)
+        else:
+            self.log.info("released lease %s on version %s of %s", lease_id, lease.version, self.table_uri)
+        return {
+            **out,
+            "released": lease is not None,
+            "version": None if lease is None else lease.version,
+            "owner": None if lease is None else lease.owner,
+        }

@@ -13,7 +13,8 @@ try:
 except ImportError:  # pragma: no cover
     from airflow.sensors.base import PokeReturnValue
 
-from ..commands.arguments import parse_flag
+from ..commands.arguments import is_template, parse_flag
+from ..operators.leases import lease_owner, parse_lease_ttl, parse_location, take_lease
 from ..triggers.delta import DeltaVersionTrigger, probe_table, recreated, recreation_error
 from ..version_watch import as_version, condition_met, is_transient, last_data_version, version_event
 
@@ -58,11 +59,24 @@ class DeltaVersionSensor(BaseSensorOperator):
     fails with `TableRecreatedError` rather than wait for a version the new table may never reach.
     (A `target_version` wait cannot tell a recreated table from one not there yet.)
 
-    Returns `{version, table_uri, timestamp, operation}` as XCom and attaches the same dict as `extra`
-    to the events of its `outlets`. `table_uri`, the versions and `storage_conn_id` are templated.
+    **Lease** (`lease_ttl`: None, the default, takes none; `"6h"`, `"1d"`, a `timedelta` or seconds):
+    once the sensor has the version it hands to the DAG, it pins it with a version lease
+    (`delta.maintenance.leases.add_lease`, owner `<dag_id>.<task_id>.<run_id>`) and puts its `lease_id`
+    (and `lease_expires_at`, `lease_owner`) in the XCom. The lease keeps that version's data files and log
+    from the VACUUM and log cleanup this provider runs (`DeltaVacuumOperator`, `DeltaLogCleanupOperator`,
+    `deltalog`, the library), not from Spark's or delta-rs's own maintenance, which do not read leases.
+    The DAG's last reader releases it (`DeltaReleaseLeaseOperator`); otherwise it expires.
+    `lease_location` names the lease folder when it is not `<table>/_delta_leases`.
+
+    Returns `{version, table_uri, timestamp, operation}` as XCom (plus the lease's fields with
+    `lease_ttl`) and attaches `{version, table_uri, timestamp, operation}` as `extra` to the events of
+    its `outlets`. `table_uri`, the versions, `storage_conn_id`, `lease_ttl` and `lease_location` are
+    templated.
     """
 
-    template_fields: Sequence[str] = ("table_uri", "target_version", "newer_than", "storage_conn_id")
+    template_fields: Sequence[str] = (
+        *("table_uri", "target_version", "newer_than", "storage_conn_id", "lease_ttl", "lease_location"),
+    )
     ui_color = "#00add4"
 
     def __init__(
@@ -76,6 +90,8 @@ class DeltaVersionSensor(BaseSensorOperator):
         max_transient_errors: int = 5,
         allow_recreation: bool = False,
         include_maintenance: bool = False,
+        lease_ttl: Any = None,
+        lease_location: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
@@ -88,6 +104,11 @@ class DeltaVersionSensor(BaseSensorOperator):
         self.max_transient_errors = max_transient_errors
         self.allow_recreation = allow_recreation
         self.include_maintenance = parse_flag(include_maintenance, "include_maintenance")
+        self.lease_ttl, self.lease_location = lease_ttl, lease_location  # read once rendered (`_check`)
+        if not is_template(lease_ttl):  # a bad literal fails the DAG at parse time
+            parse_lease_ttl(lease_ttl)
+        if not is_template(lease_location):
+            parse_location(lease_location, "lease_location")
         self.deferrable = deferrable
         self._transient_errors = 0  # poke mode: the same instance polls again
         self._scanned: int | None = None  # poke mode: versions up to this one hold no data change
@@ -134,11 +155,27 @@ class DeltaVersionSensor(BaseSensorOperator):
                 except (KeyError, TypeError, AttributeError):
                     self.log.warning("cannot attach the version to outlet %r", outlet)
         self.log.info("%s reached version %s (%s)", payload["table_uri"], payload["version"], payload["operation"])
-        return payload
+        return {**payload, **self._take_lease(context, payload["version"])}
+
+    def _take_lease(self, context: Context, version: int) -> dict[str, Any]:
+        """With `lease_ttl`: pin `version` (`add_lease`) and return the lease's XCom fields; else nothing."""
+        ttl = parse_lease_ttl(self.lease_ttl)
+        if ttl is None:
+            return {}
+        owner = lease_owner(context, self.task_id, self.dag_id)
+        location = parse_location(self.lease_location, "lease_location")
+        lease = take_lease(
+            self.table_uri, version, ttl, owner=owner, location=location, storage_options=self._options()
+        )
+        self.log.info(
+            "leased version %s to %s until %s: lease %s", version, owner, lease["lease_expires_at"], lease["lease_id"]
+        )
+        return lease
 
     def _check(self, context: Context) -> tuple[dict[str, Any] | None, int | None]:
         """(event if done, baseline) after one poll."""
         target, newer = self._targets()
+        parse_lease_ttl(self.lease_ttl), parse_location(self.lease_location, "lease_location")  # refused first
         options = self._options()
         version = probe_table(self.table_uri, options, wait_for_table=self.wait_for_table)
         baseline = None if target is not None or newer is not None else self._baseline(context, version)
