@@ -1,8 +1,11 @@
 """Keep one Delta table in shape: check what changed, compact small files, plan VACUUM and apply it only on
-a human's approval, checkpoint when the log is behind, clean up the log, report.
+a human's approval (into a quarantine a human can undo), checkpoint when the log is behind, clean up the log,
+report.
 
     replay_and_check   SnapshotReplayOperator: every data version since the one the previous run checked
-                       (OPTIMIZE and VACUUM commits change no data: skipped by the per-commit checks)
+                       (OPTIMIZE and VACUUM commits change no data: skipped by the per-commit checks);
+                       it leases the version it checked (params.lease_ttl, default 24h): this run's VACUUM
+                       and log cleanup keep what that version reads; report releases the lease
       -> optimize_conditions   whether OPTIMIZE may rewrite files in this run; every condition with its
                                numbers in its XCom, and all must hold:
                                  params.optimize is true;
@@ -17,19 +20,26 @@ a human's approval, checkpoint when the log is behind, clean up the log, report.
                          commit; deletes nothing) when optimize_conditions says so; else only plans (a dry
                          run: what it would compact)
       -> vacuum_plan     DeltaVacuumOperator dry run, FULL mode: the files no version within retention
-                         needs, listed from the table (after optimize: its replaced files are tombstones)
+                         (nor a live lease) needs, listed from the table (after optimize: its replaced files
+                         are tombstones), and what moving them to a quarantine costs
       -> vacuum_approval_needed   branch: params.apply_vacuum and the plan has files?
            -> approve_vacuum   ApprovalOperator (Airflow 3.1+): the plan's counts, bytes, cutoff and report;
                                Reject (or no answer within 20 hours) skips vacuum_apply
-                -> vacuum_apply    DeltaVacuumOperator(dry_run=False, plan=vacuum_plan's result):
-                                   exactly that plan, re-validated against the table first
+                -> vacuum_apply    DeltaVacuumOperator(dry_run=False, plan=vacuum_plan's result,
+                                   quarantine=True): exactly that plan, re-validated against the table
+                                   first, its files moved to <table>/_delta_quarantine/<id>/, not deleted:
+                                   its XCom names the quarantine (quarantine_id) for an undo
+                                   (DeltaVacuumUndoOperator, or `deltalog vacuum undo TABLE ID`)
            -> vacuum_not_applied
+      -> vacuum_purge    DeltaVacuumPurgeOperator: delete the quarantines older than
+                         params.quarantine_retention_hours (168: a week); a dry run unless params.apply_vacuum
       -> checkpoint_needed   branch: versions since the last checkpoint >= params.checkpoint_interval,
                              counted at the latest version (optimize and VACUUM commit versions too)?
            -> checkpoint         DeltaCheckpointOperator, at that latest version
            -> checkpoint_not_needed
       -> log_cleanup     DeltaLogCleanupOperator: a dry run unless params.apply_log_cleanup
-      -> report          one summary of the run (and each task links to its full result: "Delta report")
+      -> report          one summary of the run (and each task links to its full result: "Delta report");
+                         releases replay_and_check's lease
 
 Runs daily, right away when unpaused (`run_immediately`), and on each new data version the health DAG's
 sensor records (the table's asset; its own OPTIMIZE and VACUUM commits change no data, so they trigger no
@@ -37,10 +47,14 @@ run). A run plans and changes nothing until its conditions hold: OPTIMIZE only p
 optimize_conditions holds, VACUUM only plans unless a human approves, a checkpoint is written only
 params.checkpoint_interval versions after the last one, the log cleanup only plans unless asked. OPTIMIZE
 rewrites small files into bigger ones but deletes nothing (readers see the same rows; the old files stay
-for time travel). Data files are deleted only when a run asks and a human approves: `airflow dags test
+for time travel). Data files leave the table only when a run asks and a human approves: `airflow dags test
 delta_table_maintenance -c '{"apply_vacuum": true}'`, then answer `approve_vacuum` in the UI (Required
-Actions) or the REST API (`PATCH .../taskInstances/approve_vacuum/-1/hitlDetails`). Log files are deleted
-only with `{"apply_log_cleanup": true}`. On Airflow before 3.1 (no human-in-the-loop operators)
+Actions) or the REST API (`PATCH .../taskInstances/approve_vacuum/-1/hitlDetails`); they are moved into a
+quarantine, and deleted for good only by a later run's vacuum_purge (with apply_vacuum) once the quarantine
+is older than params.quarantine_retention_hours. Until then `deltalog vacuum undo TABLE QUARANTINE_ID` (or a
+DeltaVacuumUndoOperator task) puts them back. The quarantine moves run in the worker process (the local
+engine): one rename per file on a local or HDFS table, a server-side copy and a delete on object stores.
+Log files are deleted only with `{"apply_log_cleanup": true}`. On Airflow before 3.1 (no human-in-the-loop operators)
 `approve_vacuum` skips itself, saying so, and VACUUM is never applied.
 
 Configured by environment, as delta_table_health.py: DELTA_EXAMPLE_TABLE_URI (the table),
@@ -77,12 +91,14 @@ except (ImportError, AirflowOptionalProviderFeatureException):  # Airflow < 3.1
     ApprovalOperator = None
 
 from airflow_delta_provider.assets import delta_table_asset
+from airflow_delta_provider.delta.maintenance.leases import release_lease
 from airflow_delta_provider.hooks.delta import DeltaTableHook
 from airflow_delta_provider.operators.delta import (
     DeltaCheckpointOperator,
     DeltaLogCleanupOperator,
     DeltaOptimizeOperator,
     DeltaVacuumOperator,
+    DeltaVacuumPurgeOperator,
     SnapshotReplayOperator,
 )
 from airflow_delta_provider.version_watch import since_last
@@ -112,7 +128,17 @@ OPTIMIZE_KEYS = (
     "bytes_added",
     "num_partitions",
 )
-VACUUM_KEYS = ("deleted", "deleted_bytes", "directories", "num_dropped")
+VACUUM_KEYS = (
+    "deleted",
+    "deleted_bytes",
+    "directories",
+    "num_dropped",
+    "quarantine_id",
+    "quarantine",
+    "lease_kept_files",
+)
+#: What the report keeps of vacuum_purge's result.
+PURGE_KEYS = ("dry_run", "num_purged", "deleted_files", "deleted_bytes", "quarantine_ids")
 
 COMMON: dict[str, Any] = {
     "table_uri": "{{ params.table_uri }}",
@@ -143,24 +169,30 @@ def approval_of(asked: bool | None, approval: Mapping[str, Any] | None) -> dict[
 
 
 def vacuum_approval_body(plan: Mapping[str, Any]) -> str:
-    """The approval request's body (Markdown): what approving deletes, from vacuum_plan's XCom."""
+    """The approval request's body (Markdown): what approving moves to a quarantine, from vacuum_plan's XCom."""
     result_uri = plan.get("result_uri")
     html = (plan.get("reports") or {}).get("html")
     if not html and isinstance(result_uri, str) and result_uri.endswith(".json"):
         html = result_uri[: -len(".json")] + ".html"  # the job renders its report beside the result
+    cost = plan.get("quarantine") or {}
+    moves = f"{cost.get('method')}, {cost.get('bytes_copied', 0):,} bytes copied, about {cost.get('requests')} requests"
     return "\n".join(
         [
             f"VACUUM ({plan['mode'].upper()}) of `{plan['table_uri']}`, planned at version {plan['version']}:",
             "",
-            f"- files to delete: **{plan['num_files']}** ({plan['bytes']:,} bytes)",
+            f"- files to quarantine: **{plan['num_files']}** ({plan['bytes']:,} bytes)",
             f"- cutoff: {plan['cutoff']} (files removed from the table before it, and files no version "
             "references older than it)",
+            f"- moves: {moves}",
+            f"- kept for live version leases: {plan.get('lease_kept_files') or 0} files",
             f"- report: {html or 'none kept'}",
             f"- plan (the exact file list): {result_uri or 'none kept'}",
             "",
-            "Approve deletes exactly these files, after checking them again against the table's latest "
-            "version (a file needed again is kept). Time travel to versions that need them ends. "
-            "Reject deletes nothing.",
+            "Approve moves exactly these files to a quarantine in the table (`_delta_quarantine/`), after "
+            "checking them again against the table's latest version (a file needed again is kept). Time travel "
+            "to versions that need them ends until an undo (`deltalog vacuum undo`, with the quarantine id in "
+            "vacuum_apply's result); vacuum_purge deletes the quarantine once it is older than "
+            "params.quarantine_retention_hours. Reject moves nothing.",
         ]
     )
 
@@ -201,7 +233,22 @@ def vacuum_approval_body(plan: Mapping[str, Any]) -> str:
         ),
         "retention_hours": Param(None, type=["null", "number"], description="VACUUM plan: override the retention"),
         "apply_vacuum": Param(
-            False, type="boolean", description="ask a human to approve the VACUUM plan, then delete its files"
+            False,
+            type="boolean",
+            description="ask a human to approve the VACUUM plan, then move its files to a quarantine; and purge "
+            "the quarantines older than quarantine_retention_hours",
+        ),
+        "quarantine_retention_hours": Param(
+            168,
+            type="number",
+            minimum=0,
+            description="vacuum_purge deletes VACUUM quarantines older than this (until then they can be undone)",
+        ),
+        "lease_ttl": Param(
+            "24h",
+            type=["null", "string"],
+            description="replay_and_check leases the version it checked for this long (released by report; "
+            "null: no lease)",
         ),
         "log_retention_hours": Param(
             None, type=["null", "number"], description="log cleanup: override delta.logRetentionDuration"
@@ -217,6 +264,7 @@ def delta_table_maintenance() -> None:
         task_id="replay_and_check",
         engine="auto",
         checks={"no_duplicate_paths": True, "max_small_file_ratio": "{{ params.max_small_file_ratio }}"},
+        lease_ttl="{{ params.lease_ttl }}",
         **COMMON,
     )
 
@@ -268,6 +316,7 @@ def delta_table_maintenance() -> None:
         task_id="vacuum_plan",
         dry_run=True,
         mode="full",
+        quarantine=True,  # the plan states what the moves cost
         retention_hours="{{ params.retention_hours if params.retention_hours is not none else '' }}",
         **COMMON,
     )
@@ -290,7 +339,7 @@ def delta_table_maintenance() -> None:
     if ApprovalOperator is not None:
         approve = ApprovalOperator(
             task_id="approve_vacuum",
-            subject="VACUUM {{ params.table_uri }}: delete "
+            subject="VACUUM {{ params.table_uri }}: quarantine "
             "{{ ti.xcom_pull(task_ids='vacuum_plan')['num_files'] }} files?",
             body="{{ vacuum_approval_body(ti.xcom_pull(task_ids='vacuum_plan')) }}",
             defaults="Reject",
@@ -313,9 +362,18 @@ def delta_table_maintenance() -> None:
         dry_run=False,
         mode="full",
         plan="{{ ti.xcom_pull(task_ids='vacuum_plan')['result_uri'] }}",
+        quarantine=True,
         **COMMON,
     )
     no_vacuum = EmptyOperator(task_id="vacuum_not_applied")
+
+    vacuum_purge = DeltaVacuumPurgeOperator(
+        task_id="vacuum_purge",
+        older_than_hours="{{ params.quarantine_retention_hours }}",
+        dry_run="{{ not params.apply_vacuum }}",
+        trigger_rule="none_failed",
+        **COMMON,
+    )
 
     @task.branch(trigger_rule="none_failed")
     def checkpoint_needed(state: dict[str, Any], **context: Any) -> str:
@@ -356,13 +414,22 @@ def delta_table_maintenance() -> None:
         vacuumed: dict[str, Any] | None,
         written: dict[str, Any] | None,
         cleanup: dict[str, Any],
+        purged: dict[str, Any],
         **context: Any,
     ) -> dict[str, Any]:
-        """One summary of the run: what was checked, compacted, planned, approved, deleted, checkpointed.
+        """One summary of the run: what was checked, compacted, planned, approved, quarantined, purged,
+        checkpointed; then the replay's version lease is released (the run's last reader is done).
 
         The approval is read from XCom, not taken as an argument: a Reject skips the approval task's
         direct downstream tasks, and this one must still run."""
         ti = context["ti"]
+        lease = None
+        if state.get("lease_id"):
+            hook = DeltaTableHook(context["params"]["table_uri"], STORAGE_CONN_ID)
+            released = release_lease(
+                hook.table_uri, state["lease_id"], missing_ok=True, storage_options=hook.storage_options()
+            )
+            lease = {"id": state["lease_id"], "version": state["version"], "released": released is not None}
         asked = ti.xcom_pull(task_ids="vacuum_approval_needed", key="approval_asked")
         approval = approval_of(asked, ti.xcom_pull(task_ids="approve_vacuum"))
         summary = {
@@ -376,6 +443,8 @@ def delta_table_maintenance() -> None:
             "vacuum_plan": {k: plan[k] for k in ("version", "mode", "cutoff", "num_files", "bytes")},
             "vacuum_approval": approval,
             "vacuum": None if vacuumed is None else {k: vacuumed[k] for k in VACUUM_KEYS},
+            "vacuum_purge": {k: purged[k] for k in PURGE_KEYS},
+            "lease": lease,
             "checkpoint": None if written is None else {k: written[k] for k in ("version", "kind", "written")},
             "log_cleanup": {k: cleanup[k] for k in ("dry_run", "num_files", "deleted", "earliest_readable_version")},
             "reports": {
@@ -393,7 +462,7 @@ def delta_table_maintenance() -> None:
     checkpoint_branch = checkpoint_needed(replay.output)
     conditions >> optimize >> vacuum_plan >> approval_branch >> [approve, no_vacuum]
     approve >> vacuum_apply
-    [vacuum_apply, no_vacuum] >> checkpoint_branch >> [checkpoint, no_checkpoint] >> log_cleanup
+    [vacuum_apply, no_vacuum] >> vacuum_purge >> checkpoint_branch >> [checkpoint, no_checkpoint] >> log_cleanup
     report(
         replay.output,
         optimize.output,
@@ -401,6 +470,7 @@ def delta_table_maintenance() -> None:
         vacuum_apply.output,
         checkpoint.output,
         log_cleanup.output,
+        vacuum_purge.output,
     )
 
 
