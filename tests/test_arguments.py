@@ -153,6 +153,8 @@ OPERATOR_FLAGS = [
     ("DeltaLogCleanupOperator", "write_checkpoint_first"),
     ("DeltaVacuumOperator", "dry_run"),
     ("DeltaVacuumOperator", "enforce_retention_duration"),
+    ("DeltaVacuumOperator", "quarantine"),
+    ("DeltaVacuumPurgeOperator", "dry_run"),
     ("DeltaOptimizeOperator", "dry_run"),
 ]
 #: (operator, argument, bad values) for the other kinds.
@@ -171,6 +173,11 @@ OPERATOR_VALUES = [
     ("DeltaCheckpointOperator", "snapshot_partitions", [0, "abc"]),
     ("DeltaCheckpointOperator", "auto_threshold_mb", ["abc", -1]),
     ("SnapshotReplayOperator", "since_version", ["abc", True]),
+    ("SnapshotReplayOperator", "lease_ttl", ["abc", 0, "-1", True, "400d", math.nan]),
+    ("SnapshotReplayOperator", "lease_location", [1, True]),
+    ("DeltaVacuumOperator", "lease_location", [1, True, ["/x"]]),
+    ("DeltaLogCleanupOperator", "lease_location", [1, False]),
+    ("DeltaVacuumPurgeOperator", "older_than_hours", ["abc", "-1", True, None, "", math.inf]),
 ]
 
 
@@ -201,6 +208,7 @@ READ_BACK = {
     "write_checkpoint_first": lambda request, op: request.options.write_checkpoint_first,
     "dry_run": lambda request, op: not request.options.apply,
     "enforce_retention_duration": lambda request, op: request.options.enforce_retention_duration,
+    "quarantine": lambda request, op: request.options.quarantine,
     "fail_on_data_loss": lambda request, op: op.fail_on_data_loss,
     "ship_library": lambda request, op: op.ship_library,
 }
@@ -215,7 +223,14 @@ def test_every_operator_flag_reads_the_words(ops, cls, flag, value, expected):
 
 
 @pytest.mark.airflow
-@pytest.mark.parametrize(("cls", "flag"), [("DeltaLogCleanupOperator", "apply"), ("DeltaOptimizeOperator", "dry_run")])
+@pytest.mark.parametrize(
+    ("cls", "flag"),
+    [
+        ("DeltaLogCleanupOperator", "apply"),
+        ("DeltaOptimizeOperator", "dry_run"),
+        ("DeltaVacuumPurgeOperator", "dry_run"),
+    ],
+)
 @pytest.mark.parametrize("value", ["", "0", "1", "None", "bogus"])
 def test_a_templated_flag_is_parsed_once_rendered(ops, cls, flag, value):
     op = _op(ops, cls, **{flag: "{{ params.flag }}"})
