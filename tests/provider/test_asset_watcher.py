@@ -2,8 +2,9 @@
 or repeated; maintenance commits (a real OPTIMIZE and VACUUM) fire nothing and still move the cursor.
 
 Unit tests drive the watcher poll by poll (`PollDriver`), on its own loop (`run()`) and on Airflow 3.3's
-shared stream (`filter_shared_stream` fed by `DeltaLogProducer`, whose `advance` stores the cursor). The DB test runs the watcher the way the triggerer does: the example DAG `delta_table_commits` is
-synced to the metadata DB (which registers its watcher's trigger row), and Airflow's own
+shared stream (`filter_shared_stream` fed by `DeltaLogProducer`, whose `advance` stores the cursor). The
+DB test runs the watcher the way the triggerer does: the example DAG `delta_table_commits` is synced
+to the metadata DB (which registers its watcher's trigger row), and Airflow's own
 `TriggerRunner` inflates the trigger from that row's serialized kwargs, injects the asset state store
 and runs it; the events it queues are stored with `Trigger.submit_event`, as the triggerer's
 supervisor does. Only the runner-to-supervisor socket is replaced, by the in-process comms `dag.test()`
