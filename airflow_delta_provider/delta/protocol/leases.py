@@ -33,17 +33,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from numbers import Real
 from typing import Any
 
 from ..errors import InvalidArgumentError, LeaseError
 from .deletion_vectors import DV_FILE_CORE
-from .table_properties import parse_interval_ms
+from .table_properties import parse_duration_ms
 from .vacuum import PlannedFile, dv_alias_key, is_hidden, normalize_relative
 
 #: The default lease folder, directly under the table root (hidden: a leading `_`).
@@ -55,8 +53,6 @@ MAX_TTL_MS = 366 * 86_400_000
 MAX_OWNER_CHARS = 200
 _ID = re.compile(r"[0-9a-f]{32}")
 _SUFFIX = ".json"
-_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000}
-_SHORT = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,36 +138,8 @@ def check_owner(value: Any) -> str:
 
 
 def parse_ttl_ms(value: Any, argument: str = "ttl") -> int:
-    """A lease's time to live in ms, from a `datetime.timedelta`, a number of seconds, or a text: `6h`,
-    `90m`, `2d`, `1h30m`, `45s`, `1w`, or an interval as table properties write them (`6 hours`,
-    `interval 1 day`). More than 0 and at most `MAX_TTL_MS`; anything else is an `InvalidArgumentError`."""
-    if isinstance(value, dt.timedelta):
-        ms = value.total_seconds() * 1000
-    elif isinstance(value, Real) and not isinstance(value, bool):
-        ms = float(value) * 1000
-    elif isinstance(value, str):
-        compact = re.sub(r"\s+", "", value.lower())
-        parts = list(_SHORT.finditer(compact))
-        if parts and "".join(p[0] for p in parts) == compact:
-            ms = sum(float(p[1]) * _UNITS_MS[p[2]] for p in parts)
-        else:
-            try:
-                ms = parse_interval_ms(value)
-            except InvalidArgumentError:
-                raise InvalidArgumentError(
-                    f"{argument} must be a duration such as 6h, 90m, 2d or 1h30m, got {value!r}", argument=argument
-                ) from None
-    else:
-        raise InvalidArgumentError(
-            f"{argument} must be a duration (text such as 6h, a timedelta, or seconds), got {value!r}",
-            argument=argument,
-        )
-    if not math.isfinite(ms) or ms <= 0 or ms > MAX_TTL_MS:
-        raise InvalidArgumentError(
-            f"{argument} must be more than 0 and at most {MAX_TTL_MS // 86_400_000} days, got {value!r}",
-            argument=argument,
-        )
-    return math.ceil(ms)
+    """A lease's time to live in ms (`table_properties.parse_duration_ms`): more than 0, at most `MAX_TTL_MS`."""
+    return parse_duration_ms(value, argument, allow_minimum=False, maximum_ms=MAX_TTL_MS)
 
 
 def make_lease(

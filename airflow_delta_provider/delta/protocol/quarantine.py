@@ -38,11 +38,10 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from numbers import Real
 from typing import Any
 
 from ..errors import InvalidArgumentError, QuarantineError
-from .table_properties import parse_interval_ms
+from .table_properties import parse_duration_ms
 from .vacuum import FILE, StoredEntry, same_mtime
 
 #: The quarantine folder, directly under the table root (hidden from VACUUM: a leading `_`).
@@ -77,8 +76,6 @@ _ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{8}")
 #: S3 copies an object of up to 5 GiB in one request; s3fs copies a bigger one in parts of 50 MiB.
 _SINGLE_COPY_MAX = 5 * 2**30
 _COPY_PART = 50 * 2**20
-_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000}
-_SHORT = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 
 
 def _iso(ms: int) -> str:
@@ -361,35 +358,8 @@ def move_cost(sizes: Sequence[int], *, method: str) -> dict[str, Any]:
 
 
 def parse_age_ms(value: Any, argument: str = "older_than") -> int:
-    """An age in ms from a `datetime.timedelta`, a number of seconds, or a text: `7d`, `36h`, `90m`,
-    `1d12h`, `0`, or an interval as table properties write them (`7 days`). At least 0 and finite; anything
-    else is an `InvalidArgumentError`."""
-    if isinstance(value, dt.timedelta):
-        ms = value.total_seconds() * 1000
-    elif isinstance(value, Real) and not isinstance(value, bool):
-        ms = float(value) * 1000
-    elif isinstance(value, str):
-        compact = re.sub(r"\s+", "", value.lower())
-        parts = list(_SHORT.finditer(compact))
-        if compact in ("0", "0.0"):
-            ms = 0.0
-        elif parts and "".join(p[0] for p in parts) == compact:
-            ms = sum(float(p[1]) * _UNITS_MS[p[2]] for p in parts)
-        else:
-            try:
-                ms = parse_interval_ms(value)
-            except InvalidArgumentError:
-                raise InvalidArgumentError(
-                    f"{argument} must be a duration such as 7d, 36h or 1d12h, got {value!r}", argument=argument
-                ) from None
-    else:
-        raise InvalidArgumentError(
-            f"{argument} must be a duration (text such as 7d, a timedelta, or seconds), got {value!r}",
-            argument=argument,
-        )
-    if not math.isfinite(ms) or ms < 0:
-        raise InvalidArgumentError(f"{argument} must be a duration of 0 or more, got {value!r}", argument=argument)
-    return math.ceil(ms)
+    """An age in ms (`table_properties.parse_duration_ms`): 0 or more."""
+    return parse_duration_ms(value, argument)
 
 
 def purge_skip(manifest: Manifest, state: str, *, now_ms: int, older_than_ms: int) -> str | None:

@@ -6,8 +6,12 @@ Interval strings are parsed, never compared as text: `interval 1 week`, `interva
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 import re
 from collections.abc import Mapping
+from numbers import Real
+from typing import Any
 
 from ..errors import InvalidArgumentError
 
@@ -93,3 +97,47 @@ def ict_enablement_version(configuration: Mapping[str, str | None]) -> int:
 
 def column_mapping_mode(configuration: Mapping[str, str | None]) -> str:
     return str(configuration.get(COLUMN_MAPPING_MODE) or "none").lower()
+
+
+_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000}
+_SHORT = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+
+
+def parse_duration_ms(
+    value: Any, argument: str, *, minimum_ms: float = 0, allow_minimum: bool = True, maximum_ms: float | None = None
+) -> int:
+    """A duration in ms (rounded up) from a `datetime.timedelta`, a number of seconds, or a text: `6h`, `90m`,
+    `7d`, `1h30m`, `45s`, `1w`, `0`, or an interval as table properties write them (`6 hours`, `interval 1
+    day`). It must be at least `minimum_ms` (more than it unless `allow_minimum`) and at most `maximum_ms`;
+    anything else is an `InvalidArgumentError` naming `argument`. One parser for every duration argument
+    (lease TTLs, quarantine ages)."""
+    if isinstance(value, dt.timedelta):
+        ms = value.total_seconds() * 1000
+    elif isinstance(value, Real) and not isinstance(value, bool):
+        ms = float(value) * 1000
+    elif isinstance(value, str):
+        compact = re.sub(r"\s+", "", value.lower())
+        parts = list(_SHORT.finditer(compact))
+        if compact in ("0", "0.0"):
+            ms = 0.0
+        elif parts and "".join(p[0] for p in parts) == compact:
+            ms = sum(float(p[1]) * _UNITS_MS[p[2]] for p in parts)
+        else:
+            try:
+                ms = parse_interval_ms(value)
+            except InvalidArgumentError:
+                raise InvalidArgumentError(
+                    f"{argument} must be a duration such as 6h, 90m, 7d or 1h30m, got {value!r}", argument=argument
+                ) from None
+    else:
+        raise InvalidArgumentError(
+            f"{argument} must be a duration (text such as 6h, a timedelta, or seconds), got {value!r}",
+            argument=argument,
+        )
+    low = ms >= minimum_ms if allow_minimum else ms > minimum_ms
+    if not math.isfinite(ms) or not low or (maximum_ms is not None and ms > maximum_ms):
+        bound = f"at least {minimum_ms / 1000:g} s" if allow_minimum else f"more than {minimum_ms / 1000:g} s"
+        if maximum_ms is not None:
+            bound += f" and at most {maximum_ms / 86_400_000:g} days"
+        raise InvalidArgumentError(f"{argument} must be a duration of {bound}, got {value!r}", argument=argument)
+    return math.ceil(ms)
