@@ -271,15 +271,23 @@ class _Run:
         )
         return {"table": self.request.table, **cleaned.to_dict()}
 
+    def _plan(self, action: str, within: str | None = None) -> dict[str, Any] | None:
+        """The plan to apply: the options' `plan`, else the dry run's result kept at `plan_uri` (its `within`
+        key when it has one); None when neither is given."""
+        o = self.request.options
+        if o.plan is not None or not o.plan_uri:
+            return o.plan
+        found = read_result(o.plan_uri, self.options)
+        plan = found.get(within, found) if within and isinstance(found, dict) else found
+        if not isinstance(plan, dict):
+            raise InvalidArgumentError(f"no {action} plan at {o.plan_uri}", argument="plan", table=self.request.table)
+        return plan
+
     def vacuum(self) -> dict[str, Any]:
         from ..delta.maintenance.vacuum import vacuum
 
         r, o = self.request, self.request.options
-        plan = o.plan
-        if plan is None and o.plan_uri:
-            plan = read_result(o.plan_uri, self.options)
-            if plan is None:
-                raise InvalidArgumentError(f"no vacuum plan at {o.plan_uri}", argument="plan", table=r.table)
+        plan = self._plan("vacuum")
         log = self._engine_log()  # on Spark: listing, re-validation and deletes on the executors
         done = vacuum(
             log,
@@ -336,12 +344,7 @@ class _Run:
         from ..delta.maintenance.restore import restore
 
         r, o = self.request, self.request.options
-        plan = o.plan
-        if plan is None and o.plan_uri:
-            found = read_result(o.plan_uri, self.options)
-            plan = found.get("plan", found) if isinstance(found, dict) else None
-            if not isinstance(plan, dict):
-                raise InvalidArgumentError(f"no restore plan at {o.plan_uri}", argument="plan", table=r.table)
+        plan = self._plan("restore", within="plan")
         if plan is None and r.version is None and r.timestamp is None:
             raise InvalidArgumentError("restore takes a version or a timestamp to restore", argument="version")
         done = restore(
