@@ -21,6 +21,7 @@ import pytest
 deltalake = pytest.importorskip("deltalake")
 from conftest import copy_table  # noqa: E402
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
+from support.faults import RacingStore  # noqa: E402
 
 from airflow_delta_provider.cli import main  # noqa: E402
 from airflow_delta_provider.commands.command import run  # noqa: E402
@@ -29,7 +30,6 @@ from airflow_delta_provider.delta.delta_log import DeltaLog  # noqa: E402
 from airflow_delta_provider.delta.errors import ConcurrentDeleteReadError, OperationNotAllowedError  # noqa: E402
 from airflow_delta_provider.delta.maintenance.repair import missing_files, repair  # noqa: E402
 from airflow_delta_provider.delta.protocol.actions import decode_path  # noqa: E402
-from airflow_delta_provider.delta.storage.local import LocalLogStore  # noqa: E402
 
 
 def batch(rng: random.Random, n: int) -> pa.Table:
@@ -165,22 +165,6 @@ def test_append_only_table_refuses_apply(tmp_path: Path) -> None:
     with pytest.raises(OperationNotAllowedError, match="appendOnly"):
         repair(str(path), dry_run=False)
     assert log_listing(path) == listing
-
-
-class RacingStore:
-    """The local store, but before the first commit put another writer commits (`race` runs once)."""
-
-    def __init__(self, race: Any) -> None:
-        self._inner, self._race = LocalLogStore(), race
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def put_if_absent(self, path: str, data: bytes) -> None:
-        if self._race is not None and "_delta_log" in path:
-            race, self._race = self._race, None
-            race()
-        self._inner.put_if_absent(path, data)
 
 
 def test_a_concurrent_repair_is_a_conflict(tmp_path: Path) -> None:

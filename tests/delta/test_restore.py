@@ -21,6 +21,7 @@ import pytest
 deltalake = pytest.importorskip("deltalake")
 from conftest import copy_table  # noqa: E402
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
+from support.faults import RacingStore  # noqa: E402
 
 from airflow_delta_provider.cli import main  # noqa: E402
 from airflow_delta_provider.commands.command import execute, run  # noqa: E402
@@ -42,7 +43,6 @@ from airflow_delta_provider.delta.protocol.restore import (  # noqa: E402
     merge_protocols,
 )
 from airflow_delta_provider.delta.protocol.table_features import check_can_write  # noqa: E402
-from airflow_delta_provider.delta.storage.local import LocalLogStore  # noqa: E402
 
 
 # -- tables and oracles ---------------------------------------------------------------------------------
@@ -352,22 +352,6 @@ def test_the_command_layer_applies_a_kept_plan(tmp_path: Path) -> None:
     assert active(path) == active(path, 1)
     with pytest.raises(InvalidArgumentError, match="version or a timestamp"):
         run(Request.make(table=str(path), action="restore", apply=True))
-
-
-class RacingStore:
-    """The local store, but before the first commit put another writer commits (`race` runs once)."""
-
-    def __init__(self, race: Any) -> None:
-        self._inner, self._race = LocalLogStore(), race
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def put_if_absent(self, path: str, data: bytes) -> None:
-        if self._race is not None and "_delta_log" in path:
-            race, self._race = self._race, None
-            race()
-        self._inner.put_if_absent(path, data)
 
 
 def test_a_concurrent_append_is_a_conflict(tmp_path: Path) -> None:
