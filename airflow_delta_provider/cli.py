@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import json
 import os
 import re
@@ -63,6 +62,7 @@ from .commands.arguments import (
     cli_type,
     parse_choice,
     parse_count,
+    parse_duration,
     parse_hours,
     parse_number,
     parse_ratio,
@@ -80,6 +80,7 @@ from .delta.errors import (
     UnsupportedFeatureError,
 )
 from .delta.protocol.history import format_ms, to_epoch_ms
+from .delta.protocol.leases import MAX_TTL_MS
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_UNSUPPORTED, EXIT_STORAGE, EXIT_CHECK_FAILED = range(7)
 EXIT_INTERNAL = 70
@@ -150,22 +151,8 @@ MIN_NUM_FILES = cli_type(parse_count, "--min-num-files", minimum=1)
 MIN_SMALL_FILE_RATIO = cli_type(parse_ratio, "--min-small-file-ratio")
 
 
-def _ttl(text: str) -> dt.timedelta:
-    from .delta.protocol.leases import parse_ttl_ms
-
-    return dt.timedelta(milliseconds=parse_ttl_ms(text, "--ttl"))
-
-
-TTL = _arg(_ttl, "a duration such as 6h, 90m, 2d or 1h30m (at most 366 days)")
-
-
-def _age(text: str) -> dt.timedelta:
-    from .delta.protocol.quarantine import parse_age_ms
-
-    return dt.timedelta(milliseconds=parse_age_ms(text, "--older-than"))
-
-
-AGE = _arg(_age, "a duration such as 7d, 36h or 1d12h (0: every finished quarantine)")
+TTL = cli_type(parse_duration, "--ttl", positive=True, maximum_ms=MAX_TTL_MS)
+AGE = cli_type(parse_duration, "--older-than")
 #: `deltalog vacuum undo|purge|list ...` runs the subcommand `vacuum-undo|purge|list` (`main`).
 VACUUM_SUBCOMMANDS = ("undo", "purge", "list")
 

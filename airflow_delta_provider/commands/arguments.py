@@ -21,6 +21,7 @@ Pure: no I/O, no Airflow import.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +29,7 @@ from numbers import Integral, Real
 from typing import Any, TypeVar
 
 from ..delta.errors import InvalidArgumentError
+from ..delta.protocol.table_properties import parse_duration_ms
 
 _T = TypeVar("_T")
 
@@ -191,6 +193,30 @@ def as_version(value: Any, name: str) -> int | None:
     if isinstance(value, str) and _INTEGER.fullmatch(value):
         return int(value)
     raise refuse(name, "an integer version", value)
+
+
+def parse_duration(
+    value: Any, argument: str, *, positive: bool = False, maximum_ms: float | None = None, table: str | None = None
+) -> dt.timedelta:
+    """A duration: a `timedelta`, seconds (a number or its text, as a template or a command line gives it), or a
+    text such as `6h`, `90m`, `7d`, `1h30m` (`delta.protocol.table_properties.parse_duration_ms`). More than 0
+    when `positive`, else at least 0; at most `maximum_ms`."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            pass
+    ms = parse_duration_ms(value, argument, allow_minimum=not positive, maximum_ms=maximum_ms)
+    return dt.timedelta(milliseconds=ms)
+
+
+def parse_location(value: Any, argument: str, *, table: str | None = None) -> str | None:
+    """A folder path or URI, or None when not given."""
+    if is_absent(value):
+        return None
+    if not isinstance(value, str):
+        raise refuse(argument, "a path or URI", value, table=table)
+    return value.strip()
 
 
 def cli_type(parse: Callable[..., Any], flag: str, **options: Any) -> Callable[[str], Any]:

@@ -13,30 +13,14 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from ..commands.arguments import is_absent, refuse
-from ..delta.protocol.leases import MAX_OWNER_CHARS, check_lease_id, parse_ttl_ms
+from ..commands.arguments import is_absent, parse_duration, parse_location
+from ..delta.protocol.leases import MAX_OWNER_CHARS, MAX_TTL_MS, check_lease_id
 
 
 def parse_lease_ttl(value: Any, argument: str = "lease_ttl") -> dt.timedelta | None:
-    """A lease's time to live: `"6h"`, `"90m"`, `"1d"`, `"1h30m"`, a `timedelta`, or seconds (a number or
-    its string, as a template renders it); None (or what a template renders for nothing) takes no lease."""
-    if is_absent(value):
-        return None
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            pass
-    return dt.timedelta(milliseconds=parse_ttl_ms(value, argument))
-
-
-def parse_location(value: Any, argument: str) -> str | None:
-    """A folder path or URI (a lease folder), or None when not given."""
-    if is_absent(value):
-        return None
-    if not isinstance(value, str):
-        raise refuse(argument, "a path or URI", value)
-    return value.strip()
+    """A lease's time to live (`commands.arguments.parse_duration`, more than 0, at most `MAX_TTL_MS`); None (or
+    what a template renders for nothing) takes no lease."""
+    return None if is_absent(value) else parse_duration(value, argument, positive=True, maximum_ms=MAX_TTL_MS)
 
 
 def parse_lease_id(value: Any, argument: str = "lease_id") -> str | None:

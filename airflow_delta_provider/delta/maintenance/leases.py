@@ -165,9 +165,9 @@ def read_leases(folder: LeaseFolder, *, table: str | None = None) -> list[Lease]
     return sorted(out, key=lambda le: le.id)
 
 
-def _reader(dlog: DeltaLog) -> DeltaLog:
+def in_process_log(dlog: DeltaLog) -> DeltaLog:
     """A log whose snapshots hold their files in this process (the Spark engine's do not): leased
-    versions are loaded on the driver."""
+    versions (and a quarantine's resume) are loaded on the driver."""
     if getattr(dlog.engine, "in_process", True):
         return dlog
     return DeltaLog(dlog.table_uri, store=dlog.store, clock=dlog.clock)
@@ -194,7 +194,7 @@ def lease_pins(
         return pins
     found: dict[int, set[str] | None] = {}
     if with_paths:
-        reader = _reader(dlog)
+        reader = in_process_log(dlog)
         for version in sorted({le.version for le in live}):
             if cache is not None and version in cache:
                 paths = cache[version]
@@ -239,7 +239,7 @@ def add_lease(
     owner = check_owner(owner)
     dlog = DeltaLog.of(table_or_log, storage_options, clock)
     version = check_int(version, "version", minimum=0, table=dlog.table_uri)
-    snapshot = _reader(dlog).snapshot_at(version)  # refuses a version the log cannot make
+    snapshot = in_process_log(dlog).snapshot_at(version)  # refuses a version the log cannot make
     folder = lease_folder(dlog, location, storage_options=storage_options, partition_columns=snapshot.partition_columns)
     now_ms = (clock or dlog.clock)()
     lease = make_lease(

@@ -96,11 +96,11 @@ from ..protocol.quarantine import (
     undo_step,
 )
 from ..protocol.vacuum import VacuumPlan, deletable, normalize_relative, partition_of
-from ..read.protected_files import protected_set
+from ..read.protected_files import partition_columns, protected_set
 from ..snapshot import Snapshot
 from ..storage import LogStore
 from ..storage.batch import remove_empty_dirs, stat_entries
-from .leases import lease_pins
+from .leases import in_process_log, lease_pins
 
 log = logging.getLogger(__name__)
 
@@ -178,13 +178,6 @@ class PurgeResult:
 
 
 # -- paths and reading -------------------------------------------------------------------------------------
-
-
-def _reader(dlog: DeltaLog) -> DeltaLog:
-    """A log whose snapshots hold their files in this process (the Spark engine's do not)."""
-    if getattr(dlog.engine, "in_process", True):
-        return dlog
-    return DeltaLog(dlog.table_uri, store=dlog.store, clock=dlog.clock)
 
 
 def _path(dlog: DeltaLog, relative: str) -> str:
@@ -352,7 +345,9 @@ def resume_quarantine(
     return _resume(dlog, info, now_ms)
 
 
-def resume_unfinished(dlog: DeltaLog, *, now_ms: int) -> list[dict[str, Any]]:
+def resume_unfinished(
+    dlog: DeltaLog, *, now_ms: int, lease_location: str | os.PathLike[str] | None = None
+) -> list[dict[str, Any]]:
     """Resume every `moving` quarantine of the table (`vacuum(quarantine=True)` does this first); what
     each did (`QuarantineRun.to_dict`), or its error: an unfinished quarantine that cannot be resumed is
     logged and left for `resume_quarantine` or `undo_quarantine`, it does not stop the VACUUM."""
@@ -361,21 +356,22 @@ def resume_unfinished(dlog: DeltaLog, *, now_ms: int) -> list[dict[str, Any]]:
         try:
             info = read_quarantine(dlog, quarantine_id)
             if info.state == MOVING:
-                out.append(_resume(dlog, info, now_ms).to_dict())
+                out.append(_resume(dlog, info, now_ms, lease_location).to_dict())
         except QuarantineError as exc:
             log.warning("VACUUM of %s: unfinished quarantine %s left as it is: %s", dlog.table_uri, quarantine_id, exc)
             out.append({"quarantine_id": quarantine_id, "error": exc.to_dict()})
     return out
 
 
-def _resume(dlog: DeltaLog, info: QuarantineInfo, now_ms: int) -> QuarantineRun:
+def _resume(
+    dlog: DeltaLog, info: QuarantineInfo, now_ms: int, lease_location: str | os.PathLike[str] | None = None
+) -> QuarantineRun:
     manifest = info.manifest
-    reader = _reader(dlog)
-    snapshot = reader.update()
+    snapshot = in_process_log(dlog).update()
     _check_table(manifest, snapshot, dlog)
     protected = protected_set(snapshot, cutoff_ms=manifest.cutoff_ms, table_root=dlog.table_uri)
-    protected |= lease_pins(dlog, now_ms=now_ms, table_id=snapshot.metadata.id).paths
-    columns = list(snapshot.partition_columns)
+    protected |= lease_pins(dlog, now_ms=now_ms, table_id=snapshot.metadata.id, location=lease_location).paths
+    columns = partition_columns(snapshot)
     original, quarantined = _stat(dlog, manifest)
     steps = []
     for f, here, there in zip(manifest.files, original, quarantined, strict=True):
@@ -478,7 +474,7 @@ def undo_quarantine(
     if info.state == RESTORED:
         return _run(dlog, info, "undo", RESTORED, Settled(done=[f.path for f in manifest.files]))
     now_ms = (clock or dlog.clock)()
-    _check_table(manifest, _reader(dlog).update(), dlog)
+    _check_table(manifest, in_process_log(dlog).update(), dlog)
     interrupted = info.state in UNFINISHED
     original, quarantined = _stat(dlog, manifest)
     steps = [

@@ -387,7 +387,9 @@ def vacuum(
         )
         now_ms = (clock or dlog.clock)()
         # a killed quarantining VACUUM's moves are finished before this one lists the table
-        resumed = resume_unfinished(dlog, now_ms=now_ms) if quarantine and not dry_run else []
+        resumed = (
+            resume_unfinished(dlog, now_ms=now_ms, lease_location=lease_location) if quarantine and not dry_run else []
+        )
         if plan is None:
             retention_ms = _retention_ms(snapshot, retention_hours, enforce_retention_duration)
             the_plan = make_plan(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from stat import S_ISDIR, S_ISREG
-from urllib.parse import urlparse
 
 from ..protocol.vacuum import DIR, FILE, OTHER, StoredEntry, partition_of
 from .base import LogStore, is_local
@@ -75,7 +74,7 @@ def delete_relative(store: LogStore, table_uri: str, paths: Sequence[str], batch
 def remove_empty_dirs(store: LogStore, table_uri: str, dirs: Iterable[str]) -> int:
     """Local stores: remove the directories `dirs` (relative, with their parents) that deletes left
     empty (never the root, never `_delta_log`)."""
-    if urlparse(table_uri).scheme not in ("", "file"):
+    if not is_local(table_uri):
         return 0  # object stores have no directories
     root = store.join(table_uri).rstrip("/")
     candidates: set[str] = set()
