@@ -15,7 +15,7 @@ except ImportError:  # pragma: no cover
 
 from ..commands.arguments import is_template, parse_flag
 from ..operators.leases import lease_owner, parse_lease_ttl, parse_location, take_lease
-from ..triggers.delta import DeltaVersionTrigger, probe_table, recreated, recreation_error
+from ..triggers.delta import DeltaVersionTrigger, probe_table, recreated, recreation_error, storage_options
 from ..version_watch import as_version, condition_met, is_transient, last_data_version, version_event
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -115,11 +115,7 @@ class DeltaVersionSensor(BaseSensorOperator):
 
     # -- helpers --------------------------------------------------------------------------------------
     def _options(self) -> dict[str, Any]:
-        if not self.storage_conn_id:
-            return {}
-        from ..hooks.delta import DeltaTableHook
-
-        return DeltaTableHook(self.table_uri, self.storage_conn_id).storage_options()
+        return storage_options(self.table_uri, self.storage_conn_id)
 
     def _targets(self) -> tuple[int | None, int | None]:
         return as_version(self.target_version, "target_version"), as_version(self.newer_than, "newer_than")
