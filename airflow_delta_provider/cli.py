@@ -493,11 +493,11 @@ def cmd_vacuum_undo(args: argparse.Namespace, out: TextIO) -> None:
 def cmd_vacuum_purge(args: argparse.Namespace, out: TextIO) -> None:
     """Delete VACUUM quarantines past an age (`delta.maintenance.quarantine.purge_quarantines`)."""
     hours = args.older_than.total_seconds() / 3600
-    result = _run(args, "vacuum_purge", older_than_hours=hours, apply=not args.dry_run)
+    result = _run(args, "vacuum_purge", older_than_hours=hours, apply=args.apply)
     if args.json:
         _print_json(result, out)
         return
-    verb = "would purge" if result["dry_run"] else "purged"
+    verb = "would purge (dry run: --apply deletes)" if result["dry_run"] else "purged"
     out.write(
         f"{verb} {result['num_purged']} quarantines ({result['deleted_files']} files, "
         f"{human_bytes(result['deleted_bytes'])})\n"
@@ -824,7 +824,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("vacuum-purge", "delete VACUUM quarantines past an age (`deltalog vacuum purge PATH --older-than 7d`)")
     p.prog = "deltalog vacuum purge"
     p.add_argument("--older-than", type=AGE, required=True, help="age: 7d, 36h, 1d12h (0: every finished one)")
-    p.add_argument("--dry-run", action="store_true", help="report what would be purged; delete nothing")
+    p.add_argument("--apply", action="store_true", help="delete (default: a dry run that deletes nothing)")
     p.set_defaults(fn=cmd_vacuum_purge)
     p = command("vacuum-list", "list a table's VACUUM quarantines (`deltalog vacuum list PATH`)")
     p.prog = "deltalog vacuum list"

@@ -422,6 +422,9 @@ def test_commands_and_cli(table: Path) -> None:
     assert dry["dry_run"] and dry["num_purged"] == 1 and (table / QDIR / qid).exists()
     out = io.StringIO()
     assert main(["vacuum", "purge", str(table), "--older-than", "0"], out=out, err=err) == 0, err.getvalue()
+    assert "would purge (dry run: --apply deletes) 1 quarantines" in out.getvalue() and (table / QDIR / qid).exists()
+    out = io.StringIO()
+    assert main(["vacuum", "purge", str(table), "--older-than", "0", "--apply"], out=out, err=err) == 0
     assert "purged 1 quarantines" in out.getvalue() and not (table / QDIR).exists()
     out = io.StringIO()
     assert main(["vacuum", str(table), "--apply", "--quarantine", "--retention-hours", "0", "--no-enforce-retention",
