@@ -8,7 +8,9 @@
 Configured by environment (defaults suit a laptop; `docker/` sets them for the compose stack):
 DELTA_EXAMPLE_TABLE_URI (table to watch), DELTA_RESULT_DIR (where full results go),
 DELTA_SPARK_CONN_ID (default spark_default; `none` runs both jobs in the worker process with the local
-engine, no Spark: `submit=False`), DELTA_STORAGE_CONN_ID (object-store connection, if any).
+engine, no Spark: `submit=False`), DELTA_STORAGE_CONN_ID (object-store connection, if any),
+DELTA_TOMBSTONE_ENGINE (the tombstone report's engine, default `auto`: Spark only for a table above the
+auto threshold; `./scripts/demo` sets `spark` so one task shows a spark-submit job on a small table).
 Each run may override through params (`airflow dags test delta_table_health -c '{"newer_than": -1}'`).
 """
 
@@ -33,6 +35,7 @@ SPARK_CONN_ID = os.environ.get("DELTA_SPARK_CONN_ID", "spark_default")
 #: No Spark connection: the jobs run in the worker process (local engine), as in tests.
 SUBMIT = SPARK_CONN_ID.strip().lower() not in ("", "none")
 STORAGE_CONN_ID = os.environ.get("DELTA_STORAGE_CONN_ID") or None
+TOMBSTONE_ENGINE = os.environ.get("DELTA_TOMBSTONE_ENGINE") or "auto"
 
 #: The asset the sensor updates: consumers (see delta_asset_consumer.py) run on each new version.
 TABLE_ASSET = delta_table_asset(TABLE_URI, name="delta_example_table")
@@ -98,6 +101,7 @@ def delta_table_health() -> None:
         conn_id=SPARK_CONN_ID,
         storage_conn_id=STORAGE_CONN_ID,
         submit=SUBMIT,
+        engine=TOMBSTONE_ENGINE if SUBMIT else "local",
         result_uri=f"{RESULT_DIR.rstrip('/')}/",
     )
 
