@@ -1,10 +1,15 @@
 """Write a small sample Delta table with delta-rs (the independent writer): appends, a partitioned
-layout, a delete, an overwrite of one partition, a checkpoint. Recreates the table on every run."""
+layout, a delete, an overwrite of one partition, a checkpoint. Recreates the table on every run.
+
+`--keep-writing SECONDS` then appends a small batch every SECONDS (now and then two in quick succession,
+or a delete), until interrupted: the table `./scripts/serve` shows live."""
 
 from __future__ import annotations
 
+import argparse
+import random
 import shutil
-import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -39,5 +44,28 @@ def main(path: str) -> None:
     print(f"sample table written: {uri} (version {DeltaTable(uri).version()})")
 
 
+def keep_writing(uri: str, every: float) -> None:
+    regions = ("eu", "us", "apac")
+    next_id = 1000
+    while True:
+        time.sleep(every)
+        burst = 2 if random.random() < 0.2 else 1  # two commits within one poll now and then
+        for _ in range(burst):
+            write_deltalake(uri, batch(next_id, 20, random.choice(regions)), partition_by=["region"], mode="append")
+            next_id += 20
+        if random.random() < 0.1:
+            DeltaTable(uri).delete(f"id < {next_id - 500}")
+        print(f"{time.strftime('%H:%M:%S')} {uri}: version {DeltaTable(uri).version()}", flush=True)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "demo/sample_table")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", nargs="?", default="demo/sample_table")
+    parser.add_argument("--keep-writing", type=float, metavar="SECONDS", help="then append every SECONDS")
+    args = parser.parse_args()
+    main(args.path)
+    if args.keep_writing:
+        try:
+            keep_writing(args.path, args.keep_writing)
+        except KeyboardInterrupt:
+            pass
