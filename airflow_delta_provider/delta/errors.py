@@ -1,8 +1,7 @@
 """One error tree for everything the Delta log library can refuse.
 
-Every error names the table and, where they are known, the version and the file involved, so a
-message read in an Airflow task log or a CLI line is enough to find the problem. Call sites never
-format messages: they build the error with fields and the class writes the text.
+Call sites never format messages: they build the error with fields (table, version, file and the class's
+`extra_fields`) and the class renders them, so a message in a task log or a CLI line locates the problem.
 """
 
 from __future__ import annotations
@@ -11,13 +10,21 @@ import math
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
+#: Every error class by name: how a job's error result (`error_class`) becomes the typed error again.
+ERROR_CLASSES: dict[str, type[DeltaError]] = {}
+
 
 class DeltaError(Exception):
     """Base class of every error the library raises on purpose."""
 
     error_class: str = "DELTA_ERROR"
-    #: Fields beyond table/version/file that `to_dict` writes and `error_from_dict` restores.
+    #: Keyword fields beyond table/version/file (default: the class attribute of that name), kept by
+    #: `to_dict` and `error_from_dict`.
     extra_fields: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        ERROR_CLASSES[cls.__name__] = cls
 
     def __init__(
         self,
@@ -26,38 +33,35 @@ class DeltaError(Exception):
         table: str | None = None,
         version: int | None = None,
         file: str | None = None,
+        **fields: Any,
     ) -> None:
+        unknown = sorted(set(fields) - set(self.extra_fields))
+        if unknown:
+            raise TypeError(f"{type(self).__name__}() got unexpected keyword arguments {unknown}")
+        for name, value in fields.items():
+            setattr(self, name, value)
         self.message = message
         self.table = table
         self.version = version
         self.file = file
         super().__init__(self._render())
 
+    def _location(self) -> tuple[tuple[str, object], ...]:
+        return (("table", self.table), ("version", self.version), ("file", self.file))
+
     def _render(self) -> str:
-        parts = [self.message]
-        where = []
-        if self.table is not None:
-            where.append(f"table={self.table}")
-        if self.version is not None:
-            where.append(f"version={self.version}")
-        if self.file is not None:
-            where.append(f"file={self.file}")
-        if where:
-            parts.append(f"[{', '.join(where)}]")
-        return " ".join(parts)
+        where = ", ".join(f"{k}={v}" for k, v in self._location() if v is not None)
+        return f"{self.message} [{where}]" if where else self.message
 
     def to_dict(self) -> dict[str, object]:
         """Primitive form for JSON results and XCom (no secrets: only what the message already says)."""
-        out: dict[str, object] = {
-            "error_class": type(self).__name__,
-            "message": str(self),
-            "table": self.table,
-            "version": self.version,
-            "file": self.file,
-        }
-        for name in self.extra_fields:
-            out[name] = getattr(self, name, None)
+        out: dict[str, object] = {"error_class": type(self).__name__, "message": str(self)}
+        out.update(self._location())
+        out.update((name, getattr(self, name, None)) for name in self.extra_fields)
         return out
+
+
+ERROR_CLASSES[DeltaError.__name__] = DeltaError
 
 
 class TableNotFoundError(DeltaError):
@@ -91,8 +95,8 @@ class MalformedCommitError(LogCorruptedError):
 
 
 class CheckpointMismatchError(LogCorruptedError):
-    """The checkpoint stored or read back differs from what was written, or from the replayed state it
-    was written from (Spark `checkpointMismatchWithSnapshot`); the files this write created are gone."""
+    """A written checkpoint differs from what was read back or from the state it was written from (Spark
+    `checkpointMismatchWithSnapshot`); the files this write created are gone."""
 
     error_class = "DELTA_CHECKPOINT_SNAPSHOT_MISMATCH"
 
@@ -126,20 +130,8 @@ class VersionNotFoundError(DeltaError):
 
     error_class = "DELTA_VERSION_NOT_FOUND"
     extra_fields = ("earliest", "latest")
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        table: str | None = None,
-        version: int | None = None,
-        earliest: int | None = None,
-        latest: int | None = None,
-        file: str | None = None,
-    ) -> None:
-        self.earliest = earliest
-        self.latest = latest
-        super().__init__(message, table=table, version=version, file=file)
+    earliest: int | None = None
+    latest: int | None = None
 
 
 class TimestampOutOfRangeError(DeltaError):
@@ -147,18 +139,8 @@ class TimestampOutOfRangeError(DeltaError):
 
     error_class = "DELTA_TIMESTAMP_OUT_OF_RANGE"
     extra_fields = ("timestamp_ms", "nearest_ms")
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        table: str | None = None,
-        timestamp_ms: int | None = None,
-        nearest_ms: int | None = None,
-    ) -> None:
-        self.timestamp_ms = timestamp_ms
-        self.nearest_ms = nearest_ms
-        super().__init__(message, table=table)
+    timestamp_ms: int | None = None
+    nearest_ms: int | None = None
 
 
 class UnsupportedFeatureError(DeltaError):
@@ -166,18 +148,7 @@ class UnsupportedFeatureError(DeltaError):
 
     error_class = "DELTA_UNSUPPORTED_FEATURE"
     extra_fields = ("feature",)
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        feature: str | None = None,
-        table: str | None = None,
-        version: int | None = None,
-        file: str | None = None,
-    ) -> None:
-        self.feature = feature
-        super().__init__(message, table=table, version=version, file=file)
+    feature: str | None = None
 
 
 class OperationNotAllowedError(DeltaError):
@@ -191,31 +162,19 @@ class StorageError(DeltaError):
 
     error_class = "DELTA_STORAGE_ERROR"
     extra_fields = ("transient",)
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        table: str | None = None,
-        version: int | None = None,
-        file: str | None = None,
-        transient: bool = False,
-    ) -> None:
-        self.transient = transient
-        super().__init__(message, table=table, version=version, file=file)
+    transient: bool = False
 
 
 class BucketNotFoundError(StorageError):
-    """The bucket (container) holding the table does not exist: a configuration error, not a table to
-    wait for. Permanent (`transient=False`)."""
+    """The bucket (container) holding the table does not exist: a configuration error, not a table to wait
+    for (`transient=False`)."""
 
     error_class = "DELTA_BUCKET_NOT_FOUND"
 
 
 class TableRecreatedError(DeltaError):
-    """The table's latest version fell below the version waited past: it was deleted and created again
-    (or the reference version belongs to another table). Permanent: pass `allow_recreation=True` to fire
-    on the new table's versions instead."""
+    """The table's latest version fell below the version waited past: it was deleted and created again (or
+    the reference version is another table's). Pass `allow_recreation=True` to follow the new table."""
 
     error_class = "DELTA_TABLE_RECREATED"
 
@@ -227,47 +186,23 @@ class ResourceLimitError(DeltaError):
 
 
 class InvalidArgumentError(DeltaError, ValueError):
-    """A caller passed something the API cannot take (bad filter, negative retention, ...).
+    """A caller passed something the API cannot take; `argument` names the parameter (or CLI option).
 
-    A `ValueError` too, so `except ValueError` keeps working; `argument` names the parameter (or CLI
-    option) at fault when there is one.
+    A `ValueError` too, so `except ValueError` keeps working.
     """
 
     error_class = "DELTA_INVALID_ARGUMENT"
     extra_fields = ("argument",)
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        argument: str | None = None,
-        table: str | None = None,
-        version: int | None = None,
-        file: str | None = None,
-    ) -> None:
-        self.argument = argument
-        super().__init__(message, table=table, version=version, file=file)
+    argument: str | None = None
 
 
 class PredicateSyntaxError(InvalidArgumentError):
-    """A predicate (`--where`) the grammar does not accept, or that does not fit the table's columns.
-
-    `position` is the 1-based character position in the predicate text, when one is at fault.
-    """
+    """A predicate the grammar does not accept or that does not fit the table's columns; `position` is the
+    1-based character position at fault, when one is."""
 
     error_class = "PARSE_SYNTAX_ERROR"
     extra_fields = ("argument", "position")
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        position: int | None = None,
-        argument: str | None = None,
-        table: str | None = None,
-    ) -> None:
-        self.position = position
-        super().__init__(message, argument=argument, table=table)
+    position: int | None = None
 
 
 class EngineError(DeltaError):
@@ -277,30 +212,17 @@ class EngineError(DeltaError):
 
 
 class SchemaMismatchError(DeltaError):
-    """A data file this library wrote (an OPTIMIZE rewrite) does not hold the table's schema: a field
-    missing, extra or of another type, a nullability the schema does not allow (a variant's `value` and
-    `metadata` are required), a Parquet field id or name that is not the column mapping's. `field_path`
-    names the first field at fault (logical names, `s.v.metadata`). Nothing naming the file is committed."""
+    """A data file this library wrote (an OPTIMIZE rewrite) does not hold the table's schema (a field, type,
+    nullability, field id or physical name); `field_path` names the first field at fault, by logical names.
+    Nothing naming the file is committed."""
 
     error_class = "DELTA_DATA_FILE_SCHEMA_MISMATCH"
     extra_fields = ("field_path",)
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        field_path: str | None = None,
-        table: str | None = None,
-        version: int | None = None,
-        file: str | None = None,
-    ) -> None:
-        self.field_path = field_path
-        super().__init__(message, table=table, version=version, file=file)
+    field_path: str | None = None
 
 
 class ConcurrentModificationError(DeltaError):
-    """A commit lost a race to another writer in a way the transaction cannot rebase over
-    (`ConcurrentModificationException` and its subclasses in Delta)."""
+    """A commit lost a race the transaction cannot rebase over (Delta's `ConcurrentModificationException`)."""
 
     error_class = "DELTA_CONCURRENT_MODIFICATION"
 
@@ -354,90 +276,46 @@ class CommitRetriesExceededError(ConcurrentModificationError):
 
 
 class RetentionConflictError(OperationNotAllowedError):
-    """The table's retention properties contradict each other: `delta.logRetentionDuration` shorter than
-    `delta.deletedFileRetentionDuration` (Delta >= 4.1 refuses to set such properties, Spark
-    `vacuum.enforceDeletedFileAndLogRetentionDurationCompatibility`); nothing was deleted."""
+    """`delta.logRetentionDuration` is shorter than `delta.deletedFileRetentionDuration` (Delta >= 4.1 refuses
+    such properties: `vacuum.enforceDeletedFileAndLogRetentionDurationCompatibility`); nothing was deleted."""
 
     error_class = "DELTA_RETENTION_CONFLICT"
     extra_fields = ("log_retention_ms", "deleted_file_retention_ms")
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        log_retention_ms: int | None = None,
-        deleted_file_retention_ms: int | None = None,
-        table: str | None = None,
-        version: int | None = None,
-    ) -> None:
-        self.log_retention_ms = log_retention_ms
-        self.deleted_file_retention_ms = deleted_file_retention_ms
-        super().__init__(message, table=table, version=version)
+    log_retention_ms: int | None = None
+    deleted_file_retention_ms: int | None = None
 
 
 class LeaseError(DeltaError):
-    """A version lease that cannot be read (a malformed lease file: maintenance refuses to run past it) or
-    released (no such lease). `lease_id` names it."""
+    """A version lease that cannot be read (maintenance refuses to run past a malformed one) or released."""
 
     error_class = "DELTA_LEASE_ERROR"
     extra_fields = ("lease_id",)
-
-    def __init__(
-        self, message: str, *, lease_id: str | None = None, table: str | None = None, file: str | None = None
-    ) -> None:
-        self.lease_id = lease_id
-        super().__init__(message, table=table, file=file)
+    lease_id: str | None = None
 
 
 class QuarantineError(DeltaError):
-    """A VACUUM quarantine (`maintenance.quarantine`) that cannot be undone, resumed or purged as asked: no
-    such quarantine, a damaged manifest, another table's (its `metaData.id`), a purge under way, or
-    something else now at a path a file must go back to (`paths` names them; nothing was moved).
-    `quarantine_id` names the quarantine."""
+    """A VACUUM quarantine that cannot be undone, resumed or purged as asked (missing, damaged, another
+    table's, a purge under way, or `paths` now occupied where files must go back; nothing was moved)."""
 
     error_class = "DELTA_VACUUM_QUARANTINE"
     extra_fields = ("quarantine_id", "paths")
+    quarantine_id: str | None = None
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        quarantine_id: str | None = None,
-        paths: list[str] | None = None,
-        table: str | None = None,
-        file: str | None = None,
-    ) -> None:
-        self.quarantine_id = quarantine_id
-        self.paths = list(paths or [])
-        super().__init__(message, table=table, file=file)
+    def __init__(self, message: str, *, paths: list[str] | None = None, **fields: Any) -> None:
+        super().__init__(message, paths=list(paths or []), **fields)
 
 
 class UnsupportedStoreError(OperationNotAllowedError):
-    """The store cannot do what a write needs (an atomic put-if-absent for commits, or any write at
-    all for a read-only store); nothing was written."""
+    """The store cannot do what a write needs (an atomic put-if-absent for commits, or any write on a
+    read-only store); nothing was written."""
 
     error_class = "DELTA_UNSUPPORTED_STORE"
-
-
-#: Every concrete error class by name: how a job's error result (`error_class`) is turned back into
-#: the typed error on the Airflow side.
-ERROR_CLASSES: dict[str, type[DeltaError]] = {}
-
-
-def _register(cls: type[DeltaError]) -> None:
-    ERROR_CLASSES[cls.__name__] = cls
-    for sub in cls.__subclasses__():
-        _register(sub)
-
-
-_register(DeltaError)
 
 
 def error_from_dict(data: dict[str, object]) -> DeltaError:
     """The typed error a `to_dict()` (a job's error result) describes; unknown classes give `DeltaError`.
 
-    The message is kept as written (it is already rendered with its location); `table`, `version`,
-    `file` and the class's `extra_fields` are restored as fields.
+    The message is kept as rendered (with its location); the fields are restored as attributes.
     """
     cls = ERROR_CLASSES.get(str(data.get("error_class")), DeltaError)
     message = str(data.get("message") or cls.__name__)
@@ -458,12 +336,16 @@ def error_from_dict(data: dict[str, object]) -> DeltaError:
 # -- argument checks: every public entry point refuses bad arguments with the same typed errors --------
 
 
+def _refuse(argument: str, expected: str, value: Any, table: str | None) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"{argument} must be {expected}, got {type(value).__name__} {value!r}", argument=argument, table=table
+    )
+
+
 def check_int(value: Any, argument: str, *, minimum: int | None = None, table: str | None = None) -> int:
     """`value` as an `int` (>= `minimum`); booleans, strings and floats are refused."""
     if isinstance(value, bool) or not isinstance(value, Integral):
-        raise InvalidArgumentError(
-            f"{argument} must be an integer, got {type(value).__name__} {value!r}", argument=argument, table=table
-        )
+        raise _refuse(argument, "an integer", value, table)
     number = int(value)
     if minimum is not None and number < minimum:
         raise InvalidArgumentError(f"{argument} must be >= {minimum}, got {number}", argument=argument, table=table)
@@ -475,9 +357,7 @@ def check_number(
 ) -> float:
     """`value` as a finite `float` in [`minimum`, `maximum`]; booleans, strings, NaN and infinities are refused."""
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise InvalidArgumentError(
-            f"{argument} must be a number, got {type(value).__name__} {value!r}", argument=argument, table=table
-        )
+        raise _refuse(argument, "a number", value, table)
     number = float(value)
     if not math.isfinite(number) or not minimum <= number <= maximum:
         bounds = f">= {minimum:g}" if maximum == math.inf else f"in [{minimum:g}, {maximum:g}]"
@@ -490,7 +370,5 @@ def check_number(
 def check_bool(value: Any, argument: str, *, table: str | None = None) -> bool:
     """`value` if it is a `bool` (a flag given as 1 or "yes" is refused rather than guessed)."""
     if not isinstance(value, bool):
-        raise InvalidArgumentError(
-            f"{argument} must be True or False, got {type(value).__name__} {value!r}", argument=argument, table=table
-        )
+        raise _refuse(argument, "True or False", value, table)
     return value
