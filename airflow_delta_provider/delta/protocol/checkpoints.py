@@ -1,34 +1,22 @@
-"""Checkpoint layout and content (PROTOCOL.md "Checkpoints", "Checkpoint Specs", "Checkpoint Schema").
+"""Checkpoint layout and content (PROTOCOL.md "Checkpoints", "Checkpoint Specs", "Checkpoint Schema"), pure.
 
-Pure: which columns hold which actions, how checkpoint files are named, which kind a table gets,
-which rows a checkpoint of version N holds (retention cutoffs) and the schema of `stats_parsed` and
-`partitionValues_parsed`. The writer that turns this into Parquet is `maintenance.checkpoint`.
-
-Kinds (`plan_checkpoint`):
-
-* ``classic``: a V1 `N.checkpoint.parquet`, written when the table lacks `v2Checkpoint`.
-* ``v2``: a V2-spec checkpoint (one `checkpointMetadata` row, all non-file actions inline) when the
-  table has `v2Checkpoint`: UUID-named `N.checkpoint.<uuid>.parquet`, its file actions inline, or
-  in `_delta_log/_sidecars/` parquet files of at most `ACTIONS_PER_SIDECAR` rows when there are more.
-  With ``classic_name`` the same content goes under the classic name (no sidecars): the compatibility
-  checkpoint old clients can find (PROTOCOL.md "Handling Backward compatibility while moving to
-  UUID-named v2 Checkpoints"); log cleanup asks for one before deleting commits (PROTOCOL.md "Metadata Cleanup").
-  The local writer never writes a multi-part checkpoint (deprecated; forbidden with `v2Checkpoint`);
-  the Spark writer (`engines.spark.checkpoint`) writes one part per partition on classic tables, so
-  that no single process holds a huge file list.
+A table without `v2Checkpoint` gets a classic `N.checkpoint.parquet`; with it, a UUID-named V2 checkpoint
+whose file actions go to sidecars above `ACTIONS_PER_SIDECAR`, or with `classic_name` the same content under
+the classic name (PROTOCOL.md "Handling Backward compatibility while moving to UUID-named v2 Checkpoints").
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any, Literal
 
 from ..errors import InvalidArgumentError
 from .actions import Action, DomainMetadata, Metadata, Protocol, SetTransaction
 from .filenames import SIDECAR_DIR_NAME, VERSION_DIGITS, checkpoint_name
-from .schema import PHYSICAL_NAME_KEY, parse_partition_value
+from .schema import StructType, parse_partition_value
+from .stats import StatsColumn, min_max_eligible, stats_columns
 from .table_properties import column_mapping_mode, deleted_file_retention_ms, set_transaction_retention_ms
 
 #: Checkpoint columns holding actions other than `add` and `remove`.
@@ -36,18 +24,10 @@ NON_FILE_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata", "checkpoint
 
 WRITE_STATS_AS_JSON = "delta.checkpoint.writeStatsAsJson"
 WRITE_STATS_AS_STRUCT = "delta.checkpoint.writeStatsAsStruct"
-NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
-STATS_COLUMNS = "delta.dataSkippingStatsColumns"
-DEFAULT_NUM_INDEXED_COLS = 32
 #: File actions per V2 sidecar (Spark's part size for V2 checkpoints); fewer are written inline.
 ACTIONS_PER_SIDECAR = 50_000
 
 CheckpointKind = Literal["classic", "v2"]
-
-#: Delta types whose min/max `stats_parsed` carries (booleans, binary, arrays, maps, variants only
-#: get a null count: kernel-rs `is_skipping_eligible_datatype`, Spark `StatisticsCollection`).
-_MIN_MAX_TYPES = frozenset({"byte", "short", "integer", "long", "float", "double", "date", "timestamp"})
-_MIN_MAX_TYPES |= {"timestamp_ntz", "string"}
 
 
 def sidecar_path(join: Callable[..., str], log_dir: str, path: str) -> str:
@@ -80,9 +60,7 @@ def uses_v2_checkpoints(protocol: Protocol) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class StatsField:
-    """One field of `stats_parsed` value structs: a leaf (a Delta type name) or a struct of fields.
-
-    `name` is the physical name (stats are keyed by physical names under column mapping)."""
+    """One field of `stats_parsed` value structs, by physical name: a leaf (a Delta type) or a struct."""
 
     name: str
     type_name: str
@@ -93,7 +71,7 @@ class StatsField:
         """Whether min/max values exist for this leaf (or, for a struct, for any leaf under it)."""
         if self.children:
             return any(c.min_max for c in self.children)
-        return self.type_name in _MIN_MAX_TYPES or self.type_name.startswith("decimal")
+        return min_max_eligible(self.type_name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,11 +128,8 @@ def plan_checkpoint(
     classic_name: bool = False,
     actions_per_sidecar: int = ACTIONS_PER_SIDECAR,
 ) -> CheckpointPlan:
-    """The checkpoint of `version` for this protocol and metadata, with retention cut at `now_ms`.
-
-    `delta.checkpoint.writeStatsAsJson` defaults to true and `writeStatsAsStruct` to false, as
-    PROTOCOL.md states (Spark's newest releases default the struct to true; both are always valid).
-    """
+    """The checkpoint of `version`, retention cut at `now_ms`; `writeStatsAsJson` defaults to true and
+    `writeStatsAsStruct` to false, as PROTOCOL.md states (Spark's newest releases default the struct to true)."""
     conf = metadata.configuration
     txn_ms = set_transaction_retention_ms(conf)
     partition_fields, stats_fields = _parsed_fields(metadata)
@@ -174,92 +149,28 @@ def plan_checkpoint(
 
 
 def _parsed_fields(metadata: Metadata) -> tuple[tuple[tuple[str, str], ...], tuple[StatsField, ...]]:
-    """(partition fields, stats fields) of the table schema; both empty when the log has no schema."""
-    schema = metadata.schema_json or {}
+    """(partition fields, stats fields) of the table schema, the stats columns as data files' stats have them."""
+    schema = StructType.from_json(metadata.schema_json)
     mapped = column_mapping_mode(metadata.configuration) != "none"
-    parts = {c.lower() for c in metadata.partition_columns}
-    fields = [f for f in schema.get("fields") or () if isinstance(f, Mapping)]
-    by_name = {str(f.get("name")).lower(): f for f in fields}
+    by_name = {f.name.lower(): f for f in schema.fields}
     partition_fields = tuple(
-        (_physical(by_name[c.lower()], mapped), _type_name(by_name[c.lower()].get("type")))
+        (by_name[c.lower()].physical_name if mapped else by_name[c.lower()].name, by_name[c.lower()].type_name)
         for c in metadata.partition_columns
         if c.lower() in by_name
     )
-    data = [f for f in fields if str(f.get("name")).lower() not in parts]
-    conf = metadata.configuration
-    if conf.get(STATS_COLUMNS):
-        chosen = _stats_columns(data, _column_paths(str(conf[STATS_COLUMNS])), mapped)
-    else:
-        limit = int(conf.get(NUM_INDEXED_COLS) or DEFAULT_NUM_INDEXED_COLS)
-        chosen, _ = _first_leaves(data, limit if limit >= 0 else -1, mapped)
-    return partition_fields, tuple(chosen)
+    return partition_fields, _tree(stats_columns(schema, metadata.configuration, metadata.partition_columns))
 
 
-def _physical(field: Mapping[str, Any], mapped: bool) -> str:
-    md = field.get("metadata") or {}
-    return str(md.get(PHYSICAL_NAME_KEY) or field["name"]) if mapped else str(field["name"])
-
-
-def _type_name(type_: Any) -> str:
-    return type_ if isinstance(type_, str) else str((type_ or {}).get("type"))
-
-
-def _to_stats(field: Mapping[str, Any], mapped: bool, children: Sequence[StatsField] = ()) -> StatsField:
-    return StatsField(_physical(field, mapped), _type_name(field.get("type")), tuple(children))
-
-
-def _struct_fields(field: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    type_ = field.get("type")
-    if isinstance(type_, Mapping) and type_.get("type") == "struct":
-        return [f for f in type_.get("fields") or () if isinstance(f, Mapping)]
-    return []
-
-
-def _first_leaves(fields: list[Mapping[str, Any]], limit: int, mapped: bool) -> tuple[list[StatsField], int]:
-    """The first `limit` leaf columns (-1: all) in schema order, structs kept around them
-    (`delta.dataSkippingNumIndexedCols`: arrays, maps and variants count as one leaf)."""
+def _tree(columns: Sequence[StatsColumn], depth: int = 0) -> tuple[StatsField, ...]:
+    """Leaf columns (schema order) as nested `StatsField`s."""
     out: list[StatsField] = []
-    for field in fields:
-        if limit == 0:
-            break
-        nested = _struct_fields(field)
-        if nested:
-            children, limit = _first_leaves(nested, limit, mapped)
-            if children:
-                out.append(_to_stats(field, mapped, children))
-        elif _type_name(field.get("type")) != "struct":
-            out.append(_to_stats(field, mapped))
-            limit -= 1 if limit > 0 else 0
-    return out, limit
-
-
-def _column_paths(text: str) -> list[tuple[str, ...]]:
-    """`delta.dataSkippingStatsColumns`: comma-separated column names, dotted for nested fields,
-    backticks quoting names that hold dots or commas."""
-    paths: list[tuple[str, ...]] = []
-    for item in re.findall(r"(?:`[^`]*`|[^,])+", text):
-        parts = re.findall(r"`([^`]*)`|([^.`]+)", item.strip())
-        path = tuple((quoted or bare).strip().lower() for quoted, bare in parts)
-        if path:
-            paths.append(path)
-    return paths
-
-
-def _stats_columns(fields: list[Mapping[str, Any]], paths: list[tuple[str, ...]], mapped: bool) -> list[StatsField]:
-    """The fields named by `paths` (a struct named whole brings all its leaves), in schema order."""
-    out: list[StatsField] = []
-    for field in fields:
-        name = str(field.get("name")).lower()
-        if any(p == (name,) for p in paths):
-            out.extend(_first_leaves([field], -1, mapped)[0])
-            continue
-        deeper = [p[1:] for p in paths if len(p) > 1 and p[0] == name]
-        nested = _struct_fields(field)
-        if deeper and nested:
-            children = _stats_columns(nested, deeper, mapped)
-            if children:
-                out.append(_to_stats(field, mapped, children))
-    return out
+    for name, group in groupby(columns, key=lambda c: c.physical_path[depth]):
+        members = list(group)
+        if len(members[0].physical_path) == depth + 1:
+            out.append(StatsField(name, members[0].type_name))
+        else:
+            out.append(StatsField(name, "struct", _tree(members, depth + 1)))
+    return tuple(out)
 
 
 def partition_value_text(raw: str | None, delta_type: str) -> str | None:

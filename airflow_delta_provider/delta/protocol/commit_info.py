@@ -1,14 +1,7 @@
 """What a commit says about itself: `commitInfo` and in-commit timestamps (pure).
 
-`commitInfo` is optional in the protocol ("Commit Provenance Information") but history, VACUUM logging
-and in-commit timestamps depend on it, so every commit written here carries one, as its first line.
-Fields follow Spark's `CommitInfo` (`actions/actions.scala`); readers accept any JSON in it.
-
-In-commit timestamps (PROTOCOL.md "In-Commit Timestamps"): active when the
-protocol supports `inCommitTimestamp` and `delta.enableInCommitTimestamps=true`; each commit's value is
-`max(wall clock, previous commit's timestamp + 1)`, recomputed against every commit that won a race. A
-commit that turns them on for an existing table records the enablement version and timestamp in the
-same `metaData`.
+`commitInfo` is optional (PROTOCOL.md "Commit Provenance Information") but history and in-commit timestamps
+(PROTOCOL.md "In-Commit Timestamps") depend on it, so every commit written here carries one, first.
 """
 
 from __future__ import annotations

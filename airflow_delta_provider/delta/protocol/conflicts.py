@@ -1,29 +1,15 @@
 """Conflict detection: may a transaction that lost a commit race rebase over the winning commit? (pure)
 
-Delta Spark `ConflictChecker.checkConflicts` (`ConflictChecker.scala`), in its order:
-
-1. protocol: the winner's protocol must be one we can write for this transaction's operations; a
-   transaction that also changes the protocol, or a winner that drops features or adds one that binds
-   concurrent writers, is a `ProtocolChangedError`;
-2. metadata: a winner with `metaData` is a `MetadataChangedError`;
-3. domain metadata: a domain both commits set is a `ConcurrentTransactionError`;
-4. application transactions: a winner's `txn` for an app id this transaction read is a
-   `ConcurrentTransactionError`;
-5. (row tracking and type widening fix-ups: not implemented; such tables are refused before writing);
-6. a winner's adds this transaction should have read (by isolation level and read predicates) are a
-   `ConcurrentAppendError`;
-7. a winner's remove of a file this transaction read (or of any file, when it read the whole table) is
-   a `ConcurrentDeleteReadError`;
-8. a winner's remove of a file this transaction removes is a `ConcurrentDeleteDeleteError`.
-
-Anything else rebases: the transaction retries at the next version unchanged (the in-commit timestamp
-aside, see `commit_info`). Files are compared by canonical path, as Spark does.
+Delta Spark `ConflictChecker.checkConflicts`, in its order: protocol, metadata, domain metadata, app
+transactions, added files, removed files (row tracking and type widening fix-ups are not implemented:
+such tables are refused before writing). Anything else rebases unchanged; files compare by canonical path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ..errors import (
     ConcurrentAppendError,
@@ -69,6 +55,7 @@ CONCURRENT_UPGRADE_SAFE: frozenset[str] = frozenset(
 )
 
 ReadPredicate = Callable[[AddFile], bool]
+A = TypeVar("A", bound=Action)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,33 +66,20 @@ class WinningCommitSummary:
     actions: tuple[Action, ...]
     file_modification_time: int = 0
 
+    def of(self, kind: type[A]) -> list[A]:
+        return [a for a in self.actions if isinstance(a, kind)]
+
     @property
     def commit_info(self) -> CommitInfo | None:
-        return next((a for a in self.actions if isinstance(a, CommitInfo)), None)
+        return next(iter(self.of(CommitInfo)), None)
 
     @property
     def protocol(self) -> Protocol | None:
-        return next((a for a in self.actions if isinstance(a, Protocol)), None)
+        return next(iter(self.of(Protocol)), None)
 
     @property
     def metadata(self) -> Metadata | None:
-        return next((a for a in self.actions if isinstance(a, Metadata)), None)
-
-    @property
-    def added_files(self) -> list[AddFile]:
-        return [a for a in self.actions if isinstance(a, AddFile)]
-
-    @property
-    def removed_files(self) -> list[RemoveFile]:
-        return [a for a in self.actions if isinstance(a, RemoveFile)]
-
-    @property
-    def app_ids(self) -> set[str]:
-        return {a.app_id for a in self.actions if isinstance(a, SetTransaction)}
-
-    @property
-    def domains(self) -> set[str]:
-        return {a.domain for a in self.actions if isinstance(a, DomainMetadata)}
+        return next(iter(self.of(Metadata)), None)
 
     @property
     def is_blind_append(self) -> bool:
@@ -131,14 +105,8 @@ class WinningCommitSummary:
 
 @dataclass(frozen=True, slots=True)
 class CurrentTransactionInfo:
-    """What the losing transaction read and wants to commit (Spark `CurrentTransactionInfo`).
-
-    :param actions: the staged actions (no commitInfo).
-    :param metadata: the table metadata after this transaction (its own `metaData`, else the read one).
-    :param operations: `check_can_write` operations of the commit (`commit_operations`).
-    :param read_paths: canonical paths of the files it read.
-    :param read_predicates: functions telling whether a file added concurrently should have been read.
-    """
+    """What the losing transaction read and wants to commit (Spark `CurrentTransactionInfo`); `actions`
+    exclude commitInfo, `metadata` is the table's after this transaction, `read_paths` are canonical."""
 
     table: str | None
     read_version: int
@@ -156,14 +124,9 @@ class CurrentTransactionInfo:
     def metadata_changed(self) -> bool:
         return any(isinstance(a, Metadata) for a in self.actions)
 
-    @property
-    def removed_paths(self) -> set[str]:
-        return {canonical_path(a.path) for a in self.actions if isinstance(a, RemoveFile)}
-
 
 def commit_operations(actions: Iterable[Action]) -> frozenset[str]:
-    """The `check_can_write` operations a commit of `actions` performs: always `commit`; `write` for new
-    data (dataChange adds, change-data files), `remove` for dataChange removes, `optimize` for rewrites."""
+    """The `check_can_write` operations a commit of `actions` performs."""
     ops = {"commit"}
     for a in actions:
         if isinstance(a, AddCDCFile) or (isinstance(a, AddFile) and a.data_change):
@@ -176,9 +139,8 @@ def commit_operations(actions: Iterable[Action]) -> frozenset[str]:
 
 
 def isolation_level(actions: Iterable[Action], configuration: Mapping[str, str | None]) -> str:
-    """The table's level (`delta.isolationLevel`, default Serializable), downgraded to SnapshotIsolation
-    when every action is a file action (or the row-tracking domain) and none changes data (Spark
-    `canDowngradeToSnapshotIsolation`): compaction and commitInfo-only commits."""
+    """`delta.isolationLevel` (default Serializable), SnapshotIsolation when no action changes data
+    (Spark `canDowngradeToSnapshotIsolation`: compaction and commitInfo-only commits)."""
     level = configuration.get(ISOLATION_LEVEL) or SERIALIZABLE
     if level not in (SERIALIZABLE, WRITE_SERIALIZABLE):
         level = SERIALIZABLE
@@ -206,13 +168,13 @@ def check_conflicts(current: CurrentTransactionInfo, winner: WinningCommitSummar
             version=winner.version,
         )
     ours = {a.domain for a in current.actions if isinstance(a, DomainMetadata)}
-    for domain in sorted(ours & winner.domains):
+    for domain in sorted(ours & {a.domain for a in winner.of(DomainMetadata)}):
         raise ConcurrentTransactionError(
             f"A conflicting metadata domain '{domain}' was set by a concurrent update ({winner.operation})",
             table=current.table,
             version=winner.version,
         )
-    for app_id in sorted(current.read_app_ids & winner.app_ids):
+    for app_id in sorted(current.read_app_ids & {a.app_id for a in winner.of(SetTransaction)}):
         raise ConcurrentTransactionError(
             f"Application transaction '{app_id}' was committed by a concurrent update ({winner.operation}): "
             "the same application is writing concurrently",
@@ -255,7 +217,7 @@ def _check_added_files(current: CurrentTransactionInfo, winner: WinningCommitSum
     blind = winner.is_blind_append
     if blind and current.isolation_level == WRITE_SERIALIZABLE and not current.metadata_changed:
         return
-    for add in winner.added_files:
+    for add in winner.of(AddFile):
         if current.read_whole_table or any(p(add) for p in current.read_predicates):
             raise ConcurrentAppendError(
                 f"Files were added to the data this transaction read by a concurrent update ({winner.operation})",
@@ -266,7 +228,7 @@ def _check_added_files(current: CurrentTransactionInfo, winner: WinningCommitSum
 
 
 def _check_removed_files(current: CurrentTransactionInfo, winner: WinningCommitSummary) -> None:
-    removed = winner.removed_files
+    removed = winner.of(RemoveFile)
     if not removed:
         return
     for remove in removed:
@@ -284,7 +246,7 @@ def _check_removed_files(current: CurrentTransactionInfo, winner: WinningCommitS
             version=winner.version,
             file=removed[0].path,
         )
-    ours = current.removed_paths
+    ours = {canonical_path(a.path) for a in current.actions if isinstance(a, RemoveFile)}
     for remove in removed:
         if canonical_path(remove.path) in ours:
             raise ConcurrentDeleteDeleteError(

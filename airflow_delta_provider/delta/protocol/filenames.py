@@ -1,8 +1,5 @@
-"""Names of the files in `_delta_log` (Spark `util/FileNames.scala`; PROTOCOL.md "Delta Log Entries").
-
-Pure functions over names. Anything that matches none of the patterns here is not part of the log
-(hidden `.crc` files, `.tmp/` directories, `*.parquet.tmp*`, `_commits/`, ...).
-"""
+"""Names of the files in `_delta_log` (Spark `FileNames`; PROTOCOL.md "Delta Log Entries"); anything
+matching no pattern here (hidden `.crc` files, `.tmp/`, `_commits/`, ...) is not part of the log."""
 
 from __future__ import annotations
 
@@ -35,11 +32,7 @@ class LogFileKind(Enum):
 
     @property
     def is_checkpoint(self) -> bool:
-        return self in (
-            LogFileKind.CHECKPOINT_CLASSIC,
-            LogFileKind.CHECKPOINT_MULTIPART,
-            LogFileKind.CHECKPOINT_UUID,
-        )
+        return self in (LogFileKind.CHECKPOINT_CLASSIC, LogFileKind.CHECKPOINT_MULTIPART, LogFileKind.CHECKPOINT_UUID)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,11 +109,3 @@ def checkpoint_name(version: int) -> str:
 
 def multipart_checkpoint_name(version: int, part: int, num_parts: int) -> str:
     return f"{version:0{VERSION_DIGITS}d}.checkpoint.{part:010d}.{num_parts:010d}.parquet"
-
-
-def version_of(name: str) -> int | None:
-    """The version a log file name starts with, if it starts with twenty digits and a dot."""
-    head = name[:VERSION_DIGITS]
-    if len(name) > VERSION_DIGITS and name[VERSION_DIGITS] == "." and head.isdigit():
-        return int(head)
-    return None

@@ -1,14 +1,12 @@
 """Commit timestamps and timestamp time travel (Spark `DeltaHistoryManager`).
 
-Pure functions over values the caller gathered. One rule for commit times, used by time travel,
-`DeltaLog.commit_timestamps()`, `history()`, `commit_summary()` and `Snapshot.timestamp`: a commit's
-time is its in-commit timestamp when in-commit timestamps are enabled at that version, else its commit
-file's modification time made strictly increasing over the retained commits, oldest first (`commit_times`).
-The raw modification time is the *file time*, reported separately.
+One rule for commit times everywhere: the in-commit timestamp when enabled at that version, else the
+commit file's time made strictly increasing over the retained commits, oldest first (`commit_times`).
 """
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import math
 from collections.abc import Sequence
@@ -20,10 +18,8 @@ _MIN_MS, _MAX_MS = -62_135_596_800_000, 253_402_300_799_999
 
 
 def to_epoch_ms(value: int | float | str | dt.datetime | dt.date, *, argument: str = "timestamp") -> int:
-    """Milliseconds since the epoch; naive datetimes and date-only strings are UTC.
-
-    Booleans, NaN, infinities and times outside the years 1..9999 raise `InvalidArgumentError` naming `argument`.
-    """
+    """Milliseconds since the epoch; naive datetimes and date-only strings are UTC; booleans, NaN,
+    infinities and times outside the years 1..9999 raise `InvalidArgumentError` naming `argument`."""
     ms: float | int | None = None
     if isinstance(value, int | float) and not isinstance(value, bool):
         ms = value if math.isfinite(value) else None
@@ -55,22 +51,12 @@ def to_epoch_ms(value: int | float | str | dt.datetime | dt.date, *, argument: s
 
 def monotonize(commits: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """Make commit times strictly increasing: if ts[i] >= ts[i+1], ts[i+1] becomes ts[i] + 1."""
-    out: list[tuple[int, int]] = []
-    prev: int | None = None
-    for version, ts in commits:
-        if prev is not None and ts <= prev:
-            ts = prev + 1
-        out.append((version, ts))
-        prev = ts
-    return out
+    return commit_times([(version, ts, None) for version, ts in commits])
 
 
 def commit_times(commits: Sequence[tuple[int, int, int | None]]) -> list[tuple[int, int]]:
-    """(version, commit time) from (version, file time, in-commit timestamp or None), oldest first.
-
-    In-commit timestamps are taken as they are (the protocol makes them increasing); file times are
-    raised to one more than the previous commit's time when they are not above it.
-    """
+    """(version, commit time) from (version, file time, in-commit timestamp or None), oldest first; a file
+    time not above the previous commit's time becomes one more than it (ICTs are increasing already)."""
     out: list[tuple[int, int]] = []
     prev: int | None = None
     for version, file_ms, ict in commits:
@@ -95,12 +81,8 @@ def active_commit_at(
     can_return_last_commit: bool = False,
     can_return_earliest_commit: bool = False,
 ) -> int:
-    """The latest version whose (monotonized) commit time is <= `timestamp_ms`.
-
-    Before the first commit: `TimestampOutOfRangeError` ("before the earliest available version").
-    After the last commit: the same error ("after the latest available version") unless
-    `can_return_last_commit`.
-    """
+    """The latest version whose (monotonized) commit time is <= `timestamp_ms`; a time before the first
+    commit, or after the last unless `can_return_last_commit`, is a `TimestampOutOfRangeError`."""
     if not commits:
         raise TimestampOutOfRangeError("The table has no commits to travel to", table=table, timestamp_ms=timestamp_ms)
     times = monotonize(commits)
@@ -124,11 +106,4 @@ def active_commit_at(
             timestamp_ms=timestamp_ms,
             nearest_ms=last_ts,
         )
-    lo, hi = 0, len(times) - 1
-    while lo < hi:  # last index with ts <= timestamp_ms
-        mid = (lo + hi + 1) // 2
-        if times[mid][1] <= timestamp_ms:
-            lo = mid
-        else:
-            hi = mid - 1
-    return times[lo][0]
+    return times[bisect.bisect_right([ts for _, ts in times], timestamp_ms) - 1][0]

@@ -1,11 +1,7 @@
 """`_delta_log/_last_checkpoint`: a hint to where listing may start, never a reason to fail.
 
-Missing, empty, unparseable or partial content gives `None` (the caller then lists from 0), as in
-delta-kernel-rs `LastCheckpointHint::try_read`; so does a `checksum` that does not match the content
-(Spark `LastCheckpointInfo.deserializeFromJson`: a torn read can still parse). A stale or dangling
-hint is handled by the caller, which checks the listing against it.
-
-Writers render the hint with `render_last_checkpoint`, checksum included (PROTOCOL.md "JSON checksum").
+Unreadable content, or a `checksum` that does not match it (a torn read can still parse), gives `None`,
+as in delta-kernel-rs `LastCheckpointHint::try_read` and Spark `LastCheckpointInfo.deserializeFromJson`.
 """
 
 from __future__ import annotations
@@ -53,11 +49,7 @@ def _leaves(value: Any, path: list[str], out: list[str]) -> None:
 
 
 def json_checksum(obj: Mapping[str, Any]) -> str:
-    """MD5 of the canonical form of `obj` (PROTOCOL.md "JSON checksum"; the top-level `checksum` is left out).
-
-    Each leaf becomes `path=value` (names and strings URL-encoded and quoted, array positions bare,
-    path segments joined by `+`); the pairs are sorted and joined by `,`.
-    """
+    """MD5 of the canonical form of `obj` (PROTOCOL.md "JSON checksum"; the top-level `checksum` left out)."""
     pairs: list[str] = []
     _leaves({k: v for k, v in obj.items() if k != CHECKSUM_KEY}, [], pairs)
     return hashlib.md5(",".join(sorted(pairs)).encode("utf-8")).hexdigest()
@@ -72,8 +64,7 @@ def render_last_checkpoint(
     v2_checkpoint: Mapping[str, Any] | None = None,
     parts: int | None = None,
 ) -> bytes:
-    """The `_last_checkpoint` content Spark writes (`LastCheckpointInfo`; `parts` for a multi-part
-    checkpoint), checksum last."""
+    """The `_last_checkpoint` content Spark writes (`LastCheckpointInfo`), checksum last."""
     obj: dict[str, Any] = {"version": version, "size": size}
     if parts is not None:
         obj["parts"] = parts

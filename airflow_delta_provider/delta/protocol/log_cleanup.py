@@ -1,50 +1,18 @@
-"""Log cleanup (Delta's metadata cleanup): which `_delta_log` files may go, decided over a listing.
+"""Log cleanup (PROTOCOL.md "Metadata Cleanup"; Spark `MetadataCleanup`): which `_delta_log` files may go (pure).
 
-PROTOCOL.md "Metadata Cleanup"; Spark `MetadataCleanup.cleanUpExpiredLogs` with
-`DeltaHistoryManager.BufferingLogDeletionIterator`. Pure: listings, times and the `_last_checkpoint`
-version come in, a `CleanupPlan` comes out; `maintenance.log_cleanup` lists, reads and deletes.
+1. Cutoff: `now - retention` truncated to the UTC day (`hour`, `minute` for tests, as in Spark).
+2. Commit times are file times made strictly increasing (`history.monotonize`), as Spark's cleanup uses
+   (no ICT read: a GET per commit); the cutoff commit is the newest at or before the cutoff, and it stays.
+3. Kept checkpoint: the newest complete one at or before the cutoff commit and `_last_checkpoint` (none:
+   nothing goes, as in Spark) whose first retained commit keeps its time, so timestamp queries answer alike.
+4. Deleted: commits, checkpoint parts and `N.crc` below it, compactions up to it, each `.<name>.crc`.
+5. checkpointProtection (version P): remove every commit below P, or leave a checkpoint right after the
+   last removed one (Spark `metadataCleanupAllowed`), else nothing goes.
+6. Sidecars older than the cutoff that no retained checkpoint names (any unknown: none go); deleted last.
+7. `keep_version` (a live lease's) bounds the kept checkpoint too.
 
-Rules, in order:
-
-1. **Cutoff** = `now - retention`, truncated down to UTC midnight (Spark's DAY granularity; `hour` and
-   `minute` exist for tests, as in Spark).
-2. **Commit times** are commit-file modification times made strictly increasing, oldest first (the
-   adjustment time travel applies, `history.monotonize`). The *cutoff commit* is the newest commit whose
-   time is at or before the cutoff. In-commit timestamps are not read: Spark's cleanup uses file times
-   too, and reading every commit for its ICT would cost a GET per commit. A table whose commit files
-   were copied (fresh mtimes) therefore keeps its log until the copies age.
-3. **Kept checkpoint**: the newest complete checkpoint (non-empty, every part: `complete_checkpoints`)
-   at or before the cutoff commit and at or before `_last_checkpoint` (no `_last_checkpoint`: nothing is
-   deleted, as in Spark), whose first retained commit keeps its time once its predecessors are gone
-   (its file time was not raised by the adjustment). Otherwise deleting older commits would move the
-   times of retained commits and a timestamp query would answer differently; Spark's iterator keeps
-   such anchors for the same reason. Unlike that iterator, which may keep a checkpoint one version past
-   the cutoff commit and delete the cutoff commit itself, the cutoff commit always stays (the spec's
-   rule): the version active at the cutoff instant remains readable.
-4. **Deleted**: every commit, checkpoint file (any part; complete, partial or empty) and `N.crc` below
-   the kept checkpoint's version; compacted files `x.y.compacted.json` with `x <=` it (spec step 3);
-   the Hadoop checksum companion `.<name>.crc` of each. Never anything at or after the kept
-   checkpoint, so never `_last_checkpoint`'s target nor the newest checkpoint.
-5. **checkpointProtection** (writer feature with `delta.requireCheckpointProtectionBeforeVersion` =
-   P > 0): the cleanup must remove every commit below P, or leave a complete checkpoint right after the
-   last commit it removes (Spark `metadataCleanupAllowed`, exception b: no checkpoint is written during
-   the cleanup); otherwise nothing is deleted.
-6. **Sidecars** in `_delta_log/_sidecars`: deleted when older than the cutoff (strictly: in-progress
-   checkpoints are young) and named by no retained classic- or UUID-named checkpoint; when any of those
-   checkpoints' references are unknown, no sidecar is deleted.
-7. **Order**: ascending version, sidecars last. A crash between deletes leaves an older prefix removed
-   and every version at or after the kept checkpoint readable.
-8. **Leases** (`protocol.leases`): with `keep_version` (the earliest version a live lease pins), the kept
-   checkpoint is also at or before it, so that version's checkpoint and every later commit stay; with no
-   complete checkpoint at or before it, nothing is deleted.
-
-Retention compatibility (`check_retention_compatibility`): a table whose `delta.logRetentionDuration` is
-shorter than its `delta.deletedFileRetentionDuration` is refused (`RetentionConflictError`). Delta >= 4.1
-refuses to set such properties (Spark `DeltaSQLConf`
-`spark.databricks.delta.vacuum.enforceDeletedFileAndLogRetentionDurationCompatibility`, true: "Throws an
-error if log retention duration is less than deletedFileRetentionDuration"): the log would lose the
-commits of versions whose files VACUUM still keeps for time travel, so time travel within the file
-retention, which VACUUM promises, would break.
+`check_retention_compatibility`: Delta >= 4.1 refuses a log retention shorter than the deleted-file
+retention (`enforceDeletedFileAndLogRetentionDurationCompatibility`): time travel VACUUM promises would break.
 """
 
 from __future__ import annotations
@@ -77,8 +45,7 @@ CHECKPOINT_PROTECTION_FEATURE = "checkpointProtection"
 _GRANULARITY_MS = {"day": 86_400_000, "hour": 3_600_000, "minute": 60_000}
 _TOP_LEVEL = (LogFileKind.CHECKPOINT_CLASSIC, LogFileKind.CHECKPOINT_UUID)
 
-#: Sidecar names each retained top-level checkpoint file references, by file name, or a function
-#: giving them (None: unknown, so no sidecar is deleted).
+#: Sidecar names each retained top-level checkpoint references, by file name or a function (None: unknown).
 SidecarRefs = Mapping[str, Collection[str]] | Callable[[ParsedLogPath], Collection[str] | None]
 
 
@@ -109,8 +76,7 @@ def checkpoint_protection_version(protocol: Protocol, metadata: Metadata) -> int
 
 
 def check_retention_compatibility(configuration: Mapping[str, str | None], *, table: str | None = None) -> None:
-    """Refuse (`RetentionConflictError`, naming both properties and their values, defaults included) a
-    table whose `delta.logRetentionDuration` is shorter than its `delta.deletedFileRetentionDuration`."""
+    """Refuse (`RetentionConflictError`) a log retention shorter than the deleted-file retention."""
     log_ms, file_ms = log_retention_ms(configuration), deleted_file_retention_ms(configuration)
     if log_ms >= file_ms:
         return
@@ -142,11 +108,8 @@ def cleanup_cutoff_ms(now_ms: int, retention_ms: float, granularity: str = "day"
 
 @dataclass(frozen=True, slots=True)
 class CleanupPlan:
-    """What a log cleanup deletes, oldest first, and what stays readable afterwards.
-
-    `reason` says why nothing is deleted (None when something is). `checkpoint_wanted` is the version
-    at which a new checkpoint would let the cleanup proceed, when no existing one does.
-    """
+    """What a log cleanup deletes, oldest first; `reason`: why nothing is; `checkpoint_wanted`: where a new
+    checkpoint would let it proceed."""
 
     cutoff_ms: int
     cutoff_commit: int | None
@@ -215,13 +178,7 @@ def plan_log_cleanup(
     table: str = "",
     keep_version: int | None = None,
 ) -> CleanupPlan:
-    """The cleanup of a `_delta_log` listing (see the module doc for the rules).
-
-    `sidecars` lists `_delta_log/_sidecars`; `protected_before` is `checkpoint_protection_version`;
-    `exclude_checkpoints` names checkpoint instances (by file names) found unreadable, which are never
-    kept; `keep_version` is a version that must stay readable (a lease's: rule 8). Raises
-    `InvalidArgumentError` for a negative or non-finite retention or an unknown granularity.
-    """
+    """The cleanup of a `_delta_log` listing; `exclude_checkpoints` names unreadable checkpoint instances."""
     cutoff = cleanup_cutoff_ms(now_ms, retention_ms, granularity)
     # one directory: path order is name order, which is version order (names start with the version)
     parsed = sorted((p for f in listing if (p := parse_log_path(f)) is not None), key=lambda p: p.file.path)

@@ -1,23 +1,10 @@
-"""Which files make version N: a validated `LogSegment` built from a listing already made.
+"""Which files make version N: a validated `LogSegment` from a listing (pure; Spark
+`SnapshotManagement.getLogSegmentForVersion`, delta-kernel-rs `LogSegment::for_snapshot`).
 
-Spark `SnapshotManagement.getLogSegmentForVersion`; delta-kernel-rs `LogSegment::for_snapshot`.
-Everything here is pure: the listing comes in, a segment or a typed error comes out.
-
-Rules, in order:
-
-1. Keep commits and checkpoints (compactions are ignored: they are optional and plain replay is the
-   reference); drop zero-length checkpoint files; drop everything above the target version.
-2. Group checkpoint files into instances. Classic and UUID-named (V2) checkpoints are complete
-   alone; a multi-part checkpoint only with every part. Pick the newest complete instance by
-   (version, classic < multi-part < V2, part count, file name) (`CheckpointInstance.compare`).
-3. Commits used are those above the checkpoint. The first must be checkpoint + 1 (or 0 with no
-   checkpoint), they must be contiguous, and the segment's version must equal the target.
-4. Policy: a checkpoint with no commit file at its own version is a complete state and loads
-   (delta-rs does the same for `table-with-domain-metadata`; Spark and the Java kernel refuse).
-   This library reports on tables; refusing a table whose state is fully described would be unhelpful.
-
-Guarantees of a `LogSegment`: `commits` are ascending and contiguous, start right after the
-checkpoint (or at 0), and end at `version`; the checkpoint, when present, is complete.
+Compactions are ignored (optional; plain replay is the reference). The newest complete checkpoint wins by
+(version, classic < multi-part < V2, parts, name); the commits after it must be contiguous and reach the
+target. A checkpoint with no commit file at its own version loads (delta-rs does; Spark refuses): the
+state it describes is complete.
 """
 
 from __future__ import annotations
@@ -105,15 +92,8 @@ class LogSegment:
 
 def parse_listing(listing: Iterable[FileInfo]) -> list[ParsedLogPath]:
     """Log files of a listing, by name; zero-length checkpoint files are dropped (Spark `getLen > 0`)."""
-    out = []
-    for info in listing:
-        parsed = parse_log_path(info)
-        if parsed is None:
-            continue
-        if parsed.kind.is_checkpoint and info.size == 0:
-            continue
-        out.append(parsed)
-    return out
+    parsed = (parse_log_path(info) for info in listing)
+    return [p for p in parsed if p is not None and not (p.kind.is_checkpoint and p.file.size == 0)]
 
 
 def complete_checkpoints(files: Iterable[ParsedLogPath]) -> list[CheckpointInstance]:
@@ -153,11 +133,7 @@ def build_log_segment(
     *,
     exclude_checkpoints: Iterable[tuple[str, ...]] = (),
 ) -> LogSegment:
-    """The segment for `version` (latest when None) from a listing of `_delta_log`.
-
-    `exclude_checkpoints` names checkpoint instances (by their file names) found unreadable, so the
-    caller can retry with an older one.
-    """
+    """The segment for `version` (latest when None); `exclude_checkpoints` names unreadable instances."""
     files = parse_listing(listing)
     excluded = set(exclude_checkpoints)
     if version is not None:

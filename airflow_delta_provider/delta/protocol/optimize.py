@@ -1,12 +1,7 @@
 """OPTIMIZE (bin-packing compaction): which files to rewrite, in which bins, and what the commit says (pure).
 
-Spark `OptimizeExecutor` (`OptimizeTableCommand.scala`): the candidates are the active files smaller
-than the target size, plus files whose deletion vector marks more than `max_deleted_rows_ratio` of their
-rows (or whose `numRecords` is unknown); per partition they are sorted by size and packed into bins of
-at most the target size; a bin of one file is dropped (rewriting it alone gains nothing). Partitions
-with fewer than `min_num_files` candidates are skipped, and, when asked, partitions whose small-file
-ratio is below a threshold. Each bin becomes one new file; the commit removes the bin's files and adds
-the new ones, all with `dataChange=false`.
+Spark `OptimizeExecutor`: per partition, candidates sorted by size are packed into bins of at most the
+target size; a bin of one file is dropped (rewriting it alone gains nothing).
 """
 
 from __future__ import annotations
@@ -22,15 +17,13 @@ from .actions import AddFile
 from .schema import HIVE_DEFAULT_PARTITION
 from .table_properties import DEFAULT_SMALL_FILE_BYTES
 
-#: delta-rs's and the issue's default when the table sets no `delta.targetFileSize`.
+#: delta-rs's default when the table sets no `delta.targetFileSize`.
 DEFAULT_TARGET_SIZE = 256 * 1024 * 1024
 TARGET_FILE_SIZE = "delta.targetFileSize"
-#: A partition needs this many candidate files to be compacted (the command layer's default too).
 DEFAULT_MIN_NUM_FILES = 2
 #: Spark `spark.databricks.delta.optimize.maxDeletedRowsRatio`.
 DEFAULT_MAX_DELETED_ROWS_RATIO = 0.05
-#: What `min_small_file_ratio` counts as small unless told, in the MiB the command layer takes
-#: (`small_file_mb`): the replay checks' `DEFAULT_SMALL_FILE_BYTES`.
+#: `DEFAULT_SMALL_FILE_BYTES` in the MiB the command layer takes (`small_file_mb`).
 DEFAULT_SMALL_FILE_MB = DEFAULT_SMALL_FILE_BYTES / 2**20
 
 _SIZE = re.compile(r"^\s*(\d+)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)?\s*$", re.IGNORECASE)
@@ -66,12 +59,8 @@ def partition_key(
     partition_columns: Iterable[str],
     physical_names: Mapping[str, str] | None = None,
 ) -> str:
-    """`a=1/b=x` in the table's partition column order ("" when unpartitioned): how reports (OPTIMIZE's,
-    the file and tombstone summaries') name a partition. A missing or null value is Hive's null partition.
-
-    `physical_names` maps a logical partition column to the key of `partition_values` (its physical name
-    under column mapping); a key missing from it is the column's own name.
-    """
+    """`a=1/b=x` in partition column order ("" when unpartitioned), null as Hive's null partition;
+    `physical_names` maps a logical column to its `partition_values` key under column mapping."""
     values = partition_values or {}
     names = physical_names or {}
     parts = []
@@ -192,15 +181,9 @@ def plan_optimize(
     predicate: str | None = None,
     physical_names: Mapping[str, str] | None = None,
 ) -> OptimizePlan:
-    """Bins of the candidate files among `files` (the active files, already filtered by the predicate).
-
-    Files are grouped by their exact `partitionValues` (keyed by physical name under column mapping:
-    `physical_names` maps the logical `partition_columns` to those keys, for the reports' names).
-
-    :param min_num_files: a partition needs at least this many candidates to be compacted.
-    :param min_small_file_ratio: compact only partitions where at least this share of the files is
-        smaller than `small_file_bytes`.
-    """
+    """Bins of the candidates among `files` (active files the predicate kept), grouped by exact
+    `partitionValues`; a partition with fewer than `min_num_files` candidates, or (`min_small_file_ratio`)
+    too small a share of files under `small_file_bytes`, is left alone."""
     if isinstance(min_num_files, bool) or not isinstance(min_num_files, int) or min_num_files < 1:
         raise InvalidArgumentError(
             f"min_num_files must be an integer >= 1, got {min_num_files!r}", argument="min_num_files"
@@ -255,8 +238,7 @@ def pack(files: Sequence[AddFile], max_bin_size: int) -> list[list[AddFile]]:
 
 
 def commit_batches(bins: Sequence[Bin], max_commit_bytes: int | None) -> list[list[Bin]]:
-    """Consecutive bins grouped into commits of at most `max_commit_bytes` input bytes (one commit when
-    None); a bin larger than the bound is a batch of its own."""
+    """Consecutive bins in commits of at most `max_commit_bytes` input bytes (one commit when None)."""
     if max_commit_bytes is None:
         return [list(bins)] if bins else []
     return next_fit(bins, lambda b: b.num_bytes, max_commit_bytes)

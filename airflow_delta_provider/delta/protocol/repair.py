@@ -1,11 +1,7 @@
 """Repair (FSCK): drop from the table the active files storage no longer holds (pure).
 
-Databricks `FSCK REPAIR TABLE` and delta-rs `filesystem_check.rs` (`DeltaTable.repair`): each active file
-whose data file is gone is removed in one commit, operation `FSCK` with no parameters, `dataChange=true`
-removes (the rows are gone from the table, so readers of changes see them go) stamped now and carrying the
-add's partition values, size, tags, deletion vector and row-tracking fields (PROTOCOL.md "Add File and Remove
-File": a remove's key, path and deletion vector, must match the add's). delta-rs's metrics are kept
-(`dry_run`, `files_removed` as a JSON list of the logged paths) with `numFilesRemoved` beside them.
+Databricks `FSCK REPAIR TABLE`, delta-rs `DeltaTable.repair`: one commit of `dataChange=true` removes
+(the rows are gone, so readers of changes see them go).
 """
 
 from __future__ import annotations
@@ -36,8 +32,7 @@ def operation_metrics(removed: Sequence[AddFile]) -> dict[str, Any]:
 
 
 def rows_lost(files: Sequence[AddFile]) -> int | None:
-    """Rows the table loses with `files` (their `numRecords` less deletion-vector cardinalities), None when
-    a file's stats do not say."""
+    """Rows the table loses with `files` (`numRecords` less DV cardinalities), None when stats do not say."""
     total = 0
     for f in files:
         n = num_records(f)

@@ -1,18 +1,7 @@
 """`InMemoryLogReplay`: reconcile actions into a table state (PROTOCOL.md "Action Reconciliation").
 
-Pure and single-threaded, as Delta's `actions/InMemoryLogReplay.scala`. The local engine replays the
-commits after a checkpoint with it; the Spark engine runs it once per partition of actions
-repartitioned by file identity. Rules:
-
-* versions are appended in order (`append` asserts version = previous + 1);
-* the latest `protocol` and `metaData` win; `txn` latest per `appId`; `domainMetadata` latest per
-  domain, `removed=true` deleting it;
-* `add` makes its key (path + DV id) active with `dataChange=false` and clears a tombstone for it;
-  `remove` drops the key from the active set and records a tombstone with `dataChange=false`;
-* `commitInfo`, `cdc` and checkpoint bookkeeping are not part of the state.
-
-Retention is applied to the resolved state, never during replay (an expired newest `txn` must not
-resurrect an older one).
+Pure, as Delta's `InMemoryLogReplay.scala`. Retention is applied to the resolved state, never during
+replay (an expired newest `txn` must not resurrect an older one).
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """RESTORE: what putting a table back to an older version commits (pure).
 
-Delta Spark `RestoreTableCommand` (`commands/RestoreTableCommand.scala`): the files of the version to
-restore that the latest version does not hold are added back, copied from that version with
-`dataChange=true`; the latest version's files that the version to restore does not hold are removed
-(`dataChange=true`). Files are told apart by their identity, path plus deletion vector (PROTOCOL.md
+Delta Spark `RestoreTableCommand`. Files are told apart by path plus deletion vector (PROTOCOL.md
 "Action Reconciliation"), so a file whose deletion vector changed since is removed with its new vector and
-added back with its old one. A file to add back that storage no longer holds (vacuumed, deleted by hand)
-refuses the restore, naming up to 100 of them (`DeltaErrors.restoreMissedDataFilesError`), unless the
-caller accepts a partial restore (Spark's `spark.sql.files.ignoreMissingFiles`), which leaves them out.
-
-The metadata becomes the restored version's; the protocol is never downgraded: it is the restored
-version's merged with the latest (`Protocol.merge`: the higher versions, every feature either supports).
-The commit's operation is `RESTORE` with parameters `version` and `timestamp` and Spark's metrics
-(`tableSizeAfterRestore`, `numOfFilesAfterRestore`, `numRemovedFiles`, `numRestoredFiles`,
-`removedFilesSize`, `restoredFilesSize`).
+added back with its old one. The protocol is never downgraded (Spark `Protocol.merge`).
 """
 
 from __future__ import annotations
@@ -34,10 +23,8 @@ _LEGACY_READER_WRITER_FEATURES = frozenset({"columnMapping"})
 
 
 class RestoreMissingFilesError(DeltaError):
-    """Files the version to restore needs are gone from storage (vacuumed, or deleted by hand): the restored
-    table could not be read. `missing_files` names up to 100 of them (data files, or data files whose
-    deletion vector file is gone), `num_missing` counts them; `version` is the version to restore. Nothing
-    was committed; restore a more recent version, or accept a partial restore (`allow_partial`)."""
+    """Files the version to restore needs are gone from storage; `missing_files` names up to 100 of them,
+    `num_missing` counts them, `version` is the version to restore. Nothing was committed."""
 
     error_class = "DELTA_RESTORE_MISSING_FILES"
     extra_fields = ("missing_files", "num_missing")
@@ -57,9 +44,7 @@ class RestoreMissingFilesError(DeltaError):
 
 
 class RestorePlanRefusedError(InvalidArgumentError):
-    """A RESTORE plan (an earlier dry run's) that the table as it is now would not give: made for another
-    table, or at a version the table never reached, or the files it would add back, remove or leave out
-    differ from a fresh plan's (the table moved). Nothing was committed: plan again."""
+    """An earlier dry run's RESTORE plan that the table as it is now would not give. Nothing was committed."""
 
     error_class = "DELTA_RESTORE_PLAN_REFUSED"
 
@@ -69,9 +54,8 @@ for _cls in (RestoreMissingFilesError, RestorePlanRefusedError):
 
 
 def restore_diff(target: Iterable[AddFile], latest: Iterable[AddFile]) -> tuple[list[AddFile], list[AddFile]]:
-    """(files to add back, files to remove), each sorted by path: the target's files the latest version
-    does not hold, copied with `dataChange=true`, and the latest version's files the target does not hold
-    (Spark's two left-anti joins on path and deletion vector id)."""
+    """(files to add back with `dataChange=true`, files to remove), each sorted by path (Spark's two
+    left-anti joins on path and deletion vector id)."""
     target_files = {f.key: f for f in target}
     latest_files = {f.key: f for f in latest}
     to_add = [f.with_data_change(True) for k, f in target_files.items() if k not in latest_files]
@@ -92,9 +76,8 @@ def _implicit_features(protocol: Protocol) -> frozenset[str]:
 
 
 def merge_protocols(restored: Protocol, latest: Protocol) -> Protocol:
-    """The protocol a RESTORE commits (Spark `Protocol.merge`): the higher reader and writer versions, and
-    when they list features, every feature either protocol supports, explicitly or by its legacy versions
-    (`columnMapping` as a reader feature too at reader version 3). Never a downgrade of `latest`."""
+    """The protocol a RESTORE commits (Spark `Protocol.merge`): the higher versions and every feature
+    either protocol supports, explicitly or by its legacy versions. Never a downgrade of `latest`."""
     reader = max(restored.min_reader_version, latest.min_reader_version)
     writer = max(restored.min_writer_version, latest.min_writer_version)
     if reader < 3 and writer < 7:
@@ -117,8 +100,7 @@ def merge_protocols(restored: Protocol, latest: Protocol) -> Protocol:
 
 
 def operation_parameters(version: int | None, timestamp: str | None) -> dict[str, Any]:
-    """commitInfo.operationParameters of a RESTORE (Spark `DeltaOperations.Restore`): the version asked for
-    (as text) or the timestamp, the other null."""
+    """commitInfo.operationParameters of a RESTORE (Spark `DeltaOperations.Restore`)."""
     return {"version": None if version is None else str(version), "timestamp": timestamp}
 
 
@@ -167,8 +149,7 @@ class RestorePlan:
     protocol: Protocol | None = None
     metadata_changed: bool = False
     protocol_changed: bool = False
-    #: the version to restore was committed before the table's deleted-file retention: its removed files
-    #: may have been vacuumed (Delta >= 4.1 refuses time travel there)
+    #: committed before the deleted-file retention: its removed files may have been vacuumed
     beyond_file_retention: bool = False
 
     @property
@@ -188,7 +169,7 @@ class RestorePlan:
         return operation_parameters(None if self.timestamp is not None else self.target_version, self.timestamp)
 
     def to_dict(self) -> dict[str, Any]:
-        """The plan as JSON: what `check_plan` compares a fresh plan with when a dry run is applied later."""
+        """The plan as JSON: what `check_plan` compares a fresh plan with."""
         return {
             "table": self.table,
             "table_id": self.table_id,
@@ -222,9 +203,8 @@ def check_missing(plan: RestorePlan, allow_partial: bool) -> None:
 
 
 def check_plan(planned: Mapping[str, Any], fresh: RestorePlan) -> None:
-    """Refuse (`RestorePlanRefusedError`) applying `planned` (an earlier dry run's `RestorePlan.to_dict()`)
-    unless a plan made now against the latest version (`fresh`) commits the same thing: same table, same
-    version to restore, the same files added back, removed and left out."""
+    """Refuse (`RestorePlanRefusedError`) applying `planned` (a dry run's `RestorePlan.to_dict()`) unless
+    `fresh`, planned now, commits the same thing."""
 
     def refuse(why: str) -> RestorePlanRefusedError:
         return RestorePlanRefusedError(
