@@ -1,30 +1,19 @@
-"""The reconciled file set of a snapshot, held as Arrow tables.
+"""The reconciled file set of a snapshot, held as Arrow tables (no Python object per file).
 
-A checkpoint of a million files stays a million rows in a few Arrow buffers: no Python object per
-file until someone asks for one. Stats stay raw JSON strings; partition values stay strings until
-typed by the file index.
-
-`FileState.apply(replay)` is reconciliation in bulk: the commits after a base state are replayed
-with `InMemoryLogReplay`; every key the replay touched supersedes the base's entry for that key
-(the replay holds its final action: an add or a tombstone, never both), and everything else in the
-base stands. That equals replaying base and commits together, because a checkpoint is itself a
-reconciled state.
+Stats stay raw JSON strings; partition values stay strings until the file index types them.
+`FileState.apply(replay)` reconciles in bulk: every key the later replay touched supersedes the base's
+entry for it, the rest of the base stands (a checkpoint is itself a reconciled state).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 
-from ..protocol.actions import (
-    KEY_SEPARATOR,
-    AddFile,
-    DeletionVectorDescriptor,
-    RemoveFile,
-)
+from ..protocol.actions import KEY_SEPARATOR, AddFile, RemoveFile
 from ..protocol.replay import InMemoryLogReplay
 from . import arrow_compute as pc
 from .aggregates import DEFAULT_SMALL_FILE_BYTES, FileSummary, TombstoneSummary
@@ -72,6 +61,7 @@ REMOVE_SCHEMA = pa.schema(
         ("defaultRowCommitVersion", pa.int64()),
     ]
 )
+_CAMEL = re.compile(r"([A-Z])")
 
 
 def empty_table(schema: pa.Schema) -> pa.Table:
@@ -82,18 +72,15 @@ def empty_table(schema: pa.Schema) -> pa.Table:
 def conform(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array | pa.ChunkedArray:
     """`array` cast to `target`, structs matched by child name (missing children become nulls)."""
     if isinstance(array, pa.ChunkedArray):
-        chunks = [conform(c, target) for c in array.chunks]
-        return pa.chunked_array(chunks, type=target)
+        return pa.chunked_array([conform(c, target) for c in array.chunks], type=target)
     if array.type == target:
         return array
     if pa.types.is_struct(target) and pa.types.is_struct(array.type):
         names = {array.type.field(i).name for i in range(array.type.num_fields)}
-        children = []
-        for f in target:
-            if f.name in names:
-                children.append(conform(array.field(f.name), f.type))
-            else:
-                children.append(pa.nulls(len(array), type=f.type, memory_pool=POOL))
+        children = [
+            conform(array.field(f.name), f.type) if f.name in names else pa.nulls(len(array), f.type, memory_pool=POOL)
+            for f in target
+        ]
         if array.null_count == 0:
             return pa.StructArray.from_arrays(children, fields=list(target))
         if array.offset == 0:  # reuse the validity bitmap (a `mask=` goes through pyarrow.compute)
@@ -104,8 +91,7 @@ def conform(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array 
 
 def conform_table(struct_column: pa.ChunkedArray | pa.Array, schema: pa.Schema) -> pa.Table:
     """A table of `schema` from a column of action structs whose null rows were already dropped."""
-    target = pa.struct(list(schema))
-    conformed = conform(struct_column, target)
+    conformed = conform(struct_column, pa.struct(list(schema)))
     if isinstance(conformed, pa.ChunkedArray):
         conformed = conformed.combine_chunks(POOL) if conformed.num_chunks != 1 else conformed.chunk(0)
     if len(conformed) == 0:
@@ -122,87 +108,53 @@ def key_column(table: pa.Table) -> pa.ChunkedArray:
     for prefix in ("file:///", "file://localhost/"):
         hits = pc.starts_with(path, prefix)
         if pc.any(hits).as_py():
-            path = pc.if_else(
-                hits,
-                pc.binary_join_element_wise(string_scalar("file:/"), pc.utf8_slice_codeunits(path, len(prefix)), empty),
-                path,
-            )
+            rest = pc.utf8_slice_codeunits(path, len(prefix))
+            path = pc.if_else(hits, pc.binary_join_element_wise(string_scalar("file:/"), rest, empty), path)
     dv = table.column("deletionVector")
     storage = pc.struct_field(dv, "storageType")
     if pc.all(pc.is_null(storage)).as_py():
         return path
-    inline = pc.struct_field(dv, "pathOrInlineDv")
     offset = pc.struct_field(dv, "offset")
-    uid = pc.binary_join_element_wise(storage, pc.fill_null(inline, empty), empty)
+    uid = pc.binary_join_element_wise(storage, pc.fill_null(pc.struct_field(dv, "pathOrInlineDv"), empty), empty)
     with_offset = pc.binary_join_element_wise(uid, pc.cast(offset, pa.string()), string_scalar("@"))
     uid = pc.if_else(pc.is_null(offset), uid, with_offset)
     keyed = pc.binary_join_element_wise(path, uid, string_scalar(KEY_SEPARATOR))
     return pc.if_else(pc.is_null(storage), path, keyed)
 
 
-def _dv_json(dv: DeletionVectorDescriptor | None) -> dict[str, Any] | None:
-    return None if dv is None else dv.to_json()
-
-
-def _opt_map(value: Any) -> Any:
-    return None if value is None else value.items()
+def _actions_to_table(actions: Iterable[AddFile | RemoveFile], schema: pa.Schema) -> pa.Table:
+    """A table of `schema` from action objects, built column by column (no pandas, no row dicts)."""
+    rows = list(actions)
+    if not rows:
+        return empty_table(schema)
+    columns = []
+    for f in schema:
+        values = [getattr(r, _CAMEL.sub(r"_\1", f.name).lower()) for r in rows]  # partitionValues: partition_values
+        if f.type == DV_TYPE:
+            values = [None if dv is None else dv.to_json() for dv in values]
+        columns.append(column(values, f.type))
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def adds_to_table(adds: Iterable[AddFile]) -> pa.Table:
-    """An ADD_SCHEMA table of `adds`, built column by column (no pandas, no row dicts)."""
-    a = list(adds)
-    if not a:
-        return empty_table(ADD_SCHEMA)
-    f = ADD_SCHEMA.field
-    columns = [
-        string_array([x.path for x in a]),
-        column([x.partition_values.items() for x in a], f("partitionValues").type),
-        int_array([x.size for x in a]),
-        int_array([x.modification_time for x in a]),
-        column([x.data_change for x in a], pa.bool_()),
-        string_array([x.stats for x in a]),
-        column([_opt_map(x.tags) for x in a], f("tags").type),
-        column([_dv_json(x.deletion_vector) for x in a], DV_TYPE),
-        int_array([x.base_row_id for x in a]),
-        int_array([x.default_row_commit_version for x in a]),
-        string_array([x.clustering_provider for x in a]),
-    ]
-    return pa.Table.from_arrays(columns, schema=ADD_SCHEMA)
+    """An ADD_SCHEMA table of `adds`."""
+    return _actions_to_table(adds, ADD_SCHEMA)
 
 
 def removes_to_table(removes: Iterable[RemoveFile]) -> pa.Table:
-    """A REMOVE_SCHEMA table of `removes`, built column by column."""
-    r = list(removes)
-    if not r:
-        return empty_table(REMOVE_SCHEMA)
-    f = REMOVE_SCHEMA.field
-    columns = [
-        string_array([x.path for x in r]),
-        int_array([x.deletion_timestamp for x in r]),
-        column([x.data_change for x in r], pa.bool_()),
-        column([x.extended_file_metadata for x in r], pa.bool_()),
-        column([_opt_map(x.partition_values) for x in r], f("partitionValues").type),
-        int_array([x.size for x in r]),
-        string_array([x.stats for x in r]),
-        column([_opt_map(x.tags) for x in r], f("tags").type),
-        column([_dv_json(x.deletion_vector) for x in r], DV_TYPE),
-        int_array([x.base_row_id for x in r]),
-        int_array([x.default_row_commit_version for x in r]),
-    ]
-    return pa.Table.from_arrays(columns, schema=REMOVE_SCHEMA)
+    """A REMOVE_SCHEMA table of `removes`."""
+    return _actions_to_table(removes, REMOVE_SCHEMA)
 
 
 def iter_adds(table: pa.Table) -> Iterator[AddFile]:
     """`AddFile` objects for the rows of an ADD_SCHEMA table (made on demand)."""
     for batch in table.to_batches(max_chunksize=65536):
-        for row in batch.to_pylist():
-            yield AddFile.from_json(row)
+        yield from map(AddFile.from_json, batch.to_pylist())
 
 
 def iter_removes(table: pa.Table) -> Iterator[RemoveFile]:
     for batch in table.to_batches(max_chunksize=65536):
-        for row in batch.to_pylist():
-            yield RemoveFile.from_json(row)
+        yield from map(RemoveFile.from_json, batch.to_pylist())
 
 
 def _aliases(key: str) -> list[str]:
@@ -214,9 +166,8 @@ def _aliases(key: str) -> list[str]:
     return [path]
 
 
-#: Base tables with at least this many rows get a sorted path index on the first incremental update,
-#: so later updates look their keys up by binary search instead of scanning every path with `is_in`
-#: (1M paths: ~0.9 s once to sort, then ~2 ms per update instead of ~15 ms).
+#: Base tables with at least this many rows get a sorted path index on the first incremental update
+#: (1M paths: ~0.9 s once to sort, then ~2 ms per update instead of ~15 ms for an `is_in` scan).
 PATH_INDEX_MIN_ROWS = 100_000
 
 
@@ -239,9 +190,8 @@ class _PathIndex:
 def _matching_rows(table: pa.Table, keys: Collection[str], index: _PathIndex | None = None) -> list[int]:
     """Sorted indices of the rows of `table` whose file identity is in `keys`.
 
-    Exact keys are computed only for rows whose raw path could match (a hash lookup on the logged
-    path first, or `index`'s binary search), so a few touched keys cost one pass over the path
-    column at most, not a key per row.
+    Exact keys are computed only for rows whose raw path could match (a hash lookup, or `index`'s binary
+    search), so a few touched keys cost one pass over the path column at most.
     """
     if not table.num_rows or not keys:
         return []
@@ -259,32 +209,18 @@ def _matching_rows(table: pa.Table, keys: Collection[str], index: _PathIndex | N
     return pc.filter(idx, exact).to_pylist()
 
 
-def _drop_keys(table: pa.Table, keys: list[str]) -> pa.Table:
-    """`table` without the rows whose file identity is in `keys`."""
-    drop = _matching_rows(table, keys)
-    if not drop:
-        return table
-    return take_rows(table, _keep_indices(table.num_rows, drop))
-
-
 def _keep_indices(num_rows: int, drop: Collection[int]) -> pa.Array:
     """Row indices 0..num_rows-1 except those in `drop`."""
-    return pc.indices_nonzero(_keep_mask(num_rows, drop))
-
-
-def _keep_mask(num_rows: int, drop: Collection[int]) -> pa.BooleanArray:
-    """A mask of `num_rows` values, false exactly at the row indices in `drop`."""
     keep = bytearray(b"\x01") * num_rows
     for i in drop:
         keep[i] = 0
-    return bools_from_bytes(keep)
+    return pc.indices_nonzero(bools_from_bytes(keep))
 
 
 def take_rows(table: pa.Table, indices: pa.Array) -> pa.Table:
     """`table.take(indices)`, with all-null columns rebuilt instead of gathered.
 
-    `take` rather than `filter`: filtering a string column with a mostly-true mask is about 20x
-    slower in Arrow than gathering the same rows by index.
+    `take` rather than `filter`: filtering a string column with a mostly-true mask is about 20x slower.
     """
     n = len(indices)
     columns = [
@@ -292,6 +228,10 @@ def take_rows(table: pa.Table, indices: pa.Array) -> pa.Table:
         for col in table.columns
     ]
     return pa.Table.from_arrays(columns, schema=table.schema)
+
+
+def _without_rows(table: pa.Table, drop: Collection[int]) -> pa.Table:
+    return take_rows(table, _keep_indices(table.num_rows, drop)) if drop else table
 
 
 def fill_stats(adds: pa.Table, loaded: pa.Table) -> pa.Table:
@@ -318,8 +258,8 @@ def _merge_file_actions(first: InMemoryLogReplay, then: InMemoryLogReplay) -> In
     return merged
 
 
+#: Returns (key, stats) for files whose stats were not read with the rest (checkpoint rows).
 StatsLoader = Callable[[], pa.Table]
-"""Returns (key, stats) for files whose stats were not read with the rest (checkpoint rows)."""
 
 
 @dataclass
@@ -334,15 +274,12 @@ class _Resolved:
 
 
 def _union(sorted_rows: list[int], more: list[int]) -> list[int]:
-    """`sorted_rows` with `more` merged in (the same list when nothing is new: appends touch no base row)."""
-    if not more:
-        return sorted_rows
-    return sorted({*sorted_rows, *more})
+    return sorted({*sorted_rows, *more}) if more else sorted_rows
 
 
 def _replace_rows(table: pa.Table, keys: Collection[str], rows: pa.Table) -> pa.Table:
     """`table` without the rows keyed in `keys`, then `rows` (chunks combined now and then)."""
-    kept = _drop_keys(table, list(keys))
+    kept = _without_rows(table, _matching_rows(table, keys))
     out = pa.concat_tables([kept, rows]) if rows.num_rows else kept
     return out.combine_chunks(POOL) if out.column(0).num_chunks > 32 else out
 
@@ -356,22 +293,18 @@ def _sum(column: pa.ChunkedArray | pa.Array) -> int:
 
 
 def _count_after(ts: pa.ChunkedArray | pa.Array, cutoff_ms: int) -> int:
-    if not len(ts):
-        return 0
-    ts = pc.fill_null(ts, int64_scalar(0))
-    return int(pc.sum(pc.greater(ts, int64_scalar(cutoff_ms))).as_py() or 0)
+    return _sum(pc.greater(pc.fill_null(ts, int64_scalar(0)), int64_scalar(cutoff_ms))) if len(ts) else 0
 
 
 class FileState:
     """Active files and tombstones of one version, columnar.
 
-    `apply` is lazy: it records the later replay on top of a materialized base. The first question
-    resolves it into "base rows minus the rows whose key the replay touched, plus the replay's
-    rows" without copying the base: counts, sizes and tombstone counts are answered from that;
-    the `adds`/`removes` tables are assembled only when asked for. Repeated `apply` calls (one per
-    incremental `update()`) keep the same base and merge the replays, and a resolved parent state
-    lets the next one look up only the keys its own commits touched. Checkpoint stats may be left
-    unread (`stats_loader`); `adds_with_stats` joins them back by file identity when someone asks.
+    `apply` is lazy: the first question resolves "base rows minus the rows whose key the replay touched,
+    plus the replay's rows" without copying the base, and counts and sizes are answered from that; the
+    `adds`/`removes` tables are assembled only when asked for. Repeated `apply` calls (incremental
+    `update()`) keep the base and merge the replays, and a resolved parent lets the next state look up only
+    the keys its own commits touched. Checkpoint stats may be left unread (`stats_loader`) until
+    `adds_with_stats` joins them back by file identity.
     """
 
     def __init__(
@@ -408,8 +341,7 @@ class FileState:
     def apply(self, replay: InMemoryLogReplay, *, tables: tuple[pa.Table, pa.Table] | None = None) -> FileState:
         """This state with a later replay's file actions reconciled on top (computed lazily).
 
-        `tables` are `adds_to_table`/`removes_to_table` of the replay, when the caller built them already
-        (the local engine does while its checkpoint is still being read).
+        `tables` are `adds_to_table`/`removes_to_table` of the replay, when the caller built them already.
         """
         if not replay.active_files and not replay.tombstones:
             return self
@@ -484,16 +416,12 @@ class FileState:
         base = self._base
         r = self._resolve()
         assert base is not None and r is not None
-        adds, removes = base.adds, base.removes
-        if r.drop_adds:
-            adds = take_rows(adds, _keep_indices(adds.num_rows, r.drop_adds))
-        if r.drop_removes:
-            removes = take_rows(removes, _keep_indices(removes.num_rows, r.drop_removes))
+        adds = _without_rows(base.adds, r.drop_adds)
+        removes = _without_rows(base.removes, r.drop_removes)
         self._adds = pa.concat_tables([adds, r.new_adds]) if r.new_adds.num_rows else adds
         self._removes = pa.concat_tables([removes, r.new_removes]) if r.new_removes.num_rows else removes
         self._stats_loader = base._stats_loader
-        self._base = self._replay = None
-        self._resolved = None
+        self._base = self._replay = self._resolved = None
 
     @property
     def adds(self) -> pa.Table:
@@ -556,9 +484,9 @@ class FileState:
         sizes = pc.fill_null(sizes, int64_scalar(0))
         minmax = pc.min_max(sizes).as_py()
         out.num_files = len(sizes)
-        out.size_bytes = int(pc.sum(sizes).as_py() or 0)
+        out.size_bytes = _sum(sizes)
         out.min_size, out.max_size = minmax["min"], minmax["max"]
-        out.small_files = int(pc.sum(pc.less(sizes, int64_scalar(small_file_bytes))).as_py() or 0)
+        out.small_files = _sum(pc.less(sizes, int64_scalar(small_file_bytes)))
         return out
 
     def uncache(self) -> None:
@@ -573,9 +501,8 @@ class FileState:
         r = self._resolve()
         if r is None:
             return _count_after(self.removes.column("deletionTimestamp"), cutoff_ms)
-        base = self._base
-        assert base is not None
-        ts = base.removes.column("deletionTimestamp")
+        assert self._base is not None
+        ts = self._base.removes.column("deletionTimestamp")
         count = _count_after(ts, cutoff_ms) + _count_after(r.new_removes.column("deletionTimestamp"), cutoff_ms)
         if r.drop_removes:
             count -= _count_after(pc.take(ts, int_array(r.drop_removes)), cutoff_ms)
