@@ -1,19 +1,10 @@
 """What the sensor and its trigger decide, without Airflow: probe a table's version, judge it, classify errors.
 
-`last_version` and `as_version` (reading XCom results and templated versions) live with the other
-argument parsers in `commands.arguments`, and are re-exported here.
-
-A probe reads `_last_checkpoint` and the `_delta_log` listing only (`DeltaLog.latest_version`), never
-checkpoints or data; a poll that finds new versions lists the log from the first of them once and reads
-their commit files, to tell data from maintenance commits (`read_commits`, `last_data_version`).
-
-**Maintenance commits are not data.** A commit that changes no data (`commands.commit_checks.changes_data`
-is false: every `add`/`remove` with `dataChange` false, as OPTIMIZE and statistics backfills write them,
-or no file action at all, as VACUUM START/END) fires nothing unless `include_maintenance=True`. PROTOCOL.md
-("Add File and Remove File"): `dataChange` false means the actions "only rearrange existing data or add
-new statistics", so "streaming queries that are tailing the transaction log can use this flag to skip
-actions that would not affect the final results". A `metaData` or `protocol` commit (a schema or property
-change, the table's creation) is not maintenance.
+A probe reads `_last_checkpoint` and the `_delta_log` listing only; a poll that finds new versions reads
+their commit files to tell data from maintenance. A commit that changes no data (every file action
+`dataChange` false, as OPTIMIZE writes, or none, as VACUUM START/END) fires nothing unless
+`include_maintenance=True`: PROTOCOL.md "Add File and Remove File" lets tailing readers skip such actions.
+`as_version` and `last_version` live in `commands.arguments` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -25,7 +16,14 @@ from typing import Any
 from .commands.arguments import as_version, last_version
 from .commands.commit_checks import changes_data
 from .delta.delta_log import DeltaLog
-from .delta.errors import DeltaError, StorageError, TableNotFoundError, VersionNotFoundError
+from .delta.errors import (
+    DeltaError,
+    InvalidArgumentError,
+    StorageError,
+    TableNotFoundError,
+    TableRecreatedError,
+    VersionNotFoundError,
+)
 from .delta.protocol.actions import Action, AddCDCFile, AddFile, CommitInfo, RemoveFile
 from .delta.protocol.filenames import LogFileKind, ParsedLogPath
 from .delta.protocol.log_segment import parse_listing
@@ -41,10 +39,12 @@ __all__ = [
     "is_transient",
     "last_data_version",
     "last_version",
+    "probe_table",
     "probe_version",
     "read_commits",
     "since_last",
     "version_event",
+    "wait_event",
 ]
 
 #: At most this many versions in one watcher event: a longer backlog fires several events in a row.
@@ -55,13 +55,39 @@ MAX_EVENT_PARTITIONS = 100
 Partition = tuple[tuple[str, str | None], ...]
 
 
+def storage_options(table_uri: str, storage_conn_id: str | None) -> dict[str, Any]:
+    """The storage options of `storage_conn_id` for the table ({} without a connection)."""
+    if not storage_conn_id:
+        return {}
+    from .hooks.delta import DeltaTableHook
+
+    return DeltaTableHook(table_uri, storage_conn_id).storage_options()
+
+
 def condition_met(version: int, target_version: int | None, newer_than: int | None, baseline: int | None) -> bool:
-    """Whether `version` satisfies the sensor: `>= target_version`, else `> newer_than`, else `> baseline`."""
+    """Whether `version` satisfies the wait: `>= target_version`, else `> newer_than`, else `> baseline`."""
     if target_version is not None:
         return version >= target_version
     if newer_than is not None:
         return version > newer_than
     return baseline is not None and version > baseline
+
+
+def recreated(version: int, target_version: int | None, newer_than: int | None, baseline: int | None) -> bool:
+    """Whether `version` went below the version waited past: the table was recreated. A `target_version`
+    wait cannot tell (a lower version is simply not there yet)."""
+    reference = newer_than if newer_than is not None else baseline
+    return target_version is None and reference is not None and version < reference
+
+
+def recreation_error(table_uri: str, version: int, newer_than: int | None, baseline: int | None) -> TableRecreatedError:
+    what = f"newer_than={newer_than}" if newer_than is not None else f"the baseline version {baseline}"
+    return TableRecreatedError(
+        f"the latest version {version} is below {what}: the table was deleted and recreated (or the version "
+        "waited past belongs to another table); allow_recreation=True fires on the new table's versions",
+        table=table_uri,
+        version=version,
+    )
 
 
 def probe_version(table_uri: str, storage_options: Mapping[str, Any], *, wait_for_table: bool = True) -> int | None:
@@ -72,6 +98,27 @@ def probe_version(table_uri: str, storage_options: Mapping[str, Any], *, wait_fo
         if wait_for_table:
             return None
         raise
+
+
+def probe_table(table_uri: str, storage_options: dict[str, Any], *, wait_for_table: bool = True) -> int | None:
+    """`probe_version`, telling a misconfigured location from a table not created yet: a malformed S3
+    endpoint is an `InvalidArgumentError` before any request, a missing bucket a `BucketNotFoundError`
+    (one HEAD of the bucket, only while the table is missing)."""
+    from .hooks.delta import check_bucket, check_endpoint
+
+    check_endpoint(table_uri, storage_options)
+    try:
+        version = probe_version(table_uri, storage_options, wait_for_table=wait_for_table)
+    except TableNotFoundError:
+        check_bucket(table_uri, storage_options)
+        raise
+    except ValueError as exc:  # botocore's "Invalid endpoint: ..." for an endpoint check_endpoint let through
+        if isinstance(exc, DeltaError) or "endpoint" not in str(exc).lower():
+            raise
+        raise InvalidArgumentError(f"storage endpoint: {exc}", argument="endpoint_url", table=table_uri) from None
+    if version is None:
+        check_bucket(table_uri, storage_options)
+    return version
 
 
 def version_event(table_uri: str, storage_options: Mapping[str, Any], version: int) -> dict[str, Any]:
@@ -86,6 +133,42 @@ def version_event(table_uri: str, storage_options: Mapping[str, Any], version: i
     }
 
 
+def wait_event(
+    table_uri: str,
+    storage_options: Mapping[str, Any],
+    version: int,
+    *,
+    target_version: int | None,
+    newer_than: int | None,
+    baseline: int | None,
+    scanned: int | None,
+    allow_recreation: bool,
+    include_maintenance: bool,
+) -> tuple[dict[str, Any] | None, int | None]:
+    """A wait's poll at the probed latest `version`: (its event, None to keep waiting; the new `scanned`).
+
+    Without a target, the event names the newest version after the reference that changes data (unless
+    `include_maintenance`); `scanned` marks versions up to which only maintenance commits were found, so
+    they are not read again. A table recreated below the reference fires with `"recreated": True` under
+    `allow_recreation`, else raises `TableRecreatedError`.
+    """
+    if recreated(version, target_version, newer_than, baseline):
+        if not allow_recreation:
+            raise recreation_error(table_uri, version, newer_than, baseline)
+        return {**version_event(table_uri, storage_options, version), "recreated": True}, scanned
+    if not condition_met(version, target_version, newer_than, baseline):
+        return None, scanned
+    if target_version is None and not include_maintenance:
+        reference = newer_than if newer_than is not None else baseline
+        assert reference is not None  # condition_met holds without a target
+        after = scanned if scanned is not None and reference <= scanned < version else reference
+        found = last_data_version(table_uri, storage_options, after, version)
+        if found is None:
+            return None, version
+        version = found
+    return version_event(table_uri, storage_options, version), scanned
+
+
 def is_transient(exc: BaseException) -> bool:
     """Errors worth retrying: throttling, timeouts, connection resets. Auth errors and a corrupt log are not."""
     if isinstance(exc, StorageError):
@@ -98,12 +181,8 @@ def is_transient(exc: BaseException) -> bool:
 # -- new commits: data or maintenance -------------------------------------------------------------------
 @dataclass(frozen=True)
 class Commit:
-    """What a watcher needs to know about one new version.
-
-    `data`: the commit changes data (`changes_data`); `partitions`: the partition values its file actions
-    touched (those with `dataChange` true, else all of them), empty for an unpartitioned table or a commit
-    without file actions, None when unknown (its commit file is gone from the log).
-    """
+    """One new version for a watcher: `data` (it changes data); `partitions`, the partition values its file
+    actions touched (those with `dataChange`, else all), None when unknown (its commit file is gone)."""
 
     version: int
     operation: str | None
@@ -117,39 +196,28 @@ def _commit_files(log: DeltaLog, after: int, until: int) -> dict[int, ParsedLogP
     return {p.version: p for p in parsed if p.kind is LogFileKind.COMMIT and after < p.version <= until}
 
 
-def _partitions(actions: list[Action]) -> frozenset[Partition]:
-    files = [a for a in actions if isinstance(a, AddFile | RemoveFile | AddCDCFile)]
-    changed = [a for a in files if a.data_change or isinstance(a, AddCDCFile)] or files
-    return frozenset(tuple(sorted(a.partition_values.items())) for a in changed if a.partition_values)
-
-
 def _commit(version: int, actions: list[Action]) -> Commit:
     info = next((a for a in actions if isinstance(a, CommitInfo)), None)
-    return Commit(version, info.operation if info else None, changes_data(actions), _partitions(actions))
+    files = [a for a in actions if isinstance(a, AddFile | RemoveFile | AddCDCFile)]
+    changed = [a for a in files if a.data_change or isinstance(a, AddCDCFile)] or files
+    partitions = frozenset(tuple(sorted(a.partition_values.items())) for a in changed if a.partition_values)
+    return Commit(version, info.operation if info else None, changes_data(actions), partitions)
 
 
 def read_commits(table_uri: str, storage_options: Mapping[str, Any], after: int, until: int) -> list[Commit]:
-    """Every version in (after, until], oldest first: one listing, then one read per commit file.
-
-    A version whose commit file is gone (log cleanup) counts as a data commit whose partitions are unknown:
-    a watcher never drops a version it cannot classify.
-    """
+    """Every version in (after, until], oldest first. A version whose commit file is gone (log cleanup)
+    counts as data with unknown partitions: a watcher never drops a version it cannot classify."""
     log = DeltaLog.for_table(table_uri, storage_options)
     files = _commit_files(log, after, until)
-    out = []
-    for version in range(after + 1, until + 1):
-        found = files.get(version)
-        if found is None:
-            out.append(Commit(version, None, True, None))
-        else:
-            out.append(_commit(version, read_commit(log.store, log.table_uri, found)))
-    return out
+    return [
+        Commit(v, None, True, None) if v not in files else _commit(v, read_commit(log.store, log.table_uri, files[v]))
+        for v in range(after + 1, until + 1)
+    ]
 
 
 def last_data_version(table_uri: str, storage_options: Mapping[str, Any], after: int, until: int) -> int | None:
-    """The newest version in (after, until] that changes data, reading commits newest first and stopping
-    at the first such one; None when every one of them is a maintenance commit. A version whose commit
-    file is gone counts as data."""
+    """The newest version in (after, until] that changes data (commits read newest first); None when all
+    are maintenance. A version whose commit file is gone counts as data."""
     log = DeltaLog.for_table(table_uri, storage_options)
     files = _commit_files(log, after, until)
     for version in range(until, after, -1):
@@ -157,12 +225,6 @@ def last_data_version(table_uri: str, storage_options: Mapping[str, Any], after:
         if found is None or changes_data(read_commit(log.store, log.table_uri, found)):
             return version
     return None
-
-
-def _jsonable_partitions(partitions: set[Partition] | None) -> list[dict[str, str | None]] | None:
-    if partitions is None or len(partitions) > MAX_EVENT_PARTITIONS:
-        return None
-    return [dict(p) for p in sorted(partitions, key=lambda p: [(k, "" if v is None else v) for k, v in p])]
 
 
 def commits_event(
@@ -174,11 +236,9 @@ def commits_event(
 ) -> dict[str, Any] | None:
     """The one event of a batch of new versions, or None when none is delivered (all maintenance).
 
-    `{"status": "success", "version", "table_uri", "timestamp", "operation"` (those three of the last
-    version delivered), `"first_version", "last_version", "versions", "operations"` (each delivered
-    version's commitInfo.operation), `"partitions"` (the distinct partition values the delivered commits
-    touched, as `{column: value}` dicts; `[]` unpartitioned; None when unknown or more than
-    `MAX_EVENT_PARTITIONS`), `"skipped_versions"` (the maintenance versions of the batch not delivered)`}`.
+    `{"status": "success", version, table_uri, timestamp, operation` (of the last delivered version),
+    `first_version, last_version, versions, operations, partitions` (distinct `{column: value}` dicts;
+    None when unknown or more than `MAX_EVENT_PARTITIONS`), `skipped_versions` (maintenance)`}`.
     """
     delivered = [c for c in commits if include_maintenance or c.data]
     if not delivered:
@@ -189,12 +249,12 @@ def commits_event(
     except VersionNotFoundError:  # cleaned from the log since: still delivered, without its details
         head = {"version": last.version, "table_uri": DeltaLog.for_table(table_uri, storage_options).table_uri}
         head.update(timestamp=None, operation=last.operation)
-    partitions: set[Partition] | None = set()
-    for c in delivered:
-        if c.partitions is None or partitions is None:
-            partitions = None
-        else:
-            partitions |= c.partitions
+    known = [c.partitions for c in delivered if c.partitions is not None]
+    partitions = set().union(*known) if len(known) == len(delivered) else None
+    if partitions is not None and len(partitions) <= MAX_EVENT_PARTITIONS:
+        listed = [dict(p) for p in sorted(partitions, key=lambda p: [(k, "" if v is None else v) for k, v in p])]
+    else:
+        listed = None
     return {
         "status": "success",
         **head,
@@ -202,7 +262,7 @@ def commits_event(
         "last_version": last.version,
         "versions": [c.version for c in delivered],
         "operations": [c.operation for c in delivered],
-        "partitions": _jsonable_partitions(partitions),
+        "partitions": listed,
         "skipped_versions": [c.version for c in commits if not (include_maintenance or c.data)],
     }
 
@@ -216,13 +276,11 @@ def chunks(after: int, until: int, size: int = MAX_EVENT_VERSIONS) -> Iterator[t
 
 
 def since_last(log: DeltaLog, operation: str = "OPTIMIZE", *, lookback: int = 1000) -> dict[str, Any]:
-    """What changed since the newest `operation` commit (commitInfo.operation) among the last `lookback`
-    versions: one listing, then commits read newest first until that one.
+    """What changed since the newest `operation` commit among the last `lookback` versions.
 
-    `{"latest_version", "last_version"` (the newest `operation` commit; None when none is that recent),
-    `"last_timestamp"` (its commit time, ms), `"data_versions"` (versions after it that change data),
-    `"data_files_added"` (their `add` actions with `dataChange` true), `"scanned_from"` (the oldest version
-    read)`}`. A commit file already cleaned from the log is not counted.
+    `{latest_version, last_version` (that commit; None when none is that recent), `last_timestamp` (ms),
+    `data_versions` (later versions that change data), `data_files_added` (their `add`s with `dataChange`),
+    `scanned_from` (the oldest version read)`}`. A commit file already cleaned from the log is not counted.
     """
     latest = log.latest_version()
     after = max(-1, latest - lookback)
@@ -235,12 +293,9 @@ def since_last(log: DeltaLog, operation: str = "OPTIMIZE", *, lookback: int = 10
         "data_files_added": 0,
         "scanned_from": latest + 1,
     }
-    for version in range(latest, after, -1):
-        found = files.get(version)
-        if found is None:
-            continue
+    for version in sorted(files, reverse=True):
         out["scanned_from"] = version
-        actions = read_commit(log.store, log.table_uri, found)
+        actions = read_commit(log.store, log.table_uri, files[version])
         info = next((a for a in actions if isinstance(a, CommitInfo)), None)
         if info is not None and info.operation == operation:
             out["last_version"] = version

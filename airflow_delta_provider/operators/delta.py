@@ -1,16 +1,11 @@
 """The operators: one command-layer action on a Delta table each, run by `hooks.job.DeltaJobHook`.
 
-They subclass `SparkSubmitOperator`, as the Spark provider's `SparkJDBCOperator` does, so the connection
+They subclass `SparkSubmitOperator` (as the Spark provider's `SparkJDBCOperator` does), so connection
 handling, cluster-mode driver tracking, `on_kill`, retries and every spark-submit option are the Spark
-provider's own. An operator holds the fields and their templating, reads them with the argument parsers
-(`commands.arguments`) into a `commands.Request`, hands it to the hook (which runs it in this process or
-submits the bundled job, and reads the result back), and returns a small summary as its XCom value.
-`submit=False` never starts a JVM, which is what DAG unit tests want (see `airflow_delta_provider.testing`).
-
-Provider conventions: each task links to its result (`DeltaResultLink`, the HTML report when there is
-one), answers OpenLineage (`get_openlineage_facets_on_complete`, see `airflow_delta_provider.lineage`),
-and templates its connection ids (`conn_id`, `storage_conn_id`). spark-submit runs with
-`spark.log.level=WARN` unless `conf` sets it, so Spark's INFO lines stay out of the task log.
+provider's own. An operator holds the fields and their templating, reads them into a `commands.Request`,
+and returns a small summary as XCom; the full result stays at `result_uri`. Each one links to its report
+(`DeltaResultLink`) and answers OpenLineage (`airflow_delta_provider.lineage`). Arguments, XCom keys and
+semantics: README "The Airflow provider".
 """
 
 from __future__ import annotations
@@ -37,12 +32,11 @@ from ..commands.request import ENGINES, VACUUM_MODES, Request, option_names
 from ..delta.errors import InvalidArgumentError
 from ..delta.protocol.optimize import DEFAULT_MIN_NUM_FILES, DEFAULT_SMALL_FILE_MB
 from ..delta.protocol.quarantine import check_quarantine_id
-from ..hooks.delta import DeltaTableHook
 from ..hooks.job import SUBMIT_CONF_DEFAULTS, DeltaJobError, DeltaJobHook, spark_target  # noqa: F401 (re-exported)
 from ..jobs import job_script
 from ..jobs.runner import job_argv
-from ..version_watch import last_version
-from .leases import lease_owner, parse_lease_id, parse_lease_ttl, parse_location, take_lease
+from ..version_watch import last_version, storage_options
+from .leases import parse_lease_id, parse_lease_ttl, parse_location, take_lease
 
 if TYPE_CHECKING:  # pragma: no cover
     from airflow.providers.common.compat.sdk import Context
@@ -55,9 +49,18 @@ class DeltaCheckFailed(AirflowFailException):
 
 def _quarantine_id(value: Any, argument: str) -> str:
     """A quarantine id, or a VACUUM task's XCom (its `quarantine_id`, natively rendered)."""
-    if isinstance(value, Mapping):
-        value = value.get("quarantine_id")
-    return check_quarantine_id(value)
+    return check_quarantine_id(value.get("quarantine_id") if isinstance(value, Mapping) else value)
+
+
+def _plan(plan: Mapping[str, Any] | str | None, argument: str) -> dict[str, Any]:
+    """A plan to apply: a dict or its JSON (`plan`), or the path/URI of a dry run's result (`plan_uri`,
+    read where the job runs: a big plan never goes on a command line)."""
+    if plan is None or plan == "":
+        return {}
+    if isinstance(plan, Mapping):
+        return {"plan": plan}
+    text = str(plan)
+    return {"plan": json.loads(text)} if text.lstrip().startswith("{") else {"plan_uri": text}
 
 
 #: Each argument's parser (`commands.arguments`), called as `parse(value, name)`: at `__init__` (a bad literal
@@ -81,6 +84,8 @@ PARSERS: dict[str, Callable[[Any, str], Any]] = {
     "quarantine_id": _quarantine_id,
     "min_small_file_ratio": arg.optional(arg.parse_ratio),
     "small_file_mb": partial(arg.parse_size, unit="MiB"),
+    "where": lambda value, argument: value or None,
+    "plan": _plan,
     **dict.fromkeys(("submit", "ship_library", "include_files", "fail_on_data_loss", "apply"), arg.parse_flag),
     **dict.fromkeys(("write_checkpoint_first", "dry_run", "enforce_retention_duration"), arg.parse_flag),
     **dict.fromkeys(("allow_partial", "quarantine", "missing_ok"), arg.parse_flag),
@@ -88,9 +93,8 @@ PARSERS: dict[str, Callable[[Any, str], Any]] = {
 
 
 def result_link(summary: Any) -> str:
-    """The URL of a task's report from its XCom summary: the HTML report when there is one, else the
-    full JSON result (`result_uri`); `file://` for a local path, the object-store URI otherwise; "" when
-    the result was not kept (no `result_uri`)."""
+    """A task's report URL from its XCom summary: the HTML report, else the full JSON result
+    (`result_uri`), as `file://` for a local path; "" when the result was not kept."""
     if not isinstance(summary, Mapping):
         return ""
     reports = summary.get("reports")
@@ -103,8 +107,7 @@ def result_link(summary: Any) -> str:
 
 
 class DeltaResultLink(BaseOperatorLink):
-    """The "Delta report" link: the task's HTML report or full JSON result, read from its XCom
-    (`reports.html`, else `result_uri`). Empty (hidden) when the task kept no result."""
+    """The "Delta report" link (`result_link` of the task's XCom); hidden when the task kept no result."""
 
     name = "Delta report"
 
@@ -115,18 +118,21 @@ class DeltaResultLink(BaseOperatorLink):
 class DeltaJobOperator(SparkSubmitOperator):
     """Run one command-layer action on a table (base of the concrete operators).
 
-    Where it runs: `engine="local"` (or `submit=False`) runs the command in the worker process with
-    the local engine, no JVM; `engine="spark"` submits the bundled job (spark-submit on the
-    connection `conn_id`, conn type `spark`) with the Spark engine; `engine="auto"` (default) reads the
-    log listing first and runs in process when the local engine will do it (the log segment is under
-    `auto_threshold_mb` and its state fits the local memory limit), else submits with the Spark
-    engine. The task log says which engine ran, why, and where the result went.
-
-    `conn_id` and `storage_conn_id` are templated; the task links to its report (`DeltaResultLink`)
-    and reports OpenLineage (the table as an input dataset, the operation as a run facet).
+    `engine="local"` (or `submit=False`, which never starts a JVM: what DAG unit tests want) runs in the
+    worker process; `engine="spark"` spark-submits the bundled job on connection `conn_id`; `engine="auto"`
+    lists the log first and runs in process when the segment is under `auto_threshold_mb` and its state
+    fits the local memory limit, else on Spark. spark-submit runs with `spark.log.level=WARN` unless
+    `conf` sets it.
     """
 
     action: str = ""
+    #: The action's own arguments, read into its request by their parsers (`dry_run` as `apply=not dry_run`,
+    #: `plan` as `plan` or `plan_uri`).
+    request_arguments: tuple[str, ...] = ()
+    #: The result's keys the XCom summary copies (besides `table_uri`, `engine`, `result_uri` and, for an
+    #: action with a report, `reports`), and the counts it adds (summary key: the result's list or dict).
+    summary_keys: tuple[str, ...] = ()
+    summary_counts: tuple[tuple[str, str], ...] = ()
     template_fields: Sequence[str] = (
         *SparkSubmitOperator.template_fields,
         *("table_uri", "version", "timestamp", "result_uri", "retention_hours", "conn_id", "storage_conn_id"),
@@ -175,20 +181,18 @@ class DeltaJobOperator(SparkSubmitOperator):
 
     # -- the arguments and the request ----------------------------------------------------------------
     def set_arguments(self, **values: Any) -> None:
-        """Set each argument, read by its parser (`PARSERS`) now: a templated field keeps its value (a
-        template is parsed once rendered), any other keeps the parsed one."""
+        """Set each argument, read by its parser now: a templated field keeps its value (a template is
+        parsed once rendered), any other keeps the parsed one."""
         for name, value in values.items():
             parsed = value if name in self.template_fields and arg.is_template(value) else PARSERS[name](value, name)
             setattr(self, name, value if name in self.template_fields else parsed)
 
     def argument(self, name: str) -> Any:
-        """The value of argument `name` (templates rendered) read by its parser: a bad one is an
-        `InvalidArgumentError` naming it."""
+        """Argument `name` (templates rendered) read by its parser: a bad one is an `InvalidArgumentError`."""
         return PARSERS[name](getattr(self, name), name)
 
     def build_request(self, storage_options: Mapping[str, Any]) -> Request:
-        """The command-layer request this task runs (templates already rendered), every argument read by
-        the parser of its kind (`commands.arguments`): a bad one is an `InvalidArgumentError` naming it."""
+        """The command-layer request this task runs (templates already rendered)."""
         names = ("version", "engine", "submit", "snapshot_partitions", "auto_threshold_mb", "retention_hours")
         args = {name: self.argument(name) for name in (*names, "include_files")}
         fields = {k: args[k] for k in ("auto_threshold_mb", *option_names(self.action)) if args.get(k) is not None}
@@ -205,7 +209,11 @@ class DeltaJobOperator(SparkSubmitOperator):
         )
 
     def extra_request_fields(self) -> dict[str, Any]:
-        return {}
+        fields = {name: self.argument(name) for name in self.request_arguments}
+        if "dry_run" in fields:
+            fields["apply"] = not fields.pop("dry_run")
+        plan = fields.pop("plan", {})
+        return {**fields, **plan}
 
     def report_formats_for(self, result_uri: str | None) -> Sequence[str]:
         """The renderings written beside a kept result (an action without a report gets none)."""
@@ -216,7 +224,7 @@ class DeltaJobOperator(SparkSubmitOperator):
         return job_argv(self.build_request(storage_options or {}), result_uri, self.report_formats_for(result_uri))
 
     def _storage_options(self) -> dict[str, Any]:
-        return DeltaTableHook(self.table_uri, self.storage_conn_id).storage_options()
+        return storage_options(self.table_uri, self.storage_conn_id)
 
     def _result_uri(self, context: Context) -> str | None:
         """Where the full result is kept (None: a temporary file); a trailing `/` adds dag/task/run_id.json."""
@@ -256,11 +264,6 @@ class DeltaJobOperator(SparkSubmitOperator):
             setattr(self, name, value)
         super().execute(context)
 
-    #: The result's keys the XCom summary copies (besides `table_uri`, `engine`, `result_uri` and, for an
-    #: action with a report, `reports`), and the counts it adds (summary key: the result's list or dict).
-    summary_keys: tuple[str, ...] = ()
-    summary_counts: tuple[tuple[str, str], ...] = ()
-
     def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
         """The XCom value: a small summary of the result (the full result stays at `result_uri`)."""
         summary = {"table_uri": result["table"], **{k: result.get(k) for k in self.summary_keys}}
@@ -274,11 +277,9 @@ class DeltaJobOperator(SparkSubmitOperator):
         """The task log's one line on what the action found or did."""
         raise NotImplementedError
 
-    # -- OpenLineage ----------------------------------------------------------------------------------
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage | None:
-        """The table as an input dataset (namespace/name per OpenLineage's naming spec; schema, version,
-        storage facets) and the operation as the `delta_operation` run facet. None when the task ran no
-        job in this process or the OpenLineage provider is absent."""
+        """The table as an input dataset and the operation as a run facet (`lineage.operator_lineage`);
+        None when the task ran no job in this process or the OpenLineage provider is absent."""
         if self._delta_result is None:
             return None
         try:
@@ -299,28 +300,11 @@ PREVIOUS_RUN = "previous"
 class SnapshotReplayOperator(DeltaJobOperator):
     """Replay a table's log at a version (latest, `version` or `timestamp`), report its state, check it.
 
-    `checks` (see `airflow_delta_provider.commands.checks` and `commands.commit_checks`) are evaluated
-    at the replayed version and, with `since_version`, at every version in `(since_version, version]`,
-    with the per-commit checks (append-only, protocol and schema changes, unknown removes, DV growth,
-    allowed operations, missing commits with `fail_on_data_loss`). `since_version` defaults to the
-    version the previous run of this task checked (from its XCom); on a first run only the replayed
-    version is checked. Failed checks fail the task naming the first failing version
-    (`DeltaCheckFailed`, not retried).
-
-    `lease_ttl` (None: no lease; `"6h"`, `"1d"`, a `timedelta` or seconds; templated): once the replay
-    succeeded, a version lease (`delta.maintenance.leases.add_lease`) pins the replayed version for
-    that long, owned by `<dag_id>.<task_id>.<run_id>`, and the XCom carries its `lease_id` (and
-    `lease_expires_at`, `lease_owner`). The lease keeps the version's data files and log from the
-    VACUUM and log cleanup this provider runs (`DeltaVacuumOperator`, `DeltaLogCleanupOperator`,
-    `deltalog`, the library), not from Spark's or delta-rs's own maintenance, which do not read leases.
-    The last task that reads the version releases it (`DeltaReleaseLeaseOperator`); otherwise it expires.
-    `lease_location` (templated) is the lease folder when it is not `<table>/_delta_leases` (VACUUM and
-    log cleanup must then be given the same one).
-
-    XCom: `{table_uri, version, timestamp, operation, num_files, size_bytes, num_tombstones,
-    protocol, partition_columns, set_transactions, checkpoint_version, engine, spark_app_id,
-    checks, checked_versions, first_failing_version, result_uri}`, plus `lease_id`, `lease_expires_at`
-    and `lease_owner` with `lease_ttl`.
+    `checks` (`commands.checks`, `commands.commit_checks`) are evaluated at the replayed version and, with
+    `since_version` (default: the version the previous run checked, from its XCom), at every version in
+    `(since_version, version]`. Failed checks raise `DeltaCheckFailed` (not retried) naming the first
+    failing version. `lease_ttl` leases the replayed version once the replay succeeded (see
+    `DeltaVersionSensor`).
     """
 
     action = "snapshot"
@@ -372,22 +356,7 @@ class SnapshotReplayOperator(DeltaJobOperator):
             self.log.info("no earlier run of %s checked this table: checking the replayed version only", self.task_id)
         ttl, location = self.argument("lease_ttl"), self.argument("lease_location")  # refused before the job
         summary = super().execute(context)
-        if ttl is not None:
-            owner = lease_owner(context, self.task_id, self.dag_id)
-            lease = take_lease(
-                self.table_uri,
-                summary["version"],
-                ttl,
-                owner=owner,
-                location=location,
-                storage_options=self._storage_options(),
-            )
-            self.log.info(
-                "leased version %s to %s until %s: lease %s",
-                *(summary["version"], owner, lease["lease_expires_at"], lease["lease_id"]),
-            )
-            summary.update(lease)
-        return summary
+        return {**summary, **take_lease(self, context, summary["version"], ttl, location)}
 
     def extra_request_fields(self) -> dict[str, Any]:
         if self._since is not None:
@@ -431,11 +400,8 @@ class SnapshotReplayOperator(DeltaJobOperator):
 class TombstoneReportOperator(DeltaJobOperator):
     """Report tombstones: retained vs past retention (safe for VACUUM), bytes reclaimable, per partition.
 
-    Read-only: it deletes nothing. `retention_hours` overrides `delta.deletedFileRetentionDuration`.
-    The full report (JSON, plus Markdown and HTML renderings, `report_formats`) goes to `result_uri`;
-    XCom: `{table_uri, version, num_tombstones, retained, expired, retained_bytes, reclaimable_bytes,
-    removed_without_size, oldest_deletion_ms, newest_deletion_ms, num_partitions, retention, engine,
-    result_uri, reports}`.
+    Read-only. `retention_hours` overrides `delta.deletedFileRetentionDuration`; the full report (JSON,
+    and the `report_formats` renderings) goes to `result_uri`.
     """
 
     action = "tombstones"
@@ -452,15 +418,9 @@ class TombstoneReportOperator(DeltaJobOperator):
 
 
 class DeltaCheckpointOperator(DeltaJobOperator):
-    """Write a checkpoint of the table at its latest version (or `version`), as Delta Spark writes it:
-    classic, or V2 when the table has `v2Checkpoint`. The protocol is checked for the write first (an
-    unknown writer feature or a catalog-managed table is refused before anything is written); the
-    checkpoint is published atomically, read back and compared with the replay, and only then is
-    `_last_checkpoint` moved forward. Idempotent: a checkpoint that exists is not rewritten.
-
-    XCom: `{table_uri, version, kind, path, num_actions, num_add_files, num_tombstones, size_in_bytes,
-    last_checkpoint_updated, written, engine, result_uri}`.
-    """
+    """Write a checkpoint at the latest version (or `version`), as Delta Spark writes it (classic, or V2 on
+    a `v2Checkpoint` table); `_last_checkpoint` moves only once it is read back and matches the replay.
+    Idempotent: an existing checkpoint is not rewritten."""
 
     action = "checkpoint"
     summary_keys = (
@@ -474,24 +434,13 @@ class DeltaCheckpointOperator(DeltaJobOperator):
 
 
 class DeltaLogCleanupOperator(DeltaJobOperator):
-    """Delta's metadata cleanup: the commit, checkpoint and `.crc` files older than the log retention
-    (`retention_hours`, default the table's `delta.logRetentionDuration`, 30 days), keeping the newest
-    complete checkpoint at or before the cutoff and everything after it.
-
-    **Dry run by default** (`apply=False`): the result lists what would be deleted and the earliest
-    version that stays readable; nothing is deleted. `apply=True` deletes. A table without a
-    checkpoint at the cutoff loses nothing (`write_checkpoint_first=True` writes one there first).
-
-    Live version leases (`DeltaVersionSensor` / `SnapshotReplayOperator` with `lease_ttl`) bound the
-    cleanup: the checkpoint and commits the earliest leased version is made from stay. `lease_location`
-    (templated) names the lease folder when it is not `<table>/_delta_leases`.
-
-    XCom: `{table_uri, dry_run, cutoff, num_files, bytes, deleted, earliest_readable_version,
-    kept_checkpoint_version, reason, engine, result_uri}` (the file list stays in the result at
-    `result_uri`).
-    """
+    """Delta's metadata cleanup: commits, checkpoints and `.crc` files older than the log retention
+    (`retention_hours`, default `delta.logRetentionDuration`), keeping the newest complete checkpoint at or
+    before the cutoff and the checkpoint and commits live leases read. **Dry run by default**
+    (`apply=False`); `write_checkpoint_first=True` writes a checkpoint at the cutoff first."""
 
     action = "cleanup_log"
+    request_arguments = ("apply", "write_checkpoint_first", "lease_location")
     summary_keys = (
         *("dry_run", "cutoff", "num_files", "bytes", "deleted", "earliest_readable_version"),
         *("kept_checkpoint_version", "reason"),
@@ -509,9 +458,6 @@ class DeltaLogCleanupOperator(DeltaJobOperator):
         super().__init__(**kwargs)
         self.set_arguments(apply=apply, write_checkpoint_first=write_checkpoint_first, lease_location=lease_location)
 
-    def extra_request_fields(self) -> dict[str, Any]:
-        return {name: self.argument(name) for name in ("apply", "write_checkpoint_first", "lease_location")}
-
     def describe(self, result: dict[str, Any]) -> str:
         dry = result["dry_run"]
         done = f"{'would delete' if dry else 'deleted'} {result['num_files']} files"
@@ -520,34 +466,19 @@ class DeltaLogCleanupOperator(DeltaJobOperator):
 
 
 class DeltaVacuumOperator(DeltaJobOperator):
-    """VACUUM: delete the files under the table root that no version within retention needs.
+    """VACUUM: delete the files under the table root that no version within retention (or under a live
+    lease) needs.
 
-    **Dry run by default** (`dry_run=True`): the result (at `result_uri`, and its summary on XCom) is a
-    plan: table, version, cutoff, mode, files with sizes, bytes, per partition. `dry_run=False` applies
-    `plan` (a dry run's result, e.g. `"{{ ti.xcom_pull(task_ids='vacuum_plan')['result_uri'] }}"` read
-    back, or the dict itself) or a fresh plan, re-validated against the table's latest snapshot first:
-    a file active or within retention again is dropped from the plan and reported. `retention_hours`
-    (default: the table's `delta.deletedFileRetentionDuration`, 7 days) shorter than the table's is
-    refused unless `enforce_retention_duration=False`. `mode="lite"` plans from the log alone.
-
-    `quarantine=True` (local engine only; `engine="spark"` is refused) moves the files to
-    `<table>/_delta_quarantine/<id>/` instead of deleting them: the XCom names the quarantine
-    (`quarantine_id`) and states the moves' cost (`quarantine`: method, files, bytes, bytes copied, storage
-    requests; applied: also its location, the files moved and its state), `deleted` stays 0.
-    `DeltaVacuumUndoOperator(quarantine_id=...)` puts the files back; `DeltaVacuumPurgeOperator` deletes
-    quarantines past an age. A dry run with `quarantine=True` states what the moves would cost.
-
-    Live version leases (`DeltaVersionSensor` / `SnapshotReplayOperator` with `lease_ttl`) are honoured:
-    the files their versions read are left out of the plan and again at apply (`lease_kept_files`,
-    `lease_kept_bytes`, `num_leases`). `lease_location` (templated) names the lease folder when it is
-    not `<table>/_delta_leases`.
-
-    XCom: `{table_uri, dry_run, version, cutoff, mode, num_files, bytes, deleted, deleted_bytes,
-    directories, num_dropped, quarantine_id, quarantine, lease_kept_files, lease_kept_bytes, num_leases,
-    engine, result_uri, reports}` (the file list stays in the result).
+    **Dry run by default** (`dry_run=True`): the result is the plan. `dry_run=False` applies `plan` (a dry
+    run's result, or the path/URI of its `result_uri`) or a fresh plan, re-validated against the latest
+    snapshot first. A `retention_hours` shorter than the table's is refused unless
+    `enforce_retention_duration=False`. `quarantine=True` (local engine only) moves the files to
+    `<table>/_delta_quarantine/<id>/` instead, for `DeltaVacuumUndoOperator` to put back.
     """
 
     action = "vacuum"
+    request_arguments = ("dry_run", "mode", "enforce_retention_duration", "untracked_grace_hours", "quarantine")
+    request_arguments += ("lease_location", "plan")
     summary_keys = (
         *("dry_run", "version", "cutoff", "mode", "num_files", "bytes", "deleted", "deleted_bytes"),
         *("directories", "quarantine_id", "quarantine", "lease_kept_files", "lease_kept_bytes"),
@@ -576,14 +507,6 @@ class DeltaVacuumOperator(DeltaJobOperator):
         self.set_arguments(lease_location=lease_location)
         self.plan = plan
 
-    def extra_request_fields(self) -> dict[str, Any]:
-        names = ("mode", "enforce_retention_duration", "untracked_grace_hours", "quarantine", "lease_location")
-        return {
-            "apply": not self.argument("dry_run"),
-            **{n: self.argument(n) for n in names},
-            **_plan_fields(self.plan),
-        }
-
     def describe(self, result: dict[str, Any]) -> str:
         dry, moves = result["dry_run"], result.get("quarantine")
         if moves is not None:
@@ -602,22 +525,12 @@ class DeltaVacuumOperator(DeltaJobOperator):
 
 
 class DeltaVacuumUndoOperator(DeltaJobOperator):
-    """Undo a quarantining VACUUM (`DeltaVacuumOperator(quarantine=True)`): every file of quarantine
-    `quarantine_id` goes back to its path, so the versions that read them can be read again
-    (`delta.maintenance.quarantine.undo_quarantine`). `quarantine_id` is templated, e.g.
-    `"{{ ti.xcom_pull(task_ids='vacuum_apply')['quarantine_id'] }}"` (or, natively rendered, that XCom).
-
-    Refused, moving nothing, when something else now sits at a path a file must go back to, when the
-    quarantine is another table's or is being purged. A rerun of an interrupted undo continues it; an
-    undone quarantine is left as it is. The moves are made by one process: the worker (`engine="auto"`,
-    the default, or `"local"`) or a Spark driver (`engine="spark"`). After an undo the files are again
-    what VACUUM would delete: take a lease or raise the retention before the next VACUUM.
-
-    XCom: `{table_uri, quarantine_id, location, state, num_files, moved, moved_bytes, finished,
-    already_in_place, num_missing, version (the one VACUUM ran at), engine, result_uri}`.
-    """
+    """Undo a quarantining VACUUM: every file of quarantine `quarantine_id` (templated; or the VACUUM task's
+    XCom) goes back to its path. Refused, moving nothing, when something else sits at a path, or the
+    quarantine is another table's or being purged; a rerun continues an interrupted undo."""
 
     action = "vacuum_undo"
+    request_arguments = ("quarantine_id",)
     summary_keys = (
         *("quarantine_id", "location", "state", "num_files", "moved", "moved_bytes", "finished"),
         "already_in_place",
@@ -628,9 +541,6 @@ class DeltaVacuumUndoOperator(DeltaJobOperator):
     def __init__(self, *, quarantine_id: str | Mapping[str, Any], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.set_arguments(quarantine_id=quarantine_id)
-
-    def extra_request_fields(self) -> dict[str, Any]:
-        return {"quarantine_id": self.argument("quarantine_id")}
 
     def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
         summary = super().summarize(result, context, result_uri)
@@ -643,34 +553,18 @@ class DeltaVacuumUndoOperator(DeltaJobOperator):
 
 
 class DeltaVacuumPurgeOperator(DeltaJobOperator):
-    """Delete, for good, the table's VACUUM quarantines made at least `older_than_hours` ago (default 168:
-    a week) (`delta.maintenance.quarantine.purge_quarantines`). Unfinished quarantines (a VACUUM or an
-    undo killed midway) are left and reported.
-
-    **Dry run by default** (`dry_run=True`): the XCom lists what would be purged; nothing is deleted.
-    `dry_run` and `older_than_hours` are templated (`dry_run="{{ not params.apply_vacuum }}"`).
-
-    XCom: `{table_uri, dry_run, older_than_ms, num_purged, deleted_files, deleted_bytes, quarantine_ids,
-    num_skipped, engine, result_uri}` (`deleted_*`: what a dry run would delete).
-    """
+    """Delete, for good, the table's VACUUM quarantines at least `older_than_hours` old (default a week);
+    unfinished ones are left and reported. **Dry run by default** (`dry_run=True`)."""
 
     action = "vacuum_purge"
+    request_arguments = ("older_than_hours", "dry_run")
     summary_keys = ("dry_run", "older_than_ms", "num_purged", "deleted_files", "deleted_bytes")
     summary_counts = (("num_skipped", "skipped"),)
     template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "older_than_hours", "dry_run")
 
-    def __init__(
-        self,
-        *,
-        older_than_hours: float | str = 168.0,
-        dry_run: bool | str = True,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, older_than_hours: float | str = 168.0, dry_run: bool | str = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.set_arguments(older_than_hours=older_than_hours, dry_run=dry_run)
-
-    def extra_request_fields(self) -> dict[str, Any]:
-        return {"older_than_hours": self.argument("older_than_hours"), "apply": not self.argument("dry_run")}
 
     def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
         summary = super().summarize(result, context, result_uri)
@@ -689,27 +583,18 @@ class DeltaVacuumPurgeOperator(DeltaJobOperator):
 
 
 class DeltaOptimizeOperator(DeltaJobOperator):
-    """OPTIMIZE: compact small files into files of about `target_size` bytes, with a `dataChange=false` commit.
+    """OPTIMIZE: compact small files into files of about `target_size` bytes, in `dataChange=false` commits.
 
-    It applies by default, as Delta and delta-rs do: it deletes nothing (the replaced files stay for time
-    travel until VACUUM) and readers see the same rows. `dry_run=True` only plans. On the Spark engine
-    the bins are rewritten on the executors (`mapInArrow`) and only the new files' `add` actions come
-    back to the driver, which commits. A concurrent commit that removed or changed an input file fails
-    the task with a typed conflict (the files written for it are left for VACUUM); concurrent appends
-    do not.
-
-    :param target_size: bytes per output file (default: `delta.targetFileSize`, else 256 MiB).
-    :param min_num_files: a partition needs this many candidate files to be compacted (default 2).
-    :param where: a predicate on partition columns, e.g. `"date >= '2024-01-01'"` (templated).
-    :param min_small_file_ratio: compact only partitions where at least this share of the files is
-        smaller than `small_file_mb` (default 32): the replay checks' small-file ratio, per partition.
-    :param max_commit_bytes: commit after each batch of bins of about this many input bytes.
-
-    XCom: `{table_uri, dry_run, read_version, version, versions, num_files_removed, num_files_added,
-    bytes_removed, bytes_added, num_partitions, engine, result_uri}` (per-partition figures in the result).
+    Applies by default, as Delta and delta-rs do (it deletes nothing; `dry_run=True` only plans).
+    `min_num_files` candidates make a partition eligible; `where` (templated) is a predicate on partition
+    columns; `min_small_file_ratio` compacts only partitions where that share of the files is under
+    `small_file_mb`; `max_commit_bytes` commits in batches. A concurrent commit that removed an input file
+    fails the task with a typed conflict; concurrent appends do not.
     """
 
     action = "optimize"
+    request_arguments = ("dry_run", "where", "target_size", "min_num_files", "min_small_file_ratio")
+    request_arguments += ("small_file_mb", "max_commit_bytes")
     summary_keys = (
         *("dry_run", "read_version", "version", "versions", "num_files_removed", "num_files_added"),
         *("bytes_removed", "bytes_added"),
@@ -734,14 +619,6 @@ class DeltaOptimizeOperator(DeltaJobOperator):
         self.set_arguments(min_num_files=min_num_files, small_file_mb=small_file_mb, max_commit_bytes=max_commit_bytes)
         self.where = where
 
-    def extra_request_fields(self) -> dict[str, Any]:
-        names = ("target_size", "min_num_files", "min_small_file_ratio", "small_file_mb", "max_commit_bytes")
-        return {
-            "apply": not self.argument("dry_run"),
-            "where": self.where or None,
-            **{n: self.argument(n) for n in names},
-        }
-
     def describe(self, result: dict[str, Any]) -> str:
         done = f"{'would compact' if result['dry_run'] else 'compacted'} {result.get('num_files_removed')} files"
         into = f"({result.get('bytes_removed')} bytes) into {result.get('num_files_added')}"
@@ -749,32 +626,16 @@ class DeltaOptimizeOperator(DeltaJobOperator):
         return f"{result['table']}: optimize {done} {into}{at}"
 
 
-def _plan_fields(plan: Mapping[str, Any] | str | None) -> dict[str, Any]:
-    """A plan to apply: a dict or its JSON (`plan`), or the path/URI of a dry run's result (`plan_uri`,
-    read where the job runs: a big plan never goes on a command line)."""
-    if plan is None or plan == "":
-        return {}
-    if isinstance(plan, Mapping):
-        return {"plan": plan}
-    text = str(plan)
-    return {"plan": json.loads(text)} if text.lstrip().startswith("{") else {"plan_uri": text}
-
-
 class DeltaRestoreOperator(DeltaJobOperator):
-    """RESTORE: make the table's latest version hold what `version` (or `timestamp`) held, in one `RESTORE`
-    commit (files of that version added back, later ones removed; metadata restored, the protocol never
-    downgraded). The files to add back must still be in storage: a vacuumed one refuses the restore,
-    naming it, unless `allow_partial=True`.
+    """RESTORE: make the latest version hold what `version` (or `timestamp`) held, in one `RESTORE` commit
+    (the protocol is never downgraded). A vacuumed file to add back refuses it unless `allow_partial=True`.
 
-    **Dry run by default** (`dry_run=True`): the result's `plan` is what a person reviews; `dry_run=False`
-    with `plan` (that dry run's result, its dict or the path/URI of its `result_uri`) applies it only if a
-    fresh plan still matches, else refuses.
-
-    XCom: `{table_uri, dry_run, version, read_version, target_version, metrics, num_restored,
-    num_removed, num_missing, engine, result_uri}`.
+    **Dry run by default** (`dry_run=True`): its result's `plan` is what a person reviews; `dry_run=False`
+    with `plan` (that result, or the path/URI of its `result_uri`) applies it only if a fresh plan matches.
     """
 
     action = "restore"
+    request_arguments = ("dry_run", "allow_partial", "plan")
     summary_keys = ("dry_run", "version", "read_version", "target_version", "metrics")
     summary_counts = (
         ("num_restored", "files_restored"),
@@ -795,10 +656,6 @@ class DeltaRestoreOperator(DeltaJobOperator):
         self.set_arguments(dry_run=dry_run, allow_partial=allow_partial)
         self.plan = plan
 
-    def extra_request_fields(self) -> dict[str, Any]:
-        fields = {"apply": not self.argument("dry_run"), "allow_partial": self.argument("allow_partial")}
-        return {**fields, **_plan_fields(self.plan)}
-
     def describe(self, result: dict[str, Any]) -> str:
         m = result.get("metrics") or {}
         done = "would restore" if result["dry_run"] else f"restored (version {result['version']})"
@@ -807,16 +664,11 @@ class DeltaRestoreOperator(DeltaJobOperator):
 
 
 class DeltaRepairOperator(DeltaJobOperator):
-    """Repair (Delta's `FSCK REPAIR TABLE`, delta-rs `repair`): the active files storage no longer holds,
-    found with one HEAD each, removed in an `FSCK` commit so readers stop failing on them.
-
-    **Dry run by default** (`dry_run=True`): the result lists the missing files; nothing is committed.
-
-    XCom: `{table_uri, dry_run, version, read_version, num_files_checked, num_missing, missing_bytes, engine,
-    result_uri}` (the file list stays in the result).
-    """
+    """Repair (Delta's `FSCK REPAIR TABLE`): the active files storage no longer holds (one HEAD each),
+    removed in an `FSCK` commit so readers stop failing on them. **Dry run by default** (`dry_run=True`)."""
 
     action = "repair"
+    request_arguments = ("dry_run",)
     summary_keys = ("dry_run", "version", "read_version", "num_files_checked", "num_missing", "missing_bytes")
     template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "dry_run")
 
@@ -824,26 +676,18 @@ class DeltaRepairOperator(DeltaJobOperator):
         super().__init__(**kwargs)
         self.set_arguments(dry_run=dry_run)
 
-    def extra_request_fields(self) -> dict[str, Any]:
-        return {"apply": not self.argument("dry_run")}
-
     def describe(self, result: dict[str, Any]) -> str:
         done = "would remove" if result["dry_run"] else f"removed (version {result['version']})"
         return f"{result['table']}: repair {done} {result.get('num_missing')} missing files"
 
 
 class DeltaReleaseLeaseOperator(BaseOperator):
-    """Release a version lease (`delta.maintenance.leases.release_lease`): the one a `DeltaVersionSensor`
-    or `SnapshotReplayOperator` took with `lease_ttl`, once the last task reading its version is done.
+    """Release the version lease a `DeltaVersionSensor` or `SnapshotReplayOperator` took with `lease_ttl`,
+    once the last task reading its version is done.
 
-    `lease_id` is templated: `"{{ ti.xcom_pull(task_ids='replay')['lease_id'] }}"` (or, natively rendered,
-    that XCom itself). Nothing to release (the task took no lease: the template renders nothing) is not
-    an error, and neither, with `missing_ok=True` (the default), is a lease already gone (released, or
-    purged once expired). From then on the next VACUUM may delete the version's files. A lease nobody
-    releases pins the version only until it expires. `lease_location` and `storage_conn_id` are
-    templated too.
-
-    XCom: `{table_uri, lease_id, released, version, owner}`.
+    `lease_id` (templated) is the id or that task's XCom. Nothing to release (no lease was taken) is not an
+    error, nor, with `missing_ok=True` (the default), is a lease already gone. XCom: `{table_uri, lease_id,
+    released, version, owner}`.
     """
 
     template_fields: Sequence[str] = ("table_uri", "lease_id", "lease_location", "storage_conn_id")
@@ -877,21 +721,15 @@ class DeltaReleaseLeaseOperator(BaseOperator):
         if lease_id is None:
             self.log.info("no lease to release for %s (the task took none)", self.table_uri)
             return {**out, "version": None, "owner": None}
-        options = DeltaTableHook(self.table_uri, self.storage_conn_id).storage_options()
         lease = release_lease(
             self.table_uri,
             lease_id,
             missing_ok=self.missing_ok,
             location=parse_location(self.lease_location, "lease_location"),
-            storage_options=options,
+            storage_options=storage_options(self.table_uri, self.storage_conn_id),
         )
         if lease is None:
             self.log.info("lease %s of %s: already gone (released, or purged once expired)", lease_id, self.table_uri)
-        else:
-            self.log.info("released lease %s on version %s of %s", lease_id, lease.version, self.table_uri)
-        return {
-            **out,
-            "released": lease is not None,
-            "version": None if lease is None else lease.version,
-            "owner": None if lease is None else lease.owner,
-        }
+            return {**out, "version": None, "owner": None}
+        self.log.info("released lease %s on version %s of %s", lease_id, lease.version, self.table_uri)
+        return {**out, "released": True, "version": lease.version, "owner": lease.owner}

@@ -1,10 +1,8 @@
 """Version leases taken by the tasks that hand a version to the DAG (`DeltaVersionSensor`,
 `SnapshotReplayOperator`, with `lease_ttl=`) and released by `DeltaReleaseLeaseOperator`.
 
-A lease (`delta.maintenance.leases`) pins the version against the VACUUM and log cleanup this provider
-and its library run (either engine): they keep what the version needs until the lease is released or
-expires. Spark's and delta-rs's own maintenance do not read lease files. Only the library is imported
-here (no Airflow), so the sensor's module stays light.
+A lease pins the version against this provider's VACUUM and log cleanup (not Spark's or delta-rs's,
+which do not read lease files) until it is released or expires. No Airflow import: the sensor stays light.
 """
 
 from __future__ import annotations
@@ -15,48 +13,40 @@ from typing import Any
 
 from ..commands.arguments import is_absent, parse_duration, parse_location
 from ..delta.protocol.leases import MAX_OWNER_CHARS, MAX_TTL_MS, check_lease_id
+from ..version_watch import storage_options
 
 
 def parse_lease_ttl(value: Any, argument: str = "lease_ttl") -> dt.timedelta | None:
-    """A lease's time to live (`commands.arguments.parse_duration`, more than 0, at most `MAX_TTL_MS`); None (or
-    what a template renders for nothing) takes no lease."""
+    """A lease's time to live (more than 0, at most `MAX_TTL_MS`); None (or a template rendering nothing)
+    takes no lease."""
     return None if is_absent(value) else parse_duration(value, argument, positive=True, maximum_ms=MAX_TTL_MS)
 
 
 def parse_lease_id(value: Any, argument: str = "lease_id") -> str | None:
-    """A lease id (32 hex digits), or the XCom of the task that took it (its `lease_id`); None when the
-    task took none (no `lease_ttl`: the template renders nothing)."""
+    """A lease id (32 hex digits), or the XCom of the task that took it; None when it took none."""
     if isinstance(value, Mapping):
         value = value.get("lease_id")
-    if is_absent(value):
-        return None
-    return check_lease_id(value)
+    return None if is_absent(value) else check_lease_id(value)
 
 
-def lease_owner(context: Any, task_id: str, dag_id: str | None = None) -> str:
-    """Who holds a task's lease: `<dag_id>.<task_id>.<run_id>` (cut to the owner's 200 characters)."""
+def take_lease(task: Any, context: Any, version: int, ttl: dt.timedelta | None, location: str | None) -> dict[str, Any]:
+    """With `ttl`, pin `version` of `task.table_uri` for the task, owned by `<dag_id>.<task_id>.<run_id>`
+    (cut to the owner's limit), and return the XCom fields `lease_id`, `lease_expires_at` (UTC, ISO) and
+    `lease_owner`; without, {}."""
+    if ttl is None:
+        return {}
+    from ..delta.maintenance.leases import add_lease
+
     get = getattr(context, "get", None)
     ti = get("ti") if get else None
     run_id = (get("run_id") if get else None) or getattr(ti, "run_id", None) or "run"
-    dag = getattr(ti, "dag_id", None) or dag_id or "dag"
-    return f"{dag}.{getattr(ti, 'task_id', None) or task_id}.{run_id}"[:MAX_OWNER_CHARS]
+    dag = getattr(ti, "dag_id", None) or task.dag_id or "dag"
+    owner = f"{dag}.{getattr(ti, 'task_id', None) or task.task_id}.{run_id}"[:MAX_OWNER_CHARS]
+    options = storage_options(task.table_uri, task.storage_conn_id) or None
+    lease = add_lease(task.table_uri, version, ttl, owner, location=location, storage_options=options)
+    expires = lease.to_dict()["expires_at"]
+    task.log.info("leased version %s to %s until %s: lease %s", version, owner, expires, lease.id)
+    return {"lease_id": lease.id, "lease_expires_at": expires, "lease_owner": lease.owner}
 
 
-def take_lease(
-    table_uri: str,
-    version: int,
-    ttl: dt.timedelta,
-    *,
-    owner: str,
-    location: str | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Pin `version` for `ttl` (`add_lease`); what the task adds to its XCom: `lease_id`,
-    `lease_expires_at` (UTC, ISO) and `lease_owner`."""
-    from ..delta.maintenance.leases import add_lease
-
-    lease = add_lease(table_uri, version, ttl, owner, location=location, storage_options=storage_options or None)
-    return {"lease_id": lease.id, "lease_expires_at": lease.to_dict()["expires_at"], "lease_owner": lease.owner}
-
-
-__all__ = ["lease_owner", "parse_lease_id", "parse_lease_ttl", "parse_location", "take_lease"]
+__all__ = ["parse_lease_id", "parse_lease_ttl", "parse_location", "take_lease"]

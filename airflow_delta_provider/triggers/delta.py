@@ -21,22 +21,8 @@ except ImportError:  # pragma: no cover - Airflow < 3.3
     _Producer = None  # type: ignore[assignment,misc]
 
 from ..commands.arguments import parse_flag, parse_number
-from ..delta.errors import (
-    DeltaError,
-    InvalidArgumentError,
-    TableNotFoundError,
-    TableRecreatedError,
-)
-from ..version_watch import (
-    chunks,
-    commits_event,
-    condition_met,
-    is_transient,
-    last_data_version,
-    probe_version,
-    read_commits,
-    version_event,
-)
+from ..delta.errors import TableRecreatedError  # noqa: F401 (re-exported: what a recreated table raises)
+from ..version_watch import chunks, commits_event, is_transient, probe_table, read_commits, storage_options, wait_event
 
 log = logging.getLogger(__name__)
 #: Whether the installed Airflow has the acknowledged shared stream (`airflow.triggers.shared_stream`, 3.3+).
@@ -46,46 +32,8 @@ SHARED_STREAM = _Producer is not None
 CURSOR_KEY_PREFIX = "delta_last_version:"
 # Raised (as ValueError) by Airflow's AssetStateStoreAccessors when one trigger watches several assets.
 _MULTI_ASSET_ERROR = "concrete inlets and outlets"
-
-
-def recreated(version: int, target_version: int | None, newer_than: int | None, baseline: int | None) -> bool:
-    """Whether `version` went below the version waited past (`newer_than`, else the baseline): the table
-    was recreated. A `target_version` wait cannot tell (a lower version is simply not there yet)."""
-    if target_version is not None:
-        return False
-    reference = newer_than if newer_than is not None else baseline
-    return reference is not None and version < reference
-
-
-def recreation_error(table_uri: str, version: int, newer_than: int | None, baseline: int | None) -> TableRecreatedError:
-    what = f"newer_than={newer_than}" if newer_than is not None else f"the baseline version {baseline}"
-    return TableRecreatedError(
-        f"the latest version {version} is below {what}: the table was deleted and recreated (or the version "
-        "waited past belongs to another table); allow_recreation=True fires on the new table's versions",
-        table=table_uri,
-        version=version,
-    )
-
-
-def probe_table(table_uri: str, storage_options: dict[str, Any], *, wait_for_table: bool = True) -> int | None:
-    """`probe_version`, telling a misconfigured location from a table not created yet: a malformed S3
-    endpoint raises `InvalidArgumentError` before any request, and a missing table in a missing bucket
-    raises `BucketNotFoundError` (one HEAD of the bucket, only while the table is missing)."""
-    from ..hooks.delta import check_bucket, check_endpoint
-
-    check_endpoint(table_uri, storage_options)
-    try:
-        version = probe_version(table_uri, storage_options, wait_for_table=wait_for_table)
-    except TableNotFoundError:
-        check_bucket(table_uri, storage_options)
-        raise
-    except ValueError as exc:  # botocore's "Invalid endpoint: ..." for an endpoint check_endpoint let through
-        if isinstance(exc, DeltaError) or "endpoint" not in str(exc).lower():
-            raise
-        raise InvalidArgumentError(f"storage endpoint: {exc}", argument="endpoint_url", table=table_uri) from None
-    if version is None:
-        check_bucket(table_uri, storage_options)
-    return version
+#: The first element of a watcher's shared stream key.
+_STREAM = "airflow_delta_provider.delta_log"
 
 
 def cursor_key(table_uri: str) -> str:
@@ -99,51 +47,24 @@ def cursor_key(table_uri: str) -> str:
 class DeltaVersionTrigger(_BaseTrigger):
     """Poll a table's latest version (log listing only): wait for a condition, or watch every new version.
 
-    **Deferral** (`target_version`, `newer_than` or `baseline` given; what `DeltaVersionSensor` defers
-    with): fires once, `{"status": "success", "version", "table_uri", "timestamp", "operation"}`, or
-    `{"status": "error", "error_class", "message", "transient"}` on a permanent error, or after
-    `max_transient_errors` transient errors in a row (throttling, timeouts), and ends. With `newer_than`
-    or `baseline`, only a version that changes data counts (see below), and the event names the newest
-    such version; `target_version` waits for the version number alone.
+    **Deferral** (`target_version`, `newer_than` or `baseline` given, as `DeltaVersionSensor` defers): fires
+    once, `{"status": "success", version, table_uri, timestamp, operation}` (as the sensor judges it,
+    `version_watch.wait_event`), or `{"status": "error", error_class, message, transient}` on a permanent
+    error or after `max_transient_errors` transient ones in a row, and ends.
 
-    **Watching** (none of the three given; what an `AssetWatcher` runs): never ends, and fires **one
-    event per poll** that finds new versions, carrying all of them: `version` (the last), `first_version`,
-    `last_version`, `versions`, `operations`, `partitions` (the partition values the commits' file actions
-    touched, when at most `MAX_EVENT_PARTITIONS`), `skipped_versions`, `timestamp` and `operation` of the
-    last (`version_watch.commits_event`). So the run Airflow starts for the event sees every version the
-    poll found, and none waits for the next commit. A backlog of more than `MAX_EVENT_VERSIONS` fires
-    several events in a row.
+    **Watching** (none of the three; what an `AssetWatcher` runs): never ends; fires one event per poll
+    that finds new data versions, carrying all of them (`version_watch.commits_event`), several for a
+    backlog over `MAX_EVENT_VERSIONS`. Maintenance commits fire nothing but still advance the cursor.
+    The cursor (last version handled) lives in the watched asset's state store (Airflow 3.3+), so a
+    triggerer restart resumes after it; without one it lives in memory and a restart re-baselines at
+    the latest version. On 3.3+ watchers of one table share one poll in ack mode (`DeltaLogProducer`):
+    the cursor is written only once the triggerer confirmed the events are stored, so a stop before that
+    fires them again. Run directly, the cursor is written when the triggerer resumes the trigger after
+    queuing an event. Errors never become events: they are logged and the next poll retries. A table
+    that falls below the cursor is re-baselined, or with `allow_recreation` fired again from version 0.
 
-    **Maintenance commits are not data** (`include_maintenance=False`, the default): commits that change
-    no data (OPTIMIZE, statistics backfills: every file action `dataChange=false`; VACUUM START/END and
-    other commitInfo-only commits) fire nothing; they still advance the cursor, so they are never
-    delivered later, and a later data commit fires as usual. `include_maintenance=True` fires on them too.
-
-    **Cursor** (the last version handled): read at start from the watched asset's state store
-    (`asset_state_store`, Airflow 3.3+) and written back there, so a triggerer restart resumes after it:
-    nothing skipped, nothing repeated once recorded. Without a stored cursor the first poll takes the
-    latest version as the baseline (-1 for a table not created yet: its version 0 fires). On Airflow
-    3.3+ the triggerer runs watchers of the same table (same `table_uri`, `storage_conn_id`,
-    `poll_interval`, `wait_for_table`) on one **shared poll** in ack mode (`shared_stream_key`,
-    `create_shared_stream_producer`, `airflow.triggers.shared_stream`): the cursor is written only once the
-    triggerer confirmed the events up to it are stored in the metadata DB (`SharedStreamProducer.advance`),
-    so a triggerer stop before that fires them again rather than losing them. Run directly (`run()`, and
-    the path Airflow < 3.3 takes), the cursor is written when the triggerer resumes the trigger after
-    queuing an event. Without a store (Airflow < 3.3, or one trigger shared by several assets) the cursor
-    lives in memory and a restart re-baselines, so commits made while the triggerer was down fire no
-    event. Errors never become events: they are logged and the next poll retries. A table whose latest
-    version falls below the cursor (replaced by a new table) is re-baselined without events, or, with
-    `allow_recreation`, fires each version of the new table from 0.
-
-    **Recreation**: a latest version below `newer_than` (or `baseline`) means the table was deleted and
-    created again. With `allow_recreation=True` that fires at once, the event carrying `"recreated":
-    true`; without, it is a permanent error (`TableRecreatedError`), never a silent wait for a version
-    the new table may take months to reach. A missing bucket (`BucketNotFoundError`) and a malformed
-    endpoint (`InvalidArgumentError`) are permanent errors too, not "the table does not exist yet".
-
-    `poll_interval` (seconds, default 5): a poll costs one `_delta_log` listing (locally a few HEADs).
-    Serializes primitives only, the same kwargs for every run (no run-specific values, as watchers
-    need). Storage credentials are looked up from `storage_conn_id` in the triggerer, never serialized.
+    Serializes primitives only, the same for every run (as watchers need); credentials are looked up
+    from `storage_conn_id` in the triggerer, never serialized.
     """
 
     def __init__(
@@ -171,63 +92,44 @@ class DeltaVersionTrigger(_BaseTrigger):
         self.max_transient_errors = max_transient_errors
         self.allow_recreation = allow_recreation
         self.include_maintenance = parse_flag(include_maintenance, "include_maintenance", table=table_uri)
-        #: Watching: the last version handled (or the baseline) once the first poll ran. Runtime state,
-        #: never serialized: a restart reads the persisted cursor instead.
+        #: Watching: the last version handled, once the first poll ran (runtime state, never serialized).
         self.cursor: int | None = None
         #: Deferral: versions up to this one are known to hold no data change (not read again).
         self._scanned: int | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "table_uri": self.table_uri,
-                "target_version": self.target_version,
-                "newer_than": self.newer_than,
-                "baseline": self.baseline,
-                "storage_conn_id": self.storage_conn_id,
-                "poll_interval": self.poll_interval,
-                "wait_for_table": self.wait_for_table,
-                "max_transient_errors": self.max_transient_errors,
-                "allow_recreation": self.allow_recreation,
-                "include_maintenance": self.include_maintenance,
-            },
-        )
+        names = ("table_uri", "target_version", "newer_than", "baseline", "storage_conn_id", "poll_interval")
+        names += ("wait_for_table", "max_transient_errors", "allow_recreation", "include_maintenance")
+        return f"{type(self).__module__}.{type(self).__qualname__}", {n: getattr(self, n) for n in names}
 
     @property
     def watching(self) -> bool:
         """Whether this trigger watches every new version (no target, `newer_than` or baseline)."""
         return self.target_version is None and self.newer_than is None and self.baseline is None
 
-    def _storage_options(self) -> dict[str, Any]:
-        return storage_options(self.table_uri, self.storage_conn_id)
-
     def _poll(self) -> dict[str, Any] | None:
-        """One blocking poll: the event to fire, or None to keep waiting."""
-        options = self._storage_options()
+        """One blocking poll of a wait: the event to fire, or None to keep waiting."""
+        options = storage_options(self.table_uri, self.storage_conn_id)
         version = probe_table(self.table_uri, options, wait_for_table=self.wait_for_table)
         if version is None:
             return None
-        if recreated(version, self.target_version, self.newer_than, self.baseline):
-            if not self.allow_recreation:
-                raise recreation_error(self.table_uri, version, self.newer_than, self.baseline)
-            return {"status": "success", **version_event(self.table_uri, options, version), "recreated": True}
-        if not condition_met(version, self.target_version, self.newer_than, self.baseline):
-            return None
-        if self.target_version is None and not self.include_maintenance:
-            reference = self.newer_than if self.newer_than is not None else self.baseline
-            assert reference is not None  # not watching, no target
-            after = reference if self._scanned is None or not reference <= self._scanned < version else self._scanned
-            found = last_data_version(self.table_uri, options, after, version)
-            if found is None:  # only maintenance commits since: keep waiting, without reading them again
-                self._scanned = version
-                return None
-            version = found
-        return {"status": "success", **version_event(self.table_uri, options, version)}
+        event, self._scanned = wait_event(
+            self.table_uri,
+            options,
+            version,
+            target_version=self.target_version,
+            newer_than=self.newer_than,
+            baseline=self.baseline,
+            scanned=self._scanned,
+            allow_recreation=self.allow_recreation,
+            include_maintenance=self.include_maintenance,
+        )
+        return None if event is None else {"status": "success", **event}
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         if self.watching:
-            async for event in self._watch():
+            polls = (poll async for poll, _ in self._producer().open_stream())
+            async for event in self._follow(polls, acked=False):
                 yield event
             return
         failures = 0
@@ -239,15 +141,8 @@ class DeltaVersionTrigger(_BaseTrigger):
                 transient = is_transient(exc)
                 failures += 1
                 if not transient or failures > self.max_transient_errors:
-                    yield TriggerEvent(
-                        {
-                            "status": "error",
-                            "error_class": type(exc).__name__,
-                            "message": str(exc),
-                            "transient": transient,
-                            "table_uri": self.table_uri,
-                        }
-                    )
+                    error = {"error_class": type(exc).__name__, "message": str(exc), "transient": transient}
+                    yield TriggerEvent({"status": "error", **error, "table_uri": self.table_uri})
                     return
                 self.log.warning(
                     "transient error polling %s (%d/%d): %s", self.table_uri, failures, self.max_transient_errors, exc
@@ -259,9 +154,13 @@ class DeltaVersionTrigger(_BaseTrigger):
             await asyncio.sleep(self.poll_interval)
 
     # -- watching -------------------------------------------------------------------------------------
-    def _cursor_store(self) -> Any | None:
-        """The watched asset's state store accessor (injected by the triggerer, Airflow 3.3+), if any."""
-        return getattr(self, "asset_state_store", None)
+    def _producer(self) -> DeltaLogProducer:
+        return DeltaLogProducer(
+            self.table_uri,
+            storage_conn_id=self.storage_conn_id,
+            poll_interval=float(self.poll_interval),
+            wait_for_table=bool(self.wait_for_table),
+        )
 
     async def _load_cursor(self, store: Any) -> tuple[Any | None, int | None]:
         """(store to keep using, stored cursor). A store serving several assets is dropped, with a warning."""
@@ -286,13 +185,8 @@ class DeltaVersionTrigger(_BaseTrigger):
         if cursor is not None:
             if self.allow_recreation:  # the new table's versions are all new: fire them from 0
                 baseline = -1
-            self.log.warning(
-                "%s went back from version %s to %s (recreated): %s",
-                self.table_uri,
-                cursor,
-                latest,
-                "firing its versions from 0" if self.allow_recreation else "re-baselined",
-            )
+            how = "firing its versions from 0" if self.allow_recreation else "re-baselined"
+            self.log.warning("%s went back from version %s to %s (recreated): %s", self.table_uri, cursor, latest, how)
         self.log.info("watching %s from version %s", self.table_uri, baseline)
         return baseline
 
@@ -300,12 +194,6 @@ class DeltaVersionTrigger(_BaseTrigger):
         """The event of versions (after, until], or None when all are maintenance commits (blocking)."""
         commits = read_commits(self.table_uri, options, after, until)
         return commits_event(self.table_uri, options, commits, include_maintenance=self.include_maintenance)
-
-    async def _batches(self, options: dict[str, Any], latest: int) -> AsyncIterator[tuple[dict[str, Any] | None, int]]:
-        """(event or None, version it covers up to) for the versions after the cursor, oldest first."""
-        assert self.cursor is not None
-        for after, until in chunks(self.cursor, latest):
-            yield await asyncio.to_thread(self._batch, options, after, until), until
 
     @staticmethod
     async def _persist(store: Any, key: str, version: int) -> bool:
@@ -318,45 +206,42 @@ class DeltaVersionTrigger(_BaseTrigger):
             return True
         return False
 
-    async def _watch(self) -> AsyncIterator[TriggerEvent]:
-        """Poll on its own (Airflow < 3.3, or run directly): one event per poll with new data versions,
-        forever, recording the cursor once the triggerer took the event.
+    async def _follow(self, polls: AsyncIterator[TablePoll], *, acked: bool) -> AsyncIterator[TriggerEvent]:
+        """One event per poll with new data versions after the cursor, forever.
 
-        The triggerer queues an event, then asks for the next one: that resumption is the receipt, and only
-        then is the cursor advanced and stored. A stop (cancellation) before it leaves the event unrecorded,
-        so the restarted trigger fires it again; one arriving while the cursor is written waits for the
-        write. Either way each version is queued once. A poll that finds only maintenance commits fires
-        nothing and stores the cursor past them at once.
+        `acked` (the shared stream): each cursor write is handed to the poll (`TablePoll.record`), made by
+        `DeltaLogProducer.advance` once the triggerer confirmed the poll's events are stored. Otherwise the
+        triggerer asking for the next event is the receipt: only then is the cursor advanced and stored,
+        so a stop before it fires the event again, and one arriving during the write waits for it.
         """
-        store = self._cursor_store()
+        store = getattr(self, "asset_state_store", None)  # injected by the triggerer, Airflow 3.3+
         loaded = store is None
         key = cursor_key(self.table_uri)
-        while True:
+
+        async def move(poll: TablePoll, version: int) -> None:
+            self.cursor = version
+            if store is not None and acked:
+                poll.record(store, key, version)
+            elif store is not None and await self._persist(store, key, version):
+                raise asyncio.CancelledError
+
+        async for poll in polls:
             try:
                 if not loaded:
                     store, self.cursor = await self._load_cursor(store)
                     loaded = True
-                options = await asyncio.to_thread(self._storage_options)
-                latest = await asyncio.to_thread(
-                    probe_table, self.table_uri, options, wait_for_table=self.wait_for_table
-                )
-                baseline = self._rebaseline(self.cursor, latest)
+                baseline = self._rebaseline(self.cursor, poll.latest)
                 if baseline is not None:
-                    if store is not None and await self._persist(store, key, baseline):
-                        raise asyncio.CancelledError
-                    self.cursor = baseline
-                if latest is not None:
-                    async for payload, until in self._batches(options, latest):
-                        if payload is not None:
-                            yield TriggerEvent(payload)
-                            # Resumed: the triggerer queued the event (it asks for the next one right after).
-                        self.cursor = until
-                        if store is not None and await self._persist(store, key, until):
-                            raise asyncio.CancelledError
+                    await move(poll, baseline)
+                latest = -1 if poll.latest is None else poll.latest  # no table yet: no versions after the cursor
+                for after, until in chunks(self.cursor, latest):
+                    payload = await asyncio.to_thread(self._batch, poll.options, after, until)
+                    if payload is not None:
+                        yield TriggerEvent(payload)  # resumed: the triggerer queued it
+                    await move(poll, until)
             except Exception as exc:  # a watcher outlives errors: log, and the next poll retries
                 log_ = self.log.warning if is_transient(exc) else self.log.error
                 log_("watching %s (cursor %s): %s: %s", self.table_uri, self.cursor, type(exc).__name__, exc)
-            await asyncio.sleep(self.poll_interval)
 
     # -- watching on Airflow 3.3+: one shared, acknowledged poll per table ------------------------------
     def shared_stream_key(self) -> Hashable | None:
@@ -375,58 +260,15 @@ class DeltaVersionTrigger(_BaseTrigger):
             wait_for_table=bool(kwargs.get("wait_for_table", True)),
         )
 
-    async def filter_shared_stream(self, shared_stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
-        """This watcher's events from the shared poll: one per poll with new data versions after its cursor.
-
-        Each raw event is one poll (`TablePoll`): the latest version and the storage options. The cursor
-        advances in memory at once; its write is handed to the poll (`TablePoll.record`) and made by
-        `DeltaLogProducer.advance` once the triggerer confirmed every event derived from the poll is stored.
-        """
-        store = self._cursor_store()
-        loaded = store is None
-        key = cursor_key(self.table_uri)
-        async for poll in shared_stream:
-            try:
-                if not loaded:
-                    store, self.cursor = await self._load_cursor(store)
-                    loaded = True
-                baseline = self._rebaseline(self.cursor, poll.latest)
-                if baseline is not None:
-                    self.cursor = baseline
-                    if store is not None:
-                        poll.record(store, key, baseline)
-                if poll.latest is not None:
-                    async for payload, until in self._batches(poll.options, poll.latest):
-                        if payload is not None:
-                            yield TriggerEvent(payload)
-                        self.cursor = until
-                        if store is not None:
-                            poll.record(store, key, until)
-            except Exception as exc:  # a watcher outlives errors: log, and the next poll retries
-                log_ = self.log.warning if is_transient(exc) else self.log.error
-                log_("watching %s (cursor %s): %s: %s", self.table_uri, self.cursor, type(exc).__name__, exc)
-
-
-#: The first element of a watcher's shared stream key.
-_STREAM = "airflow_delta_provider.delta_log"
-
-
-def storage_options(table_uri: str, storage_conn_id: str | None) -> dict[str, Any]:
-    """The storage options of `storage_conn_id` for the table ({} without a connection)."""
-    if not storage_conn_id:
-        return {}
-    from ..hooks.delta import DeltaTableHook
-
-    return DeltaTableHook(table_uri, storage_conn_id).storage_options()
+    def filter_shared_stream(self, shared_stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
+        """This watcher's events from the shared poll (one `TablePoll` per raw event), cursor writes acked."""
+        return self._follow(shared_stream, acked=True)
 
 
 @dataclass(eq=False)
 class TablePoll:
-    """One poll of a table's log, broadcast to every watcher of the table (a shared stream's raw event).
-
-    `latest`: the latest version, None while the table does not exist. `writes`: the cursor writes the
-    watchers recorded while handling it, made once all of them handled it and their events are stored.
-    """
+    """One poll of a table's log (`latest`: None while the table does not exist), broadcast to its watchers;
+    `writes` are the cursor writes they recorded, made once the poll is acknowledged."""
 
     latest: int | None
     options: dict[str, Any]
@@ -441,14 +283,12 @@ _ProducerBase: type = _Producer if _Producer is not None else object
 
 
 class DeltaLogProducer(_ProducerBase):  # type: ignore[misc,valid-type]
-    """The shared poll of one table's log (Airflow 3.3+ ack mode, `airflow.triggers.shared_stream`).
+    """The poll of one table's log: shared by its watchers on Airflow 3.3+ (ack mode), a watcher's own before.
 
-    `open_stream` lists the log every `poll_interval` seconds and yields one `TablePoll` per poll, changed
-    or not, so a watcher joining late or restarted catches up within one poll. Errors are logged and the
-    next poll retries: a watcher outlives them. `advance` receives polls every watcher has moved past and
-    whose events the triggerer confirmed stored in the metadata DB, and writes the cursors the watchers
-    recorded on them (the last per cursor); a poll a watcher failed on (ack timeout) writes nothing, so the
-    restarted watcher fires its events again.
+    `open_stream` yields one `TablePoll` every `poll_interval` seconds, changed or not, so a watcher joining
+    late catches up within one poll; errors are logged and the next poll retries. `advance` writes the
+    cursors recorded on acknowledged polls (the last per cursor); a poll a watcher failed on writes
+    nothing, so the restarted watcher fires its events again.
     """
 
     def __init__(

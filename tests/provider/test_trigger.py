@@ -13,6 +13,7 @@ pytest.importorskip("airflow")
 
 from provider_support import small_table
 
+from airflow_delta_provider import version_watch
 from airflow_delta_provider.delta import DeltaLog, InvalidArgumentError, StorageError
 from airflow_delta_provider.testing import DeltaLogBuilder
 from airflow_delta_provider.triggers import delta as trigger_module
@@ -96,7 +97,7 @@ def test_trigger_retries_transient_errors_then_fires(tmp_path: Path, monkeypatch
     # A local directory cannot throttle: the first two probes raise what an object store's 503
     # SlowDown becomes (StorageError(transient=True)); tests/delta/test_s3_store.py injects real 503s.
     b = small_table(tmp_path)
-    real = trigger_module.probe_version
+    real = version_watch.probe_version
     calls = {"n": 0}
 
     def flaky(*args: Any, **kwargs: Any) -> int | None:
@@ -105,12 +106,12 @@ def test_trigger_retries_transient_errors_then_fires(tmp_path: Path, monkeypatch
             raise StorageError("SlowDown", table=b.uri, transient=True)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(trigger_module, "probe_version", flaky)
+    monkeypatch.setattr(version_watch, "probe_version", flaky)
     payload = asyncio.run(DeltaVersionTrigger(b.path, target_version=2, poll_interval=0.01).run().__anext__()).payload
     assert payload["status"] == "success" and payload["version"] == 2 and calls["n"] == 3
 
     calls["n"] = -100  # now always transient: gives up after max_transient_errors in a row
-    monkeypatch.setattr(trigger_module, "probe_version", lambda *a, **k: (_ for _ in ()).throw(TimeoutError("t/o")))
+    monkeypatch.setattr(version_watch, "probe_version", lambda *a, **k: (_ for _ in ()).throw(TimeoutError("t/o")))
     payload = asyncio.run(
         DeltaVersionTrigger(b.path, target_version=2, poll_interval=0.01, max_transient_errors=2).run().__anext__()
     ).payload
@@ -138,7 +139,7 @@ def test_the_trigger_sleeps_its_poll_interval_between_polls(
     real_sleep = asyncio.sleep
     pauses: list[float] = []
     probes = {"n": 0}
-    real_probe = trigger_module.probe_version
+    real_probe = version_watch.probe_version
 
     def probe(*args: Any, **kwargs: Any) -> int | None:
         probes["n"] += 1
@@ -148,7 +149,7 @@ def test_the_trigger_sleeps_its_poll_interval_between_polls(
         pauses.append(delay)
         return await real_sleep(0)
 
-    monkeypatch.setattr(trigger_module, "probe_version", probe)
+    monkeypatch.setattr(version_watch, "probe_version", probe)
 
     async def scenario() -> None:
         monkeypatch.setattr(trigger_module.asyncio, "sleep", sleep)
