@@ -1,66 +1,26 @@
-"""VACUUM: delete files under a table root that no version within retention needs (PROTOCOL.md "Delta Log Entries").
+"""VACUUM: delete the files no version within retention needs (PROTOCOL.md "Delta Log Entries").
 
-`vacuum(table)` runs the writer check for `vacuum` (unknown features, catalog-managed tables refused;
-`vacuumProtocolCheck` tables get the full writer check), lists the table (FULL) or reads the tombstones
-(LITE), and lets `protocol.vacuum.plan_vacuum` decide. It is a dry run unless `dry_run=False`.
+`vacuum(table)` runs the writer check for `vacuum`, lists the table (FULL, through the engine's
+`VacuumExecutor`) or reads the tombstones from the commits (LITE), and lets `protocol.vacuum` plan. It is a
+dry run unless `dry_run=False`. An apply refuses a plan for another table or a changed protocol, re-validates
+every entry against the latest snapshot and storage (a writer may have committed since the listing), commits
+`VACUUM START`, deletes in batches, removes empty local directories and commits `VACUUM END` (status
+`COMPLETED` or `FAILED`; a failed END commit is logged: the files are gone either way). The audit commits are
+written where Spark writes them by default (`AUDIT_SCHEMES`; `audit=` forces either way).
 
-Apply (`dry_run=False`, with a `plan` from an earlier dry run or a fresh one): a plan for another table
-(another location, another `metaData.id` at the same location, a version the table never reached) or
-naming an entry outside the table root or in `_delta_log` is refused whole (`VacuumPlanRefusedError`,
-nothing deleted); a protocol change refuses too. Every entry is then re-validated against the table's
-latest snapshot and against storage (`protocol.vacuum.revalidate`: each file's size and mtime now must be
-those the plan's listing recorded, a regular file, older than the cutoff, untracked files older than the
-grace period; hidden names, duplicates, files active again or tombstoned within retention are dropped and
-reported with their reason; files no longer there are reported as `missing` and not counted). Then
-`VACUUM START` is committed, the kept files are deleted in batches (each batch retried), empty
-directories left behind are removed on local stores, and `VACUUM END` is committed with status
-`COMPLETED` (or `FAILED`, then the error is raised). `deleted` counts the files re-validation found and
-deleted (a file removed by someone else between that check and the delete request is counted too: no
-store reports which of a batch existed). The audit commits go through the transaction (`delta.txn`); by
-default they are written on the schemes where Spark writes them (`file`, `hdfs`, `abfs[s]`, `wasb[s]`,
-`adl`, `gs`; not `s3`), `audit=` forces either way. A failed `VACUUM END` commit is logged, not raised
-(the files are gone either way).
+LITE needs every commit from version 0: checkpoints drop expired tombstones (Spark `deltaCannotVacuumLite`;
+`_last_vacuum_info` is neither read nor written). A LITE plan stats its files once, so it carries the same
+evidence as a FULL one.
 
-Where the FULL listing, the re-validation and the deletes run is the engine's `VacuumExecutor`
-(`engine.vacuum_executor()`): this process on the local engine (`engines.local_vacuum`), Spark
-executors on the Spark engine (`engines.spark.vacuum`: the listing split by directory, the file list
-never on the driver); checks, retention and audit commits stay here either way, and the rules are
-`protocol.vacuum`'s. The cyclic garbage collector is paused while a snapshot is replayed and a plan
-made in this process (`_gc_paused`).
+Retention: `retention_hours`, else `delta.deletedFileRetentionDuration`. As in Delta >= 4.1 the table
+property is the floor: a shorter value only with `enforce_retention_duration=False` (Spark's `RETAIN 0 HOURS`
+with the retention check off). Independently, an untracked file younger than `untracked_grace_hours`
+(default 1) is never deleted: delta-rs writes its data files before it commits them.
 
-LITE reads every remove from the commit files (checkpoints drop expired tombstones), so it needs the
-log from version 0 and otherwise refuses with "run FULL"; `_delta_log/_last_vacuum_info` (Spark's
-incremental LITE start) is neither read nor written. A LITE plan looks each of its files up once
-(`stat_entries`) so that it carries the same evidence as a FULL one. With `audit=None` the audit commits
-are skipped, with a warning, on a store without atomic put-if-absent.
-
-Grace period (`untracked_grace_hours`, default 1 hour; 0 only when passed): an untracked file younger than
-it is never deleted, whatever the retention and `enforce_retention_duration` (a writer's data file staged
-before its commit: delta-rs writes its files, then commits). The plan reports how many files and bytes it
-kept (`grace_kept_files`, `grace_kept_bytes`); apply re-applies it with the apply's own value and clock.
-
-Retention: `retention_hours` (else `delta.deletedFileRetentionDuration`, 7 days). A value shorter than
-the table's is refused unless `enforce_retention_duration=False`; negative or non-finite values are
-`InvalidArgumentError`s. Delta >= 4.1 makes the table property the source of truth: Spark's
-`VACUUM t RETAIN n HOURS` ignores `n` unless it is 0 (with a warning; Spark `DeltaSQLConf`
-`spark.databricks.delta.vacuum.retentionWindowIgnore.enabled`, true), and `RETAIN 0 HOURS` still needs
-`spark.databricks.delta.retentionDurationCheck.enabled=false`. Here the property is the default and the
-floor: a longer `retention_hours` is honoured (it deletes less), a shorter one only with the explicit
-override (`enforce_retention_duration=False`, which is how `RETAIN 0 HOURS` is asked for). Log cleanup
-refuses a table whose `delta.logRetentionDuration` is shorter (`maintenance.log_cleanup`).
-
-Version leases (`maintenance.leases`): the live leases are read when a plan is made and again when an
-apply starts its re-validation; each leased version's active and DV files are taken out of the plan
-before the engine re-validates and deletes, so both engines keep them. The result names the leases
-(`leases`) and counts what they kept (`lease_kept_files`, `lease_kept_bytes`; at apply, entries dropped
-with reason `leased`). `lease_location=` names a lease folder other than `<table>/_delta_leases`.
-
-Quarantine (`quarantine=True`, `maintenance.quarantine`): the apply moves the kept files to
-`<table>/_delta_quarantine/<id>/files/` instead of deleting them (manifest first, then the moves, then
-the completion marker; between `VACUUM START` and `VACUUM END`, whose parameters name the quarantine), so
-`undo_quarantine` can put them back. It first resumes the table's quarantines a killed VACUUM left
-unfinished. The dry run and the result state the cost of the moves (`quarantine`: method, files, bytes,
-bytes copied, storage calls); the result names `quarantine_id`; `deleted` stays 0. Local engine only.
+Live version leases (`maintenance.leases`) are read when a plan is made and again when an apply starts its
+re-validation; their versions' files leave the plan before the engine sees it (dropped as `leased`).
+`quarantine=True` (local engine) moves the kept files to `_delta_quarantine/<id>/` between START and END
+(`maintenance.quarantine`), after resuming the quarantines a killed VACUUM left unfinished.
 """
 
 from __future__ import annotations
@@ -89,15 +49,14 @@ from ..protocol.vacuum import (
     FULL,
     HOUR_MS,
     LEASED,
-    LITE,
     MODES,
     LoggedFile,
     PlannedFile,
     VacuumPlan,
     VacuumPlanRefusedError,
+    check_entries,
     partition_of,
     plan_vacuum,
-    refused_entry,
     with_evidence,
 )
 from ..read.protected_files import logged_files, partition_columns
@@ -118,10 +77,9 @@ AUDIT_SCHEMES = frozenset({"wasbs", "wasbss", "abfs", "abfss", "adl", "gs", "fil
 
 @dataclass
 class VacuumResult:
-    """A vacuum's plan and, when applied, what was deleted. `dropped` are plan entries re-validation kept
-    (`reasons[i]` says why `dropped[i]`: `protocol.vacuum.DROP_REASONS`), `missing` entries whose file was
-    gone (neither deleted nor counted); the Spark executor lists at most its collect bound of either,
-    `num_dropped` and `num_missing` count all."""
+    """A vacuum's plan and, when applied, what was deleted. `dropped[i]` was kept for `reasons[i]`
+    (`protocol.vacuum.DROP_REASONS`), `missing` were gone (not counted); Spark lists a bounded number of
+    either, `num_dropped` and `num_missing` count all."""
 
     plan: VacuumPlan
     dry_run: bool
@@ -138,15 +96,14 @@ class VacuumResult:
     leases: list[dict[str, Any]] = field(default_factory=list)
     lease_kept_files: int = 0
     lease_kept_bytes: int = 0
-    #: `quarantine=True`: the moves' cost (`protocol.quarantine.move_cost`; applied: with the id, location
-    #: and files moved), the quarantine's id, and the unfinished quarantines this call resumed first
+    #: `quarantine=True`: the moves' cost (`protocol.quarantine.move_cost`; applied: id, location, moves),
+    #: the quarantine's id, and the unfinished quarantines this call resumed first
     quarantine: dict[str, Any] | None = None
     quarantine_id: str | None = None
     resumed: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """Primitive form (JSON, XCom); a dry run's dict is a plan `vacuum(plan=...)` accepts. Each dropped
-        entry carries its `reason`."""
+        """Primitive form (JSON, XCom); a dry run's dict is a plan `vacuum(plan=...)` accepts."""
         out = self.plan.to_dict()
         reasons = list(self.reasons) + ["unknown"] * (len(self.dropped) - len(self.reasons))
         out.update(
@@ -193,9 +150,8 @@ def _retention_ms(snapshot: Snapshot, retention_hours: float | None, enforce: bo
 
 @contextmanager
 def _gc_paused(pause: bool = True) -> Iterator[None]:
-    """The cyclic garbage collector paused (when `pause`) while a snapshot is replayed and a plan made in
-    this process: that makes millions of short-lived objects and no cycles, and each full collection would
-    rescan every live container (a third of the planning time of a 1M-file table). Restored as it was."""
+    """The cyclic GC paused (when `pause`) while a snapshot is replayed and planned in this process: millions
+    of short-lived objects and no cycles, and full collections took a third of a 1M-file table's planning."""
     enabled = gc.isenabled()
     if pause:
         gc.disable()
@@ -206,34 +162,23 @@ def _gc_paused(pause: bool = True) -> Iterator[None]:
             gc.enable()
 
 
-def _require_lite_log(dlog: DeltaLog) -> None:
-    """LITE reads every tombstone from the log: it needs the commits from version 0 (no `_last_vacuum_info`
-    is kept here), because checkpoints drop expired tombstones (Spark `deltaCannotVacuumLite`)."""
-    versions = [
-        p.version
-        for p in (parse_log_path(i) for i in dlog.store.list_from(dlog.log_dir))
-        if p is not None and p.kind is LogFileKind.COMMIT
-    ]
-    if not versions or min(versions) != 0:
-        raise OperationNotAllowedError(
-            f"VACUUM LITE needs every commit from version 0, but the earliest is "
-            f"{min(versions) if versions else None} (log cleanup removed the rest): run FULL",
-            table=dlog.table_uri,
-        )
-
-
 def _lite_tombstones(dlog: DeltaLog, snapshot: Snapshot) -> list[LoggedFile]:
-    """Every remove in the commits up to the snapshot's version (commit files read in order)."""
+    """Every remove of the commits up to the snapshot's version, which LITE needs from version 0 on
+    (checkpoints drop expired tombstones: Spark `deltaCannotVacuumLite`)."""
     from ..read.commits import read_commit
 
+    listed = (parse_log_path(i) for i in dlog.store.list_from(dlog.log_dir))
+    commits = sorted((p for p in listed if p is not None and p.kind is LogFileKind.COMMIT), key=lambda p: p.version)
+    if not commits or commits[0].version != 0:
+        raise OperationNotAllowedError(
+            f"VACUUM LITE needs every commit from version 0, but the earliest is "
+            f"{commits[0].version if commits else None} (log cleanup removed the rest): run FULL",
+            table=dlog.table_uri,
+        )
     out: dict[str, LoggedFile] = {}
-    parsed = sorted(
-        (p for p in (parse_log_path(i) for i in dlog.store.list_from(dlog.log_dir)) if p is not None),
-        key=lambda p: p.version,
-    )
-    for p in parsed:
-        if p.kind is not LogFileKind.COMMIT or p.version > snapshot.version:
-            continue
+    for p in commits:
+        if p.version > snapshot.version:
+            break
         for a in read_commit(dlog.store, dlog.table_uri, p):
             if isinstance(a, RemoveFile):
                 out[a.key] = LoggedFile(a.path, a.deletion_vector, a.deletion_timestamp, a.size)
@@ -252,8 +197,7 @@ def make_plan(
     executor: VacuumExecutor,
     untracked_grace_ms: int = int(DEFAULT_UNTRACKED_GRACE_HOURS * HOUR_MS),
 ) -> VacuumPlan:
-    """List (FULL, through `executor`) or read the log (LITE, here) and plan at `now_ms - retention_ms`.
-    A LITE plan's files are looked up once (`stat_entries`): each carries its size and mtime as stored."""
+    """List (FULL, through `executor`) or read the log (LITE) and plan at `now_ms - retention_ms`."""
     if mode == FULL:
         return executor.plan_full(
             dlog,
@@ -265,7 +209,6 @@ def make_plan(
             untracked_grace_ms=untracked_grace_ms,
         )
     active, tombs = logged_files(snapshot)
-    _require_lite_log(dlog)
     plan = plan_vacuum(
         table=dlog.table_uri,
         version=snapshot.version,
@@ -327,24 +270,19 @@ def vacuum(
     :param clock: epoch-ms clock (default: the `DeltaLog`'s).
     :param audit: write the `VACUUM START`/`END` commits (None: where Delta does, by scheme).
     :param batch_size: files per delete request.
-    :param executor: where the FULL listing, re-validation and deletes run (default: the log's engine's
-        `vacuum_executor()`: this process on the local engine, the executors on Spark).
-    :param plan_dir: on an engine that keeps a big plan's file list apart (Spark), where it goes.
-    :param lease_location: the table's lease folder (`maintenance.leases`; default `<table>/_delta_leases`).
+    :param executor: where the listing, re-validation and deletes run (default: the engine's).
+    :param plan_dir: where an engine that keeps a big plan's file list apart (Spark) puts it.
+    :param lease_location: the table's lease folder (default `<table>/_delta_leases`).
     :param quarantine: move the files to `<table>/_delta_quarantine/<id>/` instead of deleting them
-        (`maintenance.quarantine`: `undo_quarantine` puts them back, `purge_quarantines` deletes them);
-        the local engine only.
-    :param untracked_grace_hours: an untracked file (no add or remove of the snapshot names it) whose
-        modification time is younger than this many hours is never deleted, neither planned nor applied
-        (None: `DEFAULT_UNTRACKED_GRACE_HOURS`, 1 hour; 0 turns it off). Independent of the retention:
-        `enforce_retention_duration=False` does not shorten it. An apply uses its own value, not the plan's.
+        (`undo_quarantine` puts them back); the local engine only.
+    :param untracked_grace_hours: never delete an untracked file younger than this (None: 1 hour; 0: off),
+        whatever the retention; an apply uses its own value, not the plan's.
     :raises InvalidArgumentError: bad arguments, a retention refused.
-    :raises VacuumPlanRefusedError: (an `InvalidArgumentError`) a plan for another table, or with an entry
-        outside the table root or in `_delta_log`: nothing is deleted.
+    :raises VacuumPlanRefusedError: a plan for another table, or naming an entry outside the table root
+        or in `_delta_log`: nothing is deleted.
     :raises UnsupportedFeatureError, OperationNotAllowedError: a table this library must not vacuum, a
         LITE vacuum whose commits were cleaned up, a protocol changed since the plan, a plan without its
-        file list applied while a version lease is live, `quarantine=True` on an engine whose executor
-        cannot move files (Spark's: refused before anything is planned).
+        file list applied while a version lease is live, `quarantine=True` on an engine that cannot move.
     :raises LeaseError: a lease file that is not a valid lease (nothing is deleted).
     """
     check_bool(dry_run, "dry_run")
@@ -378,7 +316,7 @@ def vacuum(
             cache=leased_files,
         )
 
-    kept = (0, 0)
+    kept: list[PlannedFile] = []
     plan_pins = LeasePins()
     with _gc_paused(in_process):
         snapshot = dlog.update()
@@ -402,6 +340,13 @@ def vacuum(
                 untracked_grace_ms=grace_ms,
             )
             plan_pins = pins(snapshot, now_ms)
+            if plan_pins.paths and not the_plan.files_inline:
+                log.warning(
+                    "VACUUM of %s: the plan does not carry its file list, so it cannot leave out the files of the "
+                    "leased versions %s; applying it is refused while those leases are live",
+                    the_plan.table,
+                    plan_pins.versions,
+                )
             the_plan, kept = _without_leased(the_plan, plan_pins)
         else:
             the_plan = plan if isinstance(plan, VacuumPlan) else VacuumPlan.from_dict(plan)
@@ -411,8 +356,8 @@ def vacuum(
             the_plan,
             dry_run=True,
             leases=plan_pins.to_dicts(now_ms),
-            lease_kept_files=kept[0],
-            lease_kept_bytes=kept[1],
+            lease_kept_files=len(kept),
+            lease_kept_bytes=sum(f.size for f in kept),
             quarantine=_planned_cost(dlog, the_plan) if quarantine else None,
         )
     # re-validate against the table as it is now: a writer may have committed while the table was listed
@@ -436,8 +381,8 @@ def vacuum(
         result.resumed = resumed
         if result.quarantine is None:  # nothing left to move: no quarantine made
             result.quarantine = _planned_cost(dlog, result.plan.with_files([]))
-    result.lease_kept_files += kept[0]  # left out when this call made the plan
-    result.lease_kept_bytes += kept[1]
+    result.lease_kept_files += len(kept)  # left out when this call made the plan
+    result.lease_kept_bytes += sum(f.size for f in kept)
     return result
 
 
@@ -453,29 +398,16 @@ def _planned_cost(dlog: DeltaLog, plan: VacuumPlan) -> dict[str, Any]:
     return cost
 
 
-def _without_leased(plan: VacuumPlan, pins: LeasePins) -> tuple[VacuumPlan, tuple[int, int]]:
-    """`plan` without the files the live leases need, and (files, bytes) left out. A plan that does not
-    carry its file list (Spark, `files_inline` false) is returned as it is: its apply refuses while a
-    lease is live."""
-    if not pins.paths:
-        return plan, (0, 0)
-    if not plan.files_inline:
-        log.warning(
-            "VACUUM of %s: the plan does not carry its file list, so it cannot leave out the files of the "
-            "leased versions %s; applying it is refused while those leases are live",
-            plan.table,
-            pins.versions,
-        )
-        return plan, (0, 0)
-    keep, vetoed = split_leased(plan.files, pins.paths)
-    if not vetoed:
-        return plan, (0, 0)
-    return plan.with_files(keep), (len(vetoed), sum(f.size for f in vetoed))
+def _without_leased(plan: VacuumPlan, pins: LeasePins) -> tuple[VacuumPlan, list[PlannedFile]]:
+    """`plan` without the files the live leases need, and those files (a plan without its list: as it is)."""
+    if not pins.paths or not plan.files_inline:
+        return plan, []
+    keep, leased = split_leased(plan.files, pins.paths)
+    return (plan.with_files(keep) if leased else plan), leased
 
 
 def untracked_grace_ms(hours: float | None) -> int:
-    """`vacuum(untracked_grace_hours=...)` in ms: None is the default (`DEFAULT_UNTRACKED_GRACE_HOURS`);
-    otherwise a finite number of hours >= 0 (0 only when passed), else `InvalidArgumentError`."""
+    """`untracked_grace_hours` in ms: None is the default; else finite hours >= 0, or `InvalidArgumentError`."""
     if hours is None:
         return int(DEFAULT_UNTRACKED_GRACE_HOURS * HOUR_MS)
     if isinstance(hours, bool) or not isinstance(hours, Real) or not math.isfinite(hours) or hours < 0:
@@ -487,9 +419,8 @@ def untracked_grace_ms(hours: float | None) -> int:
 
 
 def _check_plan_table(plan: VacuumPlan, table_uri: str, snapshot: Snapshot) -> None:
-    """Refuse (`VacuumPlanRefusedError`) a plan made for another table: another location, another
-    `metaData.id` (the table recreated at this location), or a version this table has not reached; and a
-    plan carrying its file list inline with an entry no planner writes (`protocol.vacuum.refused_entry`)."""
+    """Refuse a plan for another location, another `metaData.id` (the table recreated here) or a version
+    not reached yet, or naming an entry no planner writes (`VacuumPlanRefusedError`)."""
     why = None
     if plan.table != table_uri:
         why = f"The plan is for table {plan.table}, not {table_uri}"
@@ -499,15 +430,7 @@ def _check_plan_table(plan: VacuumPlan, table_uri: str, snapshot: Snapshot) -> N
         why = f"The plan was made at version {plan.version}, newer than the table's latest ({snapshot.version})"
     if why is not None:
         raise VacuumPlanRefusedError(f"{why}: nothing was deleted", argument="plan", table=table_uri)
-    for f in plan.files:
-        entry = refused_entry(f.path)
-        if entry is not None:
-            raise VacuumPlanRefusedError(
-                f"The vacuum plan names {f.path!r}: {entry}. No planner writes such an entry; nothing was deleted",
-                argument="plan",
-                table=table_uri,
-                file=f.path,
-            )
+    check_entries(plan, table_uri)
 
 
 def _apply(
@@ -551,11 +474,7 @@ def _apply(
             table=dlog.table_uri,
             version=snapshot.version,
         )
-    leased: list[PlannedFile] = []
-    if pins.paths:
-        keep, leased = split_leased(plan.files, pins.paths)
-        if leased:
-            plan = plan.with_files(keep)
+    plan, leased = _without_leased(plan, pins)
     with _gc_paused(getattr(executor, "in_process", False)):
         checked = executor.revalidate(
             dlog,
@@ -595,9 +514,8 @@ def _delete_checked(
     executor: VacuumExecutor,
     quarantine_at: int | None = None,
 ) -> VacuumResult:
-    """VACUUM START, the deletes, VACUUM END, for a re-validated plan. With `quarantine_at` (the apply's
-    clock), the kept files are moved into a new quarantine instead (`maintenance.quarantine`): its
-    manifest, the moves (`executor.move`), its completion marker, between START and END."""
+    """VACUUM START, the deletes, VACUUM END, for a re-validated plan; with `quarantine_at` (the apply's
+    clock) the quarantine's manifest, moves and completion marker instead of the deletes."""
     reasons = list(checked.reasons)
     for i, f in enumerate(checked.dropped):
         why = reasons[i] if i < len(reasons) else "re-validation"
@@ -678,15 +596,3 @@ def _delete_checked(
         return result
     log.info("VACUUM of %s: deleted %d files (%d bytes)", plan.table, result.deleted, result.deleted_bytes)
     return result
-
-
-__all__ = [
-    "DEFAULT_UNTRACKED_GRACE_HOURS",
-    "FULL",
-    "LITE",
-    "VacuumPlanRefusedError",
-    "VacuumResult",
-    "make_plan",
-    "untracked_grace_ms",
-    "vacuum",
-]
