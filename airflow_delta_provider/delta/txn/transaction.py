@@ -1,16 +1,11 @@
 """`Transaction`: stage actions on a snapshot, then commit them as the next version (Spark
 `OptimisticTransaction`; PROTOCOL.md "Delta Log Entries" and "Commit Provenance Information").
 
-A commit is one `put_if_absent` of `_delta_log/<version>.json`, never check-then-write. Before anything
-is written the transaction refuses what it cannot write: a protocol with a writer feature it does not
-know or whose obligations it does not meet for what the commit does (`check_can_write`), a
-catalog-managed table, a store without an atomic put-if-absent. When another writer took the version,
-the transaction reads every winning commit, applies Delta's conflict rules (`protocol.conflicts`) and
-either raises the typed conflict or retries at the next free version, a bounded number of times.
-
-Idempotent retries (an Airflow task run again) use application transactions: `set_app_transaction`
-stages a `txn` action, and when the snapshot already holds that app id at that version or later the
-commit writes nothing and returns the snapshot's version.
+A commit is one `put_if_absent` of `_delta_log/<version>.json`, never check-then-write. When another
+writer took the version, every winning commit is checked against Delta's conflict rules
+(`protocol.conflicts`): the typed conflict is raised, or the commit retries at the next free version.
+An app transaction (`set_app_transaction`) already in the snapshot makes the commit a no-op (an
+idempotent task retry).
 """
 
 from __future__ import annotations
@@ -70,6 +65,9 @@ if TYPE_CHECKING:  # pragma: no cover
 #: Commit attempts after the first that a transaction makes before giving up (delta-rs's default).
 DEFAULT_MAX_RETRIES = 15
 _STAGEABLE = (AddFile, RemoveFile, AddCDCFile, Metadata, Protocol, DomainMetadata, SetTransaction)
+#: What a tombstone copies from the `add` it removes.
+_REMOVE_KEEPS = ("path", "partition_values", "size", "tags", "deletion_vector", "base_row_id")
+_REMOVE_KEEPS += ("default_row_commit_version",)
 
 
 @functools.cache
@@ -85,11 +83,14 @@ def engine_info() -> str:
 
 
 class Transaction:
-    """Actions staged against one snapshot, committed once with `commit()`.
+    """Actions staged against `snapshot` for `operation` (Delta's name: `WRITE`, `OPTIMIZE`...), committed
+    once with `commit()`. What the result depends on (`read_files`, `read_where`, `read_whole_table`, app
+    ids) is what the conflict rules check when another writer commits first.
 
-    Create it with `start_transaction`. Record what the transaction's result depends on (`read_files`,
-    `read_where`, `read_whole_table`, app ids): the conflict rules use it when another writer commits
-    first.
+    :param parameters: `operationParameters` of the commitInfo (lists and maps are JSON-encoded).
+    :param app_id: an application id this transaction depends on: a concurrent `txn` for it conflicts.
+    :param clock: epoch milliseconds (default: the snapshot's clock).
+    :param max_retries: commit attempts after the first before `CommitRetriesExceededError`.
     """
 
     def __init__(
@@ -139,8 +140,7 @@ class Transaction:
 
     # -- staging ------------------------------------------------------------------------------------
     def add(self, *actions: Action) -> Transaction:
-        """Stage actions (add, remove, cdc, metaData, protocol, domainMetadata, txn); commitInfo is written
-        by the transaction itself."""
+        """Stage actions (add, remove, cdc, metaData, protocol, domainMetadata, txn), never commitInfo."""
         for action in actions:
             if not isinstance(action, _STAGEABLE):
                 raise InvalidArgumentError(
@@ -156,18 +156,8 @@ class Transaction:
         now = self._clock()
         for f in files:
             if isinstance(f, AddFile):
-                f = RemoveFile(
-                    path=f.path,
-                    deletion_timestamp=now,
-                    data_change=data_change,
-                    extended_file_metadata=True,
-                    partition_values=f.partition_values,
-                    size=f.size,
-                    tags=f.tags,
-                    deletion_vector=f.deletion_vector,
-                    base_row_id=f.base_row_id,
-                    default_row_commit_version=f.default_row_commit_version,
-                )
+                kept = {k: getattr(f, k) for k in _REMOVE_KEEPS}
+                f = RemoveFile(deletion_timestamp=now, data_change=data_change, extended_file_metadata=True, **kept)
             self.add(f)
         return self
 
@@ -188,8 +178,7 @@ class Transaction:
         return self
 
     def set_app_transaction(self, app_id: str, version: int) -> Transaction:
-        """Stage `txn{app_id, version}`; when the snapshot already holds `app_id` at `version` or later,
-        the commit is a no-op (an idempotent retry). A concurrent commit of the same app id conflicts."""
+        """Stage `txn{app_id, version}`: a no-op commit when the snapshot holds `app_id` at `version` or later."""
         if not isinstance(app_id, str) or not app_id:
             raise InvalidArgumentError("app_id must be a non-empty string", argument="app_id", table=self.table)
         if isinstance(version, bool) or not isinstance(version, int):
@@ -268,8 +257,7 @@ class Transaction:
         )
 
     def _checked(self, actions: list[Action]) -> CurrentTransactionInfo:
-        """Refuse a commit this library cannot write (the table as read and as this commit leaves it);
-        else what the conflict rules need to know about it."""
+        """Refuse a commit this library cannot write (the table as read and as left); else the conflict input."""
         snap = self.snapshot
         protocol = next((a for a in actions if isinstance(a, Protocol)), snap.protocol)
         metadata = next((a for a in actions if isinstance(a, Metadata)), snap.metadata)
@@ -430,20 +418,5 @@ def _feature_needed(a: Action) -> str | None:
     return None
 
 
-def start_transaction(
-    snapshot: Snapshot,
-    operation: str,
-    parameters: Mapping[str, Any] | None = None,
-    *,
-    app_id: str | None = None,
-    clock: Callable[[], int] | None = None,
-    max_retries: int = DEFAULT_MAX_RETRIES,
-) -> Transaction:
-    """A transaction on `snapshot` for `operation` (Delta's name: `WRITE`, `OPTIMIZE`, `VACUUM START`...).
-
-    :param parameters: `operationParameters` of the commitInfo (lists and maps are JSON-encoded).
-    :param app_id: an application id this transaction depends on: a concurrent `txn` for it conflicts.
-    :param clock: epoch milliseconds (default: the snapshot's clock).
-    :param max_retries: commit attempts after the first before `CommitRetriesExceededError`.
-    """
-    return Transaction(snapshot, operation, parameters, app_id=app_id, clock=clock, max_retries=max_retries)
+#: A transaction on a snapshot (the `Transaction` constructor, under the name the API documents).
+start_transaction = Transaction
