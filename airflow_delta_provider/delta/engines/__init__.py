@@ -1,11 +1,5 @@
-"""What an engine does for the library: where work runs, never what it decides.
-
-An engine turns a `LogSegment` into a `TableState` and hands out one executor per kind of heavy
-work an operation does (as delta-kernel-rs's `Engine` trait hands out handlers): the operation
-(`maintenance/<op>.py`) decides, plans and commits; the executor it gets from `snapshot.engine`
-moves the bytes. The protocol decisions (which files, in which order, how actions reconcile) live in
-`protocol`; `engines.local` runs the work in this process with pyarrow, `engines.spark` on a cluster.
-"""
+"""What an engine does for the library: where work runs, never what it decides (as delta-kernel-rs's
+`Engine` hands out handlers). Operations decide, plan and commit; the executors move the bytes."""
 
 from __future__ import annotations
 
@@ -28,15 +22,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class CheckpointWriter(TypingProtocol):
-    """Publishes and verifies a planned checkpoint (`maintenance.checkpoint` checked and planned it;
-    `actions` are its non-file rows). Leaves `_last_checkpoint` to the caller."""
+    """Publishes and verifies a planned checkpoint (`actions`: its non-file rows); not `_last_checkpoint`."""
 
     def write(self, snapshot: Snapshot, plan: CheckpointPlan, actions: list[Action]) -> CheckpointResult: ...
 
 
 class BinRewriter(TypingProtocol):
-    """Rewrites OPTIMIZE's bins (`write.data_files.compact_bin` each) and returns each bin's new `add`
-    (None: no row left), in order."""
+    """Rewrites OPTIMIZE's bins and returns each bin's new `add` (None: no row left), in order."""
 
     def __call__(
         self, layout: TableLayout, bins: Sequence[Bin], *, store: LogStore, clock: Callable[[], int]
@@ -44,11 +36,9 @@ class BinRewriter(TypingProtocol):
 
 
 class Revalidation(NamedTuple):
-    """A plan re-validated against the latest snapshot and storage: `plan` keeps what may still be deleted,
-    `dropped` lists what was dropped (at most the executor's collect bound of them; `num_dropped` counts
-    all) and `reasons` why (aligned with `dropped`), `missing` the entries whose file was gone (bounded the
-    same way; `num_missing` counts all), `handle` is the executor's own (Spark: the kept rows), `release`
-    frees what it holds."""
+    """A plan re-validated against the latest snapshot and storage: `plan` keeps what may still be deleted;
+    `dropped` (with `reasons`) and `missing` are bounded samples, `num_*` count all; `handle` is the
+    executor's own, `release` frees it."""
 
     plan: VacuumPlan
     dropped: list[PlannedFile]
@@ -67,13 +57,8 @@ class Deleted(NamedTuple):
 
 
 class VacuumExecutor(TypingProtocol):
-    """Where a FULL plan's listing, a plan's re-validation and its deletes run: this process
-    (`engines.local_vacuum`) or Spark executors (`engines.spark.vacuum`). The rules are
-    `protocol.vacuum`'s either way; the audit commits stay with the operation.
-
-    `in_process`: True when the work runs in this process. `can_quarantine`: True when `move` is there
-    (VACUUM's `quarantine=True`, `maintenance.quarantine`); an executor without it (Spark's) is refused
-    `quarantine=True` before anything is planned."""
+    """Where a FULL plan's listing, a plan's re-validation and its deletes run (rules: `protocol.vacuum`).
+    `can_quarantine`: `move` is there (an executor without it is refused `quarantine=True` up front)."""
 
     in_process: bool
     can_quarantine: bool
@@ -89,8 +74,7 @@ class VacuumExecutor(TypingProtocol):
         now_ms: int,
         untracked_grace_ms: int,
     ) -> VacuumPlan:
-        """The FULL plan at `cutoff_ms` (the table listed, the snapshot's files protected, untracked files
-        younger than the grace period at `now_ms` left out and counted)."""
+        """The FULL plan at `cutoff_ms` (untracked files younger than the grace period left out, counted)."""
         ...
 
     def revalidate(
@@ -112,9 +96,8 @@ class VacuumExecutor(TypingProtocol):
         ...
 
     def move(self, dlog: DeltaLog, checked: Revalidation, *, destination: str) -> Deleted:
-        """Move what `checked` keeps to `destination/<its path>` (`destination` relative to the table root),
-        one `store.move` each (a file gone meanwhile is not counted); files, bytes moved and the empty
-        directories removed (local stores). Only with `can_quarantine`."""
+        """Move what `checked` keeps to `destination/<its path>` (relative to the table root); only with
+        `can_quarantine`."""
         ...
 
 
@@ -148,6 +131,5 @@ class Engine(TypingProtocol):
         ...
 
     def vacuum_executor(self, *, plan_dir: str | None = None) -> VacuumExecutor:
-        """Where VACUUM's listing, re-validation and deletes run (`plan_dir`: where a distributed plan's
-        file list is kept)."""
+        """Where VACUUM runs (`plan_dir`: where a distributed plan's file list is kept)."""
         ...

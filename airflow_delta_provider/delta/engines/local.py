@@ -1,21 +1,16 @@
 """The local engine: replays the log in this process with pyarrow.
 
-Commits are parsed in bulk (one `json.loads` per commit file, not per line) and replayed with
-`InMemoryLogReplay`; checkpoints and sidecars are read as Arrow columns (`read.checkpoint`), never one
-Python object per file, and the commits are reconciled onto them in bulk (`FileState.apply`).
-
-The newest protocol is checked before any checkpoint file action is read, so a table this reader
-cannot read is refused early; a state over `memory_limit_bytes` (`read.memory_budget`) is refused
-before anything but Parquet footers is read.
+Checkpoints are read as Arrow columns, never one Python object per file, and the commits (replayed with
+`InMemoryLogReplay`) are reconciled onto them in bulk (`FileState.apply`). The newest protocol is checked
+before any checkpoint file action is read; a state over `memory_limit_bytes` is refused on the footers.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Generic, Literal, TypeVar
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Literal
 
 from ..protocol.actions import Action, AddFile, CommitInfo
 from ..protocol.checkpoints import NON_FILE_COLUMNS
@@ -36,49 +31,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..write.data_files import TableLayout
     from . import BinRewriter, CheckpointWriter, VacuumExecutor
 
-T = TypeVar("T")
 #: `lazy_stats_bytes` that makes the local engine read checkpoint stats with everything else.
 EAGER_STATS = 1 << 62
-
-
-class _Background(Generic[T]):
-    """Runs `fn` in a daemon thread; `result()` joins it and returns or re-raises."""
-
-    def __init__(self, fn: Callable[[], T]) -> None:
-        self._fn = fn
-        self._value: T | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="delta-checkpoint-read", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._value = self._fn()
-        except BaseException as exc:  # handed to the caller in result()
-            self._error = exc
-
-    def result(self) -> T:
-        self._thread.join()
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-        assert self._value is not None
-        return self._value
-
-    def discard(self) -> None:
-        """Wait for the thread and drop its outcome (the caller is already raising)."""
-        self._thread.join()
-        self._value = self._error = None
 
 
 class LocalEngine:
     """Replays the log in this process.
 
-    `plain=True` replays every action, checkpoint rows included,
-    through `InMemoryLogReplay`: the reference path both are tested against (slow on large tables).
-    `threaded=True` (the default) reads an Arrow checkpoint in a second thread while the commits
-    after it are replayed; errors keep the sequential order (a commit's error, then the protocol
-    check, then the checkpoint's).
+    `plain=True` replays every action, checkpoint rows included, through `InMemoryLogReplay`: the reference
+    path the columnar one is tested against. `threaded=True` reads an Arrow checkpoint in a second thread
+    while the commits after it are replayed; errors keep the sequential order (a commit's, then the protocol
+    check's, then the checkpoint's).
     """
 
     name = "local"
@@ -98,8 +61,7 @@ class LocalEngine:
         self.memory_limit_bytes = default_memory_limit() if memory_limit_bytes == "auto" else memory_limit_bytes
 
     def for_checkpoint(self) -> LocalEngine:
-        """This engine reading file stats in the same pass as the rest (a report leaves them for later;
-        a checkpoint needs every one)."""
+        """This engine reading file stats in the same pass as the rest (a checkpoint needs every one)."""
         return LocalEngine(
             plain=self.plain,
             lazy_stats_bytes=EAGER_STATS,
@@ -116,14 +78,14 @@ class LocalEngine:
         return local_bin_rewriter(max_workers)
 
     def vacuum_executor(self, *, plan_dir: str | None = None) -> VacuumExecutor:
-        """This process (a local plan is always inline: `plan_dir` is the Spark engine's)."""
+        """This process (`plan_dir` is the Spark engine's)."""
         from .local_vacuum import LocalVacuumExecutor
 
         return LocalVacuumExecutor()
 
     def memory_budget(self, table: str, store: LogStore, segment: LogSegment) -> MemoryBudget | None:
-        """The segment checked against `memory_limit_bytes` (None: no limit); raises
-        `ResourceLimitError` before anything but footers is read when it would not fit."""
+        """The segment checked against `memory_limit_bytes` (None: no limit); `ResourceLimitError` before
+        anything but footers is read when it would not fit."""
         if self.memory_limit_bytes is None:
             return None
         budget = MemoryBudget(self.memory_limit_bytes, table, segment.version, store, NON_FILE_COLUMNS)
@@ -145,10 +107,16 @@ class LocalEngine:
         return read_checkpoint(table, log_dir, store, checkpoint, self.lazy_stats_bytes, check_sidecars)
 
     def replay_commits(
-        self, table: str, store: LogStore, commits: Sequence[ParsedLogPath]
+        self,
+        table: str,
+        store: LogStore,
+        commits: Sequence[ParsedLogPath],
+        version: int,
+        replay: InMemoryLogReplay | None = None,
     ) -> tuple[InMemoryLogReplay, dict[int, CommitInfo]]:
-        """Replay commit files in order; returns the replay and each commit's commitInfo."""
-        replay = InMemoryLogReplay()
+        """Replay commit files in order onto `replay` (a new one by default), then check that the newest
+        protocol among them is readable at `version`; returns the replay and each commit's commitInfo."""
+        replay = InMemoryLogReplay() if replay is None else replay
         infos: dict[int, CommitInfo] = {}
         for commit in commits:
             assert commit.kind is LogFileKind.COMMIT
@@ -157,77 +125,54 @@ class LocalEngine:
             info = next((a for a in actions if isinstance(a, CommitInfo)), None)
             if info is not None:
                 infos[commit.version] = info
+        if replay.current_protocol is not None:
+            check_can_read(replay.current_protocol, table=table, version=version)
         return replay, infos
 
     def load_state(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> TableState:
         budget = self.memory_budget(table, store, segment)
         check = budget.sidecars if budget is not None else None
-        if self.plain:
-            return self._load_plain(table, log_dir, store, segment, check)
         checkpoint = segment.checkpoint
-        pending: _Background[CheckpointData] | None = None
-        if checkpoint is not None and segment.commits and self.threaded:
-            # Parquet decoding releases the GIL: read the checkpoint while the commits are replayed.
-            pending = _Background(lambda: self.read_checkpoint(table, log_dir, store, checkpoint, check))
-        try:
-            replay, infos = self.replay_commits(table, store, segment.commits)
-            if replay.current_protocol is not None:
-                check_can_read(replay.current_protocol, table=table, version=segment.version)
-        except BaseException:
-            if pending is not None:
-                pending.discard()
-            raise
-        base = TableState.empty()
-        tables = None
-        if checkpoint is not None:
-            if pending is not None:  # build the commits' rows while the checkpoint thread still reads
-                try:
-                    tables = (adds_to_table(replay.active_files.values()), removes_to_table(replay.tombstones.values()))
-                except BaseException:
-                    pending.discard()
-                    raise
-            if pending is not None:
-                cp = pending.result()
-            else:
+        if self.plain:
+            replay = InMemoryLogReplay()
+            if checkpoint is not None:
                 cp = self.read_checkpoint(table, log_dir, store, checkpoint, check)
-            if replay.current_protocol is None and cp.protocol is not None:
-                check_can_read(cp.protocol, table=table, version=segment.version)
-            base = state_from_checkpoint(checkpoint.version, cp)
-        return base.apply(replay, infos, file_tables=tables)
-
-    def _load_plain(
-        self, table: str, log_dir: str, store: LogStore, segment: LogSegment, check: SidecarCheck | None
-    ) -> TableState:
-        replay = InMemoryLogReplay()
-        infos: dict[int, CommitInfo] = {}
-        if segment.checkpoint is not None:
-            cp = self.read_checkpoint(table, log_dir, store, segment.checkpoint, check)
-            state = FileState(cp.adds, cp.removes, stats_loader=cp.stats_loader)
-            actions: list[Action] = [*cp.actions, *iter_adds(state.adds_with_stats), *iter_removes(cp.removes)]
-            replay.append(segment.checkpoint.version, actions)
-        for commit in segment.commits:
-            commit_actions = read_commit(store, table, commit)
-            replay.append(commit.version, commit_actions)
-            info = next((a for a in commit_actions if isinstance(a, CommitInfo)), None)
-            if info is not None:
-                infos[commit.version] = info
-        if replay.current_protocol is not None:
-            check_can_read(replay.current_protocol, table=table, version=segment.version)
-        return TableState(-1, None, None, {}, {}, FileState.empty()).apply(replay, infos)
+                state = FileState(cp.adds, cp.removes, stats_loader=cp.stats_loader)
+                actions: list[Action] = [*cp.actions, *iter_adds(state.adds_with_stats), *iter_removes(cp.removes)]
+                replay.append(checkpoint.version, actions)
+            replay, infos = self.replay_commits(table, store, segment.commits, segment.version, replay)
+            return TableState(-1, None, None, {}, {}, FileState.empty()).apply(replay, infos)
+        # Parquet decoding releases the GIL: the checkpoint is read while the commits are replayed; leaving
+        # the pool on an error waits for that read and drops its outcome
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="delta-checkpoint-read") as pool:
+            pending: Future[CheckpointData] | None = None
+            if checkpoint is not None and segment.commits and self.threaded:
+                pending = pool.submit(self.read_checkpoint, table, log_dir, store, checkpoint, check)
+            replay, infos = self.replay_commits(table, store, segment.commits, segment.version)
+            if checkpoint is None:
+                return TableState.empty().apply(replay, infos)
+            tables = None
+            if pending is not None:  # the commits' rows are built while the checkpoint thread still reads
+                tables = (adds_to_table(replay.active_files.values()), removes_to_table(replay.tombstones.values()))
+            cp = (
+                pending.result()
+                if pending is not None
+                else self.read_checkpoint(table, log_dir, store, checkpoint, check)
+            )
+        if replay.current_protocol is None and cp.protocol is not None:
+            check_can_read(cp.protocol, table=table, version=segment.version)
+        return state_from_checkpoint(checkpoint.version, cp).apply(replay, infos, file_tables=tables)
 
     def extend_state(
         self, table: str, log_dir: str, store: LogStore, state: TableState, segment: LogSegment
     ) -> TableState:
         new = [c for c in segment.commits if c.version > state.version]
-        replay, infos = self.replay_commits(table, store, new)
-        if replay.current_protocol is not None:
-            check_can_read(replay.current_protocol, table=table, version=segment.version)
-        return state.apply(replay, infos)
+        return state.apply(*self.replay_commits(table, store, new, segment.version))
 
 
 def local_bin_rewriter(max_workers: int | None = None) -> BinRewriter:
-    """Bins on a thread pool (pyarrow releases the GIL while decoding and encoding). After a bin fails no
-    other bin starts; the error is raised once the running ones are done."""
+    """Bins on a thread pool (pyarrow releases the GIL); after a bin fails no other starts, and the error
+    is raised once the running ones are done."""
 
     def run(
         layout: TableLayout, bins: Sequence[Bin], *, store: LogStore, clock: Callable[[], int]

@@ -1,9 +1,5 @@
-"""The local engine's checkpoint writer: publishes and verifies a planned checkpoint in this process.
-
-`maintenance.checkpoint.write_checkpoint` checks and plans; this writes the files with
-`put_if_absent` (sidecars first, then the top-level file; PROTOCOL.md "Checkpoints", "V2 Spec") and
-proves them before anything points at them (`_verify`). The caller writes `_last_checkpoint`.
-"""
+"""The local engine's checkpoint writer: publishes with `put_if_absent` (sidecars first, then the top-level
+file; PROTOCOL.md "V2 Spec") and proves the files before anything points at them (`_verify`)."""
 
 from __future__ import annotations
 
@@ -41,7 +37,6 @@ class LocalCheckpointWriter:
     """Writes the whole checkpoint from this process (it holds the file list)."""
 
     def write(self, snapshot: Snapshot, plan: CheckpointPlan, actions: list[Action]) -> CheckpointResult:
-        """Publish and verify; `last_checkpoint_updated` is left False for the caller."""
         store, log_dir, table = snapshot.store, snapshot.log_dir, snapshot.table
         top = store.join(log_dir, plan.name or v2_checkpoint_name(plan.version, str(uuid.uuid4())))
         existing = store.head(top) if plan.name else None
@@ -88,9 +83,6 @@ class _Content:
         return len(self.actions) + self.adds.num_rows + self.removes.num_rows
 
 
-# -- publishing ------------------------------------------------------------------------------------------
-
-
 def _publish(
     store: LogStore,
     log_dir: str,
@@ -101,10 +93,8 @@ def _publish(
     pool: Executor | None = None,
     table: str = "",
 ) -> tuple[int, int]:
-    """Write sidecars (V2, many files) then the top-level file; (number of sidecars, total bytes).
-
-    With a `pool`, the reader starts on the produced bytes (`_read_back`) while the top-level file is
-    being stored: `_verify` then proves the stored bytes equal them."""
+    """Write sidecars then the top-level file; (number of sidecars, total bytes). With a `pool`, the reader
+    starts on the produced bytes while the top-level file is stored (`_verify` proves they are stored)."""
     files = content.adds.num_rows + content.removes.num_rows
     parts = plan.num_sidecars(files)
     sidecars: list[dict[str, Any]] = []
@@ -144,9 +134,6 @@ def _put(store: LogStore, path: str, data: bytes, content: _Content) -> None:
     store.put_if_absent(path, data)
     content.written.append(path)
     content.digests[path] = (len(data), zlib.crc32(data))
-
-
-# -- verification ---------------------------------------------------------------------------------------
 
 
 def _diff(name: str, got: pa.Table, want: pa.Table, columns: Sequence[str]) -> list[str]:
@@ -194,16 +181,10 @@ def _read_back(
 
 
 def _verify(snapshot: Snapshot, store: LogStore, top: str, plan: CheckpointPlan, content: _Content) -> None:
-    """Check the published checkpoint before anything points at it, in two ways.
-
-    Storage: every file written (sidecars too) reads back with the length and CRC-32 of the bytes
-    produced (a torn or mixed upload, delta-rs #4433, fails here). Content: this library's reader
-    reads those bytes (sidecars followed; started by `_publish` while they were being stored, so
-    both checks together cover what is stored) and every action matches, row by row in written
-    order, the state it was written from: protocol, metadata, txns, domains, and each add and
-    tombstone field but the stats string, which is not decoded again (the bytes that hold it were
-    just checked).
-    """
+    """Check the published checkpoint before anything points at it: every file written reads back with
+    the length and CRC-32 produced (a torn upload, delta-rs #4433, fails here), and this library's reader
+    on those bytes gives, row by row, the state it was written from (the stats string aside: its bytes
+    were just checked)."""
     name = top.rstrip("/").rsplit("/", 1)[-1]
     if store.head(top) is None:
         raise CheckpointMismatchError("The published checkpoint is missing", table=snapshot.table, file=name)

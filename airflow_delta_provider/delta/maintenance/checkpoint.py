@@ -1,23 +1,9 @@
 """Write a checkpoint: the replayed state of version N as Delta Spark writes it (PROTOCOL.md "Checkpoints").
 
-What goes in is decided by `protocol.checkpoints.plan_checkpoint`: protocol, metadata, live domain
-metadata, unexpired `txn`s, every active file (with its DV and row-tracking fields) and the
-tombstones still inside `delta.deletedFileRetentionDuration`; `add.stats` as JSON and
-`stats_parsed`/`partitionValues_parsed` (physical names) as the table's properties ask. The file
-layout is `write.checkpoint_file`, the same for every engine.
-
-Steps, in order (the crash tests kill the writer at each through a store wrapper, `tests/support`):
-
-1. Refuse before anything is written: writer features (`check_can_write(..., ["checkpoint"])`:
-   unknown features, catalog-managed tables) and stores that cannot write.
-2. The engine's `checkpoint_writer()` publishes the files with `put_if_absent` (a reader sees a
-   whole file or none; sidecars or parts first, then the top-level file; a classic checkpoint that
-   already exists is never overwritten: it may be the only anchor of a cleaned log) and verifies
-   what was stored against the state it was written from; on a difference it deletes what it
-   created and raises `CheckpointMismatchError`. The local engine does this in this process
-   (`engines.local_checkpoint`), the Spark engine on its executors (`engines.spark.checkpoint`).
-3. `_last_checkpoint`: read it, and write ours only when it is missing, unreadable or older (never
-   moved backwards; two racing writers can still both pass the check, as in Spark).
+Refused before anything is written: writer features (`check_can_write`) and stores that cannot write.
+The engine's `checkpoint_writer()` publishes with `put_if_absent` (a classic checkpoint that exists is never
+overwritten: it may be a cleaned log's only anchor) and verifies against the state, deleting what it created
+on a difference (`CheckpointMismatchError`). `_last_checkpoint` is then never moved backwards.
 """
 
 from __future__ import annotations
@@ -50,17 +36,11 @@ def write_checkpoint(
 ) -> CheckpointResult:
     """Write the checkpoint of a snapshot (or of `version` / the latest version of a `DeltaLog`).
 
-    :param snapshot_or_log: the state to write, or the table's log.
-    :param version: the version to checkpoint (a `Snapshot` must be at it); default: the latest.
     :param clock: "now" in ms for tombstone and txn retention; default: the snapshot's clock.
-    :param classic_name: on a `v2Checkpoint` table, write the V2 content under the classic name
-        (the compatibility checkpoint log cleanup keeps, PROTOCOL.md "V2 Spec") instead of a UUID name.
-    :param actions_per_sidecar: most add/remove rows per V2 sidecar; fewer are written inline. On Spark
-        also the most per part of a multi-part classic checkpoint.
-    :param executor: writes the files; default: the snapshot's engine's `checkpoint_writer()` (this
-        process on the local engine; the executors on Spark, whose file list never reaches the driver).
-    :raises UnsupportedFeatureError, OperationNotAllowedError: the table cannot be written here.
-    :raises UnsupportedStoreError: the store cannot write. Both before anything is written.
+    :param classic_name: on a `v2Checkpoint` table, the V2 content under the classic name.
+    :param actions_per_sidecar: most add/remove rows per V2 sidecar (on Spark, per multi-part part too).
+    :param executor: writes the files; default: the snapshot's engine's `checkpoint_writer()`.
+    :raises UnsupportedStoreError: the store cannot write (before anything is written).
     :raises CheckpointMismatchError: the checkpoint read back differs from the replay.
     """
     snapshot = _snapshot(snapshot_or_log, version)
@@ -96,9 +76,7 @@ def write_checkpoint(
 
 
 def _snapshot(snapshot_or_log: Snapshot | DeltaLog, version: int | None) -> Snapshot:
-    """The snapshot to write. A `DeltaLog` is loaded afresh by its engine's `for_checkpoint()` (the
-    local engine then reads file stats in the same pass as the rest: a report leaves them for later;
-    a checkpoint needs every one)."""
+    """The snapshot to write; a `DeltaLog` is loaded afresh by its engine's `for_checkpoint()`."""
     if isinstance(snapshot_or_log, DeltaLog):
         log = snapshot_or_log
         engine = log.engine.for_checkpoint()

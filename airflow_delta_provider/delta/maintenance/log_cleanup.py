@@ -1,48 +1,16 @@
 """Log cleanup: delete expired commits, checkpoints, `.crc`, compacted and sidecar files of a table.
 
-`cleanup_log(table)` lists `_delta_log` (and `_delta_log/_sidecars` on v2Checkpoint tables), reads
-`_last_checkpoint` and the table properties, and lets `protocol.log_cleanup.plan_log_cleanup` decide;
-see that module for the rules. It is a dry run unless `apply=True`. Before deleting anything it:
+`protocol.log_cleanup.plan_log_cleanup` decides; this lists, reads and deletes (a dry run unless `apply`).
+`delta.enableExpiredLogCleanup=false` is honoured unless `allow_when_disabled` (Spark only consults it for
+the automatic cleanup). The checkpoint to keep must read (footers or JSON, sidecars present): no older one
+could replace it after the cleanup. Deletes go oldest first, sidecars last, in `delete_many` batches, so a
+crash leaves every version from `earliest_readable_version` readable.
 
-* runs the writer check for `cleanup` (`check_can_write`: unknown writer features, catalog-managed
-  tables are refused);
-* honours `delta.enableExpiredLogCleanup=false`: nothing is deleted and the result says why, unless
-  the caller passes `allow_when_disabled=True` (an explicit, per-call override: the property is the
-  table owner's, and Spark only consults it for the automatic cleanup after a checkpoint);
-* checks that the checkpoint to keep is readable (parquet footers or JSON, and its sidecars present):
-  an unreadable one is never kept, since after the cleanup no older checkpoint could replace it.
-
-Deletes go through `store.delete_many` in batches (`batch_size`, 1,000 = one S3 DeleteObjects), oldest
-version first and sidecars last, so a crash between batches leaves a table whose every version at or
-after `earliest_readable_version` reads as before. `progress(n)` is called after each batch with the
-number of files deleted so far (progress reporting; the crash tests stop the process from it).
-
-`write_checkpoint_first=True`: when no checkpoint can be kept, one is written first (`maintenance.checkpoint`)
-at the newest commit at or before the cutoff whose time is its own, then the log is planned again; a
-dry run writes nothing and plans as if it were there. Never below checkpointProtection's version (Spark's
-exception b: a cleanup that writes a checkpoint must remove all the protected history).
-
-Not done: Spark's classic-named compatibility copy of a UUID-named V2 checkpoint before a cleanup
-(only for readers without v2Checkpoint support to fail on the protocol rather than on a missing
-commit 0); `_commits/` and `_staged_commits/` belong to catalog-managed tables, which are refused.
-
-Retention: `retention_hours` overrides `delta.logRetentionDuration` (default 30 days); negative or
-non-finite values are an `InvalidArgumentError`. File times are modification times, as in Spark, even
-with in-commit timestamps.
-
-Delta 4.1 retention rules: `delta.deletedFileRetentionDuration` is the source of truth for VACUUM (Spark
->= 4.1 ignores `VACUUM ... RETAIN n HOURS` unless n is 0; `maintenance.vacuum` says what we do instead),
-and a `delta.logRetentionDuration` shorter than it is an error (Spark `DeltaSQLConf`
-`vacuum.enforceDeletedFileAndLogRetentionDurationCompatibility`): such a log drops the commits of
-versions whose files VACUUM still keeps, breaking the time travel the file retention promises. So a
-cleanup that uses the table's `delta.logRetentionDuration` refuses such a table, dry run included, with a
-`RetentionConflictError` naming both properties and their values (`protocol.log_cleanup.
-check_retention_compatibility`), before anything is listed or deleted. An explicit `retention_hours`
-is the caller's decision and is not checked against the file retention.
-
-Version leases (`maintenance.leases`): the earliest version a live lease pins bounds the checkpoint kept
-(`plan_log_cleanup(keep_version=...)`): its checkpoint and every later commit stay. The result names the
-leases honoured (`leases`). `lease_location=` names a lease folder other than `<table>/_delta_leases`.
+`write_checkpoint_first` writes a checkpoint at the newest suitable commit when none can be kept (never
+below checkpointProtection's version, Spark's exception b); a dry run plans as if it were there. Spark's
+classic-named compatibility copy of a V2 checkpoint is not written. A cleanup on the table's
+`delta.logRetentionDuration` refuses one shorter than `delta.deletedFileRetentionDuration`
+(`RetentionConflictError`); an explicit `retention_hours` is the caller's decision.
 """
 
 from __future__ import annotations
@@ -79,12 +47,8 @@ MAX_UNREADABLE_CHECKPOINTS = 3
 
 @dataclass
 class LogCleanupResult:
-    """What a cleanup deleted (or, in a dry run, would delete) and what stays readable.
-
-    `files` are names relative to `_delta_log` (sidecars as `_sidecars/<name>`), in deletion order;
-    `reason` says why nothing is deleted; `checkpoint_version_written` is set when
-    `write_checkpoint_first` wrote one (in a dry run: the version it would write).
-    """
+    """What a cleanup deleted (in a dry run, would delete); `files` relative to `_delta_log`, in deletion
+    order; `checkpoint_version_written`: what `write_checkpoint_first` wrote (or would)."""
 
     table: str
     dry_run: bool
@@ -98,7 +62,7 @@ class LogCleanupResult:
     cutoff_commit_version: int | None
     reason: str | None
     checkpoint_version_written: int | None = None
-    #: the live version leases honoured (`Lease.to_dict`): the earliest one's version stays readable
+    #: the live version leases honoured (`Lease.to_dict`)
     leases: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -210,7 +174,7 @@ class _Planner:
 
 
 def _read_sidecar_refs(dlog: DeltaLog, part: ParsedLogPath) -> list[str]:
-    """Sidecar paths named in one checkpoint file (reads the JSON, or the parquet footer and `sidecar.path`)."""
+    """Sidecar paths named in one checkpoint file."""
     from ..protocol.commits import parse_commit_bytes
     from ..read.checkpoint import read_parquet
 
@@ -226,7 +190,7 @@ def _read_sidecar_refs(dlog: DeltaLog, part: ParsedLogPath) -> list[str]:
 
 
 def _write_checkpoint(dlog: DeltaLog, version: int, now_ms: int) -> None:
-    """Write a checkpoint at `version` (the writer is imported here: it loads pyarrow and the engine)."""
+    """Write a checkpoint at `version` (imported here: the writer loads pyarrow and the engine)."""
     from .checkpoint import write_checkpoint
 
     result = write_checkpoint(dlog, version=version, clock=lambda: now_ms)
@@ -253,21 +217,11 @@ def cleanup_log(
 ) -> LogCleanupResult:
     """Delete (with `apply=True`; else report) the log files older than the log retention.
 
-    :param table: a `DeltaLog`, or a table path/URI (with `storage_options`).
     :param retention_hours: overrides `delta.logRetentionDuration`.
-    :param apply: delete; the default is a dry run that writes and deletes nothing.
-    :param clock: epoch-ms clock (default: the `DeltaLog`'s).
-    :param write_checkpoint_first: when no checkpoint at or before the cutoff can be kept, write one at
-        the newest suitable commit before the cutoff first (not below checkpointProtection's version).
-    :param allow_when_disabled: clean even when `delta.enableExpiredLogCleanup=false`.
-    :param batch_size: files per `delete_many` call.
-    :param progress: called after each batch with the number of files deleted so far.
-    :param lease_location: the table's lease folder (`maintenance.leases`; default `<table>/_delta_leases`).
-    :raises InvalidArgumentError: bad arguments or table properties.
-    :raises RetentionConflictError: (an `OperationNotAllowedError`) `delta.logRetentionDuration` shorter
-        than `delta.deletedFileRetentionDuration`, with no explicit `retention_hours`: nothing is deleted.
+    :param progress: called after each `delete_many` batch with the number of files deleted so far.
+    :param lease_location: the table's lease folder (default `<table>/_delta_leases`).
+    :raises RetentionConflictError: the log retention is shorter than the deleted-file retention.
     :raises LeaseError: a lease file that is not a valid lease (nothing is deleted).
-    :raises UnsupportedFeatureError, OperationNotAllowedError: a table this library must not write.
     """
     for name, flag in (
         ("apply", apply),

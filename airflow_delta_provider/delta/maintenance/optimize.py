@@ -1,24 +1,10 @@
-"""OPTIMIZE: compact small files with `dataChange=false` commits (Spark `OptimizeTableCommand`; delta-writes.md §7).
+"""OPTIMIZE: compact small files with `dataChange=false` commits (Spark `OptimizeTableCommand`).
 
-`optimize(table)` runs the writer check for `optimize` first (features whose obligations a rewrite
-cannot meet here, such as row tracking, clustering or Iceberg compatibility, are refused before any
-file is written, naming the feature), plans bins with `protocol.optimize.plan_optimize`, and, unless
-`dry_run`, rewrites each bin as one new file (`write.data_files.compact_bin`) where the engine runs them
-(`engine.bin_rewriter()`: a thread pool here, or Spark executors) and commits.
-
-Commits go through the transaction (`delta.txn`): removes of the bin's files (their deletion vectors
-included, so the tombstone's key matches) and the new adds, operation `OPTIMIZE` with Delta's
-parameters and metrics. A concurrent commit that removed, or changed the deletion vector of, an input
-file is a conflict: the typed error says which file and that the new files were left for VACUUM.
-Concurrent appends are not: the commit rebases (SnapshotIsolation, as Spark downgrades compaction).
-With `max_commit_bytes`, bins are compacted and committed in batches, so a long run keeps its progress
-when a later batch conflicts; a later batch starts from the latest version, so a metadata or protocol
-change since the plan (which the plan's layout would not follow) is a typed conflict there too
-(`MetadataChangedError`, `ProtocolChangedError`), raised before anything is written for it. A bin that
-fails (a data file that does not hold the table's schema; or the new file's own Parquet schema, checked
-before it is stored, not holding the table's: `SchemaMismatchError` naming the field path) fails the
-batch with its typed error, saying that the files other bins wrote are left for VACUUM. Nothing is
-deleted: the replaced files stay for time travel until VACUUM.
+The engine's `bin_rewriter()` rewrites each bin (`write.data_files.compact_bin`); the commit rebases over
+concurrent appends (SnapshotIsolation, as Spark downgrades compaction) but not over a removed or changed
+input. With `max_commit_bytes` bins commit in batches, so a long run keeps its progress; a later batch
+starts from the latest version and refuses a metadata or protocol change since the plan (its layout would
+not follow). A failed batch's error says which files it left for VACUUM. Nothing is deleted.
 """
 
 from __future__ import annotations
@@ -131,8 +117,7 @@ def table_layout(snapshot: Snapshot, table_uri: str) -> TableLayout:
 
 
 def _candidates(snapshot: Snapshot, where: str | None) -> list[AddFile]:
-    """Active files (with stats), restricted to the partitions `where` selects (partition columns only,
-    as Spark's `OPTIMIZE ... WHERE`), in one pass over the file state."""
+    """Active files (with stats) in the partitions `where` selects (partition columns only, as Spark's)."""
     if not where:
         return list(snapshot.all_files(with_stats=True))
     expr = parse_predicate(where, label="where")
@@ -148,10 +133,8 @@ def _candidates(snapshot: Snapshot, where: str | None) -> list[AddFile]:
 
 
 def _require_unchanged(snapshot: Snapshot, planned: Snapshot) -> None:
-    """The table's metadata and protocol still those of the plan's snapshot, else the typed conflict: a
-    later batch rewrites with the plan's layout and meets the plan's protocol. Stricter than the first
-    batch's commit, which rebases over a protocol upgrade that is safe for concurrent writers; the
-    window this covers (plan to batch start) is the one that batch's transaction does not read."""
+    """The metadata and protocol still the plan's, else the typed conflict (a later batch rewrites with the
+    plan's layout; its transaction does not read the window from the plan to its start)."""
     for changed, error, what in (
         (snapshot.metadata != planned.metadata, MetadataChangedError, "metadata"),
         (snapshot.protocol != planned.protocol, ProtocolChangedError, "protocol"),
@@ -185,8 +168,7 @@ _FILES_WRITTEN = "; the {} files this OPTIMIZE wrote for the batch are not in th
 
 
 def _batch_failed(exc: DeltaError, note: str, committed: Sequence[int]) -> DeltaError:
-    """The same error (class and fields) with `note` (what became of the batch's files) and the versions
-    this OPTIMIZE committed before it."""
+    """The same error (class and fields) with `note` and the versions committed before it."""
     if committed:
         note += f" (versions {list(committed)} were committed before)"
     out = copy.copy(exc)
@@ -213,21 +195,14 @@ def optimize(
 ) -> OptimizeResult:
     """Compact the table's small files (applies unless `dry_run`; deletes nothing).
 
-    :param target_size: bytes per output file (default: `delta.targetFileSize`, else 256 MiB); files at
-        or over it are left alone.
-    :param min_num_files: a partition needs this many candidate files to be compacted.
+    :param target_size: bytes per output file (default: `delta.targetFileSize`, else 256 MiB).
     :param where: a predicate on partition columns (`deltalog files` grammar).
     :param max_commit_bytes: commit after each batch of bins of about this many input bytes.
-    :param min_small_file_ratio: compact only partitions where at least this share of the files is
-        smaller than `small_file_bytes`.
-    :param executor: runs the bins (default: the log's engine's `bin_rewriter`; on the local engine a
-        thread pool of `max_workers`).
-    :raises UnsupportedFeatureError, OperationNotAllowedError: a table this library must not rewrite.
-    :raises ConcurrentModificationError: a concurrent commit removed or changed an input file, or changed
-        the metadata or protocol (`MetadataChangedError`, `ProtocolChangedError`).
+    :param executor: runs the bins (default: the engine's `bin_rewriter(max_workers=...)`).
+    :raises ConcurrentModificationError: a concurrent commit removed or changed an input, or the metadata
+        or protocol.
     :raises LogCorruptedError: an input file unreadable, or not holding the table's schema.
-    :raises SchemaMismatchError: a new file's schema does not hold the table's (checked on its Parquet
-        footer before it is stored; nothing is committed for its batch).
+    :raises SchemaMismatchError: a new file's schema does not hold the table's (nothing committed for its batch).
     """
     check_bool(dry_run, "dry_run")
     if max_commit_bytes is not None:

@@ -1,14 +1,9 @@
 """Repair (FSCK): remove the active files storage no longer holds (delta-rs `DeltaTable.repair`, Databricks
-`FSCK REPAIR TABLE`; the rules are `protocol.repair`'s). A dry run unless `dry_run=False`.
+`FSCK REPAIR TABLE`; rules in `protocol.repair`). A dry run unless `dry_run=False`.
 
-`repair(table)` runs the writer check first (the commit removes files with `dataChange=true`: an append-only
-table is refused), then asks storage about every active file, one HEAD each on a thread pool of
-`max_workers` (delta-rs lists the whole table root instead; a HEAD per file costs requests in proportion to
-the table's files, never to the files beside it), and reports those gone. Applied, it asks again at the latest
-version, so the commit removes exactly what is missing then, and commits one `FSCK` through the
-transaction: the files it removes are recorded as read, so a concurrent commit that removed one of them is
-a typed conflict (`ConcurrentDeleteReadError`); concurrent appends are not. A table with nothing missing
-commits nothing.
+One HEAD per active file (delta-rs lists the table root instead: a HEAD costs in proportion to the table's
+files, never to the files beside it). Applied, it asks again at the latest version and records the files
+it removes as read, so a concurrent remove of one is a `ConcurrentDeleteReadError`.
 """
 
 from __future__ import annotations
@@ -52,9 +47,8 @@ def missing_files(
     max_workers: int = DEFAULT_HEAD_WORKERS,
     table: str | None = None,
 ) -> list[AddFile]:
-    """The files among `files` whose data file storage no longer holds (with `deletion_vectors`, also those
-    whose deletion vector file is gone), in their order: one HEAD per file (and per stored DV) on a thread
-    pool of `max_workers`. A storage failure other than "not found" raises (`StorageError`)."""
+    """The files among `files` whose data file (with `deletion_vectors`, or stored DV) storage no longer
+    holds, in order; a storage failure other than "not found" raises (`StorageError`)."""
 
     def paths(f: AddFile) -> list[str]:
         out = [store_path(store, table_root, f.path)]
@@ -93,7 +87,7 @@ class RepairResult:
         return operation_metrics(self.plan.missing)
 
     def to_dict(self) -> dict[str, Any]:
-        """The CLI's `--json` shape (JSON, XCom): `version` is the FSCK commit's, None when nothing was."""
+        """The CLI's `--json` shape: `version` is the FSCK commit's, None when nothing was."""
         return {
             "dry_run": self.dry_run,
             "version": self.version,
@@ -119,8 +113,6 @@ def repair(
 ) -> RepairResult:
     """Find (and unless `dry_run`, remove in one `FSCK` commit) the active files storage no longer holds.
 
-    :param max_workers: HEAD requests in flight at once.
-    :param clock: epoch milliseconds for the removes' `deletionTimestamp` and the commit.
     :raises UnsupportedFeatureError, OperationNotAllowedError: a table this library must not write (an
         append-only table included: the removes change data).
     :raises ConcurrentModificationError: a concurrent commit removed a file this repair removes.

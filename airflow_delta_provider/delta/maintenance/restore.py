@@ -1,26 +1,11 @@
-"""RESTORE: put a table back to an older version (Delta Spark `RestoreTableCommand`; the rules are
-`protocol.restore`'s). A dry run unless `dry_run=False`.
+"""RESTORE: put a table back to an older version (Spark `RestoreTableCommand`; rules in `protocol.restore`).
 
-`restore(table, version=N)` (or `timestamp=T`: the last commit at or before it) runs the writer check for
-`restore` first (features whose obligations re-adding files cannot meet are refused before anything else),
-reads the latest snapshot and the one to restore, which must be older (Spark: "Version to restore should be
-less then last available version"), and plans with `protocol.restore`: the files to add back, the files to
-remove, the restored metadata and the merged protocol. Every file to add back is looked up in storage (one
-HEAD per data file and per stored deletion vector, `max_workers` at once); any gone refuses the restore with
-`RestoreMissingFilesError` naming them, unless `allow_partial=True` leaves them out (and reports them).
-
-Applied, it commits one `RESTORE` through the transaction (`delta.txn`), which records the whole table as
-read: a concurrent commit that adds or removes files, or changes metadata or protocol, is a typed conflict
-and nothing is committed (Spark commits RESTORE with `commitLarge`, which never rebases); a commit that
-touches no file (a VACUUM's commitInfo) is rebased over. A dry run's plan (`plan=`, its `to_dict()`) applied
-later is planned again against the latest version and must give the same files to add back, remove and
-leave out (`check_plan`), else `RestorePlanRefusedError` and nothing is committed. Domain metadata is left as
-the latest version has it, as Spark leaves every domain but clustering (clustered tables are refused).
-
-A VACUUM commits no file action, so it does not conflict: the files added back are tombstones of the latest
-version until the commit, and one past the deleted-file retention may be deleted by a VACUUM running between
-the HEADs and the commit (Spark has the same window). The plan flags a version to restore older than that
-retention (`beyond_file_retention`).
+A dry run unless `dry_run=False`. Every file to add back is looked up in storage (a HEAD per data file and
+stored deletion vector); any gone refuses with `RestoreMissingFilesError` unless `allow_partial`. The commit
+reads the whole table, so any concurrent file, metadata or protocol change is a conflict (Spark's
+`commitLarge` never rebases). A dry run's plan applied later must match a fresh plan (`check_plan`). A
+VACUUM between the HEADs and the commit may delete a file to add back (Spark has the same window); the
+plan flags a version older than the deleted-file retention (`beyond_file_retention`).
 """
 
 from __future__ import annotations
@@ -59,8 +44,7 @@ class RestoreResult:
     version: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The CLI's `--json` shape (JSON, XCom): `version` is the RESTORE commit's (None for a dry run),
-        `metrics` Delta's; `plan` is what `restore(plan=...)` takes to apply a dry run later."""
+        """The CLI's `--json` shape; `plan` is what `restore(plan=...)` takes to apply a dry run later."""
         p = self.plan
         return {
             "dry_run": self.dry_run,
@@ -154,18 +138,12 @@ def restore(
     """Restore the table to `version`, or to the last commit at or before `timestamp` (a dry run unless
     `dry_run=False`).
 
-    :param allow_partial: leave out (and report) files of that version storage no longer holds, instead of
-        refusing (Spark's `spark.sql.files.ignoreMissingFiles`, delta-rs's `ignore_missing_files`).
-    :param plan: apply this plan (an earlier dry run's `to_dict()["plan"]`): it must match a plan made now
-        (its version to restore is taken when neither `version` nor `timestamp` is given).
-    :param max_workers: HEAD requests in flight at once.
-    :param clock: epoch milliseconds for the removes' `deletionTimestamp` and the commit.
-    :raises InvalidArgumentError: neither or both of version and timestamp, or a version not older than the
-        latest; `RestorePlanRefusedError` for a plan the table no longer gives.
+    :param allow_partial: leave out (and report) files storage no longer holds instead of refusing
+        (Spark's `spark.sql.files.ignoreMissingFiles`).
+    :param plan: apply an earlier dry run's `to_dict()["plan"]`, which must match a plan made now.
+    :raises InvalidArgumentError: neither or both of version and timestamp, a version not older than the
+        latest, or (`RestorePlanRefusedError`) a plan the table no longer gives.
     :raises RestoreMissingFilesError: files to add back are gone from storage (nothing committed).
-    :raises VersionNotFoundError, TimestampOutOfRangeError: a version or time the log cannot rebuild.
-    :raises UnsupportedFeatureError, OperationNotAllowedError: a table this library must not restore.
-    :raises ConcurrentModificationError: a concurrent commit changed the table's files, metadata or protocol.
     """
     check_bool(allow_partial, "allow_partial")
     check_bool(dry_run, "dry_run")
