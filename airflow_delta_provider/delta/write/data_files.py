@@ -1,23 +1,10 @@
 """Rewrite a bin of data files as one new Parquet file (OPTIMIZE's unit of work, Spark `runOptimizeBinJob`).
 
-Each input is read through its deletion vector (the rows it marks are dropped) and cast to the physical
-Arrow schema the table's Delta schema declares (`arrow_type`: what delta-rs and the kernels write, e.g.
-`timestamp` as microseconds in UTC, `timestamp_ntz` as microseconds without a zone, whatever the input
-file used: INT96, milliseconds, nanoseconds). Columns are found by Parquet field id (column mapping
-`id`) or by name (the physical name under column mapping) and written under the physical name with the
-field id; a column a file lacks is null there (added by schema evolution), a column the schema no longer
-has is dropped, an older file's narrower type is widened (typeWidening). A file whose column cannot hold
-the declared type is a `LogCorruptedError` naming it. A `variant` is Spark's struct of a required `value`
-and a required `metadata` binary (a null variant's children are empty, never null: delta-rs and the
-kernels refuse nullable ones), a shredded one is kept as the file has it. Before the new file is stored,
-the schema of its Parquet footer is checked against the table's (`write.file_schema.check_file_schema`:
-nested fields, nullability, field ids and physical names); a mismatch is a `SchemaMismatchError` naming
-the field path, and the file is not written. The result is written once under a fresh name in
-the directory the table's writers used for that partition, never over an existing file (`write_new`: a
-crash leaves at most a visible untracked file, which VACUUM removes, never a hidden temp file). The
-returned `add` carries `dataChange=false`, the partition values copied from the inputs and the
-statistics Delta writes (`write.stats`). The function runs where the bytes are: a thread of the local
-engine or a Spark executor; it commits nothing.
+Inputs are read through their deletion vectors and cast to the physical Arrow schema the Delta schema
+declares (`arrow_type`, as delta-rs and the kernels write it), columns found by field id or (physical)
+name. The new file's footer is checked against the table schema (`check_file_schema`) before it is written
+once under a fresh name (`write_new`: a crash leaves at most an untracked file for VACUUM). Runs on a local
+thread or a Spark executor; commits nothing.
 """
 
 from __future__ import annotations
@@ -102,9 +89,8 @@ def hive_partition_dir(partition_values: Mapping[str, str | None], partition_col
 
 
 def output_dir(bin_: Bin, partition_keys: Sequence[str]) -> str:
-    """Where the bin's new file goes, as an encoded `add.path` prefix: the directory of its first input
-    when that lies under the table root (the layout the table's writers chose, random column-mapping
-    prefixes included), else the Hive-style partition directory."""
+    """The encoded `add.path` prefix of the bin's new file: its first input's directory when under the
+    table root (the writers' layout), else the Hive-style partition directory."""
     first = bin_.files[0].path
     if "://" not in first and not first.startswith("/") and ".." not in first.split("/"):
         return first.rpartition("/")[0]
@@ -116,20 +102,12 @@ def new_file_name() -> str:
     return f"part-00000-{uuid.uuid4()}-c000.{COMPRESSION}.parquet"
 
 
-# -- the physical schema: Delta types as Arrow (and Parquet) types ----------------------------------------
-
-#: The Delta -> Arrow mapping of primitives and variants (`primitive_arrow_type`, `VARIANT_TYPE`: a
-#: variant's value and metadata are required) and the check of a written file's schema live in
-#: `write.file_schema`; `primitive_arrow_type` is imported here and stays this module's API too.
-
-
 class _NotHeld(Exception):
     """A file's column cannot hold the Delta type (the caller names the file)."""
 
 
 def arrow_type(delta_type: DeltaType, mode: str = "none") -> pa.DataType | None:
-    """The Arrow type a Delta type is written as (None for a primitive type this writer does not know).
-    Under column mapping (`mode` "id" or "name") nested fields take their physical names and field ids."""
+    """The Arrow type a Delta type is written as (None for a primitive type this writer does not know)."""
     if isinstance(delta_type, str):
         if delta_type == "variant":
             return VARIANT_TYPE
@@ -148,8 +126,7 @@ def arrow_type(delta_type: DeltaType, mode: str = "none") -> pa.DataType | None:
 
 
 def arrow_field(field: StructField, type_: pa.DataType, mode: str) -> pa.Field:
-    """`field` as written: its physical name and field id under column mapping. Every field is nullable
-    (Parquet `optional`), as Delta Spark writes data files, whatever the schema's `nullable` says."""
+    """`field` as written: physical name and field id under column mapping; always nullable, as Spark writes."""
     if mode == "none":
         return pa.field(field.name, type_)
     column_id = (field.metadata or {}).get(COLUMN_ID_KEY)
@@ -158,9 +135,8 @@ def arrow_field(field: StructField, type_: pa.DataType, mode: str) -> pa.Field:
 
 
 def _source_index(fields: Sequence[pa.Field], field: StructField, mode: str) -> int:
-    """The index of the file's column (or struct child) holding `field`, -1 when it has none: by Parquet
-    field id in `id` mode, else by name (physical under column mapping), exactly, then ignoring case as
-    Spark resolves Parquet columns."""
+    """The index of the file's column holding `field` (-1: none): by field id in `id` mode, else by
+    (physical) name, exactly, then ignoring case as Spark resolves Parquet columns."""
     if mode == "id" and (column_id := (field.metadata or {}).get(COLUMN_ID_KEY)) is not None:
         wanted = str(column_id).encode()
         for i, f in enumerate(fields):
@@ -175,10 +151,8 @@ def _source_index(fields: Sequence[pa.Field], field: StructField, mode: str) -> 
 
 
 def _holds(source: pa.DataType, target: pa.DataType) -> bool:
-    """Whether a file's `source` column holds values of `target` (a Delta primitive's Arrow type): the same
-    kind in any width or encoding Delta writers use (INT96 or millisecond timestamps, view and large
-    strings), or a narrower type Delta's type widening reads as the wider one (integers to wider integers,
-    decimals or doubles; float to double; date to timestamp_ntz)."""
+    """Whether a file's `source` column holds `target` (a primitive's Arrow type): the same kind in any
+    width or encoding writers use, or a narrower type that type widening reads as the wider one."""
     t = pa.types
     if t.is_null(source) or source == target:
         return True
@@ -204,9 +178,8 @@ def _mask(array: pa.Array) -> pa.Array | None:
 
 
 def _required(child: pa.Array, parent: pa.Array, path: str) -> pa.Array:
-    """`child` (a struct's child, the parent's nulls in it) for a required Arrow field: a null under a
-    non-null parent cannot be held; under a null parent it becomes an empty value (never read: Parquet
-    writes no value for a required child of a null group, and pyarrow refuses nulls in a required field)."""
+    """`child` for a required field: a null under a non-null parent cannot be held; under a null parent it
+    becomes an empty value (pyarrow refuses nulls in a required field; Parquet writes none there)."""
     if not child.null_count:
         return child
     if pc.any(pc.and_(parent.is_valid(), child.is_null())).as_py():
@@ -215,8 +188,7 @@ def _required(child: pa.Array, parent: pa.Array, path: str) -> pa.Array:
 
 
 def _variant(array: pa.Array, mode: str, path: str) -> pa.Array:
-    """An unshredded variant column as `VARIANT_TYPE`: its value and metadata binary, both required (their
-    order, binary kind and any `_` field of the file's struct do not matter)."""
+    """An unshredded variant column as `VARIANT_TYPE` (its fields' order, binary kind and `_` fields ignored)."""
     children = dict(zip([f.name for f in array.type], array.flatten(), strict=True))
     arrays = [
         _required(_conform(children[name], "binary", mode, f"{path}.{name}"), array, f"{path}.{name}")
@@ -226,8 +198,7 @@ def _variant(array: pa.Array, mode: str, path: str) -> pa.Array:
 
 
 def _nulls(length: int, type_: pa.DataType | None) -> pa.Array:
-    """`length` nulls of `type_` (a column or struct child a file lacks) that Parquet can write: a struct's
-    required binary children (a variant's value and metadata) hold empty values under the null struct."""
+    """`length` nulls of `type_` that Parquet can write (a struct's required binary children hold empty values)."""
     if type_ is None:
         return pa.nulls(length, pa.null())
     if not pa.types.is_struct(type_) or all(f.nullable and not pa.types.is_struct(f.type) for f in type_):
@@ -240,8 +211,7 @@ def _nulls(length: int, type_: pa.DataType | None) -> pa.Array:
 
 
 def _conform(array: pa.Array, delta_type: DeltaType, mode: str, path: str) -> pa.Array:
-    """`array` (a file's column) as the Arrow type of `delta_type`; raises `_NotHeld` or `pa.ArrowInvalid`
-    (a value the type cannot hold, such as an overflow)."""
+    """`array` (a file's column) as the Arrow type of `delta_type`; raises `_NotHeld` or `pa.ArrowInvalid`."""
     source = array.type
     if pa.types.is_dictionary(source):
         array = array.dictionary_decode()
@@ -306,12 +276,10 @@ def physical_table(
     partition_columns_in_files: bool = False,
     file: str | None = None,
 ) -> pa.Table:
-    """`data` (a file's rows as read) in the table's physical schema: columns in schema order, each cast to
-    its Delta type's Arrow type (`arrow_type`), a column the file lacks null, one the schema lacks dropped.
-
-    Partition columns are left out (their values live in the log) unless `partition_columns_in_files`
-    (the bin's files carry them: `materializePartitionColumns`); then a file lacking one gets its
-    partition value. Raises `LogCorruptedError` naming `file` when a column cannot hold its type.
+    """`data` (a file's rows) in the table's physical schema: columns in schema order, cast to `arrow_type`,
+    missing ones null, extra ones dropped. Partition columns only with `partition_columns_in_files`
+    (`materializePartitionColumns`), filled from the partition values where a file lacks them.
+    Raises `LogCorruptedError` naming `file` when a column cannot hold its type.
     """
     mode = layout.column_mapping_mode
     partitions = dict(zip(layout.partition_columns, layout.partition_keys, strict=False))
@@ -359,13 +327,11 @@ def encode_parquet(data: pa.Table) -> bytes:
 
 
 def compact_bin(store: LogStore, layout: TableLayout, bin_: Bin, *, now_ms: Callable[[], int]) -> AddFile | None:
-    """Read `bin_`'s files through their deletion vectors, write them as one new file, return its `add`
-    (None when no row is left: every row deleted by the DVs; the bin's files are then only removed).
+    """Rewrite `bin_`'s files as one new file and return its `add` (`dataChange=false`; None when the DVs
+    deleted every row).
 
     :raises LogCorruptedError: an input unreadable, or not holding the table's schema (named).
-    :raises SchemaMismatchError: the new file's schema (its Parquet footer) does not hold the table's
-        (`write.file_schema.check_file_schema`: nested fields, nullability, field ids and physical names);
-        the file is not written.
+    :raises SchemaMismatchError: the new file's footer does not hold the table schema (not written).
     :raises OperationNotAllowedError: the files hold no column (every column a partition column).
     :raises StorageError: the new file could not be written.
     """

@@ -1,24 +1,12 @@
-"""The physical schema a data file must have, and the check of a written file's schema against the table's.
+"""The physical schema of a data file, and the check of a written file's footer against the table schema.
 
-A rewrite (OPTIMIZE's `write.data_files.compact_bin`) casts its rows to the Arrow types the Delta schema
-declares; `check_file_schema` then compares the schema of the Parquet file it produced (its footer, read
-from the encoded bytes: no data is read) with the table schema, before the file is stored and before any
-commit, so a writer fault is a typed `SchemaMismatchError` naming the field path rather than a version
-other readers cannot read. What it compares, field by field and through nested structs, arrays, maps and
-variants:
-
-- presence: every field of the schema is in the file (partition columns may be left out) and the file
-  has no field the schema does not;
-- names and field ids: under column mapping (`delta.columnMapping.mode` `id` or `name`) a field is named
-  by its physical name and carries the Parquet field id `delta.columnMapping.id`; without column mapping
-  it has its logical name and no field id;
-- types: a primitive is the Arrow type the writer maps it to (`primitive_arrow_type`);
-- nullability: a field (array element, map value) may be optional where the schema says NOT NULL, as
-  Delta Spark writes every column (`asNullable`), but never required where the schema allows nulls; a map's
-  keys are required; an unshredded variant is a struct of a required `value` and a required `metadata`
-  binary (PROTOCOL.md "Variant Data Type": what Spark writes and what delta-rs and the kernels read); a
-  shredded variant (with `typed_value`, PROTOCOL.md "Variant Shredding") has a required `metadata`, and is
-  allowed only when the table enables shredding (`delta.enableVariantShredding`).
+`check_file_schema` runs before a rewritten file is stored, so a writer fault is a `SchemaMismatchError`
+naming the field path, not a version other readers cannot read. Through nested structs, arrays, maps and
+variants it checks presence (partition columns may be left out), physical names and field ids under column
+mapping, primitive types, and nullability: optional where the schema says NOT NULL is allowed (Spark's
+`asNullable`), required where nulls are allowed is not. A variant is a struct of a required `value` and
+`metadata` binary (PROTOCOL.md "Variant Data Type"); a shredded one (`typed_value`, PROTOCOL.md "Variant
+Shredding") only where the table enables shredding.
 """
 
 from __future__ import annotations
@@ -69,17 +57,11 @@ def primitive_arrow_type(delta_type: str) -> pa.DataType | None:
 
 
 def variant_fields(type_: pa.DataType) -> dict[str, pa.Field] | None:
-    """A variant struct's fields by name, those starting with `_` left out (readers ignore them: PROTOCOL.md
-    "Variant data in Parquet"); None when `type_` is not a struct."""
+    """A variant struct's fields by name but `_`-prefixed ones (PROTOCOL.md "Variant data in Parquet"); None
+    when `type_` is not a struct."""
     if not pa.types.is_struct(type_):
         return None
     return {f.name: f for f in type_ if not f.name.startswith("_")}
-
-
-def is_shredded_variant(type_: pa.DataType) -> bool:
-    """Whether `type_` is a shredded variant's struct (it has `typed_value`)."""
-    fields = variant_fields(type_)
-    return fields is not None and "typed_value" in fields
 
 
 def shredding_allowed(configuration: Mapping[str, str | None]) -> bool:
@@ -223,9 +205,7 @@ def schema_mismatches(
     partition_columns: Collection[str] = (),
     allow_shredded_variants: bool = False,
 ) -> list[tuple[str, str]]:
-    """Each way `file_schema` (a written data file's) differs from the table's `schema`, as (field path,
-    reason), the path in logical names (`s.v.metadata`, `arr.element.x`, `m.key`); empty when it holds it.
-    Partition columns may be absent from the file (checked when present)."""
+    """Each way `file_schema` differs from the table's `schema`, as (logical field path, reason)."""
     checker = _Checker(column_mapping_mode, allow_shredded_variants)
     checker.struct(list(file_schema), schema.fields, "", optional=set(partition_columns))
     return checker.found
@@ -243,8 +223,7 @@ def check_file_schema(
     file: str | None = None,
     note: str = "",
 ) -> None:
-    """Raise `SchemaMismatchError` (naming the table, version, file and the first field path at fault,
-    plus `note`) unless `file_schema` holds the table's `schema` (`schema_mismatches`)."""
+    """Raise `SchemaMismatchError` (first field path at fault, plus `note`) unless `file_schema` holds `schema`."""
     found = schema_mismatches(
         file_schema,
         schema,
@@ -263,17 +242,3 @@ def check_file_schema(
         version=version,
         file=file,
     )
-
-
-__all__ = [
-    "ENABLE_VARIANT_SHREDDING",
-    "FIELD_ID_KEY",
-    "PRIMITIVE_TYPES",
-    "VARIANT_TYPE",
-    "check_file_schema",
-    "is_shredded_variant",
-    "primitive_arrow_type",
-    "schema_mismatches",
-    "shredding_allowed",
-    "variant_fields",
-]

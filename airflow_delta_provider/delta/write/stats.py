@@ -1,13 +1,9 @@
-"""Statistics of a data file about to be added, computed with Arrow (`add.stats`).
-
-Which columns and how values are written is decided in `delta/protocol/stats.py` (Spark's
-`StatisticsCollection` rules); this module only aggregates: one vectorized `min_max` and a null count
-per stats column, never a Python loop over rows.
-"""
+"""`add.stats` of a data file about to be added: one Arrow `min_max` and null count per stats column
+(which columns, and how values are written, is `protocol.stats`: Spark's `StatisticsCollection`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -27,6 +23,16 @@ from ..protocol.stats import (
 __all__ = ["collect_stats", "stats_json"]
 
 _MICROS_PER_UNIT = {"s": 1_000_000, "ms": 1_000, "us": 1}
+_NUMBER = (pa.types.is_floating, pa.types.is_decimal, pa.types.is_integer)
+#: The Arrow types a stats column of each Delta type may have (others get no min/max).
+_HOLDS: dict[str, Callable[[pa.DataType], bool]] = {
+    "string": lambda a: pa.types.is_string(a) or pa.types.is_large_string(a),
+    "date": pa.types.is_date,
+    "timestamp": pa.types.is_timestamp,
+    "timestamp_ntz": pa.types.is_timestamp,
+    **dict.fromkeys(("float", "double", "decimal"), lambda a: any(f(a) for f in _NUMBER)),
+    **dict.fromkeys(("byte", "short", "integer", "long"), pa.types.is_integer),
+}
 
 
 def _field_index(type_: pa.StructType, name: str) -> int:
@@ -40,9 +46,8 @@ def _field_index(type_: pa.StructType, name: str) -> int:
 def _leaf(
     data: pa.Table, path: tuple[str, ...], children: dict[tuple[str, ...], list[pa.ChunkedArray]]
 ) -> pa.ChunkedArray | None:
-    """The column at `path` (physical names); a nested leaf carries its parents' nulls (Spark's
-    `getItem` on a null struct is null). None when the file has no such column. `children` caches each
-    struct's flattened fields, so a wide struct is flattened once."""
+    """The column at `path` (physical names; None when missing), with its parents' nulls as Spark's
+    `getItem` has them; `children` caches each struct's flattened fields."""
     index = _field_index(pa.struct(list(data.schema)), path[0])
     if index < 0:
         return None
@@ -71,23 +76,13 @@ def _epoch_micros(scalar: pa.Scalar) -> int | None:
 
 
 def _raw_min_max(column: pa.ChunkedArray, type_name: str) -> tuple[Any, Any]:
-    """Min and max as plain values (epoch days for dates, epoch microseconds for timestamps), Spark's
-    order: NaN above every other float. (None, None) for an all-null column or an unexpected Arrow type."""
-    t = type_name.lower()
+    """Min and max as plain values (epoch days, epoch microseconds), NaN above every float as in Spark;
+    (None, None) for an all-null column or an unexpected Arrow type."""
+    t = "decimal" if type_name.lower().startswith("decimal") else type_name.lower()
     arrow = column.type
     if pa.types.is_string_view(arrow):
         column, arrow = column.cast(pa.large_string()), pa.large_string()
-    if t == "string" and not (pa.types.is_string(arrow) or pa.types.is_large_string(arrow)):
-        return None, None
-    if t == "date" and not pa.types.is_date(arrow):
-        return None, None
-    if t in ("timestamp", "timestamp_ntz") and not pa.types.is_timestamp(arrow):
-        return None, None
-    if (t in ("float", "double") or t.startswith("decimal")) and not (
-        pa.types.is_floating(arrow) or pa.types.is_decimal(arrow) or pa.types.is_integer(arrow)
-    ):
-        return None, None
-    if t in ("byte", "short", "integer", "long") and not pa.types.is_integer(arrow):
+    if t in _HOLDS and not _HOLDS[t](arrow):
         return None, None
     mm = pc.min_max(column)
     lo, hi = mm["min"], mm["max"]
@@ -134,19 +129,9 @@ def collect_stats(
     *,
     tight_bounds: bool | None = None,
 ) -> dict[str, Any]:
-    """The `add.stats` object of a data file holding `data`, as Delta Spark computes it.
-
-    :param data: the file's rows with its physical column names (no partition columns).
-    :param schema: the table schema (logical names; column mapping metadata on the fields).
-    :param configuration: the table properties (`delta.dataSkippingNumIndexedCols`,
-        `delta.dataSkippingStatsColumns`, `delta.dataSkippingStringPrefixLength`, column mapping mode).
-    :param partition_columns: the table's partition columns.
-    :param tight_bounds: written as `tightBounds` when not None; pass `tight_bounds_for(protocol)`
-        (True when the table supports deletion vectors).
-    :return: numRecords, minValues, maxValues, nullCount (and tightBounds), values as in the JSON: int,
-        float, str (NaN and infinities as `"NaN"`, `"Infinity"`, `"-Infinity"`) and `Decimal` for decimal
-        columns. Serialize with `stats_to_json` (`json.dumps` cannot write a Decimal exactly).
-    :raises InvalidArgumentError: a stats table property that cannot be parsed.
+    """The `add.stats` object of a file holding `data` (physical column names, no partition columns), as
+    Delta Spark computes it; decimals as `Decimal`, so serialize with `stats_to_json`. `tight_bounds` is
+    written as `tightBounds` when not None. Raises `InvalidArgumentError` for an unparsable stats property.
     """
     prefix_length = string_prefix_length(configuration)
     columns = stats_columns(schema, configuration, partition_columns)
