@@ -1,32 +1,17 @@
 """Version leases: a reader pins a table version so that this library's maintenance never breaks it.
 
-Pure rules (no I/O): what a lease file holds and whether it is valid, which leases are live at a time,
-which versions they pin, where lease files may live, and which planned deletions a lease vetoes.
-`maintenance.leases` reads and writes the files; `maintenance.vacuum` and `maintenance.log_cleanup`
-honour them.
-
-A lease is one small JSON object in its own file, `<id>.json`, by default in the table's hidden folder
-`<table>/_delta_leases/` (or in a folder the user configures, `location`):
+Pure rules; `maintenance.leases` does the I/O. A lease is one JSON object in its own file `<id>.json`, by
+default in `<table>/_delta_leases/`:
 
     {"format": "delta-lease/1", "id": "<32 hex digits>", "table": "<table URI>",
      "table_id": "<metaData.id>", "version": 12, "owner": "etl.load_orders",
      "created": <epoch ms>, "expires": <epoch ms>}
 
-* **Live** at `now` while `now < expires`. An expired lease pins nothing (its file may be deleted by a
-  release or a purge); a lease is never renewed in place: add a new one.
-* **For this table** when its `table_id` is the table's `metaData.id` (a lease written for a table that
-  was since deleted and re-created at the same location pins nothing of the new one).
-* **Pins** its version: VACUUM keeps every file the version's snapshot names as active, and their
-  deletion-vector files (PROTOCOL.md "Deletion Vectors": a DV stored as `u` or `p` is a file of the
-  table); log cleanup keeps the newest checkpoint at or before the earliest pinned version and every
-  later commit (PROTOCOL.md "Metadata Cleanup": a version is read from a checkpoint and the commits after it).
-* **Where**: the default folder starts with `_`, so VACUUM never lists nor deletes it (PROTOCOL.md
-  "VACUUM"-style hidden paths: `protocol.vacuum.is_hidden`, as Delta Spark's
-  `DeltaTableUtils.isHiddenDirectory`; Delta's docs: "VACUUM will skip all directories that begin with an
-  underscore"). A configured `location` inside the table root must be hidden too and outside `_delta_log`
-  (`location_problem`): a visible folder's lease files would be deleted as untracked files.
-
-Leases are this library's: other engines' VACUUM and log cleanup (Spark, delta-rs) do not read them.
+Live while `now < expires`, for the table whose `metaData.id` is `table_id` (one recreated at the location
+is not pinned). It pins its version's active files and their DV files against VACUUM (PROTOCOL.md "Deletion
+Vectors") and the checkpoint and commits the version is read from against log cleanup (PROTOCOL.md "Metadata
+Cleanup"). The folder must be hidden from VACUUM (`location_problem`), else its files would be deleted as
+untracked. Other engines (Spark, delta-rs) do not read leases.
 """
 
 from __future__ import annotations
@@ -40,15 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidArgumentError, LeaseError
-from .deletion_vectors import DV_FILE_CORE
 from .table_properties import parse_duration_ms
-from .vacuum import PlannedFile, dv_alias_key, is_hidden, normalize_relative
+from .vacuum import PlannedFile, is_hidden, normalize_relative, unprotected
 
 #: The default lease folder, directly under the table root (hidden: a leading `_`).
 LEASE_DIR_NAME = "_delta_leases"
 LEASE_FORMAT = "delta-lease/1"
-#: The longest lease (a lease is a pin with an end, not a retention policy: set the table's properties
-#: for that). A longer `ttl` is refused.
+#: The longest lease: a lease is a pin with an end, not a retention policy (the table's properties are).
 MAX_TTL_MS = 366 * 86_400_000
 MAX_OWNER_CHARS = 200
 _ID = re.compile(r"[0-9a-f]{32}")
@@ -57,8 +40,8 @@ _SUFFIX = ".json"
 
 @dataclass(frozen=True, slots=True)
 class Lease:
-    """One lease: `id` (32 hex digits, also its file name), the pinned `version`, who holds it (`owner`),
-    when it was taken and when it ends (epoch ms), and the table it was taken on (URI and `metaData.id`)."""
+    """One lease: `id` (32 hex digits, its file name), the pinned `version`, its `owner`, when it was taken
+    and ends (epoch ms), and the table it was taken on (URI and `metaData.id`)."""
 
     id: str
     version: int
@@ -69,7 +52,6 @@ class Lease:
     table_id: str | None = None
 
     def is_live(self, now_ms: int) -> bool:
-        """True while `now_ms` is before the lease's end."""
         return now_ms < self.expires_ms
 
     @property
@@ -77,7 +59,6 @@ class Lease:
         return lease_file_name(self.id)
 
     def to_json(self) -> dict[str, Any]:
-        """The lease file's content (`parse_lease` reads it back)."""
         return {
             "format": LEASE_FORMAT,
             "id": self.id,
@@ -95,13 +76,14 @@ class Lease:
     def to_dict(self, now_ms: int | None = None) -> dict[str, Any]:
         """Primitive form for results and the CLI: the file's fields with ISO times, and `live` at `now_ms`."""
         out = {k: v for k, v in self.to_json().items() if k != "format"}
-        out.update(created_at=_iso(self.created_ms), expires_at=_iso(self.expires_ms))
+        out.update(created_at=iso_seconds(self.created_ms), expires_at=iso_seconds(self.expires_ms))
         if now_ms is not None:
             out["live"] = self.is_live(now_ms)
         return out
 
 
-def _iso(ms: int) -> str:
+def iso_seconds(ms: int) -> str:
+    """Epoch ms as ISO 8601 UTC to the second (lease and quarantine files)."""
     return (dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=ms)).isoformat(timespec="seconds")
 
 
@@ -110,7 +92,7 @@ def lease_file_name(lease_id: str) -> str:
 
 
 def lease_id_of(name: str) -> str | None:
-    """The lease id a file named `name` holds, or None for any other name (a store's temporary files)."""
+    """The lease id a file named `name` holds, or None (a store's temporary files)."""
     if not name.endswith(_SUFFIX):
         return None
     stem = name[: -len(_SUFFIX)]
@@ -118,8 +100,7 @@ def lease_id_of(name: str) -> str | None:
 
 
 def check_lease_id(value: Any) -> str:
-    """A lease id as `add_lease` makes them (32 lowercase hex digits), else `InvalidArgumentError`: an id
-    is a file name, so nothing else (no `/`, no `..`) may reach the store."""
+    """A lease id (32 hex digits), else `InvalidArgumentError`: an id is a file name (no `/` nor `..`)."""
     if not isinstance(value, str) or _ID.fullmatch(value.strip().lower()) is None:
         raise InvalidArgumentError(f"lease_id must be 32 hex digits, got {value!r}", argument="lease_id")
     return value.strip().lower()
@@ -145,7 +126,7 @@ def parse_ttl_ms(value: Any, argument: str = "ttl") -> int:
 def make_lease(
     *, lease_id: str, version: int, owner: str, now_ms: int, ttl_ms: int, table: str, table_id: str | None
 ) -> Lease:
-    """A new lease (arguments checked: `check_lease_id`, `check_owner`, a version >= 0, a ttl > 0)."""
+    """A new lease, its arguments checked."""
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:
         raise InvalidArgumentError(f"version must be an integer >= 0, got {version!r}", argument="version")
     if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms <= 0:
@@ -154,9 +135,8 @@ def make_lease(
 
 
 def parse_lease(data: bytes | str, *, name: str = "", table: str | None = None) -> Lease:
-    """The lease in a file's content; `name` is the file name (its id must be the lease's). Anything
-    else (not JSON, a field missing or of the wrong type, an end before the start) is a `LeaseError`
-    naming the file: maintenance does not guess what a damaged lease pinned."""
+    """The lease in a file named `name`; anything else is a `LeaseError` naming the file (maintenance does
+    not guess what a damaged lease pinned)."""
     file_id = lease_id_of(name) if name else None
 
     def bad(why: str) -> LeaseError:
@@ -199,8 +179,7 @@ def parse_lease(data: bytes | str, *, name: str = "", table: str | None = None) 
 
 
 def for_table(leases: Iterable[Lease], table_id: str | None) -> list[Lease]:
-    """The leases taken on the table whose `metaData.id` is `table_id` (a lease or a table without an id
-    matches: it is honoured rather than ignored)."""
+    """The leases of the table whose `metaData.id` is `table_id` (without an id on either side: honoured)."""
     return [le for le in leases if le.table_id is None or table_id is None or le.table_id == table_id]
 
 
@@ -215,15 +194,13 @@ def pinned_versions(leases: Iterable[Lease], now_ms: int, table_id: str | None =
 
 
 def earliest_pinned_version(leases: Iterable[Lease], now_ms: int, table_id: str | None = None) -> int | None:
-    """The oldest version a live lease pins (log cleanup keeps it and every later version readable)."""
+    """The oldest version a live lease pins (log cleanup keeps it readable)."""
     versions = pinned_versions(leases, now_ms, table_id)
     return versions[0] if versions else None
 
 
 def location_problem(relative: str | None, partition_columns: Sequence[str] = ()) -> str | None:
-    """Why a lease folder at `relative` (its path under the table root, None when outside the root) would
-    not keep its leases, or None: the root itself, `_delta_log` (Delta's, and log cleanup lists it), or
-    a folder VACUUM lists (no hidden component: its lease files would be deleted as untracked)."""
+    """Why a lease folder at `relative` (under the table root; None: outside it) would lose its leases, or None."""
     if relative is None:
         return None
     rel = normalize_relative(relative)
@@ -237,36 +214,10 @@ def location_problem(relative: str | None, partition_columns: Sequence[str] = ()
 
 
 def split_leased(files: Sequence[PlannedFile], leased: AbstractSet[str]) -> tuple[list[PlannedFile], list[PlannedFile]]:
-    """`files` (a VACUUM plan's entries) split into those no lease needs and those one does: the entry's
-    normalized relative path, or its DV alias (`protocol.vacuum.dv_alias_key`), is in `leased` (the
-    normalized relative paths of the leased versions' active files and DV files)."""
-    if not leased:
-        return list(files), []
+    """VACUUM plan entries split into those no lease needs and those whose normalized path (or DV alias) is
+    in `leased` (the leased versions' active and DV files)."""
     keep: list[PlannedFile] = []
     vetoed: list[PlannedFile] = []
     for f in files:
-        rel = normalize_relative(f.path)
-        alias = dv_alias_key(rel) if DV_FILE_CORE in rel else None
-        (vetoed if rel in leased or (alias is not None and alias in leased) else keep).append(f)
+        (keep if not leased or unprotected(normalize_relative(f.path), leased) else vetoed).append(f)
     return keep, vetoed
-
-
-__all__ = [
-    "LEASE_DIR_NAME",
-    "LEASE_FORMAT",
-    "MAX_TTL_MS",
-    "Lease",
-    "check_lease_id",
-    "check_owner",
-    "earliest_pinned_version",
-    "for_table",
-    "lease_file_name",
-    "lease_id_of",
-    "live_leases",
-    "location_problem",
-    "make_lease",
-    "parse_lease",
-    "parse_ttl_ms",
-    "pinned_versions",
-    "split_leased",
-]

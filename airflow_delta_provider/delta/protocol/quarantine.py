@@ -1,13 +1,7 @@
 """Reversible VACUUM: the pure rules of a quarantine (`maintenance.quarantine` does the I/O).
 
-`vacuum(..., quarantine=True)` moves the files it would delete to a hidden folder beside the table instead
-of deleting them; `undo_quarantine` puts them back, `purge_quarantines` deletes old quarantines. Here:
-names and layout, the manifest and marker files and their checks, the state a quarantine is in, what to do
-with one file given what storage holds at its two paths (`forward_step`, `undo_step`), the cost of the
-moves (`move_cost`), and ages (`parse_age_ms`, `purge_skip`).
-
-Layout, under the table root (PROTOCOL.md leaves names starting with `_` to the writer; VACUUM never
-lists them: `protocol.vacuum.is_hidden`, Delta Spark's `DeltaTableUtils.isHiddenDirectory`):
+`vacuum(..., quarantine=True)` moves the files it would delete into a folder under the table root that
+VACUUM never lists (a leading `_`: Spark `DeltaTableUtils.isHiddenDirectory`), instead of deleting them:
 
     _delta_quarantine/<id>/manifest.json       written first, never changed (put_if_absent)
     _delta_quarantine/<id>/files/<path>        each quarantined file, at its path relative to the root
@@ -16,18 +10,9 @@ lists them: `protocol.vacuum.is_hidden`, Delta Spark's `DeltaTableUtils.isHidden
     _delta_quarantine/<id>/restored.json       every file back (the undo's completion marker)
     _delta_quarantine/<id>/purge.json          a purge started: undo is refused from now on
 
-`<id>` is `YYYYMMDDTHHMMSSZ-<8 hex digits>` (the VACUUM's time, UTC, and a random token): ids sort by age.
-The manifest (`delta-quarantine/1`):
-
-    {"format": "delta-quarantine/1", "id": ..., "table": "<table URI>", "table_id": "<metaData.id>",
-     "version": <the table version re-validated against>, "created": <epoch ms>, "created_at": "<ISO>",
-     "method": "rename" | "copy+delete", "mode": "full" | "lite", "cutoff_ms": ..., "retention_ms": ...,
-     "audit_version": <VACUUM START version or null>, "num_files": n, "bytes": b,
-     "files": [{"path": "<relative, as stored>", "size": ..., "modification_time": <ms>}, ...]}
-
-The state comes from the markers present (`state_of`): `moving` (manifest only), `quarantined`,
-`restoring`, `restored`, `purging`. The markers say which direction an interrupted run finishes in:
-without `undo.json` forward (into the quarantine), with it back.
+`<id>` is `YYYYMMDDTHHMMSSZ-<8 hex digits>`, so ids sort by age. The manifest (`Manifest.to_json`) lists
+each file with its size and listed mtime. The markers present give the state (`state_of`) and so the
+direction an interrupted run finishes in: without `undo.json` forward, with it back.
 """
 
 from __future__ import annotations
@@ -41,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidArgumentError, QuarantineError
+from .leases import iso_seconds
 from .table_properties import parse_duration_ms
-from .vacuum import FILE, StoredEntry, same_mtime
+from .vacuum import FILE, PlannedFile, StoredEntry, same_mtime
 
 #: The quarantine folder, directly under the table root (hidden from VACUUM: a leading `_`).
 QUARANTINE_DIR_NAME = "_delta_quarantine"
@@ -78,10 +64,6 @@ _SINGLE_COPY_MAX = 5 * 2**30
 _COPY_PART = 50 * 2**20
 
 
-def _iso(ms: int) -> str:
-    return (dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=ms)).isoformat(timespec="seconds")
-
-
 def new_quarantine_id(now_ms: int, token: str) -> str:
     """A quarantine id: the time `now_ms` (UTC, to the second) and `token` (8 hex digits, random)."""
     when = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=now_ms)
@@ -89,8 +71,8 @@ def new_quarantine_id(now_ms: int, token: str) -> str:
 
 
 def check_quarantine_id(value: Any) -> str:
-    """A quarantine id as `new_quarantine_id` makes them, else `InvalidArgumentError` (an id is a folder
-    name: nothing else, no `/` nor `..`, may reach the store)."""
+    """A quarantine id as `new_quarantine_id` makes them, else `InvalidArgumentError` (a folder name: no
+    `/` nor `..` may reach the store)."""
     if not isinstance(value, str) or _ID.fullmatch(value.strip()) is None:
         raise InvalidArgumentError(
             f"quarantine_id must look like 20250101T120000Z-1a2b3c4d (from the VACUUM result), got {value!r}",
@@ -118,21 +100,13 @@ def quarantined_path(quarantine_id: str, path: str) -> str:
     return f"{files_dir(quarantine_id)}/{path.strip('/')}"
 
 
-@dataclass(frozen=True, slots=True)
-class QuarantinedFile:
-    """One file of a quarantine: its path relative to the table root (as stored), size, mtime (ms) as listed."""
-
-    path: str
-    size: int
-    modification_time: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "size": self.size, "modification_time": self.modification_time}
+#: One file of a quarantine: its path relative to the table root (as stored), size, mtime (ms) as listed.
+QuarantinedFile = PlannedFile
 
 
 @dataclass(frozen=True)
 class Manifest:
-    """What a quarantine holds and where it came from (see the module doc for the file)."""
+    """What a quarantine holds and where it came from."""
 
     id: str
     table: str
@@ -162,7 +136,7 @@ class Manifest:
             "table_id": self.table_id,
             "version": self.version,
             "created": self.created_ms,
-            "created_at": _iso(self.created_ms),
+            "created_at": iso_seconds(self.created_ms),
             "method": self.method,
             "mode": self.mode,
             "cutoff_ms": self.cutoff_ms,
@@ -170,7 +144,7 @@ class Manifest:
             "audit_version": self.audit_version,
             "num_files": self.num_files,
             "bytes": self.num_bytes,
-            "files": [f.to_json() for f in self.files],
+            "files": [f._asdict() for f in self.files],
         }
 
     def to_bytes(self) -> bytes:
@@ -200,8 +174,8 @@ def _int(obj: Mapping[str, Any], key: str, *, optional: bool = False) -> int | N
 
 
 def parse_manifest(data: bytes | str, *, quarantine_id: str, table: str | None = None) -> Manifest:
-    """The manifest in a file's content (`quarantine_id`: the folder it was read from; the manifest's id
-    must be it). Anything else is a `QuarantineError` naming the file: no move is made from a guess."""
+    """The manifest read from folder `quarantine_id`; anything else is a `QuarantineError` naming the file
+    (no move is made from a guess)."""
     name = f"{quarantine_dir(quarantine_id)}/{MANIFEST_NAME}"
     try:
         obj = json.loads(data)
@@ -248,7 +222,13 @@ def marker_bytes(kind: str, quarantine_id: str, now_ms: int, **counts: Any) -> b
     """A marker file's content: which marker, the quarantine, when, and what the run counted."""
     if kind not in MARKERS:
         raise ValueError(kind)
-    body = {"format": QUARANTINE_FORMAT, "marker": kind, "id": quarantine_id, "time": now_ms, "time_at": _iso(now_ms)}
+    body = {
+        "format": QUARANTINE_FORMAT,
+        "marker": kind,
+        "id": quarantine_id,
+        "time": now_ms,
+        "time_at": iso_seconds(now_ms),
+    }
     return (json.dumps({**body, **counts}, separators=(",", ":"), default=list) + "\n").encode()
 
 
@@ -273,15 +253,10 @@ def _is_file(entry: StoredEntry | None) -> bool:
 def forward_step(
     entry: QuarantinedFile, original: StoredEntry | None, quarantined: StoredEntry | None, *, method: str
 ) -> str:
-    """What an interrupted quarantine (state `moving`) does with `entry`, given what storage holds at its
-    path (`original`) and in the quarantine (`quarantined`):
-
-    * only at its path: `MOVE` if it is the file the manifest names (same size and mtime), else `CHANGED`
-      (left where it is);
-    * only in the quarantine: `DONE`; at neither: `MISSING`;
-    * at both: on a copy+delete store, when the quarantined copy has the manifest's size, `FINISH` (the
-      copy landed, whole: an object store's copy is atomic; the delete of the original did not); else
-      `CONFLICT` (a rename never leaves two copies: something else is at one of the paths)."""
+    """What resuming a `moving` quarantine does with `entry`, given what storage holds at its path and in
+    the quarantine: at its path only, `MOVE` if unchanged (size, mtime) else `CHANGED`; quarantined only,
+    `DONE`; neither, `MISSING`; both, `FINISH` on a copy+delete store when the copy has the manifest's size
+    (an object store's copy is atomic: only the delete was cut off), else `CONFLICT`."""
     here, there = _is_file(original), _is_file(quarantined)
     if here and not there:
         if quarantined is not None:  # a directory or another non-file at the quarantine path
@@ -310,14 +285,9 @@ def undo_step(
     method: str,
     interrupted: bool,
 ) -> str:
-    """What an undo does with `entry`, given what storage holds at its path (`original`) and in the
-    quarantine (`quarantined`); `interrupted`: the quarantine is `moving` or `restoring` (a run was cut off,
-    so a copy+delete move may have left both copies):
-
-    * only in the quarantine: `MOVE` (back); only at its path: `DONE`; at neither: `MISSING`;
-    * at both: on a copy+delete store, after an interrupted run, with both copies of the manifest's size,
-      `FINISH` (keep the one at its path, delete the quarantined one); anything else is `CONFLICT`:
-      something else sits at the path (nothing is moved over it)."""
+    """What an undo does with `entry`: quarantined only, `MOVE` back; at its path only, `DONE`; neither,
+    `MISSING`; both, `FINISH` (drop the quarantined copy) only on a copy+delete store after an `interrupted`
+    run with both copies of the manifest's size, else `CONFLICT` (nothing is moved over it)."""
     here, there = _is_file(original), _is_file(quarantined)
     if there and original is None:
         return MOVE
@@ -325,27 +295,17 @@ def undo_step(
         return DONE
     if original is None and quarantined is None:
         return MISSING
-    if (
-        here
-        and there
-        and method == COPY_DELETE
-        and interrupted
-        and original is not None
-        and quarantined is not None
-        and original.size == quarantined.size == entry.size
-    ):
-        return FINISH
+    if here and there and method == COPY_DELETE and interrupted:
+        assert original is not None and quarantined is not None
+        if original.size == quarantined.size == entry.size:
+            return FINISH
     return CONFLICT
 
 
 def move_cost(sizes: Sequence[int], *, method: str) -> dict[str, Any]:
-    """What moving files of `sizes` costs (stated in plans and results; an estimate of storage calls):
-
-    * `rename` (local, HDFS): per file an existence check of the destination and one rename; nothing copied.
-    * `copy+delete` (S3, GCS, Azure through adlfs, memory): per file a HEAD of the destination, the client's
-      HEAD of the source, one server-side copy (S3 over 5 GiB: a multipart copy in 50 MiB parts, plus its
-      create and complete requests) and one delete; every byte is copied once (server-side: billed as
-      requests, no transfer out). Both: plus the manifest, the marker and a listing (3)."""
+    """The estimated storage calls and bytes copied to move files of `sizes`: `rename` costs an existence
+    check and a rename a file; `copy+delete` a HEAD of each side, a server-side copy (over 5 GiB a multipart
+    copy in 50 MiB parts, plus create and complete) and a delete. Plus the manifest, marker and listing."""
     if method not in METHODS:
         raise InvalidArgumentError(f"method must be one of {METHODS}, got {method!r}", argument="method")
     n, total = len(sizes), sum(sizes)
@@ -363,9 +323,7 @@ def parse_age_ms(value: Any, argument: str = "older_than") -> int:
 
 
 def purge_skip(manifest: Manifest, state: str, *, now_ms: int, older_than_ms: int) -> str | None:
-    """Why a purge leaves a quarantine alone, or None (purge it): younger than `older_than_ms` at `now_ms`,
-    or unfinished (`moving`: a VACUUM still moving, or killed: resume or undo it first; `restoring`: an
-    undo under way, rerun it). Quarantined and restored ones are purged, a purge under way finished."""
+    """Why a purge leaves a quarantine alone (too young, or unfinished: resume or undo it first), or None."""
     if manifest.created_ms > now_ms - older_than_ms:
         return "younger than the age given"
     if state in UNFINISHED:
@@ -375,9 +333,7 @@ def purge_skip(manifest: Manifest, state: str, *, now_ms: int, older_than_ms: in
 
 @dataclass
 class Settled:
-    """What one run over a quarantine's files did, by outcome: paths moved (and bytes), finished (the
-    left-over copy deleted), already in place, missing, changed or kept (left where they are), and the
-    conflicts (nothing moved over them)."""
+    """What one run over a quarantine's files did, by outcome (paths)."""
 
     moved: list[str] = field(default_factory=list)
     moved_bytes: int = 0
@@ -397,39 +353,3 @@ class Settled:
             "kept": list(self.kept),
             "conflicts": list(self.conflicts),
         }
-
-
-__all__ = [
-    "CHANGED",
-    "CONFLICT",
-    "COPY_DELETE",
-    "DONE",
-    "FINISH",
-    "MANIFEST_NAME",
-    "MISSING",
-    "MOVE",
-    "MOVING",
-    "PURGING",
-    "QUARANTINED",
-    "QUARANTINE_DIR_NAME",
-    "QUARANTINE_FORMAT",
-    "RENAME",
-    "RESTORED",
-    "RESTORING",
-    "Manifest",
-    "QuarantinedFile",
-    "Settled",
-    "check_quarantine_id",
-    "files_dir",
-    "forward_step",
-    "marker_bytes",
-    "move_cost",
-    "new_quarantine_id",
-    "parse_age_ms",
-    "parse_manifest",
-    "purge_skip",
-    "quarantine_dir",
-    "quarantined_path",
-    "state_of",
-    "undo_step",
-]

@@ -417,7 +417,7 @@ def dv_alias_key(relative: str) -> str | None:
     return f"{directory}/{core}" if directory else core
 
 
-def _unprotected(relative: str, protected: AbstractSet[str]) -> bool:
+def unprotected(relative: str, protected: AbstractSet[str]) -> bool:
     """Neither `relative` nor its DV alias (`dv_alias_key`) is protected."""
     if relative in protected:
         return False
@@ -427,7 +427,7 @@ def _unprotected(relative: str, protected: AbstractSet[str]) -> bool:
 
 def deletable(relative: str, protected: AbstractSet[str], partition_columns: Sequence[str]) -> bool:
     """The never-rules on one normalized relative path (apart from mtime and retention of the listing)."""
-    return deletable_name(relative, partition_columns) and _unprotected(relative, protected)
+    return deletable_name(relative, partition_columns) and unprotected(relative, protected)
 
 
 def listed_key(path: str, protected: AbstractSet[str], partition_columns: Sequence[str] = ()) -> str | None:
@@ -725,7 +725,7 @@ def revalidate(
             drops.append((i, DUPLICATE))
         else:
             seen.add(f.path)
-            if _unprotected(rel, protected):
+            if unprotected(rel, protected):
                 pending.append((i, rel))
             else:
                 drops.append((i, PROTECTED))
