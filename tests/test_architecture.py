@@ -115,7 +115,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("delta.maintenance",),
     ("delta",),  # the library's public facade (`airflow_delta_provider.delta`)
     ("commands",),
-    ("cli", "__main__", "jobs", "hooks", "version_watch", "lineage", "assets"),
+    ("cli", "__main__", "jobs", "hooks", "version_watch", "lineage", "assets", "policies"),
     ("operators", "sensors", "triggers"),
     ("testing",),  # the testing kit users' tests import
 )

@@ -1,0 +1,135 @@
+"""The retry policy reads our typed errors (raised in the worker or wrapped by a job) and Airflow acts on it in
+a real task run; the example maintenance DAG carries it and a deadline."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+pytest.importorskip("airflow.sdk.definitions.retry_policy")  # Airflow 3.3+
+
+from airflow.sdk import RetryAction
+
+from airflow_delta_provider.delta import errors
+from airflow_delta_provider.hooks.job import DeltaJobError
+from airflow_delta_provider.policies import PERMANENT, delta_retry_policy
+
+pytestmark = pytest.mark.airflow
+
+POLICY = delta_retry_policy(conflict_delay=timedelta(seconds=7), storage_delay=timedelta(minutes=3))
+
+
+def _wrapped(error: errors.DeltaError) -> DeltaJobError:
+    return DeltaJobError(error, error.to_dict())
+
+
+@pytest.mark.parametrize("wrap", [False, True], ids=["raised", "from-a-job"])
+@pytest.mark.parametrize(
+    ("error", "action", "delay"),
+    [
+        (errors.ConcurrentAppendError("files were added", table="t", version=4), RetryAction.RETRY, 7),
+        (errors.CommitRetriesExceededError("gave up", table="t"), RetryAction.RETRY, 7),
+        (errors.StorageError("503 SlowDown", table="s3://b/t"), RetryAction.RETRY, 180),
+        (errors.BucketNotFoundError("no such bucket", table="s3://b/t"), RetryAction.FAIL, None),
+        (errors.UnsupportedFeatureError("needs columnMapping", table="t"), RetryAction.FAIL, None),
+        (errors.InvalidArgumentError("retention_hours: 'abc'", table="t"), RetryAction.FAIL, None),
+        (errors.RetentionConflictError("log retention below file retention", table="t"), RetryAction.FAIL, None),
+        (errors.LogGapError("missing 00003.json", table="t", version=3), RetryAction.FAIL, None),
+        (errors.EngineError("executor lost", table="t"), RetryAction.DEFAULT, None),
+    ],
+    ids=lambda v: type(v).__name__ if isinstance(v, Exception) else None,
+)
+def test_typed_errors_decide_the_retry(error: errors.DeltaError, action: RetryAction, delay: int | None, wrap: bool):
+    decision = POLICY.evaluate(_wrapped(error) if wrap else error, try_number=1, max_tries=3)
+    assert decision.action is action
+    assert decision.retry_delay == (None if delay is None else timedelta(seconds=delay))
+    if action is not RetryAction.DEFAULT:
+        assert decision.reason
+
+
+def test_other_exceptions_keep_airflows_default():
+    assert POLICY.evaluate(RuntimeError("boom"), try_number=1, max_tries=3).action is RetryAction.DEFAULT
+    assert POLICY.evaluate(DeltaJobError.__new__(DeltaJobError), 1, 3).action is RetryAction.DEFAULT  # no .error
+
+
+def test_every_permanent_error_is_a_delta_error_and_no_conflict_is_permanent():
+    assert all(issubclass(cls, errors.DeltaError) for cls in PERMANENT)
+    assert not any(issubclass(cls, errors.ConcurrentModificationError) for cls in PERMANENT)
+
+
+DAG_FILE = """
+from datetime import timedelta
+from pathlib import Path
+
+from airflow.sdk import dag, task
+
+from airflow_delta_provider.delta import errors
+from airflow_delta_provider.policies import delta_retry_policy
+
+MARKER = Path({marker!r})
+FAST = delta_retry_policy(conflict_delay=timedelta(seconds=0))
+
+
+@dag(dag_id="delta_retry_policy_test", schedule=None, catchup=False)
+def retry_dag():
+    @task(retries=3, retry_policy=FAST, retry_delay=timedelta(seconds=0))
+    def conflicting() -> str:
+        if not MARKER.exists():
+            MARKER.write_text("1")
+            raise errors.ConcurrentWriteError("another writer took version 5", table="t", version=5)
+        return "committed"
+
+    @task(retries=3, retry_policy=FAST, retry_delay=timedelta(seconds=0))
+    def unsupported() -> None:
+        raise errors.UnsupportedFeatureError("the table needs a reader feature", table="t")
+
+    conflicting()
+    unsupported()
+
+
+retry_dag()
+"""
+
+
+def test_airflow_retries_a_conflict_and_fails_an_unsupported_feature_at_once(airflow_db, tmp_path):
+    """Two real tasks through `dag.test()`: the conflict is retried (and succeeds on try 2), the unsupported
+    feature fails on try 1 although the task has 3 retries."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+    from airflow.utils.session import create_session
+    from airflow.utils.state import DagRunState
+    from conftest import metadata_db
+
+    path = tmp_path / "retry_dag.py"
+    path.write_text(DAG_FILE.format(marker=str(tmp_path / "tried")))
+    bag = DagBag(dag_folder=str(path))
+    assert bag.import_errors == {}
+    with create_session() as session:
+        DagBundlesManager().sync_bundles_to_db(session=session)
+    sync_bag_to_db(bag, "dags-folder", None)  # dag.test() runs only serialized DAGs
+    run = bag.dags["delta_retry_policy_test"].test()
+    assert run.state == DagRunState.FAILED
+    rows = {
+        task_id: (state, tries)
+        for task_id, state, tries in metadata_db().execute(
+            "SELECT task_id, state, try_number FROM task_instance WHERE dag_id = ? AND run_id = ?",
+            ("delta_retry_policy_test", run.run_id),
+        )
+    }
+    assert rows["conflicting"] == ("success", 2)
+    assert rows["unsupported"] == ("failed", 1)
+
+
+def test_the_maintenance_dag_retries_by_the_policy_and_has_a_deadline():
+    from airflow.dag_processing.dagbag import DagBag
+    from conftest import REPO
+
+    bag = DagBag(dag_folder=str(REPO / "dags" / "delta_table_maintenance.py"))
+    dag = bag.dags["delta_table_maintenance"]
+    for task_id in ("replay_and_check", "optimize", "vacuum_plan", "vacuum_apply", "checkpoint", "log_cleanup"):
+        t = dag.get_task(task_id)
+        assert t.retries == 2 and type(t.retry_policy).__name__ == "DeltaRetryPolicy", task_id
+    assert not getattr(dag.get_task("approve_vacuum"), "retry_policy", None)  # a person's answer is not retried
+    (alert,) = dag.deadline
+    assert alert.interval == timedelta(hours=22)
