@@ -34,6 +34,8 @@ from pyroaring import BitMap64
 
 deltalake = pytest.importorskip("deltalake")
 
+from support.dv_masks import rows_kept_mask  # noqa: E402
+
 from airflow_delta_provider.delta import DeltaLog  # noqa: E402
 from airflow_delta_provider.delta.errors import (  # noqa: E402
     InvalidArgumentError,
@@ -54,7 +56,6 @@ from airflow_delta_provider.delta.read.deletion_vectors import (  # noqa: E402
     PORTABLE_MAGIC,
     read_data_file,
     read_deletion_vector,
-    rows_kept_mask,
 )
 from airflow_delta_provider.delta.snapshot import Snapshot  # noqa: E402
 

@@ -1,14 +1,11 @@
-"""Mergeable summaries of a snapshot's files and tombstones.
-
-Each summary is built row by row (`add`) and combined with `merge`, so the same code aggregates a
-whole local file state or one Spark partition on an executor, whose partial results the driver
-merges. Standard library only: executors import this module from the shipped zip.
+"""Mergeable summaries of a snapshot's files and tombstones: built row by row (`add`) and combined with
+`merge`, locally or per Spark partition. Standard library only: executors import it from the shipped zip.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..protocol.optimize import partition_key
@@ -91,15 +88,20 @@ class PartitionTombstones:
             _max(self.newest_deletion_ms, other.newest_deletion_ms),
         )
 
+    def count(self, n: int, nbytes: int, deleted_ms: int | None, cutoff_ms: int) -> None:
+        """Count `n` tombstones of `nbytes` deleted at `deleted_ms` (None counts as 0: past retention)."""
+        if (deleted_ms or 0) <= cutoff_ms:
+            self.expired += n
+            self.reclaimable_bytes += nbytes
+        else:
+            self.retained += n
+            self.retained_bytes += nbytes
+        if deleted_ms is not None:
+            self.oldest_deletion_ms = _min(self.oldest_deletion_ms, deleted_ms)
+            self.newest_deletion_ms = _max(self.newest_deletion_ms, deleted_ms)
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "retained": self.retained,
-            "expired": self.expired,
-            "retained_bytes": self.retained_bytes,
-            "reclaimable_bytes": self.reclaimable_bytes,
-            "oldest_deletion_ms": self.oldest_deletion_ms,
-            "newest_deletion_ms": self.newest_deletion_ms,
-        }
+        return asdict(self)
 
 
 @dataclass
@@ -116,22 +118,16 @@ class TombstoneSummary:
     partitions: dict[str, PartitionTombstones] = field(default_factory=dict)
 
     def add(self, partition_values: Mapping[str, str | None] | None, size: int | None, deleted_ms: int | None) -> None:
-        key = partition_key(partition_values, self.partition_columns)
-        bucket = self.partitions.get(key)
-        if bucket is None:
-            bucket = self.partitions[key] = PartitionTombstones()
-        if size is None:
-            self.removed_without_size += 1
-        nbytes = size or 0
-        if (deleted_ms or 0) <= self.cutoff_ms:
-            bucket.expired += 1
-            bucket.reclaimable_bytes += nbytes
-        else:
-            bucket.retained += 1
-            bucket.retained_bytes += nbytes
-        if deleted_ms is not None:
-            bucket.oldest_deletion_ms = _min(bucket.oldest_deletion_ms, deleted_ms)
-            bucket.newest_deletion_ms = _max(bucket.newest_deletion_ms, deleted_ms)
+        self.removed_without_size += size is None
+        self.bucket(partition_key(partition_values, self.partition_columns)).count(
+            1, size or 0, deleted_ms, self.cutoff_ms
+        )
+
+    def bucket(self, key: str) -> PartitionTombstones:
+        """The tombstones of partition `key` (created empty)."""
+        if key not in self.partitions:
+            self.partitions[key] = PartitionTombstones()
+        return self.partitions[key]
 
     def merge(self, other: TombstoneSummary) -> TombstoneSummary:
         if (other.cutoff_ms, other.partition_columns) != (self.cutoff_ms, self.partition_columns):
@@ -169,8 +165,7 @@ class TombstoneSummary:
         }
 
 
-#: Most (partition, deletionTimestamp) groups a `FileDigest` keeps before it gives up (`complete`
-#: False): tombstones share a timestamp per commit, so real tables stay far below it.
+#: Most (partition, deletionTimestamp) groups a `FileDigest` keeps (tombstones share a timestamp per commit).
 MAX_DIGEST_GROUPS = 100_000
 
 
@@ -185,11 +180,9 @@ class TombstoneGroup:
 
 @dataclass
 class FileDigest:
-    """A file state's `FileSummary` and its tombstones grouped by (partition, `deletionTimestamp`).
-
-    Holds no cutoff: `tombstone_summary` and `count_tombstones_after` answer any retention cutoff
-    from it, so one pass over the files serves a snapshot report and a tombstone report together.
-    Past `max_groups` groups it stops grouping (`complete` False) and callers ask the files again.
+    """A file state's `FileSummary` and its tombstones grouped by (partition, `deletionTimestamp`), so one
+    pass over the files answers any retention cutoff. Past `max_groups` groups it gives up (`complete`
+    False) and callers ask the files again.
     """
 
     files: FileSummary
@@ -236,19 +229,8 @@ class FileDigest:
             raise ValueError("the digest has too many tombstone groups to answer from")
         out = TombstoneSummary(cutoff_ms, self.partition_columns)
         for (partition, deleted), g in self.groups.items():
-            bucket = out.partitions.get(partition)
-            if bucket is None:
-                bucket = out.partitions[partition] = PartitionTombstones()
             out.removed_without_size += g.without_size
-            if (deleted or 0) <= cutoff_ms:
-                bucket.expired += g.count
-                bucket.reclaimable_bytes += g.size_bytes
-            else:
-                bucket.retained += g.count
-                bucket.retained_bytes += g.size_bytes
-            if deleted is not None:
-                bucket.oldest_deletion_ms = _min(bucket.oldest_deletion_ms, deleted)
-                bucket.newest_deletion_ms = _max(bucket.newest_deletion_ms, deleted)
+            out.bucket(partition).count(g.count, g.size_bytes, deleted, cutoff_ms)
         return out
 
     def count_tombstones_after(self, cutoff_ms: int) -> int:

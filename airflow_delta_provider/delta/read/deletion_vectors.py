@@ -24,7 +24,6 @@ from pyroaring import BitMap64
 from ..errors import DeltaError, InvalidArgumentError, LogCorruptedError, StorageError, UnsupportedFeatureError
 from ..protocol.actions import AddFile, DeletionVectorDescriptor, decode_path
 from ..protocol.deletion_vectors import DvLocation, decode_absolute_path, dv_location, is_absolute_path
-from .arrow_compute import cast
 from .arrow_memory import POOL
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,11 +62,9 @@ def read_deletion_vector(
 ) -> pa.UInt64Array:
     """The row indexes `dv` deletes from data file `file` (as logged), ascending, as a uint64 array.
 
-    `table_root` is the table's root as its store takes it (`DeltaLog.table_uri`). Raises
-    `LogCorruptedError` for a bad descriptor, a missing or truncated DV file, a wrong version byte, size,
-    checksum or magic, an undecodable bitmap or one whose cardinality is not the descriptor's;
-    `UnsupportedFeatureError` for the native bitmap format or an unknown storage type; `StorageError` when
-    storage fails.
+    Raises `LogCorruptedError` for a bad descriptor or DV file (missing, truncated, wrong version byte,
+    size, checksum, magic or cardinality), `UnsupportedFeatureError` for the native bitmap format or an
+    unknown storage type, `StorageError` when storage fails.
     """
     table = table if table is not None else table_root
     if dv.cardinality == 0:  # Spark's `isEmpty`: nothing to read (`DeletionVectorDescriptor.EMPTY` is inline "")
@@ -88,8 +85,7 @@ def read_deletion_vector(
         )
     if bitmap.max() > _MAX_ROW_INDEX:
         raise LogCorruptedError(f"Deletion vector {where} holds a row index >= 2^63", table=table, file=name)
-    values = bitmap.to_array()
-    return pa.Array.from_buffers(pa.uint64(), len(values), [None, pa.py_buffer(values)])
+    return _as_array(bitmap)
 
 
 def _describe(loc: DvLocation, file: str | None) -> str:
@@ -135,8 +131,7 @@ def _read_stored(
 
 
 def _open(store: LogStore, path: str, *, table: str, name: str | None, what: str) -> BinaryIO:
-    """`store.open(path)`; a missing file is a `LogCorruptedError` (the log names it), other failures a
-    `StorageError`."""
+    """`store.open(path)`: a missing file is a `LogCorruptedError` (the log names it), other failures `StorageError`."""
     try:
         return store.open(path)
     except FileNotFoundError:
@@ -196,28 +191,6 @@ def _decode(blob: bytes, *, table: str, name: str | None, where: str) -> BitMap6
         ) from None
 
 
-def rows_kept_mask(num_rows: int, deleted: pa.Array | Sequence[int]) -> pa.BooleanArray:
-    """A mask of `num_rows` rows, False at the `deleted` row indexes (any order, repeats allowed;
-    `InvalidArgumentError` when one is negative, null or not below `num_rows`)."""
-    try:
-        if isinstance(deleted, pa.Array):
-            if deleted.null_count:
-                raise InvalidArgumentError("Deleted row indexes hold nulls", argument="deleted")
-            values = array("Q")
-            if len(deleted):
-                as_uint64 = cast(deleted, pa.uint64())
-                start = as_uint64.offset * 8
-                values.frombytes(as_uint64.buffers()[1][start : start + len(as_uint64) * 8])
-            bitmap = BitMap64(values)
-        else:
-            bitmap = BitMap64(deleted)
-    except (OverflowError, TypeError, pa.ArrowInvalid) as exc:
-        raise InvalidArgumentError(f"Deleted row indexes must be integers >= 0: {exc}", argument="deleted") from None
-    if bitmap and bitmap.max() >= num_rows:
-        raise InvalidArgumentError(f"Row index {bitmap.max()} is outside a file of {num_rows} rows", argument="deleted")
-    return _kept_mask(num_rows, _as_array(bitmap))
-
-
 def _as_array(bitmap: BitMap64) -> pa.UInt64Array:
     values = bitmap.to_array()
     return pa.Array.from_buffers(pa.uint64(), len(values), [None, pa.py_buffer(values)])
@@ -228,12 +201,11 @@ def _int64(*values: int) -> pa.Int64Array:
 
 
 def _kept_mask(num_rows: int, deleted: pa.UInt64Array) -> pa.BooleanArray:
-    """The keep mask of `num_rows` rows for `deleted`: ascending row indexes, each below `num_rows` (unchecked).
+    """The keep mask of `num_rows` rows for `deleted` (ascending row indexes below `num_rows`, unchecked).
 
-    Vectorised, without numpy (`scatter` would need pyarrow 20): `num_rows + 1` slots (slot 0 a sentinel,
-    slot `i + 1` row `i`) are cut into lists at offsets `[0, d0 + 1, d1 + 1, ..., num_rows + 1]`, so each
-    deleted row starts a list and every other row is in the same list as the slot before it: a row is kept
-    exactly when its list index (`list_parent_indices`) equals the previous slot's.
+    Without numpy or `scatter` (pyarrow 20): `num_rows + 1` slots (slot `i + 1` is row `i`) are cut into lists
+    at `[0, d0 + 1, d1 + 1, ..., num_rows + 1]`, so a row is kept exactly when its list index
+    (`list_parent_indices`) equals the previous slot's.
     """
     starts = _call("add", [deleted.view(pa.int64()), _int64(1)[0]])  # row indexes are < 2^63 (checked on decode)
     offsets = pa.concat_arrays([_int64(0), starts, _int64(num_rows + 1)])
@@ -249,12 +221,11 @@ def read_data_file(
     columns: Sequence[str] | None = None,
     table: str | None = None,
 ) -> pa.Table:
-    """The rows of `add`'s Parquet file its deletion vector keeps, with the file's own (physical) column
-    names, field metadata (`PARQUET:field_id`) and schema metadata; `columns` selects top-level columns.
+    """The rows of `add`'s Parquet file its deletion vector keeps, as the file has them (physical names, field
+    ids, no partition values); `columns` selects top-level columns.
 
-    Partition values are not added (they are not in the file). Raises `LogCorruptedError` when the file is
-    missing or unreadable as Parquet, or its DV is bad or marks a row past the file's end;
-    `InvalidArgumentError` for a column the file does not have; `StorageError` when storage fails.
+    Raises `LogCorruptedError` when the file is missing or not Parquet, or its DV is bad or marks a row past
+    the file's end; `InvalidArgumentError` for a column the file lacks; `StorageError` when storage fails.
     """
     table = table if table is not None else table_root
     path = store_path(store, table_root, add.path)
