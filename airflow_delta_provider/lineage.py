@@ -1,25 +1,8 @@
-"""OpenLineage for the operators: the table as a dataset, and what the task did to it.
+"""OpenLineage for the operators: the table as an input dataset, and what the task did to it as a run facet.
 
-Every `DeltaJobOperator` answers `get_openlineage_facets_on_complete` (and `..._on_failure`: a failed
-check is lineage too) with an `OperatorLineage` built here from the task's own result:
-
-- **the dataset**: the table, named by OpenLineage's dataset naming spec (`table_dataset_name`:
-  `s3://bucket` + key, `gs://bucket` + key, `abfss://container@account.dfs.core.windows.net` + path,
-  `hdfs://host:port` + path, `file` + absolute path), with the facets `schema` (the Delta schema,
-  nested structs as nested fields, column comments as descriptions), `version` (the table version the
-  task read), `storage` (`delta`, `parquet`), `datasetType` (`TABLE`), `dataSource` and, when the
-  table has one, `documentation` (its description);
-- **what the task did**, as what it is: the table is an *input* of every operator, never an output.
-  Replays and reports only read it; a checkpoint or a log cleanup rewrites the log's bookkeeping but
-  creates no table version and changes no row, so an output would claim a write that did not happen.
-  The operation itself is the run facet `delta_operation` (`DeltaOperationRunFacet`: `SNAPSHOT_REPLAY`,
-  `TOMBSTONE_REPORT`, `CHECKPOINT`, `LOG_CLEANUP`, `VACUUM` or `OPTIMIZE`, the version, whether it was a
-  dry run, and its counts). A replay adds the input facets `dataQualityMetrics` (active files and bytes) and, with
-  checks, `dataQualityAssertions` (one per check, and one per failing version of the per-commit checks).
-
-OpenLineage is optional: the operators import this module only when the OpenLineage provider asks them
-(its listener runs after the task), and an absent client makes them return None. Nothing here runs
-when lineage is off.
+The table is an input of every operator, never an output: a checkpoint or a log cleanup creates no table
+version and changes no row, so an output would claim a write that did not happen. Imported only when the
+OpenLineage provider asks (after the task): nothing here runs when lineage is off.
 """
 
 from __future__ import annotations
@@ -65,21 +48,15 @@ OPERATIONS = {
     "repair": "FSCK",
 }
 
-_S3 = ("s3", "s3a", "s3n")
-_GCS = ("gs", "gcs")
-_ABFS = ("abfs", "abfss", "az")
-_WASB = ("wasb", "wasbs")
+#: OpenLineage's namespace scheme per URI scheme (object stores; Azure's carry the account host).
+_SCHEMES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gs", "gcs": "gs", "abfs": "abfss", "abfss": "abfss"}
+_SCHEMES.update(az="abfss", wasb="wasbs", wasbs="wasbs")
 
 
 @define
 class DeltaOperationRunFacet(RunFacet):
-    """What a Delta task did to its table (custom run facet `delta_operation`).
-
-    `operation`: `SNAPSHOT_REPLAY`, `TOMBSTONE_REPORT`, `CHECKPOINT`, `LOG_CLEANUP`, `VACUUM` or `OPTIMIZE`;
-    `tableVersion`: the version read (checkpointed); `dryRun`: log cleanup, VACUUM and OPTIMIZE;
-    `engine`: `local` or `spark`;
-    `details`: the operation's counts (files, bytes, checkpoint kind, earliest readable version...).
-    """
+    """What a Delta task did to its table (custom run facet `delta_operation`): the operation (`OPERATIONS`),
+    the version read, whether it was a dry run, the engine and the operation's counts (`details`)."""
 
     operation: str
     tableVersion: int | None = field(default=None)  # OpenLineage facets are camelCase
@@ -93,26 +70,19 @@ class DeltaOperationRunFacet(RunFacet):
 
 
 def table_dataset_name(table_uri: str, account_name: str | None = None) -> tuple[str, str]:
-    """(namespace, name) of a table per OpenLineage's dataset naming spec.
-
-    `account_name` names the Azure storage account of an `abfs://container/path` (or `az://`) URI,
-    which carries none itself."""
+    """(namespace, name) of a table per OpenLineage's dataset naming spec; `account_name` names the Azure
+    storage account of an `abfs://container/path` (or `az://`) URI, which carries none itself."""
     if is_local(table_uri):
         return "file", local_path(table_uri).rstrip("/") or "/"
     parts = urlsplit(table_uri)
     scheme, netloc, path = parts.scheme.lower(), parts.netloc, unquote(parts.path).strip("/")
-    if scheme in _S3:
-        return f"s3://{netloc}", path
-    if scheme in _GCS:
-        return f"gs://{netloc}", path
-    if scheme in _ABFS:
+    kind = _SCHEMES.get(scheme)
+    if kind in ("abfss", "wasbs"):
         container, _, host = netloc.partition("@")
         account = host.split(".", 1)[0] if host else account_name
-        return (f"abfss://{container}@{account}.dfs.core.windows.net" if account else f"abfss://{container}"), path
-    if scheme in _WASB:
-        container, _, host = netloc.partition("@")
-        account = host.split(".", 1)[0] if host else account_name
-        return (f"wasbs://{container}@{account}.dfs.core.windows.net" if account else f"wasbs://{container}"), path
+        return (f"{kind}://{container}@{account}.dfs.core.windows.net" if account else f"{kind}://{container}"), path
+    if kind is not None:
+        return f"{kind}://{netloc}", path
     if scheme == "hdfs":
         return f"hdfs://{netloc}", "/" + path
     return (f"{scheme}://{netloc}" if netloc else scheme), path

@@ -1,20 +1,8 @@
 """`DeltaTableHook`: a table's log through storage credentials from an Airflow connection.
 
-Connections become fsspec storage options:
-
-- `aws` (`s3://`): `key`/`secret` from login/password and `token` from extra `aws_session_token`
-  (without a login, the Amazon provider's resolved credentials, role assumption included, when it
-  is installed); `endpoint_url` and `region_name` from extra.
-- `google_cloud_platform` (`gs://`): `token` from extra `key_path` or `keyfile_dict`; `project`.
-- `wasb` (`abfs://`, `az://`): `account_name` (login or host), `account_key` (password), and
-  `sas_token`, `connection_string`, `tenant_id`, `client_id`, `client_secret` from extra.
-
-The options hold secrets: they are passed in memory or through the environment of the spark-submit
-process, never logged, templated, put on a command line or returned as XCom.
-
-`check_endpoint` and `check_bucket` tell a misconfigured location from a table that does not exist
-yet: a malformed endpoint URL is an `InvalidArgumentError` before any request, and a missing bucket
-(container) is a `BucketNotFoundError`, where the log alone would only say "no `_delta_log`".
+Connections (`aws`, `google_cloud_platform`, `wasb`) become fsspec storage options (docs/airflow.md
+"Connections"). They hold secrets: passed in memory or in the spark-submit process's environment, never
+logged, templated, put on a command line or returned as XCom.
 """
 
 from __future__ import annotations
@@ -28,7 +16,7 @@ from airflow.providers.common.compat.sdk import BaseHook
 from ..delta import DeltaLog
 from ..delta.errors import BucketNotFoundError  # noqa: F401 (re-exported: what `check_bucket` raises)
 from ..delta.storage import is_local
-from ..delta.storage.s3 import check_s3_endpoint
+from ..delta.storage.s3 import check_s3_endpoint as check_endpoint
 
 
 def _extra(conn: Any) -> dict[str, Any]:
@@ -100,22 +88,10 @@ def storage_options_from_connection(conn: Any, conn_id: str) -> dict[str, Any]:
     raise ValueError(f"connection {conn_id!r} has type {conn.conn_type!r}; expected aws, google_cloud_platform or wasb")
 
 
-def check_endpoint(table_uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
-    """Refuse a malformed S3 endpoint (from the storage options, else `AWS_ENDPOINT_URL_S3` /
-    `AWS_ENDPOINT_URL`) with an `InvalidArgumentError` naming where it came from, before a request: the
-    library's `check_s3_endpoint`.
-
-    botocore raises a bare `ValueError("Invalid endpoint")` at the first request for some of these and
-    reads others (`ftp://...`) as a retryable failure; neither is "waiting for the table"."""
-    check_s3_endpoint(table_uri, storage_options)
-
-
 def check_bucket(table_uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
-    """Raise `BucketNotFoundError` when the bucket (container) of an object-store table does not exist.
-
-    One request through the table's store (its `check_bucket`: S3 `HeadBucket`, `info` of the container
-    on GCS and Azure), so its retries and error classification apply: denied access is a `StorageError`,
-    throttling a transient one. Local paths and other schemes are not checked."""
+    """Raise `BucketNotFoundError` when the bucket (container) of an object-store table does not exist, so
+    a missing bucket is not mistaken for a table not created yet. One request through the table's store
+    (its retries and error classification apply); local paths and other schemes are not checked."""
     store = None if is_local(table_uri) else DeltaLog.for_table(table_uri, storage_options).store
     check = getattr(store, "check_bucket", None)
     if check is not None:
@@ -149,7 +125,7 @@ class DeltaTableHook(BaseHook):
         return self.delta_log().latest_version()
 
     def check_location(self) -> None:
-        """Refuse a malformed endpoint or a missing bucket (see `check_endpoint`, `check_bucket`)."""
+        """Refuse a malformed S3 endpoint (`InvalidArgumentError`, before any request) or a missing bucket."""
         options = self.storage_options()
         check_endpoint(self.table_uri, options)
         check_bucket(self.table_uri, options)

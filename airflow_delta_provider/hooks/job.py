@@ -1,16 +1,10 @@
 """`DeltaJobHook`: run one command-layer `Request` where it should, and read its result back.
 
-As the Spark provider's `SparkJDBCHook` runs its bundled `spark_jdbc_script`, this hook runs the bundled
-job (`jobs/delta_job.py`): in this process with the local engine (`commands.execute`, no JVM), or with
-spark-submit on a `spark` connection through the Spark provider's `SparkSubmitHook` (the library zipped
-onto `--py-files`, argv from `jobs.runner.job_argv`), then reads the job's JSON result back
-(`commands.read_result`). A result with `status: error` is a `DeltaJobError` carrying the typed error.
-
-`engine="auto"` lists the log once (`commands.plan_engine`) and runs in this process on that same segment
-when the local engine will do (a local run that hits its memory limit, `ResourceLimitError`, is then
-submitted), else submits with the Spark engine. Storage credentials (`Request.storage_options`) reach the
-job only through the spark-submit process's `DELTA_STORAGE_OPTIONS` environment variable: never its
-argv, a log line or a result. spark-submit runs with `spark.log.level=WARN` unless `conf` sets it.
+As `SparkJDBCHook` runs its bundled script, this hook runs the bundled job (`jobs/delta_job.py`) in this
+process with the local engine, or with spark-submit through the Spark provider's `SparkSubmitHook`, and
+reads the JSON result back; a result with `status: error` is a `DeltaJobError` carrying the typed error.
+Storage credentials reach a submitted job only through the spark-submit process's environment
+(`DELTA_STORAGE_OPTIONS`): never its argv, a log line or a result.
 """
 
 from __future__ import annotations
@@ -35,8 +29,7 @@ from ..delta.errors import DeltaError, error_from_dict
 from ..jobs import build_py_files_zip, job_script
 from ..jobs.runner import STORAGE_OPTIONS_ENV, job_argv
 
-#: Conf every spark-submit gets unless `conf` sets the key: Spark 4's driver log level (applied as the
-#: SparkContext starts), so the task log shows the job's lines and Spark's warnings only.
+#: Conf every spark-submit gets unless `conf` sets the key: Spark's INFO lines stay out of the task log.
 SUBMIT_CONF_DEFAULTS: dict[str, str] = {"spark.log.level": "WARN"}
 
 
@@ -51,9 +44,8 @@ class DeltaJobError(AirflowException):
 
 
 def spark_target(conn_id: str, deploy_mode: str | None = None) -> tuple[str, str | None, str]:
-    """(master, deploy mode, spark-submit binary) of a SparkSubmit connection, read from the connection
-    as the Spark provider reads it (host holds the master URL; port appended; `deploy-mode` and
-    `spark-binary` extras). An undefined connection is an error here, not a silent `--master yarn`."""
+    """(master, deploy mode, spark-submit binary) of a SparkSubmit connection, read as the Spark provider
+    reads it. An undefined connection is an error here, not a silent `--master yarn`."""
     conn = BaseHook.get_connection(conn_id)
     if conn.conn_type == "spark" and conn.host and ("://" in conn.host or not conn.port):
         master = conn.host
@@ -66,13 +58,11 @@ def spark_target(conn_id: str, deploy_mode: str | None = None) -> tuple[str, str
 
 
 class DeltaJobHook(BaseHook):
-    """Runs one `Request` in this process or on Spark (see the module) and returns its successful result.
+    """Runs one `Request` in this process or on Spark and returns its successful result.
 
-    `spark_options` are `SparkSubmitHook` arguments (`conf`, `py_files`, `env_vars`, `name`, executor
-    sizes, ...); a submit adds the job's argv, the library zip (`ship_library`), the engine's conf and the
-    credentials' variable to them (`submit_settings`). `spark_submit`, when given, runs spark-submit with
-    those settings instead of this hook's own `SparkSubmitHook`, which waits for spark-submit to exit (the
-    operators hand theirs to `SparkSubmitOperator.execute`, for its cluster-mode driver tracking).
+    `spark_options` are `SparkSubmitHook` arguments, to which a submit adds `submit_settings`.
+    `spark_submit`, when given, runs spark-submit with those settings instead of this hook's own
+    `SparkSubmitHook` (the operators pass `SparkSubmitOperator.execute`, for its driver tracking).
     """
 
     conn_name_attr = "conn_id"
@@ -100,9 +90,8 @@ class DeltaJobHook(BaseHook):
     def run(
         self, request: Request, result_uri: str | None = None, report_formats: Sequence[str] = (), *, why: str = ""
     ) -> dict[str, Any]:
-        """Run `request` where its engine says and return the result (written to `result_uri`, else to a
-        temporary file removed afterwards); an error result raises `DeltaJobError`. `why` names what chose
-        the local engine for `engine="local"` in the task log."""
+        """Run `request` where its engine says and return the result (kept at `result_uri`, else in a
+        temporary file); an error result raises `DeltaJobError`. `why`: the log's reason for a local run."""
         tmp = None if result_uri else tempfile.mkdtemp(prefix="airflow-delta-")
         target = result_uri or os.path.join(str(tmp), "result.json")
         try:
@@ -128,7 +117,8 @@ class DeltaJobHook(BaseHook):
         return execute(request, result_uri=result_uri, report_formats=formats, segment=segment)[1]
 
     def _run_auto(self, request: Request, result_uri: str, formats: Sequence[str], kept: bool) -> dict[str, Any]:
-        """`engine="auto"`: in process when the listing says the local engine will do, else Spark."""
+        """`engine="auto"`: in process on the segment just listed when the local engine will do (then Spark
+        if it hits its memory limit, `ResourceLimitError`), else Spark."""
         segment = None
         try:
             planned, segment = plan_engine(request)
@@ -159,10 +149,9 @@ class DeltaJobHook(BaseHook):
     def submit_settings(
         self, request: Request, result_uri: str, report_formats: Sequence[str] = (), *, kept: bool = True
     ) -> dict[str, Any]:
-        """The spark-submit settings of the job for `request` (`SparkSubmitHook` arguments): its argv (no
-        secrets), `py_files` with the library zip, `conf` with the engine's and the driver's Python, and
-        `env_vars` with the storage credentials. `kept`: `result_uri` is the caller's, not a temporary file
-        (a cluster-mode driver cannot write one here)."""
+        """The job's `SparkSubmitHook` arguments: argv (no secrets), `py_files` with the library zip, `conf`
+        with the engine's and the driver's Python, `env_vars` with the credentials. `kept`: `result_uri` is
+        the caller's, not a temporary file (which a cluster-mode driver cannot write)."""
         master, deploy_mode, binary = spark_target(self.conn_id, self.deploy_mode)
         if deploy_mode == "cluster" and not kept:
             raise ValueError("result_uri is required in cluster deploy mode (the driver runs on the cluster)")
@@ -190,8 +179,7 @@ class DeltaJobHook(BaseHook):
         return {"application_args": argv, "py_files": py_files, "conf": conf, "env_vars": env_vars}
 
     def _ensure_on_path(self, binary: str) -> None:
-        """Find `spark-submit` in the pyspark installation when PATH lacks it (a venv used without
-        activation): the Spark provider runs the binary by name."""
+        """Put pyspark's `bin` on PATH when PATH lacks `binary` (a venv used without activation)."""
         spec = None if shutil.which(binary) else importlib.util.find_spec("pyspark")
         if spec is None or not spec.origin:
             return

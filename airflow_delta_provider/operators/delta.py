@@ -1,23 +1,19 @@
 """The operators: one command-layer action on a Delta table each, run by `hooks.job.DeltaJobHook`.
 
-They subclass `SparkSubmitOperator` (as the Spark provider's `SparkJDBCOperator` does), so connection
-handling, cluster-mode driver tracking, `on_kill`, retries and every spark-submit option are the Spark
-provider's own. An operator holds the fields and their templating, reads them into a `commands.Request`,
-and returns a small summary as XCom; the full result stays at `result_uri`. Each one links to its report
-(`DeltaResultLink`) and answers OpenLineage (`airflow_delta_provider.lineage`). Arguments, XCom keys and
-semantics: README "The Airflow provider".
+They subclass `SparkSubmitOperator` (as `SparkJDBCOperator` does), so connection handling, driver tracking,
+`on_kill` and every spark-submit option are the Spark provider's own. Arguments, XCom keys and semantics:
+docs/airflow.md.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.providers.common.compat.sdk import BaseOperator, BaseOperatorLink, XCom
+from airflow.providers.common.compat.sdk import BaseOperatorLink, XCom
 
 try:
     from airflow.providers.common.compat.sdk import AirflowFailException
@@ -28,15 +24,16 @@ from ..commands import arguments as arg
 from ..commands.checks import KNOWN_CHECKS, failed_checks_message, validate_checks
 from ..commands.commit_checks import validate_commit_checks, version_ranges
 from ..commands.reports import REPORT_KINDS
-from ..commands.request import ENGINES, VACUUM_MODES, Request, option_names
+from ..commands.request import Request, option_names
 from ..delta.errors import InvalidArgumentError
 from ..delta.protocol.optimize import DEFAULT_MIN_NUM_FILES, DEFAULT_SMALL_FILE_MB
-from ..delta.protocol.quarantine import check_quarantine_id
 from ..hooks.job import SUBMIT_CONF_DEFAULTS, DeltaJobError, DeltaJobHook, spark_target  # noqa: F401 (re-exported)
 from ..jobs import job_script
 from ..jobs.runner import job_argv
 from ..version_watch import last_version, storage_options
-from .leases import parse_lease_id, parse_lease_ttl, parse_location, take_lease
+from .leases import DeltaReleaseLeaseOperator as DeltaReleaseLeaseOperator  # re-exported with the operators
+from .leases import take_lease
+from .parsers import PARSERS
 
 if TYPE_CHECKING:  # pragma: no cover
     from airflow.providers.common.compat.sdk import Context
@@ -45,51 +42,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 class DeltaCheckFailed(AirflowFailException):
     """A declarative check of the table state failed (not retried: the state will not change by retrying)."""
-
-
-def _quarantine_id(value: Any, argument: str) -> str:
-    """A quarantine id, or a VACUUM task's XCom (its `quarantine_id`, natively rendered)."""
-    return check_quarantine_id(value.get("quarantine_id") if isinstance(value, Mapping) else value)
-
-
-def _plan(plan: Mapping[str, Any] | str | None, argument: str) -> dict[str, Any]:
-    """A plan to apply: a dict or its JSON (`plan`), or the path/URI of a dry run's result (`plan_uri`,
-    read where the job runs: a big plan never goes on a command line)."""
-    if plan is None or plan == "":
-        return {}
-    if isinstance(plan, Mapping):
-        return {"plan": plan}
-    text = str(plan)
-    return {"plan": json.loads(text)} if text.lstrip().startswith("{") else {"plan_uri": text}
-
-
-#: Each argument's parser (`commands.arguments`), called as `parse(value, name)`: at `__init__` (a bad literal
-#: fails the DAG at parse time; a template waits), and again once templates are rendered (`argument`).
-PARSERS: dict[str, Callable[[Any, str], Any]] = {
-    "engine": partial(arg.parse_choice, choices=ENGINES),
-    "mode": partial(arg.parse_choice, choices=VACUUM_MODES),
-    "version": arg.as_version,
-    "since_version": arg.as_version,
-    "snapshot_partitions": partial(arg.parse_count, minimum=1),
-    "min_num_files": partial(arg.parse_count, minimum=1),
-    "target_size": partial(arg.optional(arg.parse_count), minimum=1),
-    "max_commit_bytes": partial(arg.optional(arg.parse_count), minimum=1),
-    "auto_threshold_mb": arg.optional(arg.parse_number),
-    "retention_hours": arg.optional(arg.parse_hours),
-    "untracked_grace_hours": arg.optional(arg.parse_hours),
-    "older_than_hours": arg.parse_hours,
-    "lease_ttl": parse_lease_ttl,
-    "lease_location": parse_location,
-    "lease_id": parse_lease_id,
-    "quarantine_id": _quarantine_id,
-    "min_small_file_ratio": arg.optional(arg.parse_ratio),
-    "small_file_mb": partial(arg.parse_size, unit="MiB"),
-    "where": lambda value, argument: value or None,
-    "plan": _plan,
-    **dict.fromkeys(("submit", "ship_library", "include_files", "fail_on_data_loss", "apply"), arg.parse_flag),
-    **dict.fromkeys(("write_checkpoint_first", "dry_run", "enforce_retention_duration"), arg.parse_flag),
-    **dict.fromkeys(("allow_partial", "quarantine", "missing_ok"), arg.parse_flag),
-}
 
 
 def result_link(summary: Any) -> str:
@@ -116,14 +68,10 @@ class DeltaResultLink(BaseOperatorLink):
 
 
 class DeltaJobOperator(SparkSubmitOperator):
-    """Run one command-layer action on a table (base of the concrete operators).
-
-    `engine="local"` (or `submit=False`, which never starts a JVM: what DAG unit tests want) runs in the
-    worker process; `engine="spark"` spark-submits the bundled job on connection `conn_id`; `engine="auto"`
-    lists the log first and runs in process when the segment is under `auto_threshold_mb` and its state
-    fits the local memory limit, else on Spark. spark-submit runs with `spark.log.level=WARN` unless
-    `conf` sets it.
-    """
+    """Run one command-layer action on a table (base of the concrete operators): in the worker process
+    (`engine="local"`, or `submit=False`, which never starts a JVM), spark-submitted on `conn_id`
+    (`engine="spark"`), or in process when the log segment is under `auto_threshold_mb` and fits the local
+    memory limit, else on Spark (`engine="auto"`)."""
 
     action: str = ""
     #: The action's own arguments, read into its request by their parsers (`dry_run` as `apply=not dry_run`,
@@ -300,12 +248,9 @@ PREVIOUS_RUN = "previous"
 class SnapshotReplayOperator(DeltaJobOperator):
     """Replay a table's log at a version (latest, `version` or `timestamp`), report its state, check it.
 
-    `checks` (`commands.checks`, `commands.commit_checks`) are evaluated at the replayed version and, with
-    `since_version` (default: the version the previous run checked, from its XCom), at every version in
-    `(since_version, version]`. Failed checks raise `DeltaCheckFailed` (not retried) naming the first
-    failing version. `lease_ttl` leases the replayed version once the replay succeeded (see
-    `DeltaVersionSensor`).
-    """
+    `checks` hold at the replayed version and, with `since_version` (default: the version the previous run
+    checked, from its XCom), at every version after it; a failure raises `DeltaCheckFailed` naming the
+    first failing version. `lease_ttl` leases the replayed version (see `DeltaVersionSensor`)."""
 
     action = "snapshot"
     summary_keys = (
@@ -337,10 +282,7 @@ class SnapshotReplayOperator(DeltaJobOperator):
         self.checks = dict(checks) if checks else None
         self._since: int | None = None
         if self.checks:  # fail at parse time on typos
-            if since_version is None:
-                validate_checks(self.checks, allow_templates=True)
-            else:
-                validate_commit_checks(self.checks, allow_templates=True)
+            (validate_checks if since_version is None else validate_commit_checks)(self.checks, allow_templates=True)
 
     def _resolve_since(self, context: Context) -> int | None:
         if self.since_version != PREVIOUS_RUN:
@@ -359,17 +301,11 @@ class SnapshotReplayOperator(DeltaJobOperator):
         return {**summary, **take_lease(self, context, summary["version"], ttl, location)}
 
     def extra_request_fields(self) -> dict[str, Any]:
-        if self._since is not None:
-            fields: dict[str, Any] = {
-                "since_version": self._since,
-                "fail_on_data_loss": self.argument("fail_on_data_loss"),
-            }
-            if self.checks:
-                fields["checks"] = validate_commit_checks(self.checks)
-            return fields
-        if not self.checks:
-            return {}
-        return {"checks": validate_checks({k: v for k, v in self.checks.items() if k in KNOWN_CHECKS})}
+        if self._since is None:
+            known = {k: v for k, v in (self.checks or {}).items() if k in KNOWN_CHECKS}
+            return {"checks": validate_checks(known)} if self.checks else {}
+        fields = {"since_version": self._since, "fail_on_data_loss": self.argument("fail_on_data_loss")}
+        return {**fields, "checks": validate_commit_checks(self.checks)} if self.checks else fields
 
     def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
         summary = super().summarize(result, context, result_uri)
@@ -398,11 +334,8 @@ class SnapshotReplayOperator(DeltaJobOperator):
 
 
 class TombstoneReportOperator(DeltaJobOperator):
-    """Report tombstones: retained vs past retention (safe for VACUUM), bytes reclaimable, per partition.
-
-    Read-only. `retention_hours` overrides `delta.deletedFileRetentionDuration`; the full report (JSON,
-    and the `report_formats` renderings) goes to `result_uri`.
-    """
+    """Report tombstones (read-only): retained vs past retention (safe for VACUUM), bytes reclaimable, per
+    partition. `retention_hours` overrides `delta.deletedFileRetentionDuration`."""
 
     action = "tombstones"
     summary_keys = (
@@ -466,15 +399,11 @@ class DeltaLogCleanupOperator(DeltaJobOperator):
 
 
 class DeltaVacuumOperator(DeltaJobOperator):
-    """VACUUM: delete the files under the table root that no version within retention (or under a live
-    lease) needs.
+    """VACUUM: delete the files no version within retention (or under a live lease) needs.
 
-    **Dry run by default** (`dry_run=True`): the result is the plan. `dry_run=False` applies `plan` (a dry
-    run's result, or the path/URI of its `result_uri`) or a fresh plan, re-validated against the latest
-    snapshot first. A `retention_hours` shorter than the table's is refused unless
-    `enforce_retention_duration=False`. `quarantine=True` (local engine only) moves the files to
-    `<table>/_delta_quarantine/<id>/` instead, for `DeltaVacuumUndoOperator` to put back.
-    """
+    **Dry run by default**: the result is the plan. `dry_run=False` applies `plan` (a dry run's result, or
+    its `result_uri`) or a fresh plan, re-validated against the latest snapshot first. `quarantine=True`
+    (local engine only) moves the files aside instead, for `DeltaVacuumUndoOperator` to put back."""
 
     action = "vacuum"
     request_arguments = ("dry_run", "mode", "enforce_retention_duration", "untracked_grace_hours", "quarantine")
@@ -508,20 +437,17 @@ class DeltaVacuumOperator(DeltaJobOperator):
         self.plan = plan
 
     def describe(self, result: dict[str, Any]) -> str:
-        dry, moves = result["dry_run"], result.get("quarantine")
+        table, moves, qid = result["table"], result.get("quarantine"), result.get("quarantine_id")
+        dry = result["dry_run"]
+        if moves is not None and dry:
+            return f"{table}: vacuum would move {moves.get('files')} files ({moves.get('bytes')} bytes) to a quarantine"
         if moves is not None:
-            files, size = moves.get("files"), moves.get("bytes")
-            if dry:
-                return f"{result['table']}: vacuum would move {files} files ({size} bytes) to a quarantine (dry run)"
-            where = f"quarantine {result.get('quarantine_id')} ({moves.get('location')})"
-            undo = f"DeltaVacuumUndoOperator(quarantine_id={result.get('quarantine_id')!r}) puts them back"
             moved = f"{moves.get('moved')} files ({moves.get('moved_bytes')} bytes)"
-            return f"{result['table']}: vacuum moved {moved} to {where}; {undo}"
-        files, size = (
-            (result["num_files"], result["bytes"]) if dry else (result.get("deleted"), result.get("deleted_bytes"))
-        )
-        done = f"{'would delete' if dry else 'deleted'} {files} files ({size} bytes)"
-        return f"{result['table']}: vacuum {done}{' (dry run: dry_run=False deletes)' if dry else ''}"
+            undo = f"DeltaVacuumUndoOperator(quarantine_id={qid!r}) puts them back"
+            return f"{table}: vacuum moved {moved} to quarantine {qid} ({moves.get('location')}); {undo}"
+        if dry:
+            return f"{table}: vacuum would delete {result['num_files']} files ({result['bytes']} bytes) (dry run)"
+        return f"{table}: vacuum deleted {result.get('deleted')} files ({result.get('deleted_bytes')} bytes)"
 
 
 class DeltaVacuumUndoOperator(DeltaJobOperator):
@@ -572,25 +498,19 @@ class DeltaVacuumPurgeOperator(DeltaJobOperator):
         return summary
 
     def describe(self, result: dict[str, Any]) -> str:
-        hours = result["older_than_ms"] / 3_600_000
         done = "would purge" if result["dry_run"] else "purged"
         counts = (
             f"{result['num_purged']} quarantines ({result['deleted_files']} files, {result['deleted_bytes']} bytes)"
         )
         left = f"; {len(result['skipped'])} left" if result.get("skipped") else ""
-        tail = " (dry run: dry_run=False deletes)" if result["dry_run"] else ""
-        return f"{result['table']}: {done} {counts} at least {hours:g} hours old{left}{tail}"
+        return f"{result['table']}: {done} {counts} at least {result['older_than_ms'] / 3_600_000:g} hours old{left}"
 
 
 class DeltaOptimizeOperator(DeltaJobOperator):
     """OPTIMIZE: compact small files into files of about `target_size` bytes, in `dataChange=false` commits.
 
-    Applies by default, as Delta and delta-rs do (it deletes nothing; `dry_run=True` only plans).
-    `min_num_files` candidates make a partition eligible; `where` (templated) is a predicate on partition
-    columns; `min_small_file_ratio` compacts only partitions where that share of the files is under
-    `small_file_mb`; `max_commit_bytes` commits in batches. A concurrent commit that removed an input file
-    fails the task with a typed conflict; concurrent appends do not.
-    """
+    Applies by default, as Delta and delta-rs do (it deletes nothing; `dry_run=True` only plans). A
+    concurrent commit that removed an input file fails it with a typed conflict; appends do not."""
 
     action = "optimize"
     request_arguments = ("dry_run", "where", "target_size", "min_num_files", "min_small_file_ratio")
@@ -627,12 +547,9 @@ class DeltaOptimizeOperator(DeltaJobOperator):
 
 
 class DeltaRestoreOperator(DeltaJobOperator):
-    """RESTORE: make the latest version hold what `version` (or `timestamp`) held, in one `RESTORE` commit
-    (the protocol is never downgraded). A vacuumed file to add back refuses it unless `allow_partial=True`.
-
-    **Dry run by default** (`dry_run=True`): its result's `plan` is what a person reviews; `dry_run=False`
-    with `plan` (that result, or the path/URI of its `result_uri`) applies it only if a fresh plan matches.
-    """
+    """RESTORE: make the latest version hold what `version` (or `timestamp`) held, in one `RESTORE` commit.
+    A vacuumed file to add back refuses it unless `allow_partial=True`. **Dry run by default**:
+    `dry_run=False` with `plan` (that dry run's result or `result_uri`) applies it only if a fresh plan matches."""
 
     action = "restore"
     request_arguments = ("dry_run", "allow_partial", "plan")
@@ -679,57 +596,3 @@ class DeltaRepairOperator(DeltaJobOperator):
     def describe(self, result: dict[str, Any]) -> str:
         done = "would remove" if result["dry_run"] else f"removed (version {result['version']})"
         return f"{result['table']}: repair {done} {result.get('num_missing')} missing files"
-
-
-class DeltaReleaseLeaseOperator(BaseOperator):
-    """Release the version lease a `DeltaVersionSensor` or `SnapshotReplayOperator` took with `lease_ttl`,
-    once the last task reading its version is done.
-
-    `lease_id` (templated) is the id or that task's XCom. Nothing to release (no lease was taken) is not an
-    error, nor, with `missing_ok=True` (the default), is a lease already gone. XCom: `{table_uri, lease_id,
-    released, version, owner}`.
-    """
-
-    template_fields: Sequence[str] = ("table_uri", "lease_id", "lease_location", "storage_conn_id")
-    ui_color = "#00add4"
-
-    def __init__(
-        self,
-        *,
-        table_uri: str,
-        lease_id: str | Mapping[str, Any] | None,
-        lease_location: str | None = None,
-        storage_conn_id: str | None = None,
-        missing_ok: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.table_uri = table_uri
-        self.lease_id, self.lease_location = lease_id, lease_location  # read once rendered (`execute`)
-        if not arg.is_template(lease_id):  # a bad literal fails the DAG at parse time
-            parse_lease_id(lease_id)
-        if not arg.is_template(lease_location):
-            parse_location(lease_location, "lease_location")
-        self.storage_conn_id = storage_conn_id
-        self.missing_ok = arg.parse_flag(missing_ok, "missing_ok")
-
-    def execute(self, context: Context) -> dict[str, Any]:
-        from ..delta.maintenance.leases import release_lease
-
-        lease_id = parse_lease_id(self.lease_id)
-        out: dict[str, Any] = {"table_uri": self.table_uri, "lease_id": lease_id, "released": False}
-        if lease_id is None:
-            self.log.info("no lease to release for %s (the task took none)", self.table_uri)
-            return {**out, "version": None, "owner": None}
-        lease = release_lease(
-            self.table_uri,
-            lease_id,
-            missing_ok=self.missing_ok,
-            location=parse_location(self.lease_location, "lease_location"),
-            storage_options=storage_options(self.table_uri, self.storage_conn_id),
-        )
-        if lease is None:
-            self.log.info("lease %s of %s: already gone (released, or purged once expired)", lease_id, self.table_uri)
-            return {**out, "version": None, "owner": None}
-        self.log.info("released lease %s on version %s of %s", lease_id, lease.version, self.table_uri)
-        return {**out, "released": True, "version": lease.version, "owner": lease.owner}

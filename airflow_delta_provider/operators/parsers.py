@@ -1,0 +1,57 @@
+"""The operators' argument parsers (`commands.arguments`), one per argument name (`PARSERS`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any
+
+from ..commands import arguments as arg
+from ..commands.request import ENGINES, VACUUM_MODES
+from ..delta.protocol.quarantine import check_quarantine_id
+from .leases import parse_lease_ttl, parse_location
+
+
+def _quarantine_id(value: Any, argument: str) -> str:
+    """A quarantine id, or a VACUUM task's XCom (its `quarantine_id`, natively rendered)."""
+    return check_quarantine_id(value.get("quarantine_id") if isinstance(value, Mapping) else value)
+
+
+def _plan(plan: Mapping[str, Any] | str | None, argument: str) -> dict[str, Any]:
+    """A plan to apply: a dict or its JSON (`plan`), or the path/URI of a dry run's result (`plan_uri`,
+    read where the job runs: a big plan never goes on a command line)."""
+    if plan is None or plan == "":
+        return {}
+    if isinstance(plan, Mapping):
+        return {"plan": plan}
+    text = str(plan)
+    return {"plan": json.loads(text)} if text.lstrip().startswith("{") else {"plan_uri": text}
+
+
+#: Each argument's parser (`commands.arguments`), called as `parse(value, name)`: at `__init__` (a bad literal
+#: fails the DAG at parse time; a template waits), and again once templates are rendered (`argument`).
+PARSERS: dict[str, Callable[[Any, str], Any]] = {
+    "engine": partial(arg.parse_choice, choices=ENGINES),
+    "mode": partial(arg.parse_choice, choices=VACUUM_MODES),
+    "version": arg.as_version,
+    "since_version": arg.as_version,
+    "snapshot_partitions": partial(arg.parse_count, minimum=1),
+    "min_num_files": partial(arg.parse_count, minimum=1),
+    "target_size": partial(arg.optional(arg.parse_count), minimum=1),
+    "max_commit_bytes": partial(arg.optional(arg.parse_count), minimum=1),
+    "auto_threshold_mb": arg.optional(arg.parse_number),
+    "retention_hours": arg.optional(arg.parse_hours),
+    "untracked_grace_hours": arg.optional(arg.parse_hours),
+    "older_than_hours": arg.parse_hours,
+    "lease_ttl": parse_lease_ttl,
+    "lease_location": parse_location,
+    "quarantine_id": _quarantine_id,
+    "min_small_file_ratio": arg.optional(arg.parse_ratio),
+    "small_file_mb": partial(arg.parse_size, unit="MiB"),
+    "where": lambda value, argument: value or None,
+    "plan": _plan,
+    **dict.fromkeys(("submit", "ship_library", "include_files", "fail_on_data_loss", "apply"), arg.parse_flag),
+    **dict.fromkeys(("write_checkpoint_first", "dry_run", "enforce_retention_duration"), arg.parse_flag),
+    **dict.fromkeys(("allow_partial", "quarantine"), arg.parse_flag),
+}
