@@ -1,11 +1,7 @@
-"""A Delta Lake transaction log reader: `DeltaLog`, `Snapshot`, `InMemoryLogReplay`.
+"""A Delta Lake transaction log reader and writer: `DeltaLog`, `Snapshot`, `Transaction`.
 
-Never imports Airflow or pyspark. Names are loaded on first use (PEP 562), so importing a pure
-submodule (`protocol.actions`, `protocol.replay`, used on Spark executors) does not import pyarrow.
-
-Layout: `protocol/` (pure protocol decisions), `storage/` (stores only move bytes), `read/` (commit
-and checkpoint reading into file sets), `engines/` (where a replay runs: local or Spark), `txn/` and
-`maintenance/` (writes); `DeltaLog` and `Snapshot` are the entry points.
+Never imports Airflow or pyspark. The typed errors load eagerly (they need only the standard library); the
+other names on first use (PEP 562), so a pure submodule used on Spark executors does not import pyarrow.
 """
 
 from __future__ import annotations
@@ -13,98 +9,40 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-_EXPORTS: dict[str, str] = {
-    **dict.fromkeys(
-        [
-            "AddCDCFile",
-            "AddFile",
-            "CommitInfo",
-            "DeletionVectorDescriptor",
-            "DomainMetadata",
-            "Metadata",
-            "Protocol",
-            "RemoveFile",
-            "SetTransaction",
-        ],
-        "protocol.actions",
-    ),
-    **dict.fromkeys(
-        [
-            "CommitRetriesExceededError",
-            "ConcurrentAppendError",
-            "ConcurrentDeleteDeleteError",
-            "ConcurrentDeleteReadError",
-            "ConcurrentModificationError",
-            "ConcurrentTransactionError",
-            "ConcurrentWriteError",
-            "DeltaError",
-            "EngineError",
-            "IncompleteCheckpointError",
-            "InvalidArgumentError",
-            "LogCorruptedError",
-            "LogGapError",
-            "MalformedCheckpointError",
-            "MalformedCommitError",
-            "MetadataChangedError",
-            "MissingMetadataError",
-            "MissingProtocolError",
-            "OperationNotAllowedError",
-            "PredicateSyntaxError",
-            "ProtocolChangedError",
-            "ResourceLimitError",
-            "StorageError",
-            "TableNotFoundError",
-            "TimestampOutOfRangeError",
-            "TruncatedLogError",
-            "UnsupportedFeatureError",
-            "UnsupportedStoreError",
-            "VersionNotFoundError",
-        ],
-        "errors",
-    ),
-    "DeltaLog": "delta_log",
-    "LogSegment": "protocol.log_segment",
-    "InMemoryLogReplay": "protocol.replay",
-    "Snapshot": "snapshot",
-    "check_can_read": "protocol.table_features",
-    "check_can_write": "protocol.table_features",
-    "Transaction": "txn.transaction",
-    "start_transaction": "txn.transaction",
-}
+from .errors import (
+    CommitRetriesExceededError,
+    ConcurrentAppendError,
+    ConcurrentDeleteDeleteError,
+    ConcurrentDeleteReadError,
+    ConcurrentModificationError,
+    ConcurrentTransactionError,
+    ConcurrentWriteError,
+    DeltaError,
+    EngineError,
+    IncompleteCheckpointError,
+    InvalidArgumentError,
+    LogCorruptedError,
+    LogGapError,
+    MalformedCheckpointError,
+    MalformedCommitError,
+    MetadataChangedError,
+    MissingMetadataError,
+    MissingProtocolError,
+    OperationNotAllowedError,
+    PredicateSyntaxError,
+    ProtocolChangedError,
+    ResourceLimitError,
+    StorageError,
+    TableNotFoundError,
+    TimestampOutOfRangeError,
+    TruncatedLogError,
+    UnsupportedFeatureError,
+    UnsupportedStoreError,
+    VersionNotFoundError,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .delta_log import DeltaLog
-    from .errors import (
-        CommitRetriesExceededError,
-        ConcurrentAppendError,
-        ConcurrentDeleteDeleteError,
-        ConcurrentDeleteReadError,
-        ConcurrentModificationError,
-        ConcurrentTransactionError,
-        ConcurrentWriteError,
-        DeltaError,
-        EngineError,
-        IncompleteCheckpointError,
-        InvalidArgumentError,
-        LogCorruptedError,
-        LogGapError,
-        MalformedCheckpointError,
-        MalformedCommitError,
-        MetadataChangedError,
-        MissingMetadataError,
-        MissingProtocolError,
-        OperationNotAllowedError,
-        PredicateSyntaxError,
-        ProtocolChangedError,
-        ResourceLimitError,
-        StorageError,
-        TableNotFoundError,
-        TimestampOutOfRangeError,
-        TruncatedLogError,
-        UnsupportedFeatureError,
-        UnsupportedStoreError,
-        VersionNotFoundError,
-    )
     from .protocol.actions import (
         AddCDCFile,
         AddFile,
@@ -122,9 +60,24 @@ if TYPE_CHECKING:  # pragma: no cover
     from .snapshot import Snapshot
     from .txn.transaction import Transaction, start_transaction
 
+#: Names loaded on first use -> the submodule defining them.
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(
+        ("AddCDCFile", "AddFile", "CommitInfo", "DeletionVectorDescriptor", "DomainMetadata", "Metadata"),
+        "protocol.actions",
+    ),
+    **dict.fromkeys(("Protocol", "RemoveFile", "SetTransaction"), "protocol.actions"),
+    **dict.fromkeys(("check_can_read", "check_can_write"), "protocol.table_features"),
+    **dict.fromkeys(("Transaction", "start_transaction"), "txn.transaction"),
+    "DeltaLog": "delta_log",
+    "LogSegment": "protocol.log_segment",
+    "InMemoryLogReplay": "protocol.replay",
+    "Snapshot": "snapshot",
+}
+
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
+    module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)

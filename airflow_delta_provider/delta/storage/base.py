@@ -1,4 +1,4 @@
-"""The store contract (`LogStore`), table-URI helpers, and the helpers the fsspec store modules share."""
+"""The store contract (`LogStore`), table-URI helpers, and what the fsspec store modules share."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from ..protocol.filenames import FileInfo
 
 
 class LevelEntry(NamedTuple):
-    """One entry directly in a listed directory (`LogStore.list_level`): a file with its size and mtime (ms),
-    or a subdirectory (`is_dir`, size and mtime 0). `name` is the entry's name in the directory, no slash."""
+    """An entry directly in a listed directory: a file (size, mtime ms) or a subdirectory (`is_dir`, 0, 0)."""
 
     name: str
     size: int
@@ -21,7 +20,8 @@ class LevelEntry(NamedTuple):
 
 
 class LogStore(Protocol):
-    """What the library needs from storage."""
+    """What the library needs from storage. Each write verb raises `UnsupportedStoreError` before any request
+    on a read-only store."""
 
     def list_from(self, directory: str, start: str = "") -> list[FileInfo]:
         """Files directly in `directory` named `>= start`, sorted by name; [] if it does not exist."""
@@ -43,52 +43,43 @@ class LogStore(Protocol):
 
     def join(self, base: str, *parts: str) -> str: ...
 
-    # -- writes (the commit path and maintenance) ----------------------------------------------------
-    #: True when `put_if_absent` is atomic (two writers can never both succeed). Informational: callers
-    #: need not check it, `put_if_absent` itself refuses on a store that cannot (unless explicitly opted
-    #: into an unsafe single-writer mode, where this stays False).
+    #: True when `put_if_absent` is atomic. Informational: `put_if_absent` itself refuses where it cannot be
+    #: (unless an unsafe single-writer mode was opted into, where this stays False).
     atomic_put_if_absent: bool
 
     def put_if_absent(self, path: str, data: bytes) -> None:
-        """Create `path` with `data` only if nothing is there; `FileExistsError` when something is.
+        """Create `path` only if nothing is there, atomically and never visibly partial; `FileExistsError`
+        when something is (PROTOCOL.md "Delta Log Entries": of two writers of a version, one wins).
 
-        Atomic: of two concurrent callers exactly one succeeds, and a reader never sees a partial file.
-        A store may succeed when `path` already holds exactly `data`: that is how a resent request whose
-        first answer was lost is told apart from another writer, so callers make content unique per writer
-        (commits carry a commitInfo `txnId`). Raises `UnsupportedStoreError` before writing anything on a
-        store that cannot create atomically (or is read-only); a transient `StorageError` leaves the
-        outcome unknown (the file may have been written).
+        A store may succeed when `path` already holds exactly `data`: that tells a resent request whose answer
+        was lost from another writer, so callers make content unique per writer (a commitInfo `txnId`).
+        `UnsupportedStoreError` before writing on a store that cannot (or is read-only); a transient
+        `StorageError` leaves the outcome unknown.
         """
         ...
 
     def put(self, path: str, data: bytes) -> None:
-        """Write `path` whole, replacing what is there; readers see the old or the new content.
-        `UnsupportedStoreError` before any request on a read-only store."""
+        """Write `path` whole, replacing it; readers see the old or the new content."""
         ...
 
     def write_new(self, path: str, data: bytes) -> None:
-        """Write a new data file under a fresh, unique name that no version references yet (OPTIMIZE's
-        output). No atomicity is promised: a crash may leave a partial file under its own visible name,
-        which VACUUM removes as untracked once it is older than the retention (never a hidden temp file,
-        which VACUUM never deletes). `UnsupportedStoreError` on a read-only store."""
+        """Write a data file under a fresh name no version references (OPTIMIZE's output). A crash may leave a
+        partial file under its visible name, which VACUUM removes as untracked (never a hidden temp file,
+        which VACUUM would never delete)."""
         ...
 
     def delete_many(self, paths: Sequence[str]) -> int:
-        """Delete files (batched where the store can); a missing file counts as deleted. Returns
-        how many of `paths` were handled. A file the store refuses to delete raises `StorageError`
-        naming it (the first, when several); `UnsupportedStoreError` on a read-only store."""
+        """Delete files (batched where the store can); a missing file counts as deleted. Returns how many were
+        handled; a refused delete is a `StorageError` naming the (first) file."""
         ...
 
-    #: How `move` moves: `"rename"` (one atomic rename: the file is at exactly one of its two paths at any
-    #: time) or `"copy+delete"` (a copy, whole or not at all, then a delete of the source: a crash in between
-    #: leaves both copies). `protocol.quarantine.move_cost` states what each costs.
+    #: `"rename"` (one atomic rename: the file is at exactly one path at any time) or `"copy+delete"` (a crash
+    #: in between leaves both copies); `protocol.quarantine.move_cost` states what each costs.
     move_method: str
 
     def move(self, src: str, dst: str) -> None:
-        """Move the file at `src` to `dst` (parent directories made as needed), never over another file:
-        `FileExistsError` when something is at `dst` (nothing moved), `FileNotFoundError` when nothing is
-        at `src`. The modification time is kept by a rename, not by a copy. `UnsupportedStoreError` on a
-        read-only store. VACUUM's quarantine (`maintenance.quarantine`) moves with it."""
+        """Move `src` to `dst` (parents made as needed), never over another file: `FileExistsError` when `dst`
+        is taken (nothing moved), `FileNotFoundError` when `src` is missing. VACUUM's quarantine uses it."""
         ...
 
     def list_recursive(self, directory: str) -> Iterator[FileInfo]:
@@ -96,9 +87,9 @@ class LogStore(Protocol):
         ...
 
     def list_level(self, directory: str) -> Iterator[LevelEntry]:
-        """The files (with size and mtime) and subdirectories directly in `directory`, streamed (a flat
-        directory of millions of files is never held whole; no order promised); nothing when it does not
-        exist. Symbolic links are neither. On object stores a subdirectory is a common key prefix."""
+        """Files and subdirectories directly in `directory`, streamed (never held whole; no order promised);
+        nothing when it does not exist. Symbolic links are neither; on object stores a subdirectory is a
+        common key prefix."""
         ...
 
 
@@ -143,8 +134,8 @@ def mtime_ms(info: Mapping[str, Any]) -> int:
 
 
 def filesystem_kwargs(fs_class: type, uri: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Constructor keywords: what the URI implies (an Azure account in `container@account.host`, a GCS
-    generation), then the caller's options; no listings cache (a log store must see other writers' files)."""
+    """Constructor keywords: what the URI implies (an Azure account, a GCS generation), then the options; no
+    listings cache (a log store must see other writers' files)."""
     out = {**fs_class._get_kwargs_from_urls(uri), **dict(options or {})}  # type: ignore[attr-defined]
     out.setdefault("use_listings_cache", False)
     return out
@@ -152,7 +143,7 @@ def filesystem_kwargs(fs_class: type, uri: str, options: Mapping[str, Any] | Non
 
 def accepts(method: Any, name: str) -> bool:
     """Whether `method` takes a parameter `name` (a client too old for a keyword does not)."""
-    import inspect  # not on a local table's path (see the package doc)
+    import inspect  # not on a local table's path
 
     try:
         return name in inspect.signature(method).parameters

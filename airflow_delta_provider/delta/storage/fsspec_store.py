@@ -1,28 +1,19 @@
-"""`FsspecLogStore`: any fsspec filesystem (S3, GCS, Azure, memory, ...) as a `LogStore`: listing, ranged
-reads, writes, the one retry layer, typed errors. What is particular to a backend is in `s3`, `gcs` and
-`azure` (each: its single-attempt filesystem, its create-only write and its "exists" answers).
+"""`FsspecLogStore`: any fsspec filesystem (S3, GCS, Azure, memory, ...) as a `LogStore`, with the one retry
+layer and typed errors. What is particular to a backend (its single-attempt client, create-only write and
+"exists" answers) is in `s3`, `gcs` and `azure`.
 
-Writes. Of two writers of one version exactly one may create its file (PROTOCOL.md "Delta Log Entries":
-a Delta file is the unit of atomicity; https://docs.delta.io/latest/delta-storage.html, mutual exclusion):
+Of two writers of one version exactly one may create its file (PROTOCOL.md "Delta Log Entries";
+https://docs.delta.io/latest/delta-storage.html): `put_if_absent` is one create-only request on S3, GCS and
+Azure, a create under a process lock in fsspec's memory filesystem. Any other filesystem (or a server answering
+NotImplemented to the conditional request) only has check-then-write, refused with `UnsupportedStoreError`
+unless `unsafe_put_if_absent=True` (one writer process only, as delta-rs's `AWS_S3_ALLOW_UNSAFE_RENAME`).
 
-* `put_if_absent` is one create-only request on S3, GCS and Azure; on fsspec's in-process memory filesystem
-  a create under a process lock. Any other fsspec filesystem only has check-then-write, so `put_if_absent`
-  refuses with `UnsupportedStoreError` unless the store was built with `unsafe_put_if_absent=True` (one
-  writer process only, as delta-rs's `AWS_S3_ALLOW_UNSAFE_RENAME`). A server answering NotImplemented to the
-  conditional request (some S3-compatible stores) is refused the same way, or with the opt-in gets
-  check-then-write from then on.
-* An "exists" answer may be to a resend of our own write whose first answer was lost: our retry layer resends
-  after a dropped connection or a 5xx, and aiohttp (under s3fs and adlfs) resends an idempotent PUT once when
-  a kept-alive connection drops, below any layer we control. So every "exists" is checked by reading the
-  object back: our bytes mean our write landed (success), other bytes are another writer's
-  (`FileExistsError`). Commit content must therefore be unique to the writer (a commitInfo `txnId` makes it
-  so). fsspec's memory filesystem needs no check.
-* `put` is one overwriting request (atomic visibility on object stores); `delete_many` deletes file by file
-  except on S3. Except on S3 (ListObjectsV2), `list_from` lists the directory (fsspec `ls`) and filters,
-  `list_level` is `ls` and `list_recursive` fsspec `find`.
-* A read-only store (`read_only=True`, or anonymous access: `anon=True`, GCS `token="anon"`) refuses every
-  write verb with `UnsupportedStoreError` before sending anything; a 403 on a write is a
-  `StorageError(transient=False)`.
+An "exists" answer may be to a resend of our own write whose answer was lost (our retries, or aiohttp's one
+resend of an idempotent PUT under s3fs and adlfs, below any layer we control), so it is checked by reading
+the object back: our bytes mean our write landed. Commit content is unique per writer (a commitInfo `txnId`).
+
+A read-only store (`read_only=True`, or anonymous access: `anon=True`, GCS `token="anon"`) refuses every
+write verb before sending anything.
 """
 
 from __future__ import annotations
@@ -56,8 +47,7 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
-#: The object stores, by URI scheme: each module gives the filesystem, the create-only write's keywords
-#: (`CREATE_KWARGS`) and the codes answering it when the object exists (`EXISTS_CODES`).
+#: The object stores by URI scheme: each module gives `filesystem`, `CREATE_KWARGS` and `EXISTS_CODES`.
 _BACKENDS: dict[str, ModuleType] = {scheme: b for b in (s3, gcs, azure) for scheme in b.SCHEMES}
 #: Filesystems whose `mv` of a file is one atomic rename (`FsspecLogStore.move_method`).
 _RENAME_PROTOCOLS = frozenset({"hdfs", "viewfs", "file", "local"})
@@ -118,13 +108,12 @@ class _RetryingFile(io.RawIOBase):
 
 
 class FsspecLogStore(s3.S3Requests):
-    """Any fsspec filesystem (s3, gs, abfs, memory, ...): see the module doc for writes, `read_only` and
-    `unsafe_put_if_absent`.
+    """Any fsspec filesystem (s3, gs, abfs, memory, ...).
 
-    `retry` defaults to `RetryPolicy()` on S3, GCS and Azure (whose clients' own retries are off) and to
-    `NO_RETRY` elsewhere; `block_size` is the ranged-read block for parquet (a block cache on S3: reading a
-    checkpoint's footer and projected columns fetches only the blocks touched). `attempt_count` and
-    `retry_count` count storage calls and retries made (for tests and metrics).
+    `retry` defaults to `RetryPolicy()` on S3, GCS and Azure (whose clients' own retries are off), else
+    `NO_RETRY`; `block_size` is the ranged-read block for parquet (a block cache on S3, so a checkpoint's
+    footer and projected columns fetch only the blocks touched). `attempt_count` and `retry_count` count
+    storage calls and retries (for tests and metrics).
     """
 
     #: Remembered listing sizes (checkpoint files only), so opening them needs no HEAD.
@@ -170,11 +159,10 @@ class FsspecLogStore(s3.S3Requests):
         return f"FsspecLogStore({self.root!r})"
 
     def _has_atomic_create(self) -> bool:
-        """Whether this filesystem's client can send the create-only precondition (see the module doc)."""
+        """Whether the client can send the create-only precondition: S3's is assumed (a server without it
+        answers NotImplemented); GCS and Azure clients too old for it do not take the keyword."""
         if self._backend is None:
             return self._protocol == "memory"
-        # S3's is assumed (a server without it answers NotImplemented); GCS and Azure clients too old to send
-        # the precondition do not take the keyword
         return self.is_s3 or all(accepts(self.fs._pipe_file, k) for k in self._backend.CREATE_KWARGS)
 
     # -- retries and errors --------------------------------------------------------------------------
@@ -255,7 +243,11 @@ class FsspecLogStore(s3.S3Requests):
             if self.is_s3:
                 out = self._s3_list_from(directory, start)
             else:
-                out = self._list_fsspec(directory, start)
+                out = [
+                    FileInfo(self._unstrip(e["name"]), int(e.get("size") or 0), mtime_ms(e))
+                    for name, e in self._ls(directory)
+                    if e.get("type") in ("file", None) and name >= start
+                ]
         except FileNotFoundError:  # no bucket / no directory
             return []
         out.sort(key=lambda f: f.name)
@@ -265,19 +257,16 @@ class FsspecLogStore(s3.S3Requests):
             self._sizes.update((f.path, f.size) for f in out if ".checkpoint." in f.name)
         return out
 
-    def _list_fsspec(self, directory: str, start: str) -> list[FileInfo]:
-        entries = self.retrying(
-            "LIST", directory, lambda: self.fs.ls(self._strip(directory), detail=True, refresh=True)
-        )
-        out = []
+    def _ls(self, directory: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+        """(name, fsspec entry) for each entry directly in `directory`, freshly listed; nothing if it is missing."""
+        stripped = self._strip(directory).rstrip("/")
+        self.fs.invalidate_cache(stripped)
+        try:
+            entries = self.retrying("LIST", directory, lambda: self.fs.ls(stripped, detail=True, refresh=True))
+        except FileNotFoundError:
+            return
         for e in entries:
-            if e.get("type") not in ("file", None):
-                continue
-            name = e["name"].rstrip("/").rsplit("/", 1)[-1]
-            if name < start:
-                continue
-            out.append(FileInfo(self._unstrip(e["name"]), int(e.get("size") or 0), mtime_ms(e)))
-        return out
+            yield e["name"].rstrip("/").rsplit("/", 1)[-1], e
 
     def read_bytes(self, path: str) -> bytes:
         stripped = self._strip(path)
@@ -312,9 +301,8 @@ class FsspecLogStore(s3.S3Requests):
         return "/".join([base.rstrip("/"), *parts])
 
     def check_bucket(self) -> None:
-        """Raise `BucketNotFoundError` when the bucket (container) of the root does not exist: one S3
-        HeadBucket, or `info` of the container elsewhere, under the retry policy (denied access stays a
-        `StorageError`). A listing cannot tell: it answers a missing bucket as an empty directory."""
+        """`BucketNotFoundError` when the root's bucket (container) does not exist, which a listing cannot tell
+        (it answers an empty directory); denied access stays a `StorageError`."""
         if self._backend is None:
             return
         bucket = self._strip(self.root).split("/", 1)[0]
@@ -350,21 +338,13 @@ class FsspecLogStore(s3.S3Requests):
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         """Create `path` only if absent (one conditional request); `FileExistsError` when another writer's
-        file is there.
-
-        An "exists" answer is checked by reading the object back (except in memory): equal bytes mean our own
-        write had landed and the answer was to a resend of it, so the call succeeds. `UnsupportedStoreError`
-        (nothing written) on a read-only store, or one without an atomic create unless opted in. A transient
-        `StorageError` after a failed attempt leaves the outcome unknown: the file may have been written.
-        """
+        file is there. An "exists" answer holding our bytes (read back, except in memory) was to a resend of
+        our own landed write: success."""
         self._require_writable("PUT", path)
         if not self.atomic_put_if_absent and not self.unsafe_put_if_absent:
             raise self._refuse_put_if_absent(path, f"fsspec protocol {self._protocol or 'file'!r}")
         stripped = self._strip(path)
         data = bytes(data)
-        # An "exists" may answer a resend of our own landed write: ours (below a failed attempt), aiohttp's
-        # (it resends an idempotent PUT once when the connection drops, inside s3fs), gcsfs's or adlfs's.
-        verify = self._protocol != "memory"
         exists_codes = self._backend.EXISTS_CODES if self._backend is not None else frozenset()
         uncertain = False
 
@@ -400,7 +380,7 @@ class FsspecLogStore(s3.S3Requests):
             raise
         if created:
             return
-        if verify and self._holds(path, data):
+        if self._protocol != "memory" and self._holds(path, data):
             log.info("PUT %s: exists with our bytes: an earlier send had created it", self._relative(path))
             return
         raise FileExistsError(errno.EEXIST, "File exists", path)
@@ -446,7 +426,6 @@ class FsspecLogStore(s3.S3Requests):
         self.put(path, data)
 
     def delete_many(self, paths: Sequence[str]) -> int:
-        """Delete `paths` (S3: DeleteObjects, 1,000 keys a request); missing files count as deleted."""
         if not paths:
             return 0
         self._require_writable("DELETE", paths[0])
@@ -463,18 +442,14 @@ class FsspecLogStore(s3.S3Requests):
 
     @property
     def move_method(self) -> str:
-        """`"rename"` where the filesystem renames atomically (HDFS through pyarrow, fsspec's local files);
-        `"copy+delete"` elsewhere: S3 and GCS have no rename, and adlfs moves by copy and delete even on an
-        ADLS gen2 (hierarchical namespace) account."""
+        """`"rename"` where the filesystem renames atomically (HDFS, fsspec's local files); S3 and GCS have no
+        rename, and adlfs copies and deletes even on an ADLS gen2 account."""
         return "rename" if self._protocol in _RENAME_PROTOCOLS else "copy+delete"
 
     def move(self, src: str, dst: str) -> None:
-        """Move `src` to `dst`, never over another file (`FileExistsError`, nothing moved): a HEAD of `dst`
-        first, then one rename (`fs.mv`) where `move_method` is `rename`, else a server-side copy (S3
-        CopyObject, a multipart copy over 5 GiB; GCS rewrite; retried) and a delete of `src` (S3
-        DeleteObjects). A crash between the copy and the delete leaves both copies; a file created at `dst`
-        between the HEAD and the copy would be replaced (destinations are fresh quarantine paths, or the
-        paths the files had)."""
+        """A HEAD of `dst`, then one rename or a server-side copy and a delete of `src`. A file created at `dst`
+        between the HEAD and the copy would be replaced (destinations are fresh quarantine paths, or the paths
+        the files had)."""
         self._require_writable("MOVE", src)
         if self.head(dst) is not None:
             raise FileExistsError(errno.EEXIST, "File exists", dst)
@@ -496,7 +471,6 @@ class FsspecLogStore(s3.S3Requests):
         self.delete_many([src])
 
     def list_recursive(self, directory: str) -> Iterator[FileInfo]:
-        """Every file under `directory` at any depth, with size and mtime (S3: key order)."""
         if self.is_s3:
             yield from self._s3_list_recursive(directory)
             return
@@ -512,19 +486,10 @@ class FsspecLogStore(s3.S3Requests):
             yield FileInfo(self._unstrip(name), int(info.get("size") or 0), mtime_ms(info))
 
     def list_level(self, directory: str) -> Iterator[LevelEntry]:
-        """Files and subdirectories directly in `directory`: S3 ListObjectsV2 with a "/" delimiter (one
-        request per 1,000 entries; common prefixes are the subdirectories), elsewhere fsspec `ls`."""
         if self.is_s3:
             yield from self._s3_list_level(directory)
             return
-        stripped = self._strip(directory).rstrip("/")
-        self.fs.invalidate_cache(stripped)
-        try:
-            entries = self.retrying("LIST", directory, lambda: self.fs.ls(stripped, detail=True))
-        except FileNotFoundError:
-            return
-        for e in entries:
-            name = e["name"].rstrip("/").rsplit("/", 1)[-1]
+        for name, e in self._ls(directory):
             if e.get("type") == "directory":
                 yield LevelEntry(name, 0, 0, True)
             else:

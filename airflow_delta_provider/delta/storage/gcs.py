@@ -1,16 +1,10 @@
-"""Google Cloud Storage (`gs://`, `gcs://`) through gcsfs: the single-attempt JSON-API filesystem and the
-create-only upload. What GCS guarantees:
+"""Google Cloud Storage (`gs://`, `gcs://`) through gcsfs: the single-attempt JSON-API filesystem.
 
-* **Create-only upload** (https://cloud.google.com/storage/docs/request-preconditions): `ifGenerationMatch=0`
-  (gcsfs `pipe_file(mode="create")`) uploads only if no live object has the name; 412 = it exists. A gcsfs
-  too old to take `mode` leaves `atomic_put_if_absent` False. Servers that ignore the precondition silently
-  cannot be detected (gcp-storage-emulator does: test against fake-gcs-server).
-* **The JSON API only**: `gcsfs.core.GCSFileSystem`, not the class `gcsfs.GCSFileSystem` names in recent
-  gcsfs (`ExtendedGcsFileSystem`, its experimental zonal/HNS support): that class writes to zonal buckets
-  over gRPC, ignoring `mode="create"` (it would overwrite a commit), and asks the storage-control API for
-  each bucket's layout, which emulators and private endpoints do not serve (minutes of timeouts). A zonal
-  bucket that refuses JSON-API writes is then a `StorageError`, never a silent overwrite.
-* **Retries**: gcsfs's request loop is bypassed (the store's `RetryPolicy` is the only layer).
+* Create-only upload (https://cloud.google.com/storage/docs/request-preconditions): `ifGenerationMatch=0`;
+  412 = it exists. Emulators that ignore the precondition cannot be detected (gcp-storage-emulator does).
+* The JSON API only (`gcsfs.core.GCSFileSystem`): recent gcsfs's default class writes to zonal buckets over
+  gRPC ignoring `mode="create"` (it would overwrite a commit), and asks the storage-control API for each
+  bucket's layout, which emulators and private endpoints do not serve.
 """
 
 from __future__ import annotations
@@ -23,21 +17,16 @@ from typing import Any
 from .base import filesystem_kwargs
 
 SCHEMES = ("gs", "gcs")
-#: The create-only upload: `mode="create"` adds `ifGenerationMatch=0`; an object that exists is answered 412
-#: (and by no code of its own).
+#: `mode="create"` adds `ifGenerationMatch=0`; an existing object is answered 412, with no code of its own.
 CREATE_KWARGS: Mapping[str, Any] = {"mode": "create"}
 EXISTS_CODES: frozenset[str] = frozenset()
 
 
 @functools.cache
 def _single_attempt_gcsfs() -> type:
-    """gcsfs's JSON-API filesystem with its own request retry loop off and its errors made classifiable.
-
-    `gcsfs.core.GCSFileSystem._request` retries up to 6 times (sleeps of up to 32 s); its undecorated
-    function (`__wrapped__`) makes one attempt. gcsfs turns a 403 into a bare `OSError("Forbidden...")`, a
-    502 into `requests.exceptions.ProxyError` and a 400 mentioning "invalid" into `ValueError`: they become
-    `PermissionError` and gcsfs `HttpError`s with the status, which `classify_error` reads.
-    """
+    """gcsfs's JSON-API filesystem making one attempt per request (`_request.__wrapped__`; the decorated one
+    retries 6 times), with the errors gcsfs renders without a status (a 403 as a bare `OSError`, a 502 as
+    `ProxyError`, a 400 as `ValueError`) made classifiable."""
     import gcsfs.core
     import requests.exceptions
     from gcsfs.retry import HttpError

@@ -17,33 +17,18 @@ from .base import LevelEntry, local_path
 class LocalLogStore:
     """The local filesystem, through `os` calls.
 
-    Writes go to a unique temp file beside the target first: `put_if_absent` then hard-links it into
-    place (`os.link` fails if the name exists, atomically: never a check-then-rename), `put` renames
-    it over the target. A crash leaves at most a `.tmp` file, which readers ignore (hidden name).
+    Writes go to a unique hidden temp file beside the target first (a crash leaves at most that, which readers
+    ignore): `put_if_absent` hard-links it into place (`os.link` refuses an existing name atomically, never a
+    check-then-rename), `put` renames it over the target.
     """
 
     atomic_put_if_absent = True
+    #: `move` is one `renameat2(RENAME_NOREPLACE)` on Linux: never over another file, atomically.
+    move_method = "rename"
 
     def list_from(self, directory: str, start: str = "") -> list[FileInfo]:
-        base = local_path(directory)
-        out: list[FileInfo] = []
-        try:
-            entries = os.scandir(base)
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        with entries:
-            for entry in entries:
-                if entry.name < start:
-                    continue
-                try:
-                    if not entry.is_file():
-                        continue
-                    st = entry.stat()
-                except FileNotFoundError:  # removed between listing and stat
-                    continue
-                out.append(FileInfo(os.path.join(base, entry.name), st.st_size, st.st_mtime_ns // 1_000_000))
-        out.sort(key=lambda f: f.name)
-        return out
+        entries = _scan(local_path(directory), start, follow_symlinks=True)
+        return sorted((_info(e.path, st) for e, st in entries if st is not None), key=lambda f: f.name)
 
     def read_bytes(self, path: str) -> bytes:
         with open(local_path(path), "rb") as fh:
@@ -55,10 +40,9 @@ class LocalLogStore:
     def head(self, path: str) -> FileInfo | None:
         p = local_path(path)
         try:
-            st = os.stat(p)
+            return _info(p, os.stat(p))
         except FileNotFoundError:
             return None
-        return FileInfo(p, st.st_size, st.st_mtime_ns // 1_000_000)
 
     def is_dir(self, path: str) -> bool:
         return os.path.isdir(local_path(path))
@@ -114,15 +98,10 @@ class LocalLogStore:
                 pass
         return len(paths)
 
-    #: `move` is one rename (`renameat2(RENAME_NOREPLACE)` on Linux: never over another file, atomically).
-    move_method = "rename"
-
     def move(self, src: str, dst: str) -> None:
-        """Rename `src` to `dst`, never over another file (`FileExistsError`); the mtime is kept. On Linux
-        one `renameat2(..., RENAME_NOREPLACE)`: the file is at exactly one of the two paths at any time,
-        and an existing `dst` is refused atomically. Where the kernel, C library or filesystem lacks it: a
-        check that `dst` is free, then `os.rename` (the rename stays atomic; a file created at `dst` in
-        between would be replaced)."""
+        """Rename `src` to `dst`, keeping the mtime. Where the kernel, C library or filesystem lacks
+        `RENAME_NOREPLACE`: a check that `dst` is free, then `os.rename` (a file created at `dst` in between
+        would be replaced)."""
         source, target = local_path(src), local_path(dst)
         if not os.path.lexists(source):  # before any directory is made for it
             raise FileNotFoundError(errno.ENOENT, "No such file", source)
@@ -140,7 +119,7 @@ class LocalLogStore:
                 if st is None:
                     stack.append(entry.path)
                 else:
-                    yield FileInfo(entry.path, st.st_size, st.st_mtime_ns // 1_000_000)
+                    yield _info(entry.path, st)
 
     def list_level(self, directory: str) -> Iterator[LevelEntry]:
         for entry, st in _scan(local_path(directory)):
@@ -150,21 +129,29 @@ class LocalLogStore:
                 yield LevelEntry(entry.name, st.st_size, st.st_mtime_ns // 1_000_000, False)
 
 
-def _scan(base: str) -> Iterator[tuple[os.DirEntry[str], os.stat_result | None]]:
-    """The entries directly in `base` (nothing when it is missing or not a directory): subdirectories with
-    None, regular files with their stat. Symbolic links are not followed, entries removed meanwhile skipped."""
+def _info(path: str, st: os.stat_result) -> FileInfo:
+    return FileInfo(path, st.st_size, st.st_mtime_ns // 1_000_000)
+
+
+def _scan(
+    base: str, start: str = "", *, follow_symlinks: bool = False
+) -> Iterator[tuple[os.DirEntry[str], os.stat_result | None]]:
+    """The entries directly in `base` named `>= start` (nothing when it is missing or not a directory):
+    subdirectories with None, regular files with their stat; entries removed meanwhile are skipped."""
     try:
         entries = os.scandir(base)
     except (FileNotFoundError, NotADirectoryError):
         return
     with entries:
         for entry in entries:
+            if entry.name < start:
+                continue
             try:
-                if entry.is_dir(follow_symlinks=False):
+                if entry.is_dir(follow_symlinks=follow_symlinks):
                     yield entry, None
-                elif entry.is_file(follow_symlinks=False):
-                    yield entry, entry.stat(follow_symlinks=False)
-            except FileNotFoundError:  # removed while listing
+                elif entry.is_file(follow_symlinks=follow_symlinks):
+                    yield entry, entry.stat(follow_symlinks=follow_symlinks)
+            except FileNotFoundError:
                 continue
 
 
@@ -174,9 +161,8 @@ _renameat2: Any = None  # the C library's renameat2, once looked up (False: not 
 
 
 def _rename_noreplace(source: str, target: str) -> bool:
-    """`renameat2(AT_FDCWD, source, AT_FDCWD, target, RENAME_NOREPLACE)`: True when renamed, False when the
-    platform, C library or filesystem lacks it (the caller falls back); `FileExistsError` when `target`
-    exists, `FileNotFoundError` when `source` does not, another `OSError` for any other failure."""
+    """`renameat2(..., RENAME_NOREPLACE)`: True when renamed, False when the platform, C library or filesystem
+    lacks it; `FileExistsError`, `FileNotFoundError` or another `OSError` for a failure."""
     global _renameat2
     if _renameat2 is None:
         _renameat2 = False
@@ -209,7 +195,7 @@ def _write_exclusive(path: str, data: bytes) -> None:
 
 
 def _fsync_dir(directory: str) -> None:
-    """Make a new directory entry durable (a power loss must not lose a commit that was reported)."""
+    """Make a new directory entry durable (a power loss must not lose a reported commit)."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:

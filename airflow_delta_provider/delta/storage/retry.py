@@ -1,5 +1,4 @@
-"""Classifying storage failures (throttling, server, connection, auth, client) and retrying the
-transient ones; scrubbing secrets from messages."""
+"""Classifying storage failures, the retry policy for the transient ones, and scrubbing secrets from messages."""
 
 from __future__ import annotations
 
@@ -8,8 +7,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-# -- retries ----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -26,13 +23,12 @@ class RetryPolicy:
             raise ValueError("max_attempts must be >= 1")
 
     def delay(self, retry: int) -> float:
-        """Seconds to wait before retry number `retry` (1 for the first retry): full jitter."""
+        """Seconds to wait before retry number `retry` (1 for the first): full jitter."""
         import random
 
         return random.uniform(0.0, min(self.max_delay, self.base_delay * 2 ** (retry - 1)))
 
 
-#: One attempt, no retry.
 NO_RETRY = RetryPolicy(max_attempts=1)
 
 _AUTH_CODES = frozenset(
@@ -152,8 +148,8 @@ _SECRET_QUERY = re.compile(
 
 @dataclass(frozen=True)
 class StorageFailure:
-    """A classified storage exception. `kind`: auth, throttled, server, connection, conflict, client,
-    not_found, other (`conflict`: a concurrent conditional request on the same object, retried)."""
+    """A classified storage exception; `kind` is auth, throttled, server, connection, conflict (a concurrent
+    conditional request on the object), client, not_found or other."""
 
     kind: str
     code: str | None = None
@@ -183,11 +179,9 @@ def _http_status(value: Any) -> int | None:
 
 
 def classify_error(exc: BaseException) -> StorageFailure | None:
-    """What a storage client's exception means; None when it is not a storage failure at all.
-
-    Reads the service answer (botocore's `response`, or a `status_code`/`status`/`code` attribute as
-    azure, aiohttp and gcsfs errors carry) anywhere in the cause chain, then the exception classes.
-    """
+    """What a storage client's exception means (None: not a storage failure): the service's answer anywhere
+    in the cause chain (botocore's `response`, or the `status_code`/`status`/`code` of azure, aiohttp and
+    gcsfs errors), then the exception classes."""
     chain = list(_exception_chain(exc))
     if any(cls.__name__ in _TRUNCATED_BODY_ERRORS for e in chain for cls in type(e).__mro__):
         return StorageFailure("connection", None, None, f"the response body was cut short: {exc}")
@@ -241,11 +235,8 @@ def classify_error(exc: BaseException) -> StorageFailure | None:
 
 
 def is_exists_answer(exc: BaseException, codes: frozenset[str] = frozenset()) -> bool:
-    """Whether a failed create-only write means "the object already exists": a `FileExistsError` (s3fs,
-    gcsfs, adlfs and fsspec turn some answers into one), HTTP 412 Precondition Failed, or one of the store's
-    `codes` (each backend module names its own: S3 PreconditionFailed, Azure BlobAlreadyExists, ...). Only
-    meaningful for the answer to a create-only write.
-    """
+    """Whether a failed create-only write means "the object exists": a `FileExistsError` (some clients raise
+    one), HTTP 412, or one of the backend's `codes`."""
     if any(isinstance(e, FileExistsError) for e in _exception_chain(exc)):
         return True
     failure = classify_error(exc)

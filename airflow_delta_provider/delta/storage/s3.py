@@ -1,27 +1,17 @@
-"""S3 (`s3://`, `s3a://`) through s3fs: options and endpoint checks, the single-attempt filesystem, the
-create-only PUT, and the requests behind `FsspecLogStore`'s verbs (`S3Requests`). What S3 guarantees:
+"""S3 (`s3://`, `s3a://`) through s3fs: options and endpoint checks, the single-attempt filesystem, and the
+requests behind `FsspecLogStore`'s verbs (`S3Requests`).
 
-* **Create-only PUT** (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html):
-  `If-None-Match: *` (s3fs `pipe_file(mode="create")`) writes only if the key is absent: 412
-  PreconditionFailed = it exists, 409 ConditionalRequestConflict = another conditional write on the key was
-  in flight (nothing written; retried). Some S3-compatible servers answer NotImplemented (see `fsspec_store`).
-* **Listing** (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html): keys in binary
-  order, 1,000 a request, from `StartAfter` on, so a listing from the `_last_checkpoint` hint costs one
-  request per 1,000 keys *after* it (PROTOCOL.md "Last Checkpoint File"). One paging loop (`_s3_pages`)
-  serves `list_from` and `list_level` ("/" delimiter: directories are the common prefixes),
-  `list_recursive` (no delimiter) and `is_dir` (one key).
-* **Deletes** (https://docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteObjects.html): 1,000 keys a
-  request; a missing key counts as deleted; a per-key error raises `StorageError` naming the first failing
-  key, after retrying the failed keys if the error is transient.
-* **Reads**: one GET per object (`max_concurrency=1`: recent s3fs would HEAD first); parquet opens for
-  block-cached ranged reads with the size from the listing when known, so no HEAD.
-* **Retries**: botocore's (`retries={"total_max_attempts": 1}` in `config_kwargs`, unless the caller sets
-  `retries` there) and s3fs's own loop (`S3FileSystem.retries`) are off. aiohttp, under s3fs, may resend a
-  PUT once when a kept-alive connection drops; that cannot be switched off.
-* **Credentials**: the storage options (s3fs names `key`, `secret`, `token`, `endpoint_url`,
-  `client_kwargs={"region_name": ...}`; the delta-rs/object_store names `AWS_ACCESS_KEY_ID`,
-  `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION`, `AWS_ENDPOINT_URL`, in any case), else the
-  environment as botocore finds it. A malformed endpoint is refused before any request (`check_endpoint`).
+* Create-only PUT (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html):
+  `If-None-Match: *`; 412 = it exists, 409 ConditionalRequestConflict = another conditional write was in flight
+  (nothing written; retried).
+* ListObjectsV2 lists keys in binary order from `StartAfter`, so a listing from the `_last_checkpoint` hint
+  costs one request per 1,000 keys after it (PROTOCOL.md "Last Checkpoint File").
+* DeleteObjects takes 1,000 keys a request; a missing key counts as deleted, a per-key error names the first
+  failing key after the failed keys are retried.
+* Retries: botocore's (`retries={"total_max_attempts": 1}` unless the caller sets `retries`) and s3fs's loop
+  are off; aiohttp's one resend of a PUT on a dropped kept-alive connection cannot be.
+* Credentials: s3fs's option names, or delta-rs/object_store's (`AWS_ACCESS_KEY_ID`, `AWS_REGION`,
+  `AWS_ENDPOINT_URL`, ..., any case), else the environment as botocore finds it.
 """
 
 from __future__ import annotations
@@ -39,7 +29,6 @@ from .base import LevelEntry, accepts, mtime_ms
 from .retry import NOT_FOUND_CODES
 
 SCHEMES = ("s3", "s3a")
-#: The create-only PUT: s3fs sends `If-None-Match: *`; a key that exists is answered 412 PreconditionFailed.
 CREATE_KWARGS: Mapping[str, Any] = {"mode": "create"}
 EXISTS_CODES = frozenset({"PreconditionFailed"})
 
@@ -115,8 +104,8 @@ def endpoint_problem(endpoint: Any) -> str | None:
 
 
 def check_endpoint(endpoint: Any, argument: str, *, where: str = "storage option", table: str | None = None) -> None:
-    """Refuse a malformed S3 endpoint with one `InvalidArgumentError` naming `argument` (where it came from),
-    before any request: botocore would raise a bare `ValueError` deep in its first request instead."""
+    """Refuse a malformed S3 endpoint with an `InvalidArgumentError` naming `argument`, before any request
+    (botocore would raise a bare `ValueError` deep in its first request)."""
     problem = endpoint_problem(endpoint)
     if problem:
         shown = re.sub(r"//[^/@\s]*@", "//***@", str(endpoint))  # credentials in the userinfo dropped
@@ -128,8 +117,8 @@ def check_endpoint(endpoint: Any, argument: str, *, where: str = "storage option
 
 
 def check_s3_endpoint(uri: str, options: Mapping[str, Any] | None, environ: Mapping[str, str] | None = None) -> None:
-    """`check_endpoint` on the endpoint an S3 table `uri` would use: the storage options' `endpoint_url`
-    (or `client_kwargs.endpoint_url`), else botocore's environment variables (`S3_ENDPOINT_ENV`)."""
+    """`check_endpoint` on the endpoint an S3 table `uri` would use: the storage options', else botocore's
+    environment variables (`S3_ENDPOINT_ENV`)."""
     if urlparse(uri).scheme not in SCHEMES:
         return
     opts = s3fs_options(options)
@@ -178,14 +167,13 @@ def cat_kwargs(fs: Any) -> dict[str, Any]:
 
 
 class S3Requests:
-    """The S3 requests of `FsspecLogStore` (mixed into it; used when the store `is_s3`), each under the
-    store's retry policy."""
+    """The S3 requests of `FsspecLogStore` (mixed into it; used when it `is_s3`), each under its retry policy.
+    Uses the store's fs, root, block_size, _protocol, _sizes, retrying, _relative and _strip."""
 
     #: Keys per ListObjectsV2 page (S3's maximum).
     list_page_size: int = 1000
     #: Keys per DeleteObjects request (S3's maximum).
     delete_batch_size: int = 1000
-    # uses the store's fs, root, block_size, _protocol, _sizes, retrying, _relative and _strip
 
     def _bucket_key(self, path: str) -> tuple[str, str]:
         bucket, key, _ = self.fs.split_path(self._strip(path))
@@ -197,9 +185,8 @@ class S3Requests:
         return bucket, (key.strip("/") + "/" if key.strip("/") else "")
 
     def _s3_pages(self, directory: str, bucket: str, prefix: str, **params: Any) -> Iterator[Mapping[str, Any]]:
-        """The ListObjectsV2 answers for the keys under `prefix`, one request per `list_page_size` keys
-        (each under the retry policy), following continuation tokens; `params` (`Delimiter`, `StartAfter`,
-        `MaxKeys`) go in every request. The one S3 listing loop. A missing bucket is `FileNotFoundError`."""
+        """The ListObjectsV2 pages under `prefix` (`params` in every request): the one S3 listing loop. A
+        missing bucket is `FileNotFoundError`."""
         request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": self.list_page_size, **params}
         while True:
             page = self.retrying("LIST", directory, functools.partial(self.fs.call_s3, "list_objects_v2", **request))
