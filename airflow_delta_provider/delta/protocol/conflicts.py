@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from ..errors import (
     ConcurrentAppendError,
     ConcurrentDeleteDeleteError,
     ConcurrentDeleteReadError,
+    ConcurrentModificationError,
     ConcurrentTransactionError,
     MetadataChangedError,
     ProtocolChangedError,
@@ -160,98 +161,53 @@ def is_blind_append(actions: Iterable[Action], *, read_anything: bool) -> bool:
 
 def check_conflicts(current: CurrentTransactionInfo, winner: WinningCommitSummary) -> None:
     """Raise the typed conflict if `winner` invalidates `current`; return when it may rebase over it."""
-    _check_protocol(current, winner)
+
+    def fail(error: type[ConcurrentModificationError], message: str, file: str | None = None) -> NoReturn:
+        raise error(message, table=current.table, version=winner.version, file=file)
+
+    by = f"a concurrent update ({winner.operation})"
+    protocol = winner.protocol
+    if protocol is not None:
+        metadata = winner.metadata or current.metadata
+        check_can_write(protocol, metadata, current.operations, table=current.table, version=winner.version)
+        message = f"The protocol version of the table was changed by {by}"
+        if any(isinstance(a, Protocol) for a in current.actions):
+            fail(ProtocolChangedError, message)
+        read, new = table_features(current.read_protocol), table_features(protocol)
+        if read - new:
+            fail(ProtocolChangedError, f"{message}: it removed {sorted(read - new)}")
+        if new - read - CONCURRENT_UPGRADE_SAFE:
+            fail(ProtocolChangedError, f"{message}: it added {sorted(new - read - CONCURRENT_UPGRADE_SAFE)}")
     if winner.metadata is not None:
-        raise MetadataChangedError(
-            f"The metadata of the table was changed by a concurrent update ({winner.operation})",
-            table=current.table,
-            version=winner.version,
-        )
+        fail(MetadataChangedError, f"The metadata of the table was changed by {by}")
     ours = {a.domain for a in current.actions if isinstance(a, DomainMetadata)}
     for domain in sorted(ours & {a.domain for a in winner.of(DomainMetadata)}):
-        raise ConcurrentTransactionError(
-            f"A conflicting metadata domain '{domain}' was set by a concurrent update ({winner.operation})",
-            table=current.table,
-            version=winner.version,
-        )
+        fail(ConcurrentTransactionError, f"A conflicting metadata domain '{domain}' was set by {by}")
     for app_id in sorted(current.read_app_ids & {a.app_id for a in winner.of(SetTransaction)}):
-        raise ConcurrentTransactionError(
-            f"Application transaction '{app_id}' was committed by a concurrent update ({winner.operation}): "
-            "the same application is writing concurrently",
-            table=current.table,
-            version=winner.version,
+        fail(
+            ConcurrentTransactionError,
+            f"Application transaction '{app_id}' was committed by {by}: the same application is writing concurrently",
         )
-    _check_added_files(current, winner)
-    _check_removed_files(current, winner)
-
-
-def _check_protocol(current: CurrentTransactionInfo, winner: WinningCommitSummary) -> None:
-    protocol = winner.protocol
-    if protocol is None:
-        return
-    metadata = winner.metadata or current.metadata
-    check_can_write(protocol, metadata, current.operations, table=current.table, version=winner.version)
-    message = f"The protocol version of the table was changed by a concurrent update ({winner.operation})"
-    if any(isinstance(a, Protocol) for a in current.actions):
-        raise ProtocolChangedError(message, table=current.table, version=winner.version)
-    read, new = table_features(current.read_protocol), table_features(protocol)
-    if read - new:
-        raise ProtocolChangedError(
-            f"{message}: it removed {sorted(read - new)}", table=current.table, version=winner.version
-        )
-    if new - read - CONCURRENT_UPGRADE_SAFE:
-        raise ProtocolChangedError(
-            f"{message}: it added {sorted(new - read - CONCURRENT_UPGRADE_SAFE)}",
-            table=current.table,
-            version=winner.version,
-        )
-
-
-def _check_added_files(current: CurrentTransactionInfo, winner: WinningCommitSummary) -> None:
-    """Spark `checkForAddedFilesThatShouldHaveBeenReadByCurrentTxn`: a non-blind winner's adds always
-    count; a blind append's only at Serializable (or WriteSerializable with a metadata change)."""
-    if current.isolation_level == SNAPSHOT_ISOLATION:
-        return
-    if not current.read_whole_table and not current.read_predicates:
-        return
-    blind = winner.is_blind_append
-    if blind and current.isolation_level == WRITE_SERIALIZABLE and not current.metadata_changed:
-        return
-    for add in winner.of(AddFile):
-        if current.read_whole_table or any(p(add) for p in current.read_predicates):
-            raise ConcurrentAppendError(
-                f"Files were added to the data this transaction read by a concurrent update ({winner.operation})",
-                table=current.table,
-                version=winner.version,
-                file=add.path,
-            )
-
-
-def _check_removed_files(current: CurrentTransactionInfo, winner: WinningCommitSummary) -> None:
+    # Spark `checkForAddedFilesThatShouldHaveBeenReadByCurrentTxn`: a non-blind winner's adds always count; a
+    # blind append's only at Serializable (or WriteSerializable with a metadata change)
+    level = current.isolation_level
+    reads = current.read_whole_table or current.read_predicates
+    blind_ok = winner.is_blind_append and level == WRITE_SERIALIZABLE and not current.metadata_changed
+    if level != SNAPSHOT_ISOLATION and reads and not blind_ok:
+        for add in winner.of(AddFile):
+            if current.read_whole_table or any(p(add) for p in current.read_predicates):
+                fail(ConcurrentAppendError, f"Files were added to the data this transaction read by {by}", add.path)
     removed = winner.of(RemoveFile)
-    if not removed:
-        return
     for remove in removed:
         if canonical_path(remove.path) in current.read_paths:
-            raise ConcurrentDeleteReadError(
-                f"A file this transaction read was deleted by a concurrent update ({winner.operation})",
-                table=current.table,
-                version=winner.version,
-                file=remove.path,
-            )
-    if current.read_whole_table:
-        raise ConcurrentDeleteReadError(
-            f"This transaction read the whole table and a concurrent update ({winner.operation}) deleted files",
-            table=current.table,
-            version=winner.version,
-            file=removed[0].path,
+            fail(ConcurrentDeleteReadError, f"A file this transaction read was deleted by {by}", remove.path)
+    if removed and current.read_whole_table:
+        fail(
+            ConcurrentDeleteReadError,
+            f"This transaction read the whole table and {by} deleted files",
+            removed[0].path,
         )
     ours = {canonical_path(a.path) for a in current.actions if isinstance(a, RemoveFile)}
     for remove in removed:
         if canonical_path(remove.path) in ours:
-            raise ConcurrentDeleteDeleteError(
-                f"A file this transaction deletes was deleted by a concurrent update ({winner.operation})",
-                table=current.table,
-                version=winner.version,
-                file=remove.path,
-            )
+            fail(ConcurrentDeleteDeleteError, f"A file this transaction deletes was deleted by {by}", remove.path)
