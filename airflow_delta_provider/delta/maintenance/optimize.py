@@ -230,10 +230,7 @@ def optimize(
         physical_names=physical_names,
     )
     result = OptimizeResult(
-        plan,
-        dry_run=dry_run,
-        plan_partition_columns=tuple(snapshot.partition_columns),
-        physical_names=physical_names,
+        plan, dry_run=dry_run, plan_partition_columns=tuple(snapshot.partition_columns), physical_names=physical_names
     )
     if dry_run or not plan.bins:
         return result

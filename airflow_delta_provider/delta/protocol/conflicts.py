@@ -203,9 +203,7 @@ def check_conflicts(current: CurrentTransactionInfo, winner: WinningCommitSummar
             fail(ConcurrentDeleteReadError, f"A file this transaction read was deleted by {by}", remove.path)
     if removed and current.read_whole_table:
         fail(
-            ConcurrentDeleteReadError,
-            f"This transaction read the whole table and {by} deleted files",
-            removed[0].path,
+            ConcurrentDeleteReadError, f"This transaction read the whole table and {by} deleted files", removed[0].path
         )
     ours = {canonical_path(a.path) for a in current.actions if isinstance(a, RemoveFile)}
     for remove in removed:

@@ -147,10 +147,7 @@ def _with_companions(doomed: Iterable[FileInfo], listing: Iterable[FileInfo]) ->
 
 
 def _doomed_sidecars(
-    sidecars: Sequence[FileInfo],
-    retained: Sequence[ParsedLogPath],
-    refs: SidecarRefs | None,
-    cutoff_ms: int,
+    sidecars: Sequence[FileInfo], retained: Sequence[ParsedLogPath], refs: SidecarRefs | None, cutoff_ms: int
 ) -> tuple[FileInfo, ...]:
     old = [s for s in sidecars if not s.name.startswith(".") and s.modification_time < cutoff_ms]
     if not old:

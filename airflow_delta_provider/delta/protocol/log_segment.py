@@ -14,20 +14,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from ..errors import (
-    IncompleteCheckpointError,
-    LogGapError,
-    TableNotFoundError,
-    TruncatedLogError,
-    VersionNotFoundError,
-)
+from ..errors import IncompleteCheckpointError, LogGapError, TableNotFoundError, TruncatedLogError, VersionNotFoundError
 from .filenames import FileInfo, LogFileKind, ParsedLogPath, parse_log_path
 
-_FORMAT_RANK = {
-    LogFileKind.CHECKPOINT_CLASSIC: 0,
-    LogFileKind.CHECKPOINT_MULTIPART: 1,
-    LogFileKind.CHECKPOINT_UUID: 2,
-}
+_FORMAT_RANK = {LogFileKind.CHECKPOINT_CLASSIC: 0, LogFileKind.CHECKPOINT_MULTIPART: 1, LogFileKind.CHECKPOINT_UUID: 2}
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,25 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from .actions import (
-    Action,
-    AddFile,
-    DomainMetadata,
-    FileKey,
-    Metadata,
-    Protocol,
-    RemoveFile,
-    SetTransaction,
-)
+from .actions import Action, AddFile, DomainMetadata, FileKey, Metadata, Protocol, RemoveFile, SetTransaction
 
 
 class InMemoryLogReplay:
     """Replay of actions into active files, tombstones, protocol, metadata, txns and domains."""
 
     def __init__(
-        self,
-        min_file_retention_timestamp: int = 0,
-        min_set_transaction_retention_timestamp: int | None = None,
+        self, min_file_retention_timestamp: int = 0, min_set_transaction_retention_timestamp: int | None = None
     ) -> None:
         self.min_file_retention_timestamp = min_file_retention_timestamp
         self.min_set_transaction_retention_timestamp = min_set_transaction_retention_timestamp
