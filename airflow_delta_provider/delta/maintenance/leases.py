@@ -4,53 +4,18 @@
     ...read version 41, for as long as it takes (up to the lease's end)...
     release_lease("s3://bucket/orders", lease.id)
 
-A lease is a small JSON file (`protocol.leases` has its fields and rules) written with the store's
-`put_if_absent` under a fresh random id, in `<table>/_delta_leases/` (hidden: VACUUM never lists it) or
-in a folder the caller configures (`location=`; then every VACUUM and log cleanup of the table must be
-given the same `lease_location`). `list_leases` reads them, `release_lease` deletes one,
-`purge_expired_leases` deletes those past their end. An expired lease pins nothing.
+A lease file (`protocol.leases`) is written with `put_if_absent` under a fresh random id, in
+`<table>/_delta_leases/` or a configured folder (then every VACUUM and log cleanup must be given the same
+`lease_location`). VACUUM reads the leases when it plans and again when an apply starts its re-validation,
+and leaves each leased version's active and DV files out of the plan (both engines); log cleanup keeps the
+checkpoint and commits the earliest leased version is read from.
 
-How maintenance honours them:
-
-* **VACUUM** (`maintenance.vacuum`): reads the leases when it plans, and again when an apply starts its
-  re-validation. Each live leased version's snapshot is loaded (`DeltaLog.snapshot_at(version=...)`, on
-  the driver, in this process) and its active files and their deletion-vector files are taken out of the
-  plan before the engine re-validates and deletes (`protocol.leases.split_leased`), so the local and the
-  Spark executor both honour them; the plan and the result name the leases honoured (`leases`: id,
-  version, owner, ...) and count the files they kept (`lease_kept_files`, `lease_kept_bytes`; at apply,
-  dropped entries with reason `leased`).
-* **Log cleanup** (`maintenance.log_cleanup`): the earliest live leased version bounds the checkpoint it
-  keeps: that checkpoint and every later commit stay, so the version can still be made from the log.
-
-The guarantee, precisely. Once `add_lease` has returned, until the lease expires or is released, the
-leased version stays readable through this library's maintenance (either engine): every VACUUM apply
-whose re-validation starts after `add_lease` returned keeps the version's data and DV files, whatever
-plan it applies (a plan made before the lease existed included); every log cleanup that starts after it
-keeps the checkpoint and commits the version is made from. The lease read is the first step of an
-apply's re-validation, after the apply loaded the table's latest snapshot.
-
-What it is not:
-
-* Not a lock. A VACUUM apply that read the leases before the lease file existed may still delete the
-  version's files (it is already re-validating or deleting); so take the lease before reading the
-  version, not during a VACUUM. Readers then fail loudly (a missing file), never read wrong data.
-* Not seen by other engines: Spark's and delta-rs's VACUUM and log cleanup do not read lease files.
-  Nor does it lift Spark >= 4.1's time-travel guard (a version older than
-  `delta.deletedFileRetentionDuration` is refused by Spark readers; this library and delta-rs read it):
-  `add_lease` logs a warning when a lease outlives that window.
-* Not a check of the data: `add_lease` refuses a version the log cannot make (log cleanup removed its
-  commits), but does not look for its data files (an earlier VACUUM may already have removed files of a
-  version older than the retention).
-* Time is the maintenance process's clock against the end the lease taker's clock wrote: clock skew
-  between them lengthens or shortens a lease by the skew. A lease whose holder still reads after its end
-  protects nothing.
-* A Spark VACUUM plan too big to carry its file list (`files_inline` false) cannot be filtered here:
-  its apply refuses, deleting nothing, while a live lease exists (plan with the local engine, or with a
-  plan small enough to carry its files).
-
-Better than delta-rs's `vacuum(keep_versions=[...])`: a lease expires on its own (a forgotten pin does
-not keep files forever), names its owner, protects the DV files and the log too, and lives in storage,
-so every process and scheduler running maintenance on the table sees it.
+Guarantee: once `add_lease` returns, until the lease ends, every VACUUM apply whose re-validation starts
+later and every later log cleanup keeps the version readable. It is not a lock (take the lease before
+reading, not during a VACUUM), other engines do not read it, it does not lift Spark >= 4.1's time-travel
+guard past `delta.deletedFileRetentionDuration` (`add_lease` warns), and clock skew between the lease taker
+and maintenance shifts its end. A Spark plan without its file list cannot be filtered: its apply refuses
+while a lease is live.
 """
 
 from __future__ import annotations
@@ -101,13 +66,11 @@ class LeaseFolder:
 
 @dataclass
 class LeasePins:
-    """What the live leases of a table pin, read once: the leases honoured (by version), the normalized
-    relative paths of their versions' active and DV files (VACUUM's; empty when not asked for), and the
-    live leases whose version the log can no longer make (they pin nothing that can be read)."""
+    """What the live leases of a table pin, read once: the leases honoured (by version; not those whose
+    version the log can no longer make) and their versions' active and DV files (when asked for)."""
 
     leases: list[Lease] = field(default_factory=list)
     paths: set[str] = field(default_factory=set)
-    unreadable: list[Lease] = field(default_factory=list)
 
     @property
     def versions(self) -> list[int]:
@@ -119,7 +82,6 @@ class LeasePins:
         return versions[0] if versions else None
 
     def to_dicts(self, now_ms: int) -> list[dict[str, Any]]:
-        """The honoured leases as results name them (`Lease.to_dict`)."""
         return [le.to_dict(now_ms) for le in self.leases]
 
 
@@ -130,9 +92,8 @@ def lease_folder(
     storage_options: Mapping[str, Any] | None = None,
     partition_columns: Sequence[str] = (),
 ) -> LeaseFolder:
-    """The table's lease folder: `<table>/_delta_leases` (through the table's store), or `location`.
-    A `location` inside the table root must be hidden from VACUUM and outside `_delta_log`
-    (`protocol.leases.location_problem`), else `InvalidArgumentError`."""
+    """The table's lease folder: `<table>/_delta_leases`, or `location` (inside the table root: hidden from
+    VACUUM and outside `_delta_log`, else `InvalidArgumentError`)."""
     root = dlog.table_uri
     if location is None:
         return LeaseFolder(dlog.store, dlog.store.join(root, LEASE_DIR_NAME), f"{root}/{LEASE_DIR_NAME}")
@@ -151,8 +112,7 @@ def lease_folder(
 
 
 def read_leases(folder: LeaseFolder, *, table: str | None = None) -> list[Lease]:
-    """Every lease file in `folder` (expired ones and other tables' included), by id. A file that is not
-    a valid lease is a `LeaseError` naming it (`protocol.leases.parse_lease`); other names are skipped."""
+    """Every lease in `folder` (expired and other tables' too), by id; a damaged one is a `LeaseError`."""
     out: list[Lease] = []
     for info in folder.store.list_from(folder.directory):
         if lease_id_of(info.name) is None:
@@ -166,8 +126,7 @@ def read_leases(folder: LeaseFolder, *, table: str | None = None) -> list[Lease]
 
 
 def in_process_log(dlog: DeltaLog) -> DeltaLog:
-    """A log whose snapshots hold their files in this process (the Spark engine's do not): leased
-    versions (and a quarantine's resume) are loaded on the driver."""
+    """A log whose snapshots hold their files in this process (the Spark engine's do not)."""
     if getattr(dlog.engine, "in_process", True):
         return dlog
     return DeltaLog(dlog.table_uri, store=dlog.store, clock=dlog.clock)
@@ -183,34 +142,25 @@ def lease_pins(
     with_paths: bool = True,
     cache: MutableMapping[int, set[str] | None] | None = None,
 ) -> LeasePins:
-    """Read the table's leases now and what the live ones pin at `now_ms` (`table_id`: the table's
-    `metaData.id`; another table's leases are left out). With `with_paths`, each leased version's
-    snapshot is loaded and its active and DV files collected (`cache`: version -> paths, kept across the
-    calls of one operation: a version's files never change). A malformed lease file is a `LeaseError`."""
+    """The table's live leases at `now_ms` and, `with_paths`, their versions' active and DV files (`cache`:
+    version -> paths across one operation's calls: a version's files never change)."""
     folder = lease_folder(dlog, location, storage_options=storage_options)
     live = live_leases(read_leases(folder, table=dlog.table_uri), now_ms, table_id)
     pins = LeasePins()
     if not live:
         return pins
-    found: dict[int, set[str] | None] = {}
+    cache = {} if cache is None else cache
     if with_paths:
         reader = in_process_log(dlog)
         for version in sorted({le.version for le in live}):
-            if cache is not None and version in cache:
-                paths = cache[version]
-            else:
+            if version not in cache:
                 try:
-                    paths = active_set(reader.snapshot_at(version), table_root=dlog.table_uri)
+                    cache[version] = active_set(reader.snapshot_at(version), table_root=dlog.table_uri)
                 except VersionNotFoundError as exc:
                     log.warning("Lease on version %s of %s: the log cannot make it any more (%s)", version, dlog, exc)
-                    paths = None
-                if cache is not None:
-                    cache[version] = paths
-            found[version] = paths
-            if paths:
-                pins.paths |= paths
-    for le in live:
-        (pins.unreadable if with_paths and found.get(le.version) is None else pins.leases).append(le)
+                    cache[version] = None
+            pins.paths |= cache[version] or set()
+    pins.leases = [le for le in live if not with_paths or cache.get(le.version) is not None]
     return pins
 
 
@@ -226,8 +176,7 @@ def add_lease(
 ) -> Lease:
     """Pin `version` of the table for `ttl` on behalf of `owner`; the lease, durable when this returns.
 
-    :param ttl: how long: `"6h"`, `"90m"`, `"2d"`, `"1h30m"`, a `timedelta`, or seconds
-        (`protocol.leases.parse_ttl_ms`; at most `MAX_TTL_MS`).
+    :param ttl: how long: `"6h"`, `"90m"`, `"2d"`, `"1h30m"`, a `timedelta`, or seconds (at most a year).
     :param owner: who holds it (a DAG and task id, a user): shown by `list_leases`.
     :param location: the lease folder (default `<table>/_delta_leases`).
     :param clock: epoch-ms clock (default: the `DeltaLog`'s).
@@ -275,16 +224,15 @@ def list_leases(
     storage_options: Mapping[str, Any] | None = None,
     clock: Clock | None = None,
 ) -> list[Lease]:
-    """The table's leases (live ones, by version; with `include_expired`, every lease file in the folder
-    whose table is this one). A malformed lease file is a `LeaseError` naming it."""
+    """The table's live leases by version (`include_expired`: every lease of this table); `LeaseError` on
+    a damaged lease file."""
     check_bool(include_expired, "include_expired")
     dlog = DeltaLog.of(table_or_log, storage_options, clock)
     folder = lease_folder(dlog, location, storage_options=storage_options)
     leases = read_leases(folder, table=dlog.table_uri)
     table_id = dlog.update().metadata.id
     if include_expired:
-        mine = [le for le in leases if le.table_id is None or le.table_id == table_id]
-        return sorted(mine, key=lambda le: (le.version, le.id))
+        return sorted(_mine(leases, table_id), key=lambda le: (le.version, le.id))
     return live_leases(leases, (clock or dlog.clock)(), table_id)
 
 
@@ -296,8 +244,7 @@ def release_lease(
     missing_ok: bool = False,
     storage_options: Mapping[str, Any] | None = None,
 ) -> Lease | None:
-    """Delete lease `lease_id`; the lease it was (None when the file was not a valid lease: releasing is
-    how a damaged lease file is removed). From then on the next VACUUM may delete the version's files.
+    """Delete lease `lease_id`; the lease it was (None for a damaged file: releasing is how one is removed).
 
     :raises LeaseError: no such lease (unless `missing_ok`, then None).
     :raises InvalidArgumentError: `lease_id` is not a lease id.
@@ -327,6 +274,10 @@ def release_lease(
     return lease
 
 
+def _mine(leases: list[Lease], table_id: str) -> list[Lease]:
+    return [le for le in leases if le.table_id is None or le.table_id == table_id]
+
+
 def purge_expired_leases(
     table_or_log: DeltaLog | str | os.PathLike[str],
     *,
@@ -339,24 +290,7 @@ def purge_expired_leases(
     folder = lease_folder(dlog, location, storage_options=storage_options)
     now_ms = (clock or dlog.clock)()
     table_id = dlog.update().metadata.id
-    done = [
-        le
-        for le in read_leases(folder, table=dlog.table_uri)
-        if not le.is_live(now_ms) and (le.table_id is None or le.table_id == table_id)
-    ]
+    done = [le for le in _mine(read_leases(folder, table=dlog.table_uri), table_id) if not le.is_live(now_ms)]
     if done:
         folder.store.delete_many([folder.path(le.id) for le in done])
     return done
-
-
-__all__ = [
-    "LeaseFolder",
-    "LeasePins",
-    "add_lease",
-    "lease_folder",
-    "lease_pins",
-    "list_leases",
-    "purge_expired_leases",
-    "read_leases",
-    "release_lease",
-]
