@@ -1,8 +1,7 @@
 """`DeltaLogBuilder` and `FakeClock`: the testing kit's writer (the guide is `airflow_delta_provider.testing`).
 
-The builder composes actions; everything else is the library's: commits are created with the store's
-put-if-absent (`delta.storage`), the tracked state is `InMemoryLogReplay` over the actions written,
-and checkpoints are `delta.maintenance.checkpoint.write_checkpoint`.
+The builder composes actions; the store's put-if-absent commits them, `InMemoryLogReplay` tracks the
+state and `delta.maintenance.checkpoint.write_checkpoint` writes checkpoints.
 """
 
 from __future__ import annotations
@@ -41,8 +40,7 @@ _URI_SAFE = "/=!'()*,;:$&+@"
 
 
 class FakeClock:
-    """A clock for `DeltaLog(..., clock=clock)`: calling it returns "now" in epoch ms, which only
-    `set()` and `advance()` change. Starts at `DEFAULT_START_TIME_MS`, the builder's version 0."""
+    """A clock for `DeltaLog(..., clock=clock)`: "now" in epoch ms, changed only by `set()` and `advance()`."""
 
     def __init__(self, now_ms: int = DEFAULT_START_TIME_MS) -> None:
         self.now_ms = int(now_ms)
@@ -75,11 +73,8 @@ def _partition_str(value: Any) -> str | None:
 
 
 def partition_path(partition_values: Mapping[str, str | None], columns: Sequence[str] = ()) -> str:
-    """The (not yet URI-encoded) partition directory, e.g. ``date=2024-01-01/region=eu``.
-
-    Columns follow `columns` (the table's partition columns), then any other keys in given order;
-    null values use ``__HIVE_DEFAULT_PARTITION__``.
-    """
+    """The (not yet URI-encoded) partition directory, e.g. ``date=2024-01-01/region=eu``: `columns` (the
+    table's partition columns) first, then the other keys; null is ``__HIVE_DEFAULT_PARTITION__``."""
     order = [c for c in columns if c in partition_values] + [k for k in partition_values if k not in columns]
     parts = []
     for name in order:
@@ -113,8 +108,7 @@ def _field(name: str, type_: Any, nullable: bool = True, metadata: Mapping[str, 
 
 
 def _parsed(actions: Iterable[Mapping[str, Any]]) -> list[Action]:
-    """The library's actions for log lines; a line it cannot parse (a deliberately broken action
-    passed to `commit()`) is written but not tracked."""
+    """The library's actions for log lines; one it cannot parse (a broken one from `commit()`) is not tracked."""
     out = []
     for line in actions:
         try:
@@ -144,8 +138,7 @@ class DeltaLogBuilder:
         write_data_files: also write a placeholder data file (``size`` zero bytes, mtime
             ``modificationTime`` on a local table) for every added relative path, e.g. for VACUUM tests.
 
-    Every commit method returns the version it wrote. Commit methods other than `create()` and
-    `commit()` need the table to exist (`create()` first).
+    Every commit method returns the version it wrote; all but `create()` and `commit()` need the table.
     """
 
     def __init__(
@@ -297,12 +290,8 @@ class DeltaLogBuilder:
         operation: str = "DELETE",
         timestamp_ms: int | None = None,
     ) -> int:
-        """A DELETE commit removing active `files` (size, partition values, tags and deletion
-        vector come from the active add). A file is matched by its logged path, by the name it
-        was added under, or by a unique base name; an unknown file is a `KeyError` (a dict with
-        ``path`` and optional ``size``/``partition_values`` removes a file the builder never added).
-        `deletion_timestamp_ms` defaults to this commit's timestamp.
-        """
+        """A DELETE commit removing active `files`, matched by logged path, added name or unique base name
+        (else `KeyError`; a dict with ``path`` removes a file never added). The tombstone copies the add."""
         ts = self._begin(timestamp_ms)
         deleted_at = ts if deletion_timestamp_ms is None else int(deletion_timestamp_ms)
         removes = [{"remove": _remove_body(self._resolve(f), deleted_at, data_change)} for f in files]
@@ -398,10 +387,8 @@ class DeltaLogBuilder:
         removed: bool = False,
         timestamp_ms: int | None = None,
     ) -> int:
-        """A commit holding one domainMetadata action (a dict configuration is stored as JSON).
-
-        Delta requires the writer feature ``domainMetadata``; the builder does not check it.
-        """
+        """A commit holding one domainMetadata action (a dict configuration as JSON; the writer feature
+        ``domainMetadata`` is not checked)."""
         ts = self._begin(timestamp_ms)
         text = configuration if isinstance(configuration, str) else _dumps(configuration)
         body = {"domain": domain, "configuration": text, "removed": removed}
@@ -415,13 +402,8 @@ class DeltaLogBuilder:
         operation_parameters: Mapping[str, Any] | None = None,
         timestamp_ms: int | None = None,
     ) -> int:
-        """The escape hatch: a commit of raw action dicts (``{"add": {...}}``, ...), written as given,
-        for deliberately broken logs too.
-
-        A commitInfo is prepended unless `actions` hold one. Non-string ``stats`` are JSON-encoded.
-        The tracked state (`files`, `metadata`, ...) follows the actions the library can parse and
-        skips the others.
-        """
+        """The escape hatch: raw action dicts (``{"add": {...}}``, ...) written as given, broken ones too.
+        A commitInfo is prepended unless they hold one; non-string ``stats`` are JSON-encoded."""
         ts = self._begin(timestamp_ms, table=False)
         out: list[JsonDict] = []
         for action in map(dict, actions):
@@ -434,18 +416,12 @@ class DeltaLogBuilder:
         return self._write(out, operation, dict(operation_parameters or {}), ts, commit_info=not has_info)
 
     def checkpoint(self, version: int | None = None, *, write_last_checkpoint: bool = True) -> int:
-        """The library's checkpoint of `version` (default: the latest), returning that version:
-        `write_checkpoint` with the clock at the version's commit time, so it is the checkpoint a
-        writer would have written then (tombstones and txns still inside the table's retention at
-        that time are kept; ``dataChange`` false; classic, or V2 on a ``v2Checkpoint`` table). An
-        existing checkpoint is kept (the writer never overwrites one).
+        """The library's checkpoint of `version` (default: the latest), written with the clock at that
+        version's commit time, so it keeps what a writer would have kept then; returns the version.
 
-        ``_last_checkpoint`` is written as the writer writes it: when it is missing or older. With
-        ``write_last_checkpoint=False`` the hint is left as it was (restored, or deleted when there
-        was none): for tests of readers that must find a checkpoint without a hint.
-
-        A table with a writer feature this library does not know cannot be checkpointed (the writer
-        refuses it, `UnsupportedFeatureError`): checkpoint first, then `set_protocol` to add it.
+        ``write_last_checkpoint=False`` leaves ``_last_checkpoint`` as it was (for readers that must find a
+        checkpoint without the hint). An unknown writer feature is refused (`UnsupportedFeatureError`):
+        checkpoint first, then `set_protocol` to add it.
         """
         from airflow_delta_provider.delta import DeltaLog
         from airflow_delta_provider.delta.maintenance import checkpoint as writer

@@ -47,24 +47,14 @@ def cursor_key(table_uri: str) -> str:
 class DeltaVersionTrigger(_BaseTrigger):
     """Poll a table's latest version (log listing only): wait for a condition, or watch every new version.
 
-    **Deferral** (`target_version`, `newer_than` or `baseline` given, as `DeltaVersionSensor` defers): fires
-    once, `{"status": "success", version, table_uri, timestamp, operation}` (as the sensor judges it,
-    `version_watch.wait_event`), or `{"status": "error", error_class, message, transient}` on a permanent
-    error or after `max_transient_errors` transient ones in a row, and ends.
-
-    **Watching** (none of the three; what an `AssetWatcher` runs): never ends; fires one event per poll
-    that finds new data versions, carrying all of them (`version_watch.commits_event`), several for a
-    backlog over `MAX_EVENT_VERSIONS`. Maintenance commits fire nothing but still advance the cursor.
-    The cursor (last version handled) lives in the watched asset's state store (Airflow 3.3+), so a
-    triggerer restart resumes after it; without one it lives in memory and a restart re-baselines at
-    the latest version. On 3.3+ watchers of one table share one poll in ack mode (`DeltaLogProducer`):
-    the cursor is written only once the triggerer confirmed the events are stored, so a stop before that
-    fires them again. Run directly, the cursor is written when the triggerer resumes the trigger after
-    queuing an event. Errors never become events: they are logged and the next poll retries. A table
-    that falls below the cursor is re-baselined, or with `allow_recreation` fired again from version 0.
-
-    Serializes primitives only, the same for every run (as watchers need); credentials are looked up
-    from `storage_conn_id` in the triggerer, never serialized.
+    **Deferral** (`target_version`, `newer_than` or `baseline`, as `DeltaVersionSensor` defers): fires once,
+    on the sensor's condition (`version_watch.wait_event`), or `{"status": "error", ...}` on a permanent
+    error or after `max_transient_errors` transient ones in a row. **Watching** (none of them; what an
+    `AssetWatcher` runs): never ends; one event per poll that finds new data versions, carrying all of them
+    (`version_watch.commits_event`). Its cursor lives in the asset's state store (Airflow 3.3+), written only
+    once the event is queued (or, on the shared stream, stored), so a restart neither skips nor repeats a
+    recorded version. Serializes primitives only, the same for every run, as watchers need: credentials
+    are looked up from `storage_conn_id` in the triggerer.
     """
 
     def __init__(
@@ -128,7 +118,8 @@ class DeltaVersionTrigger(_BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         if self.watching:
-            polls = (poll async for poll, _ in self._producer().open_stream())
+            producer = self.create_shared_stream_producer(self.serialize()[1])  # this watcher's own poll
+            polls = (poll async for poll, _ in producer.open_stream())
             async for event in self._follow(polls, acked=False):
                 yield event
             return
@@ -154,14 +145,6 @@ class DeltaVersionTrigger(_BaseTrigger):
             await asyncio.sleep(self.poll_interval)
 
     # -- watching -------------------------------------------------------------------------------------
-    def _producer(self) -> DeltaLogProducer:
-        return DeltaLogProducer(
-            self.table_uri,
-            storage_conn_id=self.storage_conn_id,
-            poll_interval=float(self.poll_interval),
-            wait_for_table=bool(self.wait_for_table),
-        )
-
     async def _load_cursor(self, store: Any) -> tuple[Any | None, int | None]:
         """(store to keep using, stored cursor). A store serving several assets is dropped, with a warning."""
         try:
