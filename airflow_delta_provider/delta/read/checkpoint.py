@@ -1,10 +1,7 @@
-"""Checkpoints read with pyarrow: the one home for checkpoint reading (classic single-file,
-multi-part, V2 with JSON or Parquet top-level files and sidecars).
+"""Checkpoint reading (classic, multi-part, V2 with JSON or Parquet top-level files and sidecars).
 
-File actions stay Arrow columns, never one Python object per file; non-file actions become action
-objects. Failures become typed errors naming the table, version and file. The local engine reads
-whole checkpoints here; the Spark engine's driver reads non-file actions and sidecar names with the
-same helpers.
+File actions stay Arrow columns; non-file actions become action objects; failures become typed errors
+naming the table, version and file.
 """
 
 from __future__ import annotations
@@ -57,11 +54,8 @@ SidecarCheck = Callable[[list[SidecarRef]], None]
 
 @contextmanager
 def checkpoint_read_errors(table: str, version: int, file: str) -> Iterator[None]:
-    """Reading one checkpoint file: failures become typed errors naming table, version and file.
-
-    A listed file that is gone is a malformed checkpoint; permission and connection failures are
-    storage errors (transient unless permission); anything unreadable is a malformed checkpoint.
-    """
+    """Reading one checkpoint file: a missing or unreadable file is a malformed checkpoint; permission and
+    connection failures are storage errors (transient unless permission)."""
     try:
         yield
     except DeltaError:
@@ -103,8 +97,8 @@ def sidecar_read_errors(table: str, version: int, sidecar: str) -> Iterator[None
 
 
 def checkpoint_sidecars(store: LogStore, log_dir: str, actions: Sequence[Action]) -> list[SidecarRef]:
-    """The sidecars a V2 checkpoint's actions name, with their sizes: as logged (`sizeInBytes`), else
-    from the store, else None. A sidecar the store cannot stat is left to the read, which reports it."""
+    """The sidecars a V2 checkpoint's actions name, with their sizes: as logged, else from the store, else
+    None (the read then reports a sidecar the store cannot stat)."""
     out: list[SidecarRef] = []
     for action in actions:
         if not isinstance(action, Sidecar):
@@ -136,12 +130,8 @@ class CheckpointData:
 
 
 def _open_native(store: LogStore, path: str) -> Any:
-    """A local file memory-mapped by Arrow: reads release the GIL (the checkpoint read overlaps the
-    commit replay) and allocate no read buffers (copying a 161 MB checkpoint into fresh memory cost
-    0.1-0.7 s of kernel time in page faults in one load out of three on this project's VM;
-    `bench/RESULTS.md`). Other stores, and subclasses that may wrap reads, go through `store.open`.
-    Checkpoints are immutable once written: a file truncated in place while mapped (which no Delta
-    writer does) would fault the process."""
+    """A local file memory-mapped (reads release the GIL and allocate no read buffers; checkpoints are
+    immutable); other stores, and subclasses that may wrap reads, through `store.open`."""
     if type(store) is LocalLogStore:
         return pa.memory_map(local_path(path))
     return store.open(path)
@@ -219,23 +209,28 @@ def _file_actions(table: pa.Table, name: str, schema: pa.Schema) -> pa.Table:
     writers group adds and removes) is sliced, not filtered, and children already of the target
     type are used as they are.
     """
-    if name not in table.column_names:
+    col = _struct_column(table, name)
+    if col is None:
         return empty_table(schema)
-    col = table.column(name)
-    if pa.types.is_null(col.type) or col.null_count == len(col):
-        return empty_table(schema)
-    if not pa.types.is_struct(col.type):
-        raise ValueError(f"column {name!r} has type {col.type}, expected a struct")
     if col.type.get_field_index("path") < 0:
         raise ValueError(f"column {name!r} has no 'path' field")
-    batches = []
-    for chunk in col.chunks:
-        rows = _file_rows(chunk)
-        if rows is not None and len(rows):
-            batches.append(_conform_batch(rows, schema))
-    if not batches:
-        return empty_table(schema)
-    return pa.Table.from_batches(batches, schema=schema)
+    target = pa.struct(list(schema))
+    # no parent row of a row with a `path` is null: the struct converts to a batch as it is
+    rows = [r for r in map(_file_rows, col.chunks) if r is not None]
+    batches = [pa.RecordBatch.from_struct_array(conform(r, target)) for r in rows]
+    return pa.Table.from_batches(batches, schema=schema) if batches else empty_table(schema)
+
+
+def _struct_column(table: pa.Table, name: str) -> pa.ChunkedArray | None:
+    """Action column `name`, None when absent or all null; `ValueError` when it is not a struct."""
+    if name not in table.column_names:
+        return None
+    col = table.column(name)
+    if pa.types.is_null(col.type) or col.null_count == len(col):
+        return None
+    if not pa.types.is_struct(col.type):
+        raise ValueError(f"column {name!r} has type {col.type}, expected a struct")
+    return col
 
 
 def _file_rows(chunk: pa.StructArray) -> pa.StructArray | None:
@@ -252,34 +247,18 @@ def _file_rows(chunk: pa.StructArray) -> pa.StructArray | None:
     return pc.filter(chunk, valid)
 
 
-def _conform_batch(rows: pa.StructArray, schema: pa.Schema) -> pa.RecordBatch:
-    """A batch of `schema` from struct rows whose `path` is never null (so no parent row is null)."""
-    return pa.RecordBatch.from_struct_array(conform(rows, pa.struct(list(schema))))
-
-
 def non_file_actions(table: pa.Table) -> list[Action]:
     out: list[Action] = []
     for name in NON_FILE_COLUMNS:
-        if name not in table.column_names:
-            continue
-        col = table.column(name)
-        if pa.types.is_null(col.type) or col.null_count == len(col):
-            continue
-        if not pa.types.is_struct(col.type):
-            raise ValueError(f"column {name!r} has type {col.type}, expected a struct")
-        valid = pc.filter(col, pc.is_valid(col))
-        for row in valid.to_pylist():
-            if row is None:
-                continue
-            action = action_from_json({name: row})
-            if action is not None:
-                out.append(action)
+        col = _struct_column(table, name)
+        if col is not None:
+            rows = pc.filter(col, pc.is_valid(col)).to_pylist()
+            out += [a for a in (action_from_json({name: r}) for r in rows if r is not None) if a is not None]
     return out
 
 
-#: Checkpoints at least this large (parquet bytes) have their `add.stats` read only when asked for;
-#: smaller ones are read whole. Stats are most of a checkpoint's bytes and few reports need them:
-#: a 17 MB checkpoint of 110k files parses in 0.04 s without them and 0.18 s with them.
+#: Checkpoints at least this large (bytes) have `add.stats` read only when asked for: stats are most of a
+#: checkpoint's bytes and few reports need them (110k files: 0.04 s without them, 0.18 s with them).
 LAZY_STATS_BYTES = 4 * 1024 * 1024
 
 
@@ -291,8 +270,7 @@ def read_checkpoint(
     lazy_stats_bytes: int = LAZY_STATS_BYTES,
     check_sidecars: SidecarCheck | None = None,
 ) -> CheckpointData:
-    """Read every file of a complete checkpoint, following V2 sidecars (`check_sidecars` sees them
-    before they are read)."""
+    """Every file of a complete checkpoint, V2 sidecars too (`check_sidecars` sees them before the read)."""
     actions: list[Action] = []
     adds: list[pa.Table] = []
     removes: list[pa.Table] = []

@@ -1,11 +1,5 @@
-"""The checkpoint file: its Parquet encoding, the `_last_checkpoint` hint and the result of a write.
-
-What every engine writes with one schema (PROTOCOL.md "Checkpoints", "Checkpoint Schema", "V2
-Spec", "Last Checkpoint File Schema"): `checkpoint_parquet` turns reconciled file rows (Arrow) and
-the non-file actions into one checkpoint file or sidecar; `update_last_checkpoint` points the hint
-at a published checkpoint. The decisions of what goes in are `protocol.checkpoints.plan_checkpoint`;
-the publish protocol is `maintenance.checkpoint`.
-"""
+"""The checkpoint file every engine writes, its `_last_checkpoint` hint and the result of a write
+(PROTOCOL.md "Checkpoints", "Checkpoint Schema", "V2 Spec", "Last Checkpoint File Schema")."""
 
 from __future__ import annotations
 
@@ -25,7 +19,6 @@ from ..protocol.filenames import LAST_CHECKPOINT_NAME
 from ..protocol.last_checkpoint import parse_last_checkpoint, render_last_checkpoint
 from ..read import arrow_compute as pc
 from ..read.arrow_build import (
-    bool_array,
     bools_from_bytes,
     column,
     int64_scalar,
@@ -85,9 +78,8 @@ SIDECAR_TYPE = pa.struct(
 
 @dataclass(frozen=True)
 class CheckpointResult:
-    """What `write_checkpoint` did. `written` is False when a classic checkpoint of that version
-    already existed (then nothing was written and the counts are the replayed state's). `path` is the
-    checkpoint file (the first part of a multi-part one, whose parts are `parts`)."""
+    """What `write_checkpoint` did. `written` is False when a classic checkpoint of that version existed
+    (the counts are then the state's). `path` is the checkpoint file (a multi-part one's first `parts`)."""
 
     version: int
     kind: CheckpointKind
@@ -145,16 +137,9 @@ def checkpoint_parquet(
     sidecar_file: bool = False,
     key_value_metadata: Mapping[str, str] | None = None,
 ) -> bytes:
-    """One checkpoint Parquet file of reconciled file rows: what every engine writes, with one schema.
-
-    :param adds: active files (ADD_SCHEMA columns, stats as JSON text): `add` rows, in order.
-    :param removes: tombstones to keep (REMOVE_SCHEMA columns): `remove` rows after the adds.
-    :param actions: the non-file actions, written first (V2: after `checkpointMetadata`, with a
-        `sidecar` row per entry of `sidecars`); None for a part without them (a multi-part checkpoint
-        holds them in its first part only).
-    :param sidecar_file: a V2 sidecar (`add` and `remove` columns only); else a checkpoint file with
-        every action column (V2 ones for a `v2Checkpoint` table).
-    :param key_value_metadata: extra footer entries (ignored by readers).
+    """One checkpoint Parquet file: `actions` first (V2: after `checkpointMetadata`, then a `sidecar` row per
+    `sidecars` entry; None for a part without them), then the `adds` (ADD_SCHEMA) and `removes`
+    (REMOVE_SCHEMA) rows. `sidecar_file`: a V2 sidecar, with `add` and `remove` columns only.
     """
     add_type = _add_type(plan)
     if sidecar_file:
@@ -170,10 +155,8 @@ def checkpoint_parquet(
 def _parquet(
     schema: pa.Schema, batches: Iterator[pa.RecordBatch], key_value_metadata: Mapping[str, str] | None = None
 ) -> bytes:
-    """Snappy Parquet of `batches`, one row group per batch. Dictionaries only for partition values
-    (elsewhere values are per file, or the rows are few: trying costs more than it saves, 1.8 s
-    against 1.3 s for 1M files); column statistics only for the parsed structs, which readers can use
-    to skip row groups (kernel-rs does)."""
+    """Snappy Parquet of `batches`, a row group each. Dictionaries only for partition values (elsewhere
+    they cost more than they save); statistics only for the parsed structs (readers skip row groups)."""
     leaves = [leaf for f in schema for leaf in _leaf_paths(f.name, f.type)]
     dictionary = [p for p in leaves if p.startswith(_DICTIONARY_PREFIXES)]
     parsed = [p for p in leaves if p.startswith(("add.stats_parsed.", "add.partitionValues_parsed."))]
@@ -215,28 +198,7 @@ def _non_file_batch(
     rows: list[dict[str, Any]] = [{"checkpointMetadata": {"version": plan.version}}] if plan.kind == "v2" else []
     rows += [action_to_json(a) for a in actions]
     rows += [{"sidecar": s} for s in sidecars]
-    return pa.RecordBatch.from_arrays([_array([r.get(f.name) for r in rows], f.type) for f in schema], schema=schema)
-
-
-def _array(values: list[Any], type_: pa.DataType) -> pa.Array:
-    """`column` from `read.arrow_build` (no pandas), with lists of strings and structs holding them."""
-    n = len(values)
-    if all(v is None for v in values):
-        return pa.nulls(n, type_)
-    validity = None if all(v is not None for v in values) else bool_array([v is not None for v in values])
-    buffers = [None if validity is None else validity.buffers()[1]]
-    if pa.types.is_list(type_):
-        offsets = [0]
-        for v in values:
-            offsets.append(offsets[-1] + len(v or ()))
-        flat = [x for v in values for x in (v or ())]
-        child = _array(flat, type_.value_type)
-        offsets_buffer = int_array(offsets, pa.int32()).buffers()[1]
-        return pa.Array.from_buffers(type_, n, [*buffers, offsets_buffer], children=[child])
-    if pa.types.is_struct(type_):
-        children = [_array([None if v is None else v.get(f.name) for v in values], f.type) for f in type_]
-        return pa.Array.from_buffers(type_, n, buffers, children=children)
-    return column(values, type_)
+    return pa.RecordBatch.from_arrays([column([r.get(f.name) for r in rows], f.type) for f in schema], schema=schema)
 
 
 def _file_batches(
@@ -374,8 +336,8 @@ def _stats_parsed(stats: pa.Array, target: pa.StructType) -> pa.Array:
 
 
 def _partition_values_parsed(values: pa.Array, plan: CheckpointPlan) -> pa.Array:
-    """`partitionValues_parsed`: each partition column (physical name) typed from the string map
-    (Spark: a cast that gives null when the value does not parse). Distinct values are parsed once."""
+    """`partitionValues_parsed`: each partition column typed from the string map (null when it does not
+    parse, as Spark's cast), distinct values parsed once."""
     children, fields = [], []
     for name, delta_type in plan.partition_fields:
         target = primitive_arrow_type(delta_type) or pa.string()
@@ -409,10 +371,8 @@ def update_last_checkpoint(
     num_add_files: int,
     parts: int | None = None,
 ) -> bool:
-    """Point `_last_checkpoint` at this checkpoint unless it already names this version or a newer one.
-
-    `num_actions`: rows of every file of the checkpoint; `size`: their bytes; `parts`: the number of
-    parts of a multi-part checkpoint (None otherwise)."""
+    """Point `_last_checkpoint` at this checkpoint unless it names this version or a newer one
+    (`num_actions`, `size`: rows and bytes of all its files; `parts`: of a multi-part one)."""
     path = store.join(log_dir, LAST_CHECKPOINT_NAME)
     try:
         current = parse_last_checkpoint(store.read_bytes(path), origin=path)
