@@ -1,13 +1,8 @@
 """`DeltaLog`: the entry point for one table (Spark `DeltaLog` + `SnapshotManagement`).
 
-`DeltaLog.for_table(path)` returns one cached instance per fully qualified table path. It lists
-`_delta_log` (starting from the `_last_checkpoint` hint), builds a validated `LogSegment`, and has an
-engine replay it into a `Snapshot`. `update()` is incremental: when only new commits arrived, it
-replays just those onto the current state.
-
-Listing is taken once per snapshot and the segment is pinned to the files listed, so a commit that
-lands while a snapshot is being built is simply not part of it: the snapshot is one consistent
-version.
+It lists `_delta_log` (from the `_last_checkpoint` hint), builds a validated `LogSegment` and has an engine
+replay it into a `Snapshot`; `update()` replays only new commits onto the current state. A snapshot's segment
+is pinned to one listing, so a commit landing meanwhile is simply not part of it.
 """
 
 from __future__ import annotations
@@ -97,6 +92,12 @@ def _store_for(uri: str, storage_options: Mapping[str, Any] | None) -> LogStore:
         ) from None
 
 
+def _commits(listing: list[FileInfo], start: int = 0) -> list[ParsedLogPath]:
+    """The commit files of a listing from version `start` on, oldest first."""
+    found = (p for p in parse_listing(listing) if p.kind is LogFileKind.COMMIT and p.version >= start)
+    return sorted(found, key=lambda p: p.version)
+
+
 def _options_digest(options: Mapping[str, Any] | None) -> str:
     if not options:
         return ""
@@ -135,17 +136,14 @@ class DeltaLog:
 
     @property
     def engine(self) -> Engine:
-        """The engine that replays segments (the local pyarrow engine unless one was given).
-
-        Created on first replay, so probes like `latest_version()` never import pyarrow.
-        """
+        """The engine that replays segments: the local one unless one was given, made on first replay so that
+        probes like `latest_version()` never import pyarrow."""
         if self._engine is None:
             from .engines.local import LocalEngine
 
             self._engine = LocalEngine()
         return self._engine
 
-    # -- cache --------------------------------------------------------------------------------------
     @classmethod
     def of(
         cls,
@@ -153,8 +151,7 @@ class DeltaLog:
         storage_options: Mapping[str, Any] | None = None,
         clock: Clock | None = None,
     ) -> DeltaLog:
-        """`table_or_log` itself when it is a `DeltaLog`, else a new one for that path or URI (what every
-        operation taking "a table or its log" does with it)."""
+        """`table_or_log` itself when it is a `DeltaLog`, else a new one for that path or URI."""
         if isinstance(table_or_log, DeltaLog):
             return table_or_log
         return cls(str(table_or_log), storage_options=storage_options, clock=clock)
@@ -190,20 +187,18 @@ class DeltaLog:
         with cls._cache_lock:
             cls._cache.clear()
 
-    # -- listing ------------------------------------------------------------------------------------
     def _storage_error(self, exc: Exception, file: str | None = None) -> StorageError:
-        transient = not isinstance(exc, PermissionError)
-        return StorageError(
-            f"Storage error: {type(exc).__name__}: {exc}", table=self.table_uri, file=file, transient=transient
-        )
+        message = f"Storage error: {type(exc).__name__}: {exc}"
+        return StorageError(message, table=self.table_uri, file=file, transient=not isinstance(exc, PermissionError))
+
+    def _no_table(self, why: str = "_delta_log holds no commit or checkpoint") -> TableNotFoundError:
+        return TableNotFoundError(f"No Delta table: {why}", table=self.table_uri)
 
     def read_last_checkpoint(self) -> LastCheckpointHint | None:
         """The `_last_checkpoint` hint, or None when it is missing or unusable."""
         try:
             data = self.store.read_bytes(self.store.join(self.log_dir, LAST_CHECKPOINT_NAME))
-        except FileNotFoundError:
-            return None
-        except IsADirectoryError:
+        except (FileNotFoundError, IsADirectoryError):
             return None
         except OSError as exc:
             raise self._storage_error(exc, LAST_CHECKPOINT_NAME) from exc
@@ -220,7 +215,7 @@ class DeltaLog:
     def _full_listing(self) -> list[FileInfo]:
         listing = self.list_log(0)
         if not listing and not self.store.is_dir(self.log_dir):
-            raise TableNotFoundError("No Delta table: _delta_log does not exist", table=self.table_uri)
+            raise self._no_table("_delta_log does not exist")
         return listing
 
     def _segment_for(self, version: int | None) -> tuple[LogSegment, list[FileInfo], bool]:
@@ -237,7 +232,7 @@ class DeltaLog:
             log.info("_last_checkpoint (version %s) gave no usable checkpoint; listing the whole log", hint.version)
         listing = self._full_listing()
         if not parse_listing(listing):
-            raise TableNotFoundError("No Delta table: _delta_log holds no commit or checkpoint", table=self.table_uri)
+            raise self._no_table()
         return build_log_segment(self.table_uri, listing, version), listing, True
 
     def log_segment(self, version: int | None = None) -> LogSegment:
@@ -247,9 +242,8 @@ class DeltaLog:
         return self._segment_for(version)[0]
 
     def load_segment(self, segment: LogSegment) -> Snapshot:
-        """The snapshot of a segment `log_segment()` returned, without listing the log again (a caller that
-        sized the segment first, e.g. to choose an engine). A checkpoint that turns out malformed falls
-        back to a fresh load at the segment's version, which lists."""
+        """The snapshot of a segment `log_segment()` returned, without listing again (a caller sized it first,
+        e.g. to choose an engine); a malformed checkpoint falls back to a fresh load at its version."""
         try:
             state = self.engine.load_state(self.table_uri, self.log_dir, self.store, segment)
         except MalformedCheckpointError as exc:
@@ -290,7 +284,6 @@ class DeltaLog:
                 except DeltaError:
                     raise exc from None
 
-    # -- snapshots ----------------------------------------------------------------------------------
     @property
     def snapshot(self) -> Snapshot:
         """The current snapshot (loaded on first use; call `update()` to refresh)."""
@@ -298,12 +291,9 @@ class DeltaLog:
             return self._current if self._current is not None else self.update()
 
     def update(self, staleness_acceptable: bool = False, *, staleness_limit_ms: int | None = None) -> Snapshot:
-        """The latest snapshot, replaying only new commits when the current state can be extended.
-
-        With `staleness_acceptable=True` an already loaded snapshot is returned without listing, as
-        long as it was updated less than `staleness_limit_ms` ago (Delta's `stalenessLimit`; None: no
-        limit). An older one is brought up to date first.
-        """
+        """The latest snapshot, replaying only new commits when the current state can be extended. With
+        `staleness_acceptable=True` a loaded snapshot updated less than `staleness_limit_ms` ago (Delta's
+        `stalenessLimit`; None: no limit) is returned without listing."""
         check_bool(staleness_acceptable, "staleness_acceptable", table=self.table_uri)
         if staleness_limit_ms is not None:
             check_number(staleness_limit_ms, "staleness_limit_ms", table=self.table_uri)
@@ -324,9 +314,7 @@ class DeltaLog:
             return snapshot
 
     def _update_from(self, current: Snapshot) -> Snapshot:
-        listing = self.list_log(current.version + 1)
-        new = [p for p in parse_listing(listing) if p.kind is LogFileKind.COMMIT and p.version > current.version]
-        new.sort(key=lambda p: p.version)
+        new = _commits(self.list_log(current.version + 1), current.version + 1)
         if not new:
             return current
         if new[0].version != current.version + 1 or any(b.version != a.version + 1 for a, b in pairwise(new)):
@@ -342,14 +330,9 @@ class DeltaLog:
         timestamp: int | str | dt.datetime | None = None,
         can_return_last_commit: bool = False,
     ) -> Snapshot:
-        """The snapshot at `version`, or at the latest commit at or before `timestamp`.
-
-        Timestamps use Spark semantics: commit times are in-commit timestamps when enabled, else
-        commit-file mtimes, made strictly increasing; before the first commit or after the last one
-        is a `TimestampOutOfRangeError` (after the last is allowed with `can_return_last_commit`).
-        A bad argument (neither or both, a non-integer or boolean version, a non-finite time) is an
-        `InvalidArgumentError` naming it.
-        """
+        """The snapshot at `version`, or at the latest commit at or before `timestamp` (Spark semantics, as
+        `commit_timestamps`): before the first commit or after the last one (unless `can_return_last_commit`)
+        is a `TimestampOutOfRangeError`."""
         if (version is None) == (timestamp is None):
             raise InvalidArgumentError(
                 "give exactly one of version or timestamp", argument="version", table=self.table_uri
@@ -371,35 +354,29 @@ class DeltaLog:
             listing = self._full_listing()
             earliest = earliest_recreatable_version(self.table_uri, listing)
             latest = latest_version_in(listing)
-            if isinstance(exc, VersionNotFoundError) and latest is not None and version > latest:
-                raise VersionNotFoundError(
-                    f"Trying to load a non-existent version {version}; the latest version is {latest}",
-                    table=self.table_uri,
-                    version=version,
-                    earliest=earliest,
-                    latest=latest,
-                ) from None
-            available = (
-                f"available versions are [{earliest}, {latest}]"
-                if earliest is not None
-                else f"no retained checkpoint or commit history reconstructs any version ({exc.message})"
-            )
+            beyond = isinstance(exc, VersionNotFoundError) and latest is not None and version > latest
+            if beyond:
+                message = f"Trying to load a non-existent version {version}; the latest version is {latest}"
+            elif earliest is not None:
+                message = f"Cannot time travel to version {version}: available versions are [{earliest}, {latest}]"
+            else:
+                message = (
+                    f"Cannot time travel to version {version}: no retained checkpoint or commit history "
+                    f"reconstructs any version ({exc.message})"
+                )
             raise VersionNotFoundError(
-                f"Cannot time travel to version {version}: {available}",
+                message,
                 table=self.table_uri,
                 version=version,
                 earliest=earliest,
                 latest=latest,
-                file=exc.file,
+                file=None if beyond else exc.file,
             ) from None
 
-    # -- cheap probes for sensors -------------------------------------------------------------------
     def latest_version(self) -> int:
-        """The newest committed version, reading only `_last_checkpoint` and the log listing.
-
-        Locally it probes `N.json` names forward from the hint (cost independent of the log length);
-        on object stores it lists once from the hint's version.
-        """
+        """The newest committed version from `_last_checkpoint` and the listing alone (no replay): locally by
+        probing `N.json` names forward from the hint (cost independent of the log's length), elsewhere by one
+        listing from the hint's version."""
         hint = self.read_last_checkpoint()
         if hint is not None and isinstance(self.store, LocalLogStore):
             found = self._probe_forward(hint.version)
@@ -411,7 +388,7 @@ class DeltaLog:
             listing = self._full_listing()
             found = latest_version_in(listing)
         if found is None:
-            raise TableNotFoundError("No Delta table: _delta_log holds no commit or checkpoint", table=self.table_uri)
+            raise self._no_table()
         return found
 
     def _commit_exists(self, version: int) -> bool:
@@ -441,23 +418,15 @@ class DeltaLog:
             return False
         return True
 
-    # -- history ----------------------------------------------------------------------------------
-    def _commit_files(self) -> list[ParsedLogPath]:
-        files = parse_listing(self._full_listing())
-        return sorted((f for f in files if f.kind is LogFileKind.COMMIT), key=lambda f: f.version)
-
     def _commit_info(self, commit: ParsedLogPath) -> CommitInfo | None:
         from .read.commits import read_commit
 
-        for action in read_commit(self.store, self.table_uri, commit):
-            if isinstance(action, CommitInfo):
-                return action
-        return None
+        return next((a for a in read_commit(self.store, self.table_uri, commit) if isinstance(a, CommitInfo)), None)
 
     def _timed(self, infos: Mapping[int, CommitInfo | None]) -> list[tuple[ParsedLogPath, int]]:
         """Every listed commit, oldest first, with its commit time (`protocol.history`): the in-commit
         timestamps of `infos` (commits not in it count by their file time) and adjusted file times."""
-        commits = self._commit_files()
+        commits = _commits(self._full_listing())
         icts = {v: i.in_commit_timestamp for v, i in infos.items() if i is not None}
         times = commit_times([(c.version, c.file.modification_time, icts.get(c.version)) for c in commits])
         return [(c, t) for c, (_, t) in zip(commits, times, strict=True)]
@@ -493,7 +462,7 @@ class DeltaLog:
         ict_from = ict_enablement_version(conf) if in_commit_timestamps_enabled(conf) else None
         infos = {}
         if ict_from is not None:
-            infos = {c.version: self._commit_info(c) for c in self._commit_files() if c.version >= ict_from}
+            infos = {c.version: self._commit_info(c) for c in _commits(listing, ict_from)}
         return [(c.version, t) for c, t in self._timed(infos) if c.version >= earliest]
 
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
@@ -501,47 +470,38 @@ class DeltaLog:
         `file_modification_time` (the commit file's own time, ms)."""
         if limit is not None:
             check_int(limit, "limit", minimum=0, table=self.table_uri)
-        commits = self._commit_files()
-        if not commits and not parse_listing(self.list_log(0)):
-            raise TableNotFoundError("No Delta table: _delta_log holds no commit or checkpoint", table=self.table_uri)
+        listing = self._full_listing()
+        commits = _commits(listing)
+        if not commits and not parse_listing(listing):
+            raise self._no_table()
         shown = commits[::-1][:limit]
         infos = {c.version: self._commit_info(c) for c in shown}
         times = {c.version: t for c, t in self._timed(infos)}
-        out = []
-        for c in shown:
-            info = infos[c.version]
-            raw = dict(info.raw) if info is not None else {}
-            out.append(
-                {
-                    **raw,
-                    "version": c.version,
-                    "timestamp": times[c.version],
-                    "file_modification_time": c.file.modification_time,
-                }
-            )
-        return out
+        return [
+            {
+                **(dict(info.raw) if (info := infos[c.version]) is not None else {}),
+                "version": c.version,
+                "timestamp": times[c.version],
+                "file_modification_time": c.file.modification_time,
+            }
+            for c in shown
+        ]
 
     def get_changes(self, start_version: int, fail_on_data_loss: bool = False) -> Iterator[tuple[int, list[Action]]]:
-        """(version, actions) of every commit from `start_version` on, in order.
-
-        With `fail_on_data_loss`, a missing commit (cleaned up, or a gap) raises; otherwise the
-        missing versions are skipped. Arguments are checked on the call, before iteration.
-        """
+        """(version, actions) of every commit from `start_version` on, in order; a missing commit (cleaned up,
+        or a gap) raises `LogGapError` with `fail_on_data_loss`, else is skipped. Arguments are checked on the
+        call, before iteration."""
         check_int(start_version, "start_version", minimum=0, table=self.table_uri)
         check_bool(fail_on_data_loss, "fail_on_data_loss", table=self.table_uri)
         listing = self.list_log(start_version)
         if not listing and not self.store.is_dir(self.log_dir):
-            raise TableNotFoundError("No Delta table: _delta_log does not exist", table=self.table_uri)
-        commits = sorted(
-            (f for f in parse_listing(listing) if f.kind is LogFileKind.COMMIT and f.version >= start_version),
-            key=lambda f: f.version,
-        )
-        return self._changes(commits, start_version, fail_on_data_loss)
+            raise self._no_table("_delta_log does not exist")
+        return self._changes(_commits(listing, start_version), start_version, fail_on_data_loss)
 
     def _changes(
         self, commits: list[ParsedLogPath], start_version: int, fail_on_data_loss: bool
     ) -> Iterator[tuple[int, list[Action]]]:
-        from .read.commits import read_commit as _read_commit
+        from .read.commits import read_commit
 
         expected = start_version
         for c in commits:
@@ -551,5 +511,5 @@ class DeltaLog:
                     table=self.table_uri,
                     version=expected,
                 )
-            yield c.version, _read_commit(self.store, self.table_uri, c)
+            yield c.version, read_commit(self.store, self.table_uri, c)
             expected = c.version + 1

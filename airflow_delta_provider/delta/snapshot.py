@@ -52,11 +52,8 @@ Clock = Callable[[], int]
 
 
 class Snapshot:
-    """A table version: protocol, metadata, txns, domains, active files and tombstones.
-
-    Built by `DeltaLog`; checks on creation that a protocol and metadata exist and that this reader
-    supports the protocol.
-    """
+    """A table version: protocol, metadata, txns, domains, active files and tombstones. Built by `DeltaLog`;
+    refuses a state without protocol or metadata, or whose protocol this reader does not support."""
 
     def __init__(
         self,
@@ -78,27 +75,18 @@ class Snapshot:
         self.log_dir = log_dir
         self.log_segment = segment
         self.state = state
-        self._engine = engine
+        if engine is None:
+            from .engines.local import LocalEngine
+
+            engine = LocalEngine()
+        #: The engine that replayed this snapshot (it runs the heavy work of operations on it).
+        self.engine: Engine = engine
         self._store = store
         self._clock = clock
 
     def __repr__(self) -> str:
         return f"Snapshot(table={self.table!r}, version={self.version}, num_files={self.num_files})"
 
-    @property
-    def engine(self) -> Engine:
-        """The engine that replayed this snapshot (it runs the heavy work of operations on it)."""
-        if self._engine is None:
-            from .engines.local import LocalEngine
-
-            self._engine = LocalEngine()
-        return self._engine
-
-    @property
-    def engine_name(self) -> str:
-        return self.engine.name
-
-    # -- identity -------------------------------------------------------------------------------------
     @property
     def version(self) -> int:
         return self.log_segment.version
@@ -133,15 +121,14 @@ class Snapshot:
 
     @property
     def physical_partition_columns(self) -> dict[str, str]:
-        """Logical partition column -> its key in `partitionValues` and its directory name (the physical
-        name under column mapping), in partition column order."""
+        """Logical partition column -> its key in `partitionValues` (the physical name under column mapping)."""
         from .protocol.schema import physical_partition_columns
 
         return physical_partition_columns(self.schema, self.partition_columns, self.column_mapping_mode)
 
     @cached_property
     def commit_info(self) -> CommitInfo | None:
-        """The commitInfo of the commit at this version (read on demand when replay did not see it)."""
+        """The commitInfo at this version (read on demand when replay did not see it)."""
         if self.state.last_commit_info is not None:
             return self.state.last_commit_info
         from .read.commits import read_commit
@@ -156,9 +143,8 @@ class Snapshot:
 
     @cached_property
     def timestamp(self) -> int:
-        """Commit time in ms (the rule in `protocol.history`): the in-commit timestamp when enabled, else
-        the commit file's time made strictly increasing over the retained commits (the time that timestamp
-        time travel gives this version for; `file_timestamp` is the file's own)."""
+        """Commit time in ms (`protocol.history`): the in-commit timestamp when enabled, else the file times
+        made strictly increasing over the retained commits, as timestamp time travel reads them."""
         conf = self.metadata.configuration
         if in_commit_timestamps_enabled(conf) and self.version >= ict_enablement_version(conf):
             info = self.commit_info
@@ -174,10 +160,9 @@ class Snapshot:
 
     @property
     def file_timestamp(self) -> int:
-        """Modification time (ms) of this version's commit file (of its checkpoint when no commit is retained)."""
+        """Modification time (ms) of this version's commit file (its checkpoint's when no commit is retained)."""
         return self.log_segment.last_modification_time
 
-    # -- transactions and domains -------------------------------------------------------------------
     @property
     def min_set_transaction_retention_timestamp(self) -> int | None:
         ms = set_transaction_retention_ms(self.metadata.configuration)
@@ -200,7 +185,6 @@ class Snapshot:
     def domain_metadata(self) -> dict[str, DomainMetadata]:
         return dict(self.state.domain_metadata)
 
-    # -- files --------------------------------------------------------------------------------------
     @property
     def add_files_table(self) -> pa.Table:
         """Active files as an Arrow table (paths as logged, stats as raw JSON)."""
@@ -220,10 +204,7 @@ class Snapshot:
         return self.state.files.size_in_bytes
 
     def partition_values(self, add: AddFile) -> dict[str, Any]:
-        """`add`'s partition values typed by the schema, keyed by logical column name.
-
-        Reads physical names under column mapping; `""` and missing values are None.
-        """
+        """`add`'s partition values typed by the schema, by logical column name; `""` and missing are None."""
         from .protocol.schema import parse_partition_value
 
         out: dict[str, Any] = {}
@@ -248,14 +229,10 @@ class Snapshot:
         data_filters: Iterable[Sequence[Any]] | None = None,
         with_stats: bool = False,
     ) -> list[AddFile]:
-        """Active files that may hold rows matching `where` and the filters (partition pruning + data skipping).
-
-        :param where: a predicate (`protocol.predicate` grammar: text, or a parsed expression), on any column.
-        :param partition_filters: `(column, op, value)` tuples on partition columns, ANDed with `where`.
-        :param data_filters: the same on any column. A list given as `where` is read as `partition_filters`.
-        :param with_stats: the files returned carry their stats even when a predicate on partition columns
-            alone does not need them (without a predicate they always do).
-        """
+        """Active files that may hold rows matching `where` (a `protocol.predicate` text or expression) and the
+        `(column, op, value)` filters, ANDed (partition pruning and data skipping). A list given as `where` is
+        read as `partition_filters`. `with_stats`: the files carry their stats even when the predicate does
+        not need them (without one they always do)."""
         from .protocol.predicate import Expr, parse_predicate
         from .read.file_index import file_predicate, matching_files
 
@@ -274,7 +251,6 @@ class Snapshot:
         mapped = self.column_mapping_mode != "none"
         return matching_files(adds, expr, self.schema, self.partition_columns, column_mapping=mapped, table=self.table)
 
-    # -- tombstones ---------------------------------------------------------------------------------
     @property
     def tombstone_retention_ms(self) -> int:
         """`delta.deletedFileRetentionDuration` in ms (default one week)."""
@@ -282,7 +258,7 @@ class Snapshot:
 
     @property
     def min_file_retention_timestamp(self) -> int:
-        """Tombstones deleted at or before this time (ms) are past retention: safe for VACUUM."""
+        """Tombstones deleted at or before this time (ms) are past retention."""
         return self._clock() - self.tombstone_retention_ms
 
     @property
@@ -291,8 +267,7 @@ class Snapshot:
         return self._store
 
     def transaction(self, operation: str, parameters: Mapping[str, Any] | None = None, **options: Any) -> Transaction:
-        """A transaction on this snapshot for `operation` (Delta's name: `WRITE`, `OPTIMIZE`, ...);
-        see `delta.txn.transaction.start_transaction` for the options."""
+        """A transaction on this snapshot for `operation` (`WRITE`, `OPTIMIZE`, ...; see `start_transaction`)."""
         from .txn.transaction import start_transaction
 
         return start_transaction(self, operation, parameters, **options)
@@ -319,11 +294,8 @@ class Snapshot:
         now_ms: int | None = None,
         include_expired: bool = False,
     ) -> list[RemoveFile]:
-        """Removed files still inside retention (`deletionTimestamp > now - retention`).
-
-        `retention_hours` overrides the table's `delta.deletedFileRetentionDuration`;
-        `include_expired=True` returns every tombstone the log still holds.
-        """
+        """Removed files still inside retention (`deletionTimestamp > now - retention`); `retention_hours`
+        overrides the table's, `include_expired=True` returns every tombstone the log holds."""
         files = self.state.files
         from .read import arrow_compute as pc
         from .read.arrow_build import int64_scalar
@@ -337,9 +309,8 @@ class Snapshot:
         return list(iter_removes(table))
 
     def uncache(self) -> None:
-        """Release the cluster memory this snapshot's state holds (the Spark engine's persisted RDDs;
-        the local engine holds none). The snapshot stays usable: Spark recomputes what it reads again.
-        `DeltaLog.update()` does this for the snapshot it replaces, as Delta's `SnapshotManagement` does."""
+        """Release the cluster memory this state holds (the Spark engine's persisted RDDs); the snapshot stays
+        usable. `DeltaLog.update()` does this for the snapshot it replaces, as Delta's `SnapshotManagement`."""
         self.state.files.uncache()
 
     def num_tombstones(self, retention_hours: float | None = None, *, now_ms: int | None = None) -> int:
@@ -361,10 +332,9 @@ class Snapshot:
         """Distinct paths among active files; below `num_files` when a path is active twice."""
         return self.state.files.num_distinct_paths()
 
-    # -- checkpoint ---------------------------------------------------------------------------------
     def checkpoint(self) -> Iterator[Action]:
-        """The state as checkpoint actions, in the seeds' order: protocol, metadata, domains, txns,
-        then active files and unexpired tombstones sorted by path."""
+        """The state as checkpoint actions: protocol, metadata, domains, txns, then active files and unexpired
+        tombstones sorted by path."""
         yield self.protocol
         yield self.metadata
         yield from self.domain_metadata.values()
