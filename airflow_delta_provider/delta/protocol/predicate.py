@@ -26,11 +26,8 @@ Grammar (keywords are case-insensitive; whitespace separates tokens and is other
 - Comparisons are `column op literal` (a literal on the left, or two columns, is an error).
 
 Anything else, including empty input, raises `PredicateSyntaxError` naming the 1-based character position
-(`.position`) and what was expected.
-
-Evaluation follows SQL: a comparison with NULL is unknown (`None`), NOT/AND/OR are Kleene's, and a
-filter keeps a row only when the predicate is `True`. `might_match_file` prunes files conservatively
-from partition values (exact) and `stats` (a file is dropped only when its stats prove no row can match).
+(`.position`) and what was expected. Evaluation follows SQL: a comparison with NULL is unknown (`None`),
+NOT/AND/OR are Kleene's, and a filter keeps a row only when the predicate is `True`.
 """
 
 from __future__ import annotations
@@ -38,27 +35,12 @@ from __future__ import annotations
 import datetime as dt
 import operator
 import re
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import InvalidArgumentError, PredicateSyntaxError
-
-__all__ = [
-    "And",
-    "Comparison",
-    "Expr",
-    "InList",
-    "IsNull",
-    "Not",
-    "Or",
-    "PredicateSyntaxError",
-    "evaluate_row",
-    "might_match_file",
-    "parse_predicate",
-    "validate",
-]
 
 #: Writers cut string stats to this many characters: a longer-or-equal maximum is not an upper bound.
 STRING_PREFIX_LENGTH = 32
@@ -68,12 +50,22 @@ MAX_DEPTH = 100  # nested parentheses and NOTs
 # -- expression tree ---------------------------------------------------------------------------------------
 
 
-def _unique(names: Iterable[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(names))
+class _Leaf:
+    __slots__ = ()
+
+    def columns(self) -> tuple[str, ...]:
+        return (self.column,)  # type: ignore[attr-defined]
+
+
+class _Junction:
+    __slots__ = ()
+
+    def columns(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c for child in self.children for c in child.columns()))  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True, slots=True)
-class Comparison:
+class Comparison(_Leaf):
     """`column op value`; `op` is one of `= != < <= > >=` (`==` and `<>` are normalised)."""
 
     column: str
@@ -81,12 +73,9 @@ class Comparison:
     value: Any
     pos: int | None = field(default=None, compare=False, repr=False)
 
-    def columns(self) -> tuple[str, ...]:
-        return (self.column,)
-
 
 @dataclass(frozen=True, slots=True)
-class InList:
+class InList(_Leaf):
     """`column [NOT] IN (values)`."""
 
     column: str
@@ -94,20 +83,14 @@ class InList:
     negated: bool = False
     pos: int | None = field(default=None, compare=False, repr=False)
 
-    def columns(self) -> tuple[str, ...]:
-        return (self.column,)
-
 
 @dataclass(frozen=True, slots=True)
-class IsNull:
+class IsNull(_Leaf):
     """`column IS [NOT] NULL`."""
 
     column: str
     negated: bool = False
     pos: int | None = field(default=None, compare=False, repr=False)
-
-    def columns(self) -> tuple[str, ...]:
-        return (self.column,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,19 +102,13 @@ class Not:
 
 
 @dataclass(frozen=True, slots=True)
-class And:
+class And(_Junction):
     children: tuple[Expr, ...]
-
-    def columns(self) -> tuple[str, ...]:
-        return _unique(c for child in self.children for c in child.columns())
 
 
 @dataclass(frozen=True, slots=True)
-class Or:
+class Or(_Junction):
     children: tuple[Expr, ...]
-
-    def columns(self) -> tuple[str, ...]:
-        return _unique(c for child in self.children for c in child.columns())
 
 
 Expr = And | Or | Not | Comparison | InList | IsNull
@@ -142,23 +119,26 @@ Leaf = Comparison | InList | IsNull
 
 _RESERVED = frozenset({"and", "or", "not", "in", "is", "null", "true", "false"})
 _OPS = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
-_TOKEN_RE = re.compile(
-    r"(?P<number>[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)"
-    r"|(?P<ident>[^\W\d]\w*)"
-    r"|(?P<op><=|>=|<>|!=|==|=|<|>)"
-    r"|(?P<punct>[(),.])"
+_TOKEN_RE = re.compile(  # possessive quantifiers: an unterminated quote fails where it opens
+    r"""\s*+(?:(?P<string>'(?:[^']|'')*+'|"(?:[^"]|"")*+")|(?P<qident>`(?:[^`]|``)*+`)"""
+    r"|(?P<number>[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)"
+    r"|(?P<ident>[^\W\d]\w*)|(?P<op><=|>=|<>|!=|==|=|<|>)|(?P<punct>[(),.])|(?P<end>\Z))"
 )
 _DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _TIMESTAMP_RE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)?(?:Z|[+-]\d{2}:\d{2})?")
 
 
-@dataclass(frozen=True, slots=True)
-class _Token:
-    kind: str  # number ident qident string op ( ) , . end
+def _error(label: str, message: str, pos: int | None) -> PredicateSyntaxError:
+    return PredicateSyntaxError(f"{label}: {message}", position=pos, argument=label)
+
+
+class _Token(NamedTuple):
+    kind: str  # string qident number ident op end, or the punctuation itself: ( ) , .
     text: str  # as written
     value: Any
     pos: int  # 1-based
 
+    @property
     def keyword(self) -> str | None:
         return self.text.lower() if self.kind == "ident" else None
 
@@ -170,51 +150,26 @@ class _Token:
 
 def _tokenize(text: str, label: str) -> list[_Token]:
     tokens: list[_Token] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c.isspace():
-            i += 1
-            continue
-        if c in "'\"`":
-            parts, j = [], i + 1
-            while True:
-                k = text.find(c, j)
-                if k < 0:
-                    what = "backquoted name" if c == "`" else "string"
-                    raise PredicateSyntaxError(
-                        f"{label}: unterminated {what} at position {i + 1}", position=i + 1, argument=label
-                    )
-                parts.append(text[j:k])
-                if not text.startswith(c, k + 1):
-                    break
-                parts.append(c)
-                j = k + 2
-            value = "".join(parts)
-            if c == "`" and not value:
-                raise PredicateSyntaxError(
-                    f"{label}: empty backquoted name at position {i + 1}", position=i + 1, argument=label
-                )
-            tokens.append(_Token("qident" if c == "`" else "string", text[i : k + 1], value, i + 1))
-            i = k + 1
-            continue
+    i = 0
+    while not tokens or tokens[-1].kind != "end":
         m = _TOKEN_RE.match(text, i)
         if m is None:
-            raise PredicateSyntaxError(
-                f"{label}: unexpected character {c!r} at position {i + 1}", position=i + 1, argument=label
-            )
-        kind, word = m.lastgroup or "", m.group()
-        if kind == "number":
-            if m.end() < n and (text[m.end()].isalnum() or text[m.end()] in "_.'\"`"):
-                raise PredicateSyntaxError(
-                    f"{label}: malformed number at position {i + 1}", position=i + 1, argument=label
-                )
-            value: Any = float(word) if "e" in word.lower() else Decimal(word) if "." in word else int(word)
-            tokens.append(_Token("number", word, value, i + 1))
-        else:
-            tokens.append(_Token(kind if kind in ("ident", "op") else word, word, word, i + 1))
+            i = len(text) - len(text[i:].lstrip())
+            what = {"`": "unterminated backquoted name", "'": "unterminated string", '"': "unterminated string"}
+            message = what.get(text[i], f"unexpected character {text[i]!r}")
+            raise _error(label, f"{message} at position {i + 1}", i + 1)
+        kind, word, pos = m.lastgroup or "", m[m.lastgroup or 0], m.start(m.lastgroup) + 1
+        value: Any = word
+        if kind in ("string", "qident"):
+            value = word[1:-1].replace(word[0] * 2, word[0])
+            if kind == "qident" and not value:
+                raise _error(label, f"empty backquoted name at position {pos}", pos)
+        elif kind == "number":
+            if m.end() < len(text) and (text[m.end()].isalnum() or text[m.end()] in "_.'\"`"):
+                raise _error(label, f"malformed number at position {pos}", pos)
+            value = float(word) if "e" in word.lower() else Decimal(word) if "." in word else int(word)
+        tokens.append(_Token(word if kind == "punct" else kind, word, value, pos))
         i = m.end()
-    tokens.append(_Token("end", "", None, n + 1))
     return tokens
 
 
@@ -230,61 +185,47 @@ class _Parser:
         return self.tokens[self.i]
 
     def advance(self) -> _Token:
-        tok = self.tokens[self.i]
         self.i += 1
-        return tok
+        return self.tokens[self.i - 1]
 
     def fail(self, expected: str, *, hint: str = "") -> PredicateSyntaxError:
         tok = self.tok
         after = f" after {self.tokens[self.i - 1].shown()}" if self.i else ""
-        found = tok.shown()
-        if tok.keyword() in _RESERVED and "column" in expected:
+        if tok.keyword in _RESERVED and "column" in expected:
             hint = hint or f" (backquote a column named like a keyword: `{tok.text}`)"
-        return PredicateSyntaxError(
-            f"{self.label}: expected {expected}{after} at position {tok.pos}, found {found}{hint}",
-            position=tok.pos,
-            argument=self.label,
+        return _error(
+            self.label, f"expected {expected}{after} at position {tok.pos}, found {tok.shown()}{hint}", tok.pos
         )
 
     def nest(self, pos: int) -> None:
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            raise PredicateSyntaxError(
-                f"{self.label}: more than {MAX_DEPTH} nested NOTs or parentheses at position {pos}",
-                position=pos,
-                argument=self.label,
-            )
+            raise _error(self.label, f"more than {MAX_DEPTH} nested NOTs or parentheses at position {pos}", pos)
 
     def parse(self) -> Expr:
-        expr = self.or_expr()
+        expr = self.junction("or")
         if self.tok.kind != "end":
             raise self.fail("AND, OR or end of input")
         return expr
 
-    def or_expr(self) -> Expr:
-        items = [self.and_expr()]
-        while self.tok.keyword() == "or":
+    def junction(self, word: str) -> Expr:
+        """`or_expr` and `and_expr` of the grammar: operands joined by `word`."""
+        operand = (lambda: self.junction("and")) if word == "or" else self.not_expr
+        items = [operand()]
+        while self.tok.keyword == word:
             self.advance()
-            items.append(self.and_expr())
-        return items[0] if len(items) == 1 else Or(tuple(items))
-
-    def and_expr(self) -> Expr:
-        items = [self.not_expr()]
-        while self.tok.keyword() == "and":
-            self.advance()
-            items.append(self.not_expr())
-        return items[0] if len(items) == 1 else And(tuple(items))
+            items.append(operand())
+        return items[0] if len(items) == 1 else (Or if word == "or" else And)(tuple(items))
 
     def not_expr(self) -> Expr:
-        depth = self.depth
-        nots = 0
-        while self.tok.keyword() == "not":
+        depth, nots = self.depth, 0
+        while self.tok.keyword == "not":
             self.nest(self.advance().pos)
             nots += 1
         if self.tok.kind == "(":
             opening = self.advance()
             self.nest(opening.pos)
-            expr = self.or_expr()
+            expr = self.junction("or")
             if self.tok.kind != ")":
                 raise self.fail("')'", hint=f"; the '(' at position {opening.pos} is not closed")
             self.advance()
@@ -295,42 +236,36 @@ class _Parser:
         self.depth = depth
         return expr
 
+    def expect(self, kind: str, expected: str) -> None:
+        if self.tok.kind != kind and self.tok.keyword != kind:
+            raise self.fail(expected)
+        self.advance()
+
     def condition(self) -> Leaf:
         pos = self.tok.pos
         column = self.column()
-        tok = self.tok
+        tok = self.advance()
         if tok.kind == "op":
-            self.advance()
             return Comparison(column, _OPS[tok.text], self.literal(), pos)
-        keyword = tok.keyword()
-        if keyword == "is":
-            self.advance()
-            negated = self.tok.keyword() == "not"
+        if tok.keyword == "is":
+            negated = self.tok.keyword == "not"
             if negated:
                 self.advance()
-            if self.tok.keyword() != "null":
-                raise self.fail("NULL" if negated else "NULL or NOT NULL")
-            self.advance()
+            self.expect("null", "NULL" if negated else "NULL or NOT NULL")
             return IsNull(column, negated, pos)
-        negated = keyword == "not"
+        negated = tok.keyword == "not"
         if negated:
+            self.expect("in", "IN")
+        elif tok.keyword != "in":
+            self.i -= 1
+            raise self.fail("a comparison operator, IN, NOT IN or IS")
+        self.expect("(", "'(' and a list of values")
+        values = [self.literal()]
+        while self.tok.kind == ",":
             self.advance()
-            if self.tok.keyword() != "in":
-                raise self.fail("IN")
-        if self.tok.keyword() == "in":
-            self.advance()
-            if self.tok.kind != "(":
-                raise self.fail("'(' and a list of values")
-            self.advance()
-            values = [self.literal()]
-            while self.tok.kind == ",":
-                self.advance()
-                values.append(self.literal())
-            if self.tok.kind != ")":
-                raise self.fail("',' or ')'")
-            self.advance()
-            return InList(column, tuple(values), negated, pos)
-        raise self.fail("a comparison operator, IN, NOT IN or IS")
+            values.append(self.literal())
+        self.expect(")", "',' or ')'")
+        return InList(column, tuple(values), negated, pos)
 
     def column(self) -> str:
         parts = [self.name("a column name, NOT or '('")]
@@ -341,14 +276,14 @@ class _Parser:
 
     def name(self, expected: str) -> str:
         tok = self.tok
-        if tok.kind == "qident" or (tok.kind == "ident" and tok.keyword() not in _RESERVED):
+        if tok.kind == "qident" or (tok.kind == "ident" and tok.keyword not in _RESERVED):
             self.advance()
             return str(tok.value)
         raise self.fail(expected)
 
     def literal(self) -> Any:
         tok = self.tok
-        keyword = tok.keyword()
+        keyword = tok.keyword
         if tok.kind in ("string", "number") or keyword in ("true", "false"):
             self.advance()
             return tok.value if keyword is None else keyword == "true"
@@ -362,16 +297,11 @@ class _Parser:
                 return parse(string.value)
             except ValueError:
                 shape = "'YYYY-MM-DD'" if keyword == "date" else "'YYYY-MM-DD HH:MM:SS[.ffffff][Z|+HH:MM]'"
-                raise PredicateSyntaxError(
-                    f"{self.label}: invalid {keyword.upper()} literal {string.text} at position {string.pos}"
-                    f" (expected {shape})",
-                    position=string.pos,
-                    argument=self.label,
-                ) from None
+                message = f"invalid {keyword.upper()} literal {string.text} at position {string.pos} (expected {shape})"
+                raise _error(self.label, message, string.pos) from None
         if keyword == "null":
             raise self.fail("a value", hint=" (NULL is only valid in IS NULL / IS NOT NULL)")
-        hint = " (quote strings: 'text')" if tok.kind in ("ident", "qident") else ""
-        raise self.fail("a value", hint=hint)
+        raise self.fail("a value", hint=" (quote strings: 'text')" if tok.kind in ("ident", "qident") else "")
 
 
 def parse_predicate(text: str, *, label: str = "--where") -> Expr:
@@ -382,13 +312,9 @@ def parse_predicate(text: str, *, label: str = "--where") -> Expr:
 # -- values ------------------------------------------------------------------------------------------------
 
 _MISSING = object()
-_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
-    "=": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
+_COMPARE = {
+    op: getattr(operator, name)
+    for op, name in {"=": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}.items()
 }
 
 
@@ -584,15 +510,11 @@ def _stats_outcomes(leaf: Leaf, stats: Mapping[str, Any]) -> Outcomes:
     nulls = nulls if isinstance(nulls, int) and not isinstance(nulls, bool) else None
     may_be_null = nulls is None or nulls > 0
     may_be_value = nulls is None or num is None or nulls < num
-    out: set[bool | None] = set()
     if isinstance(leaf, IsNull):
-        if may_be_null:
-            out.add(not leaf.negated)
-        if may_be_value:
-            out.add(leaf.negated)
-        return frozenset(out)
-    if may_be_null:
-        out.add(None)
+        return frozenset(
+            v for v, possible in ((not leaf.negated, may_be_null), (leaf.negated, may_be_value)) if possible
+        )
+    out: set[bool | None] = {None} if may_be_null else set()
     if may_be_value:
         lo = _lookup(stats.get("minValues"), leaf.column)
         hi = _lookup(stats.get("maxValues"), leaf.column)
@@ -631,12 +553,11 @@ def might_match_file(
     stats: Mapping[str, Any] | None,
     partition_columns: Iterable[str],
 ) -> bool:
-    """False only when the file cannot hold a row for which `expr` is true.
+    """False only when the file cannot hold a row for which `expr` is true (a conservative prune).
 
-    Partition columns are evaluated exactly on the typed `partition_values` (a missing key is null).
-    Other columns use the parsed `stats` (`numRecords`, `nullCount`, `minValues`, `maxValues`, nested
-    dicts for dotted columns): missing or unusable stats keep the file. Give `expr` through `validate`
-    first so that literals have the columns' types (a string literal is compared with stats as a string).
+    Partition columns are evaluated exactly on the typed `partition_values` (a missing key is null); other
+    columns on the parsed `stats`, where missing or unusable stats keep the file. Give `expr` through
+    `validate` first so that literals have the columns' types.
     """
     if stats and stats.get("numRecords") == 0:
         return False
@@ -707,13 +628,8 @@ def _resolve(column: str, schema_fields: Mapping[str, str], pos: int | None, lab
         return matches[0]
     at = f" at position {pos}" if pos is not None else ""
     if matches:
-        raise PredicateSyntaxError(
-            f"{label}: column {column!r}{at} is ambiguous: {matches}", position=pos, argument=label
-        )
-    known = ", ".join(schema_fields)
-    raise PredicateSyntaxError(
-        f"{label}: unknown column {column!r}{at} (columns: {known})", position=pos, argument=label
-    )
+        raise _error(label, f"column {column!r}{at} is ambiguous: {matches}", pos)
+    raise _error(label, f"unknown column {column!r}{at} (columns: {', '.join(schema_fields)})", pos)
 
 
 def validate(expr: Expr, schema_fields: Mapping[str, str], *, label: str = "--where") -> Expr:
@@ -727,7 +643,7 @@ def validate(expr: Expr, schema_fields: Mapping[str, str], *, label: str = "--wh
         return Not(validate(expr.child, schema_fields, label=label))
     column = _resolve(expr.column, schema_fields, expr.pos, label)
     if isinstance(expr, IsNull):
-        return IsNull(column, expr.negated, expr.pos)
+        return replace(expr, column=column)
     type_name = schema_fields[column].strip().lower().replace(" ", "")
 
     def typed(value: Any) -> Any:
@@ -735,12 +651,10 @@ def validate(expr: Expr, schema_fields: Mapping[str, str], *, label: str = "--wh
             return _coerce(value, type_name)
         except (TypeError, ValueError, ArithmeticError):
             at = f" at position {expr.pos}" if expr.pos is not None else ""
-            raise PredicateSyntaxError(
-                f"{label}: {value!r} is not a valid {type_name} value for column {column!r}{at}",
-                position=expr.pos,
-                argument=label,
+            raise _error(
+                label, f"{value!r} is not a valid {type_name} value for column {column!r}{at}", expr.pos
             ) from None
 
     if isinstance(expr, Comparison):
-        return Comparison(column, expr.op, typed(expr.value), expr.pos)
-    return InList(column, tuple(typed(v) for v in expr.values), expr.negated, expr.pos)
+        return replace(expr, column=column, value=typed(expr.value))
+    return replace(expr, column=column, values=tuple(typed(v) for v in expr.values))
