@@ -1,4 +1,4 @@
-"""`deltalog`: inspect a Delta table's transaction log from a shell.
+"""`deltalog`: inspect and maintain a Delta table's transaction log from a shell.
 
     deltalog version PATH
     deltalog snapshot PATH [--version N | --timestamp T] [--engine local|spark] [--master URL]
@@ -14,20 +14,17 @@
     deltalog lease release PATH LEASE_ID [--location URI] [--json]
     deltalog vacuum PATH [--apply] [--quarantine] [...]   (see `deltalog vacuum --help`)
     deltalog vacuum undo PATH QUARANTINE_ID [--json]
-    deltalog vacuum purge PATH --older-than DURATION [--dry-run] [--json]
+    deltalog vacuum purge PATH --older-than DURATION [--apply] [--json]
     deltalog vacuum list PATH [--json]
     deltalog completion bash|zsh
     deltalog --version
 
-Every table command takes `--storage-option KEY=VALUE` (repeatable). `--where` takes a predicate
-(`protocol.predicate`: AND, OR, NOT, parentheses, comparisons, IN, IS [NOT] NULL, typed literals).
-Times are labelled: *commit time* is the time timestamp time travel uses for a version (in-commit
-timestamp, else the commit file's time made strictly increasing); *file time* is a file's own
-modification time.
+Every table command takes `--storage-option KEY=VALUE` (repeatable). *Commit time* is the time
+timestamp time travel uses for a version (in-commit timestamp, else the commit file's time made strictly
+increasing); *file time* is a file's own modification time.
 
 An error prints one line on stderr, `deltalog: error: <ErrorClass>: <message>`; with `--json` it is
-one JSON object on stderr instead (`status`, `error_class`, `message`, `table`, `version`, `file`, ...,
-`exit_code`). Exit codes:
+one JSON object on stderr instead (`status`, `error_class`, `message`, ..., `exit_code`). Exit codes:
 
     0  success
     1  any other error: corrupt log, version or timestamp outside the table's history, memory limit, engine
@@ -40,8 +37,6 @@ one JSON object on stderr instead (`status`, `error_class`, `message`, `table`, 
 
 `vacuum undo|purge|list` are also spelled `vacuum-undo`, `vacuum-purge`, `vacuum-list` (a table at a
 relative path named `undo`, `purge` or `list` is vacuumed as `./undo`).
-
-Shell completion: `source <(deltalog completion bash)` (bash) or `source <(deltalog completion zsh)` (zsh).
 """
 
 from __future__ import annotations
@@ -53,7 +48,7 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn, TextIO
 
 from . import __version__
@@ -70,7 +65,7 @@ from .commands.arguments import (
 )
 from .commands.command import run, storage_options_from_env
 from .commands.reports import human_bytes
-from .commands.request import VACUUM_MODES, Request
+from .commands.request import VACUUM_MODES, Request, option_names
 from .delta.errors import (
     DeltaError,
     InvalidArgumentError,
@@ -140,19 +135,6 @@ KEY_VALUE = _arg(_kv, "KEY=VALUE")
 JSON_OBJECT = _arg(_json_object, "a JSON object")
 #: The engines a command can run on (`auto` is the operators' choice to make).
 CLI_ENGINES = ("local", "spark")
-#: argparse types of the options, each calling the one parser of its kind (`commands.arguments`).
-ENGINE = cli_type(parse_choice, "--engine", choices=CLI_ENGINES)
-MODE = cli_type(parse_choice, "--mode", choices=VACUUM_MODES)
-RETENTION_HOURS = cli_type(parse_hours, "--retention-hours")
-GRACE_HOURS = cli_type(parse_hours, "--untracked-grace-hours")
-MEMORY_LIMIT_MB = cli_type(parse_number, "--memory-limit-mb", maximum=MAX_MIB, expected="a number of MiB")
-TARGET_SIZE_MB = cli_type(parse_size, "--target-size-mb", maximum=MAX_MIB, unit="MiB")
-MIN_NUM_FILES = cli_type(parse_count, "--min-num-files", minimum=1)
-MIN_SMALL_FILE_RATIO = cli_type(parse_ratio, "--min-small-file-ratio")
-
-
-TTL = cli_type(parse_duration, "--ttl", positive=True, maximum_ms=MAX_TTL_MS)
-AGE = cli_type(parse_duration, "--older-than")
 #: `deltalog vacuum undo|purge|list ...` runs the subcommand `vacuum-undo|purge|list` (`main`).
 VACUUM_SUBCOMMANDS = ("undo", "purge", "list")
 
@@ -176,9 +158,12 @@ def _spark_factory(master: str) -> Any:
     return factory
 
 
+def _storage_options(args: argparse.Namespace) -> dict[str, Any]:
+    return storage_options_from_env(args.path, dict(args.storage_option or []))
+
+
 def _run(args: argparse.Namespace, action: str, **fields: Any) -> dict[str, Any]:
     """Run `action` through the command layer; the body with the engine that ran it."""
-    options = storage_options_from_env(args.path, dict(args.storage_option or []))
     limit_mb = getattr(args, "memory_limit_mb", None)
     engine = getattr(args, "engine", "local")
     if engine == "spark" and limit_mb is not None:
@@ -188,15 +173,14 @@ def _run(args: argparse.Namespace, action: str, **fields: Any) -> dict[str, Any]
     limit: int | str | None = "auto"
     if limit_mb is not None:
         limit = int(limit_mb * 1024 * 1024) if limit_mb > 0 else None
+    travel = {"version": getattr(args, "version", None), "timestamp": getattr(args, "timestamp", None)}
     request = Request.make(
         table=args.path,
         action=action,
-        version=getattr(args, "version", None),
-        timestamp=getattr(args, "timestamp", None),
         engine=engine,
-        storage_options=options,
+        storage_options=_storage_options(args),
         memory_limit_bytes=limit,
-        **fields,
+        **{**travel, **fields},
     )
     outcome = run(request, _spark_factory(args.master) if engine == "spark" else None)
     return {**outcome.body, "engine": outcome.engine}
@@ -218,53 +202,58 @@ def _table(rows: list[list[str]], headers: list[str], out: TextIO) -> None:
         out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
 
 
-def cmd_version(args: argparse.Namespace, out: TextIO) -> None:
-    body = _run(args, "version")
-    if args.json:
-        _print_json({"version": body["version"]}, out)
-    else:
-        out.write(f"{body['version']}\n")
+Show = Callable[[dict[str, Any], TextIO], None]
 
 
-def cmd_snapshot(args: argparse.Namespace, out: TextIO) -> None:
-    s = _run(args, "snapshot", include_files=args.json, checks=args.checks)
-    if args.json:
-        _print_json(s, out)
-    else:
-        p = s["protocol"]
-        proto = f"reader {p['min_reader_version']}, writer {p['min_writer_version']}"
-        features = sorted(set(p["reader_features"] or []) | set(p["writer_features"] or []))
-        if features:
-            proto += f" ({', '.join(features)})"
-        lines = [
-            ("table", s["table"]),
-            ("version", str(s["version"])),
-            ("commit time", f"{s['timestamp']} ({s['timestamp_ms']})"),
-            ("operation", s["operation"] or "-"),
-            ("protocol", proto),
-            ("partition columns", ", ".join(s["partition_columns"]) or "-"),
-            ("files", f"{s['num_files']}"),
-            ("size", f"{human_bytes(s['size_bytes'])} ({s['size_bytes']} bytes)"),
-            ("tombstones", f"{s['num_tombstones']} within retention"),
-            ("checkpoint", "-" if s["checkpoint_version"] is None else str(s["checkpoint_version"])),
-        ]
-        if s["set_transactions"]:
-            lines.append(("app transactions", ", ".join(f"{k}={v}" for k, v in s["set_transactions"].items())))
-        lines += [
-            (f"check {c['name']}", ("ok" if c["passed"] else "FAILED: ") + c["message"]) for c in s.get("checks", [])
-        ]
-        width = max(len(k) for k, _ in lines)
-        for k, v in lines:
-            out.write(f"{k.ljust(width)}  {v}\n")
-    if s.get("checks_failed"):
-        raise _ChecksFailed(f"checks failed: {s['checks_failed']}")
+def _action(
+    action: str,
+    show: Show,
+    shape: Callable[[dict[str, Any]], Any] = lambda body: body,
+    fields: Callable[[argparse.Namespace], dict[str, Any]] = lambda args: {},
+) -> Callable[[argparse.Namespace, TextIO], None]:
+    """A command running `action` with the options its flags hold (each flag's dest is the option's name,
+    plus `fields(args)`), printing `shape(result)` as JSON or `show`'s text."""
+
+    def command(args: argparse.Namespace, out: TextIO) -> None:
+        names = option_names(action)
+        body = _run(args, action, **{k: v for k, v in vars(args).items() if k in names}, **fields(args))
+        if args.json:
+            _print_json(shape(body), out)
+        else:
+            show(body, out)
+        if body.get("checks_failed"):
+            raise _ChecksFailed(f"checks failed: {body['checks_failed']}")
+
+    return command
 
 
-def cmd_files(args: argparse.Namespace, out: TextIO) -> None:
-    body = _run(args, "files", where=args.where)
-    if args.json:
-        _print_json({k: body[k] for k in ("table", "version", "files", "engine")}, out)
-        return
+def _show_snapshot(s: dict[str, Any], out: TextIO) -> None:
+    p = s["protocol"]
+    proto = f"reader {p['min_reader_version']}, writer {p['min_writer_version']}"
+    features = sorted(set(p["reader_features"] or []) | set(p["writer_features"] or []))
+    if features:
+        proto += f" ({', '.join(features)})"
+    lines = [
+        ("table", s["table"]),
+        ("version", str(s["version"])),
+        ("commit time", f"{s['timestamp']} ({s['timestamp_ms']})"),
+        ("operation", s["operation"] or "-"),
+        ("protocol", proto),
+        ("partition columns", ", ".join(s["partition_columns"]) or "-"),
+        ("files", f"{s['num_files']}"),
+        ("size", f"{human_bytes(s['size_bytes'])} ({s['size_bytes']} bytes)"),
+        ("tombstones", f"{s['num_tombstones']} within retention"),
+        ("checkpoint", "-" if s["checkpoint_version"] is None else str(s["checkpoint_version"])),
+    ]
+    if s["set_transactions"]:
+        lines.append(("app transactions", ", ".join(f"{k}={v}" for k, v in s["set_transactions"].items())))
+    lines += [(f"check {c['name']}", ("ok" if c["passed"] else "FAILED: ") + c["message"]) for c in s.get("checks", [])]
+    width = max(len(k) for k, _ in lines)
+    for k, v in lines:
+        out.write(f"{k.ljust(width)}  {v}\n")
+
+
+def _show_files(body: dict[str, Any], out: TextIO) -> None:
     files = body["files"]
     rows = [
         [
@@ -280,11 +269,7 @@ def cmd_files(args: argparse.Namespace, out: TextIO) -> None:
     out.write(f"{len(files)} of {body['num_files']} files at version {body['version']}\n")
 
 
-def cmd_tombstones(args: argparse.Namespace, out: TextIO) -> None:
-    report = _run(args, "tombstones", retention_hours=args.retention_hours, include_files=True)
-    if args.json:
-        _print_json(report, out)
-        return
+def _show_tombstones(report: dict[str, Any], out: TextIO) -> None:
     r = report["retention"]
     out.write(
         f"version {report['version']}: {report['num_tombstones']} tombstones; retention {r['hours']:g} h "
@@ -305,11 +290,7 @@ def cmd_tombstones(args: argparse.Namespace, out: TextIO) -> None:
         _table(rows, ["path", "size", "deletion time", "state"], out)
 
 
-def cmd_history(args: argparse.Namespace, out: TextIO) -> None:
-    entries = _run(args, "history", limit=args.limit)["history"]
-    if args.json:
-        _print_json(entries, out)
-        return
+def _show_history(body: dict[str, Any], out: TextIO) -> None:
     rows = [
         [
             str(e["version"]),
@@ -318,18 +299,13 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> None:
             str(e.get("operation") or "-"),
             str(e.get("engineInfo") or "-"),
         ]
-        for e in entries
+        for e in body["history"]
     ]
     _table(rows, ["version", "commit time", "file time", "operation", "engine"], out)
 
 
-def cmd_changes(args: argparse.Namespace, out: TextIO) -> None:
-    args.version = args.start
-    changes = _run(args, "changes", fail_on_data_loss=args.fail_on_data_loss)["changes"]
-    if args.json:
-        _print_json(changes, out)
-        return
-    for c in changes:
+def _show_changes(body: dict[str, Any], out: TextIO) -> None:
+    for c in body["changes"]:
         kinds: dict[str, int] = {}
         for a in c["actions"]:
             name = next(iter(a))
@@ -338,10 +314,7 @@ def cmd_changes(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def _lease_args(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        "storage_options": storage_options_from_env(args.path, dict(args.storage_option or [])),
-        "location": args.location,
-    }
+    return {"storage_options": _storage_options(args), "location": args.location}
 
 
 def cmd_lease_add(args: argparse.Namespace, out: TextIO) -> None:
@@ -390,11 +363,7 @@ def cmd_lease_release(args: argparse.Namespace, out: TextIO) -> None:
     out.write(f"released lease {lease_id}{what}\n")
 
 
-def cmd_checkpoint(args: argparse.Namespace, out: TextIO) -> None:
-    done = _run(args, "checkpoint")
-    if args.json:
-        _print_json(done, out)
-        return
+def _show_checkpoint(done: dict[str, Any], out: TextIO) -> None:
     if not done["written"]:
         out.write(f"a checkpoint at version {done['version']} already exists: nothing written\n")
         return
@@ -407,17 +376,7 @@ def cmd_checkpoint(args: argparse.Namespace, out: TextIO) -> None:
     )
 
 
-def cmd_cleanup_log(args: argparse.Namespace, out: TextIO) -> None:
-    result = _run(
-        args,
-        "cleanup_log",
-        retention_hours=args.retention_hours,
-        apply=args.apply,
-        write_checkpoint_first=args.write_checkpoint_first,
-    )
-    if args.json:
-        _print_json(result, out)
-        return
+def _show_cleanup_log(result: dict[str, Any], out: TextIO) -> None:
     verb = "deleted" if not result["dry_run"] else "would delete (dry run: --apply deletes)"
     out.write(
         f"log cleanup, cutoff {result['cutoff']}: {verb} {result['num_files']} files ({human_bytes(result['bytes'])}); "
@@ -430,56 +389,34 @@ def cmd_cleanup_log(args: argparse.Namespace, out: TextIO) -> None:
     _write_leases(result, out)
 
 
-def cmd_vacuum(args: argparse.Namespace, out: TextIO) -> None:
-    result = _run(
-        args,
-        "vacuum",
-        retention_hours=args.retention_hours,
-        apply=args.apply,
-        mode=args.mode,
-        enforce_retention_duration=not args.no_enforce_retention,
-        untracked_grace_hours=args.untracked_grace_hours,
-        quarantine=args.quarantine,
-    )
-    if args.json:
-        _print_json(result, out)
-        return
+def _show_vacuum(result: dict[str, Any], out: TextIO) -> None:
     q = result.get("quarantine")
-    cost = ""
-    if q is not None:
-        cost = f"by {q['method']}: {q['requests']} storage calls, {human_bytes(q['bytes_copied'])} copied"
+    head = f"vacuum{' dry run' if result['dry_run'] else ''} ({result['mode']}), cutoff {result['cutoff']}:"
+    cost = (
+        "" if q is None else f"by {q['method']}: {q['requests']} storage calls, {human_bytes(q['bytes_copied'])} copied"
+    )
+    planned = f"{result['num_files']} files ({human_bytes(result['bytes'])})"
     if result["dry_run"] and q is not None:
-        out.write(
-            f"vacuum dry run ({result['mode']}), cutoff {result['cutoff']}: would quarantine {result['num_files']} "
-            f"files ({human_bytes(result['bytes'])}) {cost}; --apply moves them\n"
-        )
+        out.write(f"{head} would quarantine {planned} {cost}; --apply moves them\n")
     elif result["dry_run"]:
-        out.write(
-            f"vacuum dry run ({result['mode']}), cutoff {result['cutoff']}: would delete {result['num_files']} files "
-            f"({human_bytes(result['bytes'])}); --apply deletes\n"
-        )
+        out.write(f"{head} would delete {planned}; --apply deletes\n")
     elif q is not None:
         out.write(
-            f"vacuum ({result['mode']}), cutoff {result['cutoff']}: moved {q.get('moved', 0)} files "
-            f"({human_bytes(q.get('moved_bytes', 0))}) {cost} to quarantine {result['quarantine_id']} "
-            f"(`deltalog vacuum undo {result['table']} {result['quarantine_id']}` puts them back)\n"
+            f"{head} moved {q.get('moved', 0)} files ({human_bytes(q.get('moved_bytes', 0))}) {cost} to quarantine "
+            f"{result['quarantine_id']} (`deltalog vacuum undo {result['table']} {result['quarantine_id']}` puts "
+            "them back)\n"
         )
     else:
         out.write(
-            f"vacuum ({result['mode']}), cutoff {result['cutoff']}: deleted {result['deleted']} files "
-            f"({human_bytes(result['deleted_bytes'])}), {result['directories']} directories\n"
+            f"{head} deleted {result['deleted']} files ({human_bytes(result['deleted_bytes'])}), "
+            f"{result['directories']} directories\n"
         )
     for f in result["files"]:
         out.write(f"  {f['path']}  {human_bytes(f['size'])}\n")
     _write_leases(result, out)
 
 
-def cmd_vacuum_undo(args: argparse.Namespace, out: TextIO) -> None:
-    """Put a VACUUM quarantine's files back (`delta.maintenance.quarantine.undo_quarantine`)."""
-    result = _run(args, "vacuum_undo", quarantine_id=args.quarantine_id)
-    if args.json:
-        _print_json(result, out)
-        return
+def _show_vacuum_undo(result: dict[str, Any], out: TextIO) -> None:
     out.write(
         f"quarantine {result['quarantine_id']} {result['state']}: {result['moved']} files moved back, "
         f"{result['already_in_place']} already in place"
@@ -490,13 +427,7 @@ def cmd_vacuum_undo(args: argparse.Namespace, out: TextIO) -> None:
         out.write(f"  missing (at neither path): {path}\n")
 
 
-def cmd_vacuum_purge(args: argparse.Namespace, out: TextIO) -> None:
-    """Delete VACUUM quarantines past an age (`delta.maintenance.quarantine.purge_quarantines`)."""
-    hours = args.older_than.total_seconds() / 3600
-    result = _run(args, "vacuum_purge", older_than_hours=hours, apply=args.apply)
-    if args.json:
-        _print_json(result, out)
-        return
+def _show_vacuum_purge(result: dict[str, Any], out: TextIO) -> None:
     verb = "would purge (dry run: --apply deletes)" if result["dry_run"] else "purged"
     out.write(
         f"{verb} {result['num_purged']} quarantines ({result['deleted_files']} files, "
@@ -513,8 +444,7 @@ def cmd_vacuum_list(args: argparse.Namespace, out: TextIO) -> None:
     from .delta.maintenance.quarantine import list_quarantines
     from .delta.storage import normalize_table_uri
 
-    options = storage_options_from_env(args.path, dict(args.storage_option or []))
-    found = [q.to_dict() for q in list_quarantines(args.path, storage_options=options)]
+    found = [q.to_dict() for q in list_quarantines(args.path, storage_options=_storage_options(args))]
     if args.json:
         _print_json({"table": normalize_table_uri(args.path), "quarantines": found}, out)
         return
@@ -531,43 +461,25 @@ def _write_leases(result: Mapping[str, Any], out: TextIO) -> None:
         out.write(f"kept for lease {le['id']}: version {le['version']}, {le['owner']}, until {le['expires_at']}\n")
 
 
-def cmd_optimize(args: argparse.Namespace, out: TextIO) -> None:
-    target = None if args.target_size_mb is None else max(1, int(args.target_size_mb * 1024 * 1024))
-    result = _run(
-        args,
-        "optimize",
-        target_size=target,
-        min_num_files=args.min_num_files,
-        where=args.where,
-        apply=args.apply,
-        min_small_file_ratio=args.min_small_file_ratio,
-    )
-    if args.json:
-        keys = ("version", "num_files_removed", "num_files_added", "bytes_removed", "bytes_added", "partitions")
-        _print_json({k: result[k] for k in keys} | {"dry_run": result["dry_run"]}, out)
-        return
+def _show_optimize(result: dict[str, Any], out: TextIO) -> None:
+    removed = f"{result['num_files_removed']} files ({human_bytes(result['bytes_removed'])})"
     if result["dry_run"]:
         out.write(
-            f"optimize dry run at version {result['read_version']}: would compact {result['num_files_removed']} files "
-            f"({human_bytes(result['bytes_removed'])}) into {result['num_files_added']}; --apply compacts\n"
+            f"optimize dry run at version {result['read_version']}: would compact {removed} into "
+            f"{result['num_files_added']}; --apply compacts\n"
         )
     elif result["version"] is None:
         out.write(f"optimize: nothing to compact at version {result['read_version']}\n")
     else:
         out.write(
-            f"optimize committed version {result['version']}: {result['num_files_removed']} files "
-            f"({human_bytes(result['bytes_removed'])}) compacted into {result['num_files_added']} "
+            f"optimize committed version {result['version']}: {removed} compacted into {result['num_files_added']} "
             f"({human_bytes(result['bytes_added'])})\n"
         )
     for name, p in result["partitions"].items():
         out.write(f"  {name or '(unpartitioned)'}  {json.dumps(p)}\n")
 
 
-def cmd_restore(args: argparse.Namespace, out: TextIO) -> None:
-    result = _run(args, "restore", allow_partial=args.allow_partial, apply=args.apply)
-    if args.json:
-        _print_json({k: v for k, v in result.items() if k != "plan"}, out)
-        return
+def _show_restore(result: dict[str, Any], out: TextIO) -> None:
     m = result["metrics"]
     change = (
         f"add back {m['numRestoredFiles']} files ({human_bytes(m['restoredFilesSize'])}), "
@@ -589,11 +501,7 @@ def cmd_restore(args: argparse.Namespace, out: TextIO) -> None:
         out.write("note: the restored version is older than the table's deleted-file retention\n")
 
 
-def cmd_repair(args: argparse.Namespace, out: TextIO) -> None:
-    result = _run(args, "repair", apply=args.apply)
-    if args.json:
-        _print_json(result, out)
-        return
+def _show_repair(result: dict[str, Any], out: TextIO) -> None:
     missing = f"{result['num_missing']} of {result['num_files_checked']} active files missing from storage"
     if result["dry_run"]:
         verb = "; --apply removes them" if result["num_missing"] else ""
@@ -711,6 +619,34 @@ def zsh_completion(parser: argparse.ArgumentParser) -> str:
     return _ZSH % {"top": top, "commands": commands, "cases": "".join(cases)}
 
 
+_OPTIMIZE_JSON = ("version", "num_files_removed", "num_files_added", "bytes_removed", "bytes_added", "partitions")
+cmd_version = _action("version", lambda b, out: out.write(f"{b['version']}\n"), lambda b: {"version": b["version"]})
+cmd_snapshot = _action("snapshot", _show_snapshot, fields=lambda args: {"include_files": args.json})
+cmd_files = _action("files", _show_files, lambda b: {k: b[k] for k in ("table", "version", "files", "engine")})
+cmd_tombstones = _action("tombstones", _show_tombstones, fields=lambda args: {"include_files": True})
+cmd_history = _action("history", _show_history, lambda b: b["history"])
+cmd_changes = _action("changes", _show_changes, lambda b: b["changes"], lambda args: {"version": args.start})
+cmd_checkpoint = _action("checkpoint", _show_checkpoint)
+cmd_cleanup_log = _action("cleanup_log", _show_cleanup_log)
+cmd_vacuum = _action("vacuum", _show_vacuum)
+cmd_vacuum_undo = _action("vacuum_undo", _show_vacuum_undo)
+cmd_vacuum_purge = _action(
+    "vacuum_purge", _show_vacuum_purge, fields=lambda args: {"older_than_hours": args.older_than.total_seconds() / 3600}
+)
+cmd_optimize = _action(
+    "optimize",
+    _show_optimize,
+    lambda b: {k: b[k] for k in _OPTIMIZE_JSON} | {"dry_run": b["dry_run"]},
+    lambda args: {"target_size": None if args.target_size_mb is None else max(1, int(args.target_size_mb * 2**20))},
+)
+cmd_restore = _action("restore", _show_restore, lambda b: {k: v for k, v in b.items() if k != "plan"})
+cmd_repair = _action("repair", _show_repair)
+#: argparse types of the options, each calling the one parser of its kind (`commands.arguments`).
+ENGINE = cli_type(parse_choice, "--engine", choices=CLI_ENGINES)
+RETENTION_HOURS = cli_type(parse_hours, "--retention-hours")
+VERSION = cli_type(parse_count, "--version")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="deltalog", description="Inspect a Delta Lake transaction log.")
     parser.add_argument("--version", action="version", version=f"deltalog {__version__}")
@@ -728,12 +664,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--master", default="local[*]", help="Spark master URL for --engine spark (default local[*])")
         p.add_argument(
             "--memory-limit-mb",
-            type=MEMORY_LIMIT_MB,
+            type=cli_type(parse_number, "--memory-limit-mb", maximum=MAX_MIB, expected="a number of MiB"),
             help="local engine: refuse (before reading) a state estimated over this many MiB "
             "(default: half the memory this process may use; 0: no limit)",
         )
         g = p.add_mutually_exclusive_group()
-        g.add_argument("--version", type=cli_type(parse_count, "--version"), help="time travel to this version")
+        g.add_argument("--version", type=VERSION, help="time travel to this version")
         g.add_argument(
             "--timestamp", type=TIMESTAMP, help="time travel to the latest commit at or before (ISO-8601 or epoch ms)"
         )
@@ -774,8 +710,13 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = lease_command("add", "pin a version until the lease ends")
-    p.add_argument("--version", type=cli_type(parse_count, "--version"), required=True, help="the version to pin")
-    p.add_argument("--ttl", type=TTL, required=True, help="how long: 6h, 90m, 2d, 1h30m")
+    p.add_argument("--version", type=VERSION, required=True, help="the version to pin")
+    p.add_argument(
+        "--ttl",
+        type=cli_type(parse_duration, "--ttl", positive=True, maximum_ms=MAX_TTL_MS),
+        required=True,
+        help="how long: 6h, 90m, 2d, 1h30m",
+    )
     p.add_argument("--owner", required=True, help="who holds the lease (shown by `lease list`)")
     p.set_defaults(fn=cmd_lease_add)
     p = lease_command("list", "list the live leases")
@@ -795,15 +736,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("vacuum", "delete files no version within retention needs (dry run unless --apply)")
     p.add_argument("--retention-hours", type=RETENTION_HOURS, help="override delta.deletedFileRetentionDuration")
     p.add_argument(
-        "--no-enforce-retention", action="store_true", help="allow a retention shorter than the table's (dangerous)"
+        "--no-enforce-retention",
+        action="store_false",
+        dest="enforce_retention_duration",
+        help="allow a retention shorter than the table's (dangerous)",
     )
     p.add_argument(
         "--untracked-grace-hours",
-        type=GRACE_HOURS,
+        type=cli_type(parse_hours, "--untracked-grace-hours"),
         help="never delete an untracked file younger than this (default 1 hour; independent of the retention)",
     )
     p.add_argument(
-        "--mode", type=MODE, choices=VACUUM_MODES, default="full", help="list the table (full) or the log (lite)"
+        "--mode",
+        type=cli_type(parse_choice, "--mode", choices=VACUUM_MODES),
+        choices=VACUUM_MODES,
+        default="full",
+        help="list the table (full) or the log (lite)",
     )
     p.add_argument("--apply", action="store_true", help="delete (default: a dry run that deletes nothing)")
     p.add_argument(
@@ -823,7 +771,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_vacuum_undo)
     p = command("vacuum-purge", "delete VACUUM quarantines past an age (`deltalog vacuum purge PATH --older-than 7d`)")
     p.prog = "deltalog vacuum purge"
-    p.add_argument("--older-than", type=AGE, required=True, help="age: 7d, 36h, 1d12h (0: every finished one)")
+    p.add_argument(
+        "--older-than",
+        type=cli_type(parse_duration, "--older-than"),
+        required=True,
+        help="age: 7d, 36h, 1d12h (0: every finished one)",
+    )
     p.add_argument("--apply", action="store_true", help="delete (default: a dry run that deletes nothing)")
     p.set_defaults(fn=cmd_vacuum_purge)
     p = command("vacuum-list", "list a table's VACUUM quarantines (`deltalog vacuum list PATH`)")
@@ -835,22 +788,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--master", default="local[*]", help="Spark master URL for --engine spark (default local[*])")
     p.add_argument(
-        "--target-size-mb", type=TARGET_SIZE_MB, help="output file size (default: delta.targetFileSize, else 256 MiB)"
+        "--target-size-mb",
+        type=cli_type(parse_size, "--target-size-mb", maximum=MAX_MIB, unit="MiB"),
+        help="output file size (default: delta.targetFileSize, else 256 MiB)",
     )
     p.add_argument(
-        "--min-num-files", type=MIN_NUM_FILES, default=2, help="compact a partition with at least N candidates"
+        "--min-num-files",
+        type=cli_type(parse_count, "--min-num-files", minimum=1),
+        default=2,
+        help="compact a partition with at least N candidates",
     )
     p.add_argument("--where", help="partition predicate, e.g. \"date >= '2024-01-01'\"")
     p.add_argument(
         "--min-small-file-ratio",
-        type=MIN_SMALL_FILE_RATIO,
+        type=cli_type(parse_ratio, "--min-small-file-ratio"),
         help="compact only partitions with at least this share of small files",
     )
     p.add_argument("--apply", action="store_true", help="rewrite and commit (default: a dry run that writes nothing)")
     p.set_defaults(fn=cmd_optimize)
     p = command("restore", "put the table back to an older version (dry run unless --apply)")
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--version", type=cli_type(parse_count, "--version"), help="the version to restore")
+    g.add_argument("--version", type=VERSION, help="the version to restore")
     g.add_argument("--timestamp", type=TIMESTAMP, help="restore the last commit at or before (ISO-8601 or epoch ms)")
     p.add_argument("--allow-partial", action="store_true", help="leave out files gone from storage instead of refusing")
     p.add_argument("--apply", action="store_true", help="commit (default: a dry run that writes nothing)")
