@@ -108,25 +108,6 @@ def merge_protocols(restored: Protocol, latest: Protocol) -> Protocol:
     )
 
 
-def operation_parameters(version: int | None, timestamp: str | None) -> dict[str, Any]:
-    """commitInfo.operationParameters of a RESTORE (Spark `DeltaOperations.Restore`)."""
-    return {"version": None if version is None else str(version), "timestamp": timestamp}
-
-
-def operation_metrics(
-    restored: Sequence[AddFile], removed: Sequence[AddFile], *, num_files_after: int, size_after: int
-) -> dict[str, int]:
-    """commitInfo.operationMetrics of a RESTORE (Spark `RestoreTableCommand.computeMetrics`)."""
-    return {
-        "tableSizeAfterRestore": size_after,
-        "numOfFilesAfterRestore": num_files_after,
-        "numRemovedFiles": len(removed),
-        "numRestoredFiles": len(restored),
-        "removedFilesSize": sum(f.size for f in removed),
-        "restoredFilesSize": sum(f.size for f in restored),
-    }
-
-
 def _entry(f: AddFile) -> dict[str, Any]:
     dv = f.deletion_vector
     return {"path": f.path, "size": f.size, "deletion_vector": None if dv is None else dv.unique_id}
@@ -161,21 +142,23 @@ class RestorePlan:
     #: committed before the deleted-file retention: its removed files may have been vacuumed
     beyond_file_retention: bool = False
 
-    @property
-    def num_files_after(self) -> int:
-        return self.target_num_files - len(self.missing)
-
-    @property
-    def size_after(self) -> int:
-        return self.target_size_bytes - sum(f.size for f in self.missing)
-
     def metrics(self) -> dict[str, int]:
-        return operation_metrics(
-            self.to_add, self.to_remove, num_files_after=self.num_files_after, size_after=self.size_after
-        )
+        """commitInfo.operationMetrics of a RESTORE (Spark `RestoreTableCommand.computeMetrics`)."""
+        return {
+            "tableSizeAfterRestore": self.target_size_bytes - sum(f.size for f in self.missing),
+            "numOfFilesAfterRestore": self.target_num_files - len(self.missing),
+            "numRemovedFiles": len(self.to_remove),
+            "numRestoredFiles": len(self.to_add),
+            "removedFilesSize": sum(f.size for f in self.to_remove),
+            "restoredFilesSize": sum(f.size for f in self.to_add),
+        }
 
     def parameters(self) -> dict[str, Any]:
-        return operation_parameters(None if self.timestamp is not None else self.target_version, self.timestamp)
+        """commitInfo.operationParameters (Spark `DeltaOperations.Restore`): the version as text, or the timestamp."""
+        return {
+            "version": None if self.timestamp is not None else str(self.target_version),
+            "timestamp": self.timestamp,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as JSON: what `check_plan` compares a fresh plan with."""
@@ -398,19 +381,4 @@ def restore(
     return result
 
 
-__all__ = [
-    "MAX_NAMED_MISSING",
-    "RESTORE_OPERATION",
-    "RestoreMissingFilesError",
-    "RestorePlan",
-    "RestorePlanRefusedError",
-    "RestoreResult",
-    "check_missing",
-    "check_plan",
-    "merge_protocols",
-    "operation_metrics",
-    "operation_parameters",
-    "plan_restore",
-    "restore",
-    "restore_diff",
-]
+__all__ = ["RestoreMissingFilesError", "RestorePlanRefusedError", "RestoreResult", "plan_restore", "restore"]
