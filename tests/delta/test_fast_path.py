@@ -16,7 +16,6 @@ from conftest import CORPUS
 
 from airflow_delta_provider.delta import DeltaError, DeltaLog
 from airflow_delta_provider.delta.engines.local import LocalEngine
-from airflow_delta_provider.delta.read import file_state
 
 ORACLE = json.loads((CORPUS / "ORACLE-deltalake-1.6.6.json").read_text())["tables"] if CORPUS.exists() else {}
 ROOTS = sorted(ORACLE)
@@ -139,16 +138,9 @@ def test_lazy_stats_after_checkpoint_cleanup_is_a_clear_error(tmp_path):
         list(snap.all_files())
 
 
-@pytest.mark.parametrize(
-    ("resolve_every", "indexed"),
-    [(1, False), (2, False), (0, False), (1, True)],
-    ids=["resolve-each", "resolve-every-other", "never-resolved", "resolve-each-path-index"],
-)
-def test_incremental_counts_equal_full_load(tmp_path, monkeypatch, resolve_every, indexed):
-    """Counts after each `update()` come from the lazy state (earlier drops reused, and with `indexed`
-    the checkpoint's sorted path index); they equal a full load."""
-    if indexed:
-        monkeypatch.setattr(file_state, "PATH_INDEX_MIN_ROWS", 0)
+@pytest.mark.parametrize("resolve_every", [1, 2, 0], ids=["resolve-each", "resolve-every-other", "never-resolved"])
+def test_incremental_counts_equal_full_load(tmp_path, resolve_every):
+    """Counts after each `update()` come from the lazy state (earlier drops reused); they equal a full load."""
     table, hidden = _stopped_at_11(tmp_path)
     log_dir = table / "_delta_log"
     log = DeltaLog(str(table))

@@ -166,45 +166,16 @@ def _aliases(key: str) -> list[str]:
     return [path]
 
 
-#: Base tables with at least this many rows get a sorted path index on the first incremental update
-#: (1M paths: ~0.9 s once to sort, then ~2 ms per update instead of ~15 ms for an `is_in` scan).
-PATH_INDEX_MIN_ROWS = 100_000
-
-
-class _PathIndex:
-    """The rows of a path column in sorted order, for binary-search lookups of a few paths."""
-
-    def __init__(self, paths: pa.ChunkedArray) -> None:
-        self._order = pc.sort_indices(paths)
-        self._sorted = pc.take(paths, self._order)
-
-    def candidates(self, raw: pa.Array) -> pa.Array:
-        """Row indices (ascending) whose path is in `raw`."""
-        lo = pc.search_sorted(self._sorted, raw, side="left").to_pylist()
-        hi = pc.search_sorted(self._sorted, raw, side="right").to_pylist()
-        positions = [i for a, b in zip(lo, hi, strict=True) for i in range(a, b)]
-        rows = pc.take(self._order, int_array(positions)).to_pylist() if positions else []
-        return int_array(sorted(rows))
-
-
-def _matching_rows(table: pa.Table, keys: Collection[str], index: _PathIndex | None = None) -> list[int]:
-    """Sorted indices of the rows of `table` whose file identity is in `keys`.
-
-    Exact keys are computed only for rows whose raw path could match (a hash lookup, or `index`'s binary
-    search), so a few touched keys cost one pass over the path column at most.
-    """
+def _matching_rows(table: pa.Table, keys: Collection[str]) -> list[int]:
+    """Sorted indices of the rows of `table` whose file identity is in `keys` (exact keys are computed only
+    for rows whose logged path could match: one hash lookup pass over the path column)."""
     if not table.num_rows or not keys:
         return []
     raw = string_array(sorted({alias for k in keys for alias in _aliases(k)}))
-    if index is not None:
-        idx = index.candidates(raw)
-    else:
-        candidates = pc.is_in(table.column("path"), value_set=raw)
-        if not pc.any(candidates).as_py():
-            return []
-        idx = pc.indices_nonzero(candidates)
-    if not len(idx):
+    candidates = pc.is_in(table.column("path"), value_set=raw)
+    if not pc.any(candidates).as_py():
         return []
+    idx = pc.indices_nonzero(candidates)
     exact = pc.is_in(key_column(pc.take(table, idx)), value_set=string_array(list(keys)))
     return pc.filter(idx, exact).to_pylist()
 
@@ -326,7 +297,6 @@ class FileState:
         self._parent: FileState | None = None  # an earlier lazy state on the same base
         self._new_keys: set[str] | None = None  # keys touched since `_parent`
         self._base_size: int | None = None
-        self._index: _PathIndex | None = None
         self._tables: tuple[pa.Table, pa.Table] | None = None  # the replay's rows, when built already
 
     @classmethod
@@ -369,7 +339,7 @@ class FileState:
             prev, keys = parent._resolved, self._new_keys
             tail_adds = [replay.active_files[k] for k in sorted(keys) if k in replay.active_files]
             tail_removes = [replay.tombstones[k] for k in sorted(keys) if k in replay.tombstones]
-            more_adds = _matching_rows(base.adds, keys, base._path_index())
+            more_adds = _matching_rows(base.adds, keys)
             self._resolved = _Resolved(
                 _union(prev.drop_adds, more_adds),
                 _union(prev.drop_removes, _matching_rows(base.removes, keys)),
@@ -390,12 +360,6 @@ class FileState:
             )
         self._parent = self._new_keys = self._tables = None
         return self._resolved
-
-    def _path_index(self) -> _PathIndex | None:
-        """A sorted index of a large `adds` path column, built on first use (incremental updates)."""
-        if self._index is None and self._adds is not None and self._adds.num_rows >= PATH_INDEX_MIN_ROWS:
-            self._index = _PathIndex(self._adds.column("path"))
-        return self._index
 
     def _column(self, table: str, name: str) -> pa.ChunkedArray:
         """One column of `adds`/`removes` without assembling the whole table."""
