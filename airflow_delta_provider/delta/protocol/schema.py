@@ -33,8 +33,7 @@ class StructField:
 
     @property
     def physical_name(self) -> str:
-        md = self.metadata or {}
-        return str(md.get(PHYSICAL_NAME_KEY) or self.name)
+        return str((self.metadata or {}).get(PHYSICAL_NAME_KEY) or self.name)
 
     @property
     def type_name(self) -> str:
@@ -51,19 +50,11 @@ class StructType:
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any] | None) -> StructType:
-        if not obj:
-            return cls(())
-        return cls(
-            tuple(
-                StructField(
-                    name=str(f["name"]),
-                    type=f["type"],
-                    nullable=bool(f.get("nullable", True)),
-                    metadata=f.get("metadata") or {},
-                )
-                for f in obj.get("fields") or ()
-            )
-        )
+        fields = [
+            (str(f["name"]), f["type"], bool(f.get("nullable", True)), f.get("metadata") or {})
+            for f in (obj or {}).get("fields") or ()
+        ]
+        return cls(tuple(StructField(*f) for f in fields))
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "struct", "fields": [f.to_json() for f in self.fields]}
@@ -74,13 +65,9 @@ class StructType:
 
     def field(self, name: str) -> StructField:
         """A top-level field by name (case-insensitive fallback, as Spark resolves columns)."""
-        for f in self.fields:
-            if f.name == name:
-                return f
-        lowered = name.lower()
-        for f in self.fields:
-            if f.name.lower() == lowered:
-                return f
+        found = [f for f in self.fields if f.name == name] or [f for f in self.fields if f.name.lower() == name.lower()]
+        if found:
+            return found[0]
         raise InvalidArgumentError(f"No column {name!r} in the table schema (columns: {self.names})")
 
     def get(self, name: str) -> StructField | None:
@@ -95,13 +82,8 @@ def physical_partition_columns(
 ) -> dict[str, str]:
     """Logical partition column -> its key in `partitionValues` and its directory name: the column's
     physical name under column mapping (`column_mapping_mode` "id" or "name"), else the column itself."""
-    if column_mapping_mode == "none":
-        return {c: c for c in partition_columns}
-    out = {}
-    for c in partition_columns:
-        f = schema.get(c)
-        out[c] = c if f is None else f.physical_name
-    return out
+    fields = {c: None if column_mapping_mode == "none" else schema.get(c) for c in partition_columns}
+    return {c: c if f is None else f.physical_name for c, f in fields.items()}
 
 
 def _parse_timestamp(text: str, *, with_zone: bool) -> dt.datetime:
@@ -121,8 +103,6 @@ def parse_partition_value(value: str | None, type_name: str) -> Any:
         return None
     t = type_name.lower()
     try:
-        if t in ("string",):
-            return value
         if t in ("long", "integer", "int", "short", "byte"):
             return int(value)
         if t in ("float", "double"):

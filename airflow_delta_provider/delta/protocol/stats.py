@@ -1,34 +1,25 @@
 """Per-file statistics as Delta Spark writes them (PROTOCOL.md "Per-file Statistics").
 
-Pure rules, no Arrow: which leaf columns get statistics, how values are written, and the JSON text.
-The Arrow side that computes the aggregates lives in `delta/write/stats.py`.
+Pure rules, no Arrow (the aggregates are computed in `delta/write/stats.py`), after Spark
+`StatisticsCollection.scala` and `DataSkippingReader.scala` (`SkippingEligibleDataType`):
 
-Rules, after Spark `stats/StatisticsCollection.scala` (`statsCollector`, `getIndexedColumns`,
-`truncateSchema`, `filterSchema`, `truncateMaxStringAgg`) and `DataSkippingReader.scala`
-(`SkippingEligibleDataType`):
-
-* Columns: `delta.dataSkippingStatsColumns` (comma list of case-insensitive, possibly nested and
-  backquoted names; a struct means all its leaves) wins; otherwise the first
-  `delta.dataSkippingNumIndexedCols` leaves (default 32, -1 = all) of the table schema without the
-  partition columns, counted depth-first (an array or map is one leaf). Partition columns never get
-  stats (Spark refuses them in `dataSkippingStatsColumns`: DELTA_COLUMN_DATA_SKIPPING_NOT_SUPPORTED_
-  PARTITIONED_COLUMN).
-* `nullCount` for every stats column; nested leaves count the rows where a parent struct is null.
-  `minValues`/`maxValues` only for numeric, date, timestamp, timestamp_ntz and string columns (no
-  boolean, binary, array, map, variant).
-* Keys are physical names under column mapping (`delta.columnMapping.physicalName`).
-* JSON as Spark's `to_json` writes it: null values left out, a struct whose leaves are all null is
-  `{}`, a stat with no eligible column at all is left out; timestamps in UTC with milliseconds
-  (`2021-01-01T00:00:00.000Z`, timestamp_ntz without the zone), dates `yyyy-MM-dd`, decimals exact,
-  NaN/Infinity as the strings `"NaN"`, `"Infinity"`, `"-Infinity"` (Jackson's quoting).
-* Strings: min is the first `delta.dataSkippingStringPrefixLength` (default 32) characters (Spark's
-  SQL `substring`, code points); max follows `truncateMaxStringAgg` (UTF-16 code units, never
-  splitting a surrogate pair, tie-breaker U+007F or U+10FFFF, no max beyond twice the prefix).
+* Columns: `delta.dataSkippingStatsColumns` (case-insensitive, possibly nested and backquoted names; a
+  struct means all its leaves) wins; otherwise the first `delta.dataSkippingNumIndexedCols` leaves (default
+  32, -1 = all) of the schema without the partition columns, depth-first (an array or map is one leaf).
+  Partition columns never get stats (Spark refuses them in `dataSkippingStatsColumns`).
+* `nullCount` for every stats column (nested leaves count rows whose parent struct is null); min/max only
+  for numeric, date, timestamp(_ntz) and string columns. Keys are physical names under column mapping.
+* JSON as Spark's `to_json` writes it: nulls left out, an all-null struct is `{}`, a stat with no eligible
+  column is left out; timestamps in UTC to the millisecond (`2021-01-01T00:00:00.000Z`, no zone for
+  timestamp_ntz), decimals exact, NaN/Infinity as the strings Jackson writes.
+* Strings: min is the first `delta.dataSkippingStringPrefixLength` (default 32) code points; max follows
+  `truncateMaxStringAgg` (UTF-16 units, tie-breaker U+007F or U+10FFFF, none beyond twice the prefix).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import math
 import re
@@ -51,12 +42,6 @@ DEFAULT_NUM_INDEXED_COLS = 32
 #: Spark conf `spark.databricks.io.skipping.stringPrefixLength`, used when the table property is unset.
 DEFAULT_STRING_PREFIX_LENGTH = 32
 
-NUM_RECORDS = "numRecords"
-MIN_VALUES = "minValues"
-MAX_VALUES = "maxValues"
-NULL_COUNT = "nullCount"
-TIGHT_BOUNDS = "tightBounds"
-
 ASCII_MAX_CHARACTER = "\u007f"
 UTF8_MAX_CHARACTER = "\U0010ffff"
 
@@ -68,21 +53,17 @@ _EPOCH = dt.datetime(1970, 1, 1)
 
 @dataclass(frozen=True, slots=True)
 class StatsColumn:
-    """One leaf column that gets statistics.
-
-    :param logical_path: names in the table schema, outermost first.
-    :param physical_path: names in the data file and in the stats JSON.
-    :param type_name: the leaf's Delta type (`long`, `decimal(10,2)`, `array`, `map`, ...).
-    """
+    """One leaf column that gets statistics: its names in the schema and in files/stats, outermost first."""
 
     logical_path: tuple[str, ...]
     physical_path: tuple[str, ...]
-    type_name: str
+    type_name: str  # the leaf's Delta type (`long`, `decimal(10,2)`, `array`, ...)
 
     @property
     def min_max(self) -> bool:
         """Whether Spark collects min/max for this type (`SkippingEligibleDataType`)."""
-        return min_max_eligible(self.type_name)
+        t = self.type_name.lower()
+        return t in _MIN_MAX_TYPES or t.startswith("decimal")
 
 
 class ColumnStats(NamedTuple):
@@ -91,11 +72,6 @@ class ColumnStats(NamedTuple):
     null_count: int | None
     min: Any = None
     max: Any = None
-
-
-def min_max_eligible(type_name: str) -> bool:
-    t = type_name.lower()
-    return t in _MIN_MAX_TYPES or t.startswith("decimal")
 
 
 # -- which columns --------------------------------------------------------------------------------------
@@ -129,9 +105,7 @@ _NAME_RE = re.compile(r"\s*(?:`((?:[^`]|``)*)`|([^\s.,`]+))\s*([.,]|$)")
 def parse_column_list(text: str) -> list[tuple[str, ...]]:
     """A comma-separated list of multi-part column names (``a, b.c, `x.y`.z``), as Spark's
     `parseMultipartColumnList`: backquotes quote a name (a doubled backquote is one); blank is no column.
-
-    Unquoted names are taken as written up to a space, `.` or `,` (Spark's lexer is stricter).
-    """
+    Unquoted names run up to a space, `.` or `,` (Spark's lexer is stricter)."""
     columns: list[tuple[str, ...]] = []
     if not text.strip():
         return columns
@@ -158,76 +132,46 @@ def _struct_fields(type_: str | Mapping[str, Any]) -> list[StructField] | None:
     return None
 
 
-def _physical(field: StructField, mapped: bool) -> str:
-    return field.physical_name if mapped else field.name
-
-
 def _leaves(
-    fields: Sequence[StructField], mapped: bool, logical: tuple[str, ...] = (), physical: tuple[str, ...] = ()
-) -> Iterator[StatsColumn]:
-    """Every leaf under `fields`, depth-first in schema order (arrays and maps are leaves)."""
-    for f in fields:
-        lp, pp = (*logical, f.name), (*physical, _physical(f, mapped))
-        children = _struct_fields(f.type)
-        if children is None:
-            yield StatsColumn(lp, pp, f.type_name)
-        else:
-            yield from _leaves(children, mapped, lp, pp)
-
-
-def _named(
     fields: Sequence[StructField],
-    paths: list[tuple[str, ...]],
+    paths: list[tuple[str, ...]] | None,
     mapped: bool,
     logical: tuple[str, ...] = (),
     physical: tuple[str, ...] = (),
 ) -> Iterator[StatsColumn]:
-    """The leaves `paths` name, in schema order (Spark `filterSchema`: a name that is itself listed takes
-    the whole field; otherwise a struct is entered with the remainders; unknown names are ignored)."""
+    """The leaves under `fields` (arrays and maps are leaves), depth-first in schema order; with `paths`, only
+    those named (Spark `filterSchema`: a listed name takes the whole field, otherwise a struct is entered with
+    the remainders; unknown names are ignored)."""
     by_head: dict[str, list[tuple[str, ...]]] = {}
-    for p in paths:
+    for p in paths or ():
         by_head.setdefault(p[0].lower(), []).append(p[1:])
     for f in fields:
-        rests = by_head.get(f.name.lower())
-        if rests is None:
+        rests = None if paths is None else by_head.get(f.name.lower())
+        if paths is not None and rests is None:
             continue
-        lp, pp = (*logical, f.name), (*physical, _physical(f, mapped))
+        lp, pp = (*logical, f.name), (*physical, f.physical_name if mapped else f.name)
+        rests = None if rests is None or all(not r for r in rests) else [r for r in rests if r]
         children = _struct_fields(f.type)
-        if all(not r for r in rests):
-            if children is None:
-                yield StatsColumn(lp, pp, f.type_name)
-            else:
-                yield from _leaves(children, mapped, lp, pp)
-        elif children is not None:
-            yield from _named(children, [r for r in rests if r], mapped, lp, pp)
+        if children is not None:
+            yield from _leaves(children, rests, mapped, lp, pp)
+        elif rests is None:
+            yield StatsColumn(lp, pp, f.type_name)
 
 
 def stats_columns(
     schema: StructType, configuration: Mapping[str, str | None], partition_columns: Sequence[str]
 ) -> tuple[StatsColumn, ...]:
-    """The leaf columns whose statistics a new data file records, in schema order.
-
-    :param schema: the table schema (logical names, column mapping metadata on the fields).
-    :param configuration: the table properties (`metaData.configuration`).
-    :param partition_columns: the table's partition columns (never in data files, never counted).
-    :raises InvalidArgumentError: a stats property that cannot be parsed.
-    """
+    """The leaf columns whose statistics a new data file records, in schema order (`InvalidArgumentError` for
+    a stats property that cannot be parsed)."""
     mapped = column_mapping_mode(configuration) in ("id", "name")
     partitions = {c.lower() for c in partition_columns}
     fields = [f for f in schema.fields if f.name.lower() not in partitions]
     named = configuration.get(STATS_COLUMNS)
     if named is not None:
-        return tuple(_named(fields, parse_column_list(named), mapped))
+        return tuple(_leaves(fields, parse_column_list(named), mapped))
     limit = num_indexed_cols(configuration)
-    leaves = _leaves(fields, mapped)
-    if limit < 0:
-        return tuple(leaves)
-    out: list[StatsColumn] = []
-    for leaf in leaves:
-        if len(out) >= limit:
-            break
-        out.append(leaf)
-    return tuple(out)
+    leaves = _leaves(fields, None, mapped)
+    return tuple(leaves if limit < 0 else itertools.islice(leaves, limit))
 
 
 def tight_bounds_for(protocol: Protocol) -> bool | None:
@@ -237,10 +181,6 @@ def tight_bounds_for(protocol: Protocol) -> bool | None:
 
 
 # -- values -----------------------------------------------------------------------------------------------
-def _utf16(value: str) -> bytes:
-    return value.encode("utf-16-be", "surrogatepass")
-
-
 def _unit(units: bytes, i: int) -> int:
     return int.from_bytes(units[2 * i : 2 * i + 2], "big")
 
@@ -271,7 +211,7 @@ def truncate_max_string(value: str | None, prefix_length: int) -> str | None:
     extending the prefix over U+10FFFF characters up to twice the length; None (no max) beyond that."""
     if value is None:
         return None
-    units = _utf16(value)
+    units = value.encode("utf-16-be", "surrogatepass")
     n = len(units) // 2
     if n <= prefix_length:
         return value
@@ -306,23 +246,18 @@ def float32_value(value: float) -> float:
 def format_date(epoch_days: int) -> str | None:
     """`yyyy-MM-dd`; None for a date outside years 1..9999 (left out of the stats: unknown)."""
     try:
-        d = _EPOCH_DATE + dt.timedelta(days=epoch_days)
+        return (_EPOCH_DATE + dt.timedelta(days=epoch_days)).isoformat()
     except OverflowError:
         return None
-    return f"{d.year:04d}-{d.month:02d}-{d.day:02d}"
 
 
 def format_timestamp(epoch_micros: int, *, utc: bool) -> str | None:
     """Milliseconds, truncated, as Spark's JSON writes them: `2021-01-01T00:00:00.000Z` for timestamp
     (UTC session zone), no zone for timestamp_ntz. None outside years 1..9999."""
-    millis = epoch_micros // 1000
     try:
-        t = _EPOCH + dt.timedelta(milliseconds=millis)
+        text = (_EPOCH + dt.timedelta(milliseconds=epoch_micros // 1000)).isoformat(timespec="milliseconds")
     except OverflowError:
         return None
-    text = (
-        f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}.{t.microsecond // 1000:03d}"
-    )
     return text + "Z" if utc else text
 
 
@@ -331,11 +266,8 @@ def _non_finite(value: float) -> str:
 
 
 def json_value(type_name: str, value: Any, *, is_max: bool, prefix_length: int) -> Any:
-    """A min or max as it goes in the stats: `value` is an int (integral types; epoch days for date;
-    epoch microseconds for timestamp and timestamp_ntz), float, Decimal or str. None means not written.
-
-    Returns the JSON value: NaN and infinities become the strings Jackson writes (`"NaN"`, `"Infinity"`,
-    `"-Infinity"`); decimals stay `Decimal` (exact; see `stats_to_json`)."""
+    """A min or max as it goes in the stats (None: not written). `value` is an int (integral types; epoch days
+    for date; epoch microseconds for timestamps), float, Decimal or str; decimals stay `Decimal` (exact)."""
     if value is None:
         return None
     t = type_name.lower()
@@ -379,61 +311,38 @@ def build_stats(
 ) -> dict[str, Any]:
     """The `add.stats` object, keys in Spark's order: numRecords, minValues, maxValues, nullCount,
     tightBounds. A stat with no eligible column is left out (Spark: `lit(null)`)."""
-    stats: dict[str, Any] = {NUM_RECORDS: num_records}
+    stats: dict[str, Any] = {"numRecords": num_records}
     eligible = [(c, s) for c, s in columns if c.min_max]
     if eligible:
-        mins: dict[str, Any] = {}
-        maxs: dict[str, Any] = {}
+        stats["minValues"], stats["maxValues"] = mins, maxs = {}, {}
         for column, values in eligible:
             _place(mins, column.physical_path, values.min)
             _place(maxs, column.physical_path, values.max)
-        stats[MIN_VALUES] = mins
-        stats[MAX_VALUES] = maxs
     if columns:
-        nulls: dict[str, Any] = {}
+        stats["nullCount"] = nulls = {}
         for column, values in columns:
             _place(nulls, column.physical_path, values.null_count)
-        stats[NULL_COUNT] = nulls
     if tight_bounds is not None:
-        stats[TIGHT_BOUNDS] = tight_bounds
+        stats["tightBounds"] = tight_bounds
     return stats
 
 
-def _encode(value: Any, out: list[str]) -> None:
+def _encode(value: Any) -> str:
     if isinstance(value, Mapping):
-        out.append("{")
-        for i, (k, v) in enumerate(value.items()):
-            if i:
-                out.append(",")
-            out.append(json.dumps(str(k), ensure_ascii=False))
-            out.append(":")
-            _encode(v, out)
-        out.append("}")
-    elif value is None:
-        out.append("null")
-    elif isinstance(value, bool):
-        out.append("true" if value else "false")
-    elif isinstance(value, int):
-        out.append(str(value))
-    elif isinstance(value, float):
-        out.append(repr(value) if math.isfinite(value) else f'"{_non_finite(value)}"')
-    elif isinstance(value, Decimal):
+        return "{" + ",".join(f"{json.dumps(str(k), ensure_ascii=False)}:{_encode(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f'"{_non_finite(value)}"'
+    if isinstance(value, Decimal):
         if not value.is_finite():
             raise InvalidArgumentError(f"A decimal statistic must be finite, got {value}")
-        out.append(str(value))
-    elif isinstance(value, str):
-        out.append(json.dumps(value, ensure_ascii=False))
-    else:
-        raise InvalidArgumentError(f"Cannot write {type(value).__name__} {value!r} in statistics")
+        return str(value)
+    if value is None or isinstance(value, bool | int | float | str):
+        return json.dumps(value, ensure_ascii=False)
+    raise InvalidArgumentError(f"Cannot write {type(value).__name__} {value!r} in statistics")
 
 
 def stats_to_json(stats: Mapping[str, Any]) -> str:
     """The stats object as compact JSON, the way Spark's `to_json` writes it: decimals exact (Java's
-    `BigDecimal.toString` and Python's `str(Decimal)` agree: `1.50`, `0E-18`), non-finite floats as
-    `"NaN"`/`"Infinity"`/`"-Infinity"`, non-ASCII characters unescaped.
-
-    Use this rather than `json.dumps`, which cannot write a Decimal exactly (it raises TypeError).
-    """
-    out: list[str] = []
-    _encode(stats, out)
-    return "".join(out)
+    `BigDecimal.toString` and Python's `str(Decimal)` agree: `1.50`, `0E-18`; `json.dumps` cannot write
+    them), non-finite floats as `"NaN"`/`"Infinity"`/`"-Infinity"`, non-ASCII characters unescaped."""
+    return _encode(stats)

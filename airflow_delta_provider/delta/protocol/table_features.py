@@ -18,49 +18,19 @@ MAX_WRITER_VERSION = 7
 
 #: Reader features this library implements for log replay and file listing.
 SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
-    {
-        "columnMapping",
-        "deletionVectors",
-        "timestampNtz",
-        "v2Checkpoint",
-        "vacuumProtocolCheck",
-        "typeWidening",
-        "typeWidening-preview",
-        "variantType",
-        "variantType-preview",
-        "variantShredding",
-        "variantShredding-preview",
-        "geospatial",
-    }
+    """columnMapping deletionVectors timestampNtz v2Checkpoint vacuumProtocolCheck typeWidening typeWidening-preview
+    variantType variantType-preview variantShredding variantShredding-preview geospatial""".split()
 )
 
 #: Features that forbid filesystem-only access: the catalog owns the commits.
 CATALOG_FEATURES: frozenset[str] = frozenset({"catalogManaged", "catalogOwned", "catalogOwned-preview"})
 
+_ICEBERG = "icebergCompatV1 icebergCompatV2 icebergCompatV3 icebergWriterCompatV1 icebergWriterCompatV3 "
 #: Writer features a maintenance operation here (a report, a future VACUUM) knows how to respect.
 KNOWN_WRITER_FEATURES: frozenset[str] = SUPPORTED_READER_FEATURES | frozenset(
-    {
-        "appendOnly",
-        "invariants",
-        "checkConstraints",
-        "generatedColumns",
-        "allowColumnDefaults",
-        "changeDataFeed",
-        "identityColumns",
-        "rowTracking",
-        "domainMetadata",
-        "icebergCompatV1",
-        "icebergCompatV2",
-        "icebergCompatV3",
-        "icebergWriterCompatV1",
-        "icebergWriterCompatV3",
-        "clustering",
-        "inCommitTimestamp",
-        "collations",
-        "collations-preview",
-        "checkpointProtection",
-        "materializePartitionColumns",
-    }
+    f"""appendOnly invariants checkConstraints generatedColumns allowColumnDefaults changeDataFeed identityColumns
+    rowTracking domainMetadata {_ICEBERG} clustering inCommitTimestamp collations collations-preview
+    checkpointProtection materializePartitionColumns""".split()
 )
 
 
@@ -68,46 +38,33 @@ def check_can_read(protocol: Protocol, *, table: str | None = None, version: int
     """Raise `UnsupportedFeatureError` unless every reader requirement of `protocol` is implemented."""
     rv = protocol.min_reader_version
     if rv > MAX_READER_VERSION or rv < 1:
-        raise UnsupportedFeatureError(
-            f"Unsupported Delta protocol reader version {rv} (this reader supports 1 to {MAX_READER_VERSION})",
-            feature=f"readerVersion={rv}",
-            table=table,
-            version=version,
-        )
-    if rv == 3:
-        for feature in protocol.reader_features or ():
+        message = f"Unsupported Delta protocol reader version {rv} (this reader supports 1 to {MAX_READER_VERSION})"
+        raise UnsupportedFeatureError(message, feature=f"readerVersion={rv}", table=table, version=version)
+    for feature in (protocol.reader_features or ()) if rv == 3 else ():
+        if feature in CATALOG_FEATURES or feature not in SUPPORTED_READER_FEATURES:
+            message = f"Unsupported Delta reader feature '{feature}'"
             if feature in CATALOG_FEATURES:
-                raise UnsupportedFeatureError(
-                    f"Unsupported Delta reader feature '{feature}': the table is catalog-managed and "
-                    "cannot be read from the filesystem alone",
-                    feature=feature,
-                    table=table,
-                    version=version,
-                )
-            if feature not in SUPPORTED_READER_FEATURES:
-                raise UnsupportedFeatureError(
-                    f"Unsupported Delta reader feature '{feature}'",
-                    feature=feature,
-                    table=table,
-                    version=version,
-                )
+                message += ": the table is catalog-managed and cannot be read from the filesystem alone"
+            raise UnsupportedFeatureError(message, feature=feature, table=table, version=version)
+
+
+_LEGACY_WRITER_FEATURES = (
+    (2, {"appendOnly", "invariants"}),
+    (3, {"checkConstraints"}),
+    (4, {"changeDataFeed", "generatedColumns"}),
+    (5, {"columnMapping"}),
+    (6, {"identityColumns"}),
+)
 
 
 def table_features(protocol: Protocol) -> frozenset[str]:
     """Every feature the protocol enables, legacy versions translated to feature names."""
-    names: set[str] = set(protocol.reader_features or ()) | set(protocol.writer_features or ())
-    if protocol.min_writer_version < 7:
-        w = protocol.min_writer_version
-        if w >= 2:
-            names |= {"appendOnly", "invariants"}
-        if w >= 3:
-            names.add("checkConstraints")
-        if w >= 4:
-            names |= {"changeDataFeed", "generatedColumns"}
-        if w >= 5:
-            names.add("columnMapping")
-        if w >= 6:
-            names.add("identityColumns")
+    names = set(protocol.reader_features or ()) | set(protocol.writer_features or ())
+    w = protocol.min_writer_version
+    if w < 7:  # PROTOCOL.md "Table Features": the features each legacy writer version implies
+        for since, legacy in _LEGACY_WRITER_FEATURES:
+            if w >= since:
+                names |= legacy
     return frozenset(names)
 
 
@@ -126,35 +83,10 @@ OPERATIONS = frozenset(
 #: compaction must keep row IDs, Iceberg metadata, collation-aware stats and clustering.
 UNMET_WRITE_OBLIGATIONS: dict[str, frozenset[str]] = {
     "write": frozenset(
-        {
-            "rowTracking",
-            "invariants",
-            "checkConstraints",
-            "generatedColumns",
-            "identityColumns",
-            "icebergCompatV1",
-            "icebergCompatV2",
-            "icebergCompatV3",
-            "icebergWriterCompatV1",
-            "icebergWriterCompatV3",
-            "collations",
-            "collations-preview",
-            "materializePartitionColumns",
-        }
+        f"""rowTracking invariants checkConstraints generatedColumns identityColumns {_ICEBERG} collations
+        collations-preview materializePartitionColumns""".split()
     ),
-    "optimize": frozenset(
-        {
-            "rowTracking",
-            "icebergCompatV1",
-            "icebergCompatV2",
-            "icebergCompatV3",
-            "icebergWriterCompatV1",
-            "icebergWriterCompatV3",
-            "collations",
-            "collations-preview",
-            "clustering",
-        }
-    ),
+    "optimize": frozenset(f"rowTracking {_ICEBERG} collations collations-preview clustering".split()),
 }
 #: RESTORE's adds are `dataChange=true`, so the transaction holds its commit to `write`'s obligations;
 #: beyond them, Delta Spark's `RestoreTableCommand` rewrites the clustering domain to the restored version's
@@ -219,43 +151,25 @@ def check_can_write(
     writes = ops - {"read", "report"}
     if not writes:
         return
+    where = {"table": table, "version": version}
     if protocol.min_writer_version > MAX_WRITER_VERSION:
+        wv = protocol.min_writer_version
         raise UnsupportedFeatureError(
-            f"Unsupported Delta protocol writer version {protocol.min_writer_version}",
-            feature=f"writerVersion={protocol.min_writer_version}",
-            table=table,
-            version=version,
+            f"Unsupported Delta protocol writer version {wv}", feature=f"writerVersion={wv}", **where
         )
-    features = table_features(protocol)
-    for feature in sorted(features & CATALOG_FEATURES):
-        raise OperationNotAllowedError(
-            f"Operation {sorted(writes)} is blocked on a catalog-managed table (feature '{feature}')",
-            table=table,
-            version=version,
-        )
-    if protocol.min_writer_version == 7:
-        for feature in protocol.writer_features or ():
-            if feature not in KNOWN_WRITER_FEATURES:
-                raise UnsupportedFeatureError(
-                    f"Unsupported Delta writer feature '{feature}' for {sorted(writes)}",
-                    feature=feature,
-                    table=table,
-                    version=version,
-                )
+    for feature in sorted(table_features(protocol) & CATALOG_FEATURES):
+        message = f"Operation {sorted(writes)} is blocked on a catalog-managed table (feature '{feature}')"
+        raise OperationNotAllowedError(message, **where)
+    for feature in (protocol.writer_features or ()) if protocol.min_writer_version == 7 else ():
+        if feature not in KNOWN_WRITER_FEATURES:
+            message = f"Unsupported Delta writer feature '{feature}' for {sorted(writes)}"
+            raise UnsupportedFeatureError(message, feature=feature, **where)
     in_use = features_in_use(protocol, metadata)
     for op in sorted(writes & UNMET_WRITE_OBLIGATIONS.keys()):
         for feature in sorted(in_use & UNMET_WRITE_OBLIGATIONS[op]):
-            raise UnsupportedFeatureError(
-                f"Delta writer feature '{feature}' is not supported for '{op}': this library does not meet its "
-                "obligations for that operation",
-                feature=feature,
-                table=table,
-                version=version,
-            )
-    append_only = str(metadata.configuration.get("delta.appendOnly", "false")).lower() == "true"
-    if "remove" in writes and append_only:
+            message = f"Delta writer feature '{feature}' is not supported for '{op}': this library does not meet its"
+            raise UnsupportedFeatureError(f"{message} obligations for that operation", feature=feature, **where)
+    if "remove" in writes and str(metadata.configuration.get("delta.appendOnly", "false")).lower() == "true":
         raise OperationNotAllowedError(
-            "This table is configured to only allow appends (delta.appendOnly=true)",
-            table=table,
-            version=version,
+            "This table is configured to only allow appends (delta.appendOnly=true)", **where
         )
