@@ -1,6 +1,5 @@
-"""Bulk verbs over many files of one table, relative to its root: what storage holds at each path
-(`stat_entries`), batched deletes (`delete_relative`) and the empty directories they leave
-(`remove_empty_dirs`). VACUUM uses them in this process and on Spark executors."""
+"""Bulk verbs over many files of one table, by paths relative to its root; VACUUM runs them in this process
+and on Spark executors."""
 
 from __future__ import annotations
 
@@ -18,11 +17,9 @@ LIST_DIRECTORY_AT = 64
 
 
 def stat_entries(store: LogStore, table_uri: str, paths: Sequence[str]) -> list[StoredEntry | None]:
-    """What storage holds now at each of `paths` (relative to the table root): a `StoredEntry` (a regular
-    file, a directory, or something else) or None when nothing is there. The local store is asked with
-    `lstat` (symbolic links are not followed); other stores with one HEAD per path, or one `list_level`
-    for a directory holding `LIST_DIRECTORY_AT` of the paths or more (an object store has no directories:
-    a HEAD of a prefix finds nothing). Runs on Spark executors too."""
+    """What storage holds now at each of `paths`: a `StoredEntry` (file, directory or other) or None. Locally
+    one `lstat` each (links not followed); elsewhere one HEAD each, or one `list_level` for a directory holding
+    `LIST_DIRECTORY_AT` of the paths (an object store has no directories: a HEAD of a prefix finds nothing)."""
     root = store.join(table_uri).rstrip("/")
     if isinstance(store, LocalLogStore) and is_local(table_uri):
         out: list[StoredEntry | None] = []
@@ -56,9 +53,8 @@ def stat_entries(store: LogStore, table_uri: str, paths: Sequence[str]) -> list[
 
 
 def delete_relative(store: LogStore, table_uri: str, paths: Sequence[str], batch_size: int) -> int:
-    """Delete `paths` (relative to the table root) with one `delete_many` per `batch_size` of them (the
-    store's retry layer retries each); returns files handled (a missing file counts). Runs on Spark
-    executors too."""
+    """Delete `paths` with one `delete_many` per `batch_size` of them; returns files handled (a missing file
+    counts)."""
     done = 0
     root = store.join(table_uri)
     prefix = store.join(root, "")
@@ -72,8 +68,8 @@ def delete_relative(store: LogStore, table_uri: str, paths: Sequence[str], batch
 
 
 def remove_empty_dirs(store: LogStore, table_uri: str, dirs: Iterable[str]) -> int:
-    """Local stores: remove the directories `dirs` (relative, with their parents) that deletes left
-    empty (never the root, never `_delta_log`)."""
+    """Local stores: remove the directories `dirs` (with their parents) that deletes left empty (never the
+    root, never `_delta_log`)."""
     if not is_local(table_uri):
         return 0  # object stores have no directories
     root = store.join(table_uri).rstrip("/")

@@ -32,44 +32,15 @@ class RetryPolicy:
 NO_RETRY = RetryPolicy(max_attempts=1)
 
 _AUTH_CODES = frozenset(
-    {
-        "AccessDenied",
-        "AccountProblem",
-        "AllAccessDisabled",
-        "AuthenticationFailed",
-        "AuthorizationFailure",
-        "AuthorizationHeaderMalformed",
-        "AuthFailure",
-        "ExpiredToken",
-        "ExpiredTokenException",
-        "InvalidAccessKeyId",
-        "InvalidClientTokenId",
-        "InvalidSecurity",
-        "InvalidToken",
-        "NotSignedUp",
-        "RequestTimeTooSkewed",
-        "SignatureDoesNotMatch",
-        "TokenRefreshRequired",
-        "UnrecognizedClientException",
-    }
+    "AccessDenied AccountProblem AllAccessDisabled AuthenticationFailed AuthorizationFailure "
+    "AuthorizationHeaderMalformed AuthFailure ExpiredToken ExpiredTokenException InvalidAccessKeyId "
+    "InvalidClientTokenId InvalidSecurity InvalidToken NotSignedUp RequestTimeTooSkewed "
+    "SignatureDoesNotMatch TokenRefreshRequired UnrecognizedClientException".split()
 )
 _THROTTLE_CODES = frozenset(
-    {
-        "BandwidthLimitExceeded",
-        "RequestLimitExceeded",
-        "RequestThrottled",
-        "RequestThrottledException",
-        "ServerBusy",
-        "ServiceUnavailable",
-        "SlowDown",
-        "ThrottledException",
-        "Throttling",
-        "ThrottlingException",
-        "TooManyRequests",
-        "TooManyRequestsException",
-        "rateLimitExceeded",
-        "userRateLimitExceeded",
-    }
+    "BandwidthLimitExceeded RequestLimitExceeded RequestThrottled RequestThrottledException ServerBusy "
+    "ServiceUnavailable SlowDown ThrottledException Throttling ThrottlingException TooManyRequests "
+    "TooManyRequestsException rateLimitExceeded userRateLimitExceeded".split()
 )
 _SERVER_CODES = frozenset(
     {"InternalError", "InternalServerError", "OperationTimedOut", "RequestTimeout", "RequestTimeoutException"}
@@ -80,27 +51,12 @@ NOT_FOUND_CODES = frozenset({"NoSuchKey", "NoSuchBucket", "NotFound", "BlobNotFo
 # ConditionalRequestConflict, and OperationAborted, its older name for the same race). Nothing was written.
 _CONFLICT_CODES = frozenset({"ConditionalRequestConflict", "OperationAborted"})
 # Exception class names (anywhere in the MRO or the cause chain) that mean the connection, not the request, failed.
+# ResponseParserError: throttling answers can carry invalid XML (s3fs #484).
 _CONNECTION_ERRORS = frozenset(
-    {
-        "ChunkedEncodingError",
-        "ClientConnectionError",
-        "ClientOSError",
-        "ClientPayloadError",
-        "ConnectTimeoutError",
-        "ConnectionClosedError",
-        "EndpointConnectionError",
-        "FSTimeoutError",
-        "HTTPClientError",
-        "IncompleteRead",
-        "ProtocolError",
-        "ReadTimeoutError",
-        "ResponseParserError",  # throttling answers can carry invalid XML (s3fs #484)
-        "ResponseStreamingError",
-        "ServerDisconnectedError",
-        "ServerTimeoutError",
-        "ServiceRequestError",
-        "ServiceResponseError",
-    }
+    "ChunkedEncodingError ClientConnectionError ClientOSError ClientPayloadError ConnectTimeoutError "
+    "ConnectionClosedError EndpointConnectionError FSTimeoutError HTTPClientError IncompleteRead "
+    "ProtocolError ReadTimeoutError ResponseParserError ResponseStreamingError ServerDisconnectedError "
+    "ServerTimeoutError ServiceRequestError ServiceResponseError".split()
 )
 #: A response cut short while its body was read: a connection failure. aiohttp's parser errors carry
 #: `code = 400` as a class attribute, which is not the server's answer and must not be reported as one.
@@ -108,38 +64,11 @@ _TRUNCATED_BODY_ERRORS = frozenset(
     {"ClientPayloadError", "ContentLengthError", "IncompleteRead", "ResponseStreamingError", "TransferEncodingError"}
 )
 _CREDENTIAL_ERRORS = frozenset(
-    {
-        "ClientAuthenticationError",
-        "CredentialRetrievalError",
-        "DefaultCredentialsError",
-        "NoAuthTokenError",
-        "NoCredentialsError",
-        "PartialCredentialsError",
-        "RefreshError",
-    }
+    "ClientAuthenticationError CredentialRetrievalError DefaultCredentialsError NoAuthTokenError "
+    "NoCredentialsError PartialCredentialsError RefreshError".split()
 )
-_CLIENT_MODULES = (
-    "botocore",
-    "aiobotocore",
-    "aiohttp",
-    "s3fs",
-    "gcsfs",
-    "adlfs",
-    "azure",
-    "google",
-    "urllib3",
-    "fsspec",
-)
-_SECRET_OPTION_PARTS = (
-    "secret",
-    "token",
-    "password",
-    "credential",
-    "account_key",
-    "sas",
-    "connection_string",
-    "private",
-)
+_CLIENT_MODULES = tuple("botocore aiobotocore aiohttp s3fs gcsfs adlfs azure google urllib3 fsspec".split())
+_SECRET_OPTION_PARTS = tuple("secret token password credential account_key sas connection_string private".split())
 _SECRET_QUERY = re.compile(
     r"(?i)\b(sig|signature|x-amz-signature|x-amz-security-token|x-amz-credential|access_token|token|secret|password)"
     r"=([^&\s\"'<>]+)"
