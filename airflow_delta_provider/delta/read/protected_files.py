@@ -1,6 +1,8 @@
-"""The paths a snapshot protects from VACUUM, and those it tracks as expired, read from its Arrow file
-tables (PROTOCOL.md "Delta Log Entries": a tombstone keeps its file until retention; "Deletion
-Vectors": a file's DV is protected with it). The rules are `protocol.vacuum`'s; this reads the columns."""
+"""The paths a snapshot protects from VACUUM, and those it tracks as expired, from its Arrow file tables.
+
+PROTOCOL.md "Delta Log Entries": a tombstone keeps its file until retention; "Deletion Vectors": a file's DV
+file is kept with it. The rules are `protocol.vacuum`'s; this reads the columns.
+"""
 
 from __future__ import annotations
 
@@ -24,78 +26,55 @@ def _dv_descriptors(dvs: pa.ChunkedArray) -> list[DeletionVectorDescriptor | Non
 
 
 def logged_files(snapshot: Snapshot) -> tuple[list[LoggedFile], list[LoggedFile]]:
-    """The snapshot's active files and every tombstone it holds, as the plan's rules read them (from the
-    snapshot's file tables' columns; `protected_set` is the faster way to the protected paths)."""
+    """The snapshot's active files and every tombstone it holds, as `protocol.vacuum.LoggedFile`s."""
     files = snapshot.state.files
     adds, removes = files.adds, files.removes
-    active = [
-        LoggedFile(path, dv)
-        for path, dv in zip(
-            adds.column("path").to_pylist(), _dv_descriptors(adds.column("deletionVector")), strict=True
-        )
-    ]
-    tombs = [
-        LoggedFile(path, dv, ts, size)
-        for path, dv, ts, size in zip(
-            removes.column("path").to_pylist(),
-            _dv_descriptors(removes.column("deletionVector")),
-            removes.column("deletionTimestamp").to_pylist(),
-            removes.column("size").to_pylist(),
-            strict=True,
-        )
-    ]
+    add_dvs = _dv_descriptors(adds.column("deletionVector"))
+    active = [LoggedFile(path, dv) for path, dv in zip(adds.column("path").to_pylist(), add_dvs, strict=True)]
+    columns = [removes.column(c).to_pylist() for c in ("path", "deletionTimestamp", "size")]
+    remove_dvs = _dv_descriptors(removes.column("deletionVector"))
+    tombs = [LoggedFile(p, dv, ts, size) for p, dv, ts, size in zip(columns[0], remove_dvs, *columns[1:], strict=True)]
     return active, tombs
 
 
-def protected_set(snapshot: Snapshot, *, cutoff_ms: int, table_root: str) -> set[str]:
-    """`protocol.vacuum.protected_paths` of `snapshot` (active files, tombstones deleted after `cutoff_ms`,
-    their DV files), read from the snapshot's Arrow file tables: logged paths matching `SIMPLE_PATH_PATTERN`
-    (tested on the whole column) are their own relative form; only the others and the DV descriptors go
-    through `protocol.vacuum.protected_from_logged`."""
-    import pyarrow as pa
-
+def _tombstones(snapshot: Snapshot, cutoff_ms: int, *, expired: bool) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
+    """Paths and DVs of the tombstones deleted after `cutoff_ms`, or at or before it when `expired`."""
     from . import arrow_compute as pc
     from .arrow_build import int64_scalar
 
-    files = snapshot.state.files
-    adds, removes = files.adds, files.removes
-    recent = pc.greater(pc.fill_null(removes.column("deletionTimestamp"), int64_scalar(0)), int64_scalar(cutoff_ms))
-    paths = pa.chunked_array(
-        [*adds.column("path").chunks, *pc.filter(removes.column("path"), recent).chunks], type=pa.string()
-    )
-    dvs = pa.chunked_array(
-        [*adds.column("deletionVector").chunks, *pc.filter(removes.column("deletionVector"), recent).chunks],
-        type=adds.schema.field("deletionVector").type,
-    )
+    removes = snapshot.state.files.removes
+    deleted = pc.fill_null(removes.column("deletionTimestamp"), int64_scalar(0))
+    keep = pc.less(deleted, int64_scalar(cutoff_ms + 1)) if expired else pc.greater(deleted, int64_scalar(cutoff_ms))
+    return pc.filter(removes.column("path"), keep), pc.filter(removes.column("deletionVector"), keep)
+
+
+def protected_set(snapshot: Snapshot, *, cutoff_ms: int, table_root: str) -> set[str]:
+    """`protocol.vacuum.protected_paths` of `snapshot`: active files, tombstones deleted after `cutoff_ms`,
+    and their DV files."""
+    import pyarrow as pa
+
+    adds = snapshot.state.files.adds
+    paths, dvs = _tombstones(snapshot, cutoff_ms, expired=False)
+    paths = pa.chunked_array([*adds.column("path").chunks, *paths.chunks], type=pa.string())
+    dv_type = adds.schema.field("deletionVector").type
+    dvs = pa.chunked_array([*adds.column("deletionVector").chunks, *dvs.chunks], type=dv_type)
     return _logged_set(paths, dvs, table_root)
 
 
 def active_set(snapshot: Snapshot, *, table_root: str) -> set[str]:
-    """The normalized relative paths a reader of `snapshot` needs: its active files and their DV files
-    (what a version lease pins, `protocol.leases`), read as `protected_set` reads its paths."""
+    """The active files of `snapshot` and their DV files (what a version lease pins)."""
     adds = snapshot.state.files.adds
     return _logged_set(adds.column("path"), adds.column("deletionVector"), table_root)
 
 
 def expired_set(snapshot: Snapshot, *, cutoff_ms: int, table_root: str) -> set[str]:
-    """`protocol.vacuum.expired_tombstone_paths` of `snapshot`: its tombstones deleted at or before
-    `cutoff_ms` and their DV files (tracked: the untracked grace period does not apply to them), read as
-    `protected_set` reads its paths."""
-    import pyarrow.compute as _c
-
-    from . import arrow_compute as pc
-    from .arrow_build import int64_scalar
-    from .arrow_memory import POOL
-
-    removes = snapshot.state.files.removes
-    recent = pc.greater(pc.fill_null(removes.column("deletionTimestamp"), int64_scalar(0)), int64_scalar(cutoff_ms))
-    expired = _c.call_function("invert", [recent], memory_pool=POOL)
-    paths = pc.filter(removes.column("path"), expired)
-    return _logged_set(paths, pc.filter(removes.column("deletionVector"), expired), table_root)
+    """`protocol.vacuum.expired_tombstone_paths` of `snapshot`."""
+    return _logged_set(*_tombstones(snapshot, cutoff_ms, expired=True), table_root)
 
 
 def _logged_set(paths: pa.ChunkedArray, dvs: pa.ChunkedArray, table_root: str) -> set[str]:
-    """`protocol.vacuum.protected_from_logged` of Arrow columns of logged paths and their DV descriptors."""
+    """`protocol.vacuum.protected_from_logged` of Arrow columns: paths matching `SIMPLE_PATH_PATTERN` (tested
+    on the whole column) are their own relative form; only the others and the DVs go through Python."""
     import pyarrow.compute as _c
 
     from . import arrow_compute as pc
