@@ -127,9 +127,6 @@ class RepairResult:
     def files_removed(self) -> list[str]:
         return [f.path for f in self.plan.missing]
 
-    def metrics(self) -> dict[str, Any]:
-        return operation_metrics(self.plan.missing)
-
     def to_dict(self) -> dict[str, Any]:
         """The CLI's `--json` shape: `version` is the FSCK commit's, None when nothing was."""
         return {

@@ -16,7 +16,7 @@ from ..errors import InvalidArgumentError
 from .actions import Action, DomainMetadata, Metadata, Protocol, SetTransaction
 from .filenames import SIDECAR_DIR_NAME, VERSION_DIGITS, checkpoint_name
 from .schema import StructType, parse_partition_value
-from .stats import StatsColumn, min_max_eligible, stats_columns
+from .stats import StatsColumn, stats_columns
 from .table_properties import column_mapping_mode, deleted_file_retention_ms, set_transaction_retention_ms
 
 #: Checkpoint columns holding actions other than `add` and `remove`.
@@ -53,11 +53,6 @@ def sidecar_ranges(num_file_actions: int, parts: int) -> list[tuple[int, int]]:
     return [(i, min(i + step, num_file_actions)) for i in range(0, num_file_actions, step)]
 
 
-def uses_v2_checkpoints(protocol: Protocol) -> bool:
-    """Whether the table has the `v2Checkpoint` feature (reader 3 / writer 7 with the feature named)."""
-    return "v2Checkpoint" in (protocol.writer_features or ())
-
-
 @dataclass(frozen=True, slots=True)
 class StatsField:
     """One field of `stats_parsed` value structs, by physical name: a leaf (a Delta type) or a struct."""
@@ -68,10 +63,10 @@ class StatsField:
 
     @property
     def min_max(self) -> bool:
-        """Whether min/max values exist for this leaf (or, for a struct, for any leaf under it)."""
+        """Whether min/max values exist for this leaf (data files' rule), or for any leaf under a struct."""
         if self.children:
             return any(c.min_max for c in self.children)
-        return min_max_eligible(self.type_name)
+        return StatsColumn((self.name,), (self.name,), self.type_name).min_max
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +130,7 @@ def plan_checkpoint(
     partition_fields, stats_fields = _parsed_fields(metadata)
     return CheckpointPlan(
         version=version,
-        kind="v2" if uses_v2_checkpoints(protocol) else "classic",
+        kind="v2" if "v2Checkpoint" in (protocol.writer_features or ()) else "classic",
         classic_name=classic_name,
         stats_as_json=_flag(conf, WRITE_STATS_AS_JSON, True),
         stats_as_struct=_flag(conf, WRITE_STATS_AS_STRUCT, False),

@@ -77,25 +77,23 @@ def build_commit_info(
     tags: Mapping[str, str] | None = None,
 ) -> CommitInfo:
     """The `commitInfo` of one commit attempt, fields in Spark's order (`readVersion` omitted at creation)."""
-    raw: dict[str, Any] = {}
-    if in_commit_timestamp is not None:
-        raw["inCommitTimestamp"] = int(in_commit_timestamp)
-    raw["timestamp"] = int(timestamp)
-    raw["operation"] = operation
-    raw["operationParameters"] = encode_operation_parameters(parameters)
-    if read_version is not None:
-        raw["readVersion"] = read_version
-    raw["isolationLevel"] = isolation_level
-    raw["isBlindAppend"] = is_blind_append
-    if operation_metrics is not None:
-        raw["operationMetrics"] = {str(k): str(v) for k, v in operation_metrics.items()}
-    if user_metadata is not None:
-        raw["userMetadata"] = user_metadata
-    if tags is not None:
-        raw["tags"] = {str(k): str(v) for k, v in tags.items()}
-    raw["engineInfo"] = engine_info
-    raw["txnId"] = txn_id
-    return CommitInfo(raw)
+    raw = {
+        "inCommitTimestamp": None if in_commit_timestamp is None else int(in_commit_timestamp),
+        "timestamp": int(timestamp),
+        "operation": operation,
+        "operationParameters": encode_operation_parameters(parameters),
+        "readVersion": read_version,
+        "isolationLevel": isolation_level,
+        "isBlindAppend": is_blind_append,
+        "operationMetrics": None
+        if operation_metrics is None
+        else {str(k): str(v) for k, v in operation_metrics.items()},
+        "userMetadata": user_metadata,
+        "tags": None if tags is None else {str(k): str(v) for k, v in tags.items()},
+        "engineInfo": engine_info,
+        "txnId": txn_id,
+    }
+    return CommitInfo({k: v for k, v in raw.items() if v is not None})
 
 
 def commit_bytes(actions: Iterable[Action]) -> bytes:

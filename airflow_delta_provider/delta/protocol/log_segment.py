@@ -181,11 +181,8 @@ def build_log_segment(
 def latest_version_in(listing: Iterable[FileInfo]) -> int | None:
     """Highest commit or complete-checkpoint version in a listing (the sensor's cheap probe)."""
     files = parse_listing(listing)
-    best = max((f.version for f in files if f.kind is LogFileKind.COMMIT), default=None)
-    cps = complete_checkpoints(files)
-    if cps and (best is None or cps[-1].version > best):
-        best = cps[-1].version
-    return best
+    checkpoints = [c.version for c in complete_checkpoints(files)]
+    return max([f.version for f in files if f.kind is LogFileKind.COMMIT] + checkpoints, default=None)
 
 
 def earliest_recreatable_version(table: str, listing: Sequence[FileInfo]) -> int | None:
