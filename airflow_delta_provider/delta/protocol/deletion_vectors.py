@@ -1,12 +1,7 @@
-"""Where a deletion vector's bytes are (PROTOCOL.md "Deletion Vectors": "Deletion Vector Descriptor Schema").
-
-Pure: a `DeletionVectorDescriptor` and the table root come in, a `DvLocation` comes out; `read.deletion_vectors`
-reads the bytes and decodes the bitmap. The three storage types:
-
-* `u`: `<random prefix, optional><20 Z85 characters of a UUID>`, the file
-  `<table root>/<prefix>/deletion_vector_<uuid>.bin` (no `/` when there is no prefix);
-* `p`: an absolute path in the format of `add.path` (a URI, percent-encoded), decoded once;
-* `i`: the serialized bitmap itself, Z85-encoded in the log (padded to 4 bytes; `sizeInBytes` is the length).
+"""Where a deletion vector's bytes are (PROTOCOL.md "Deletion Vector Descriptor Schema"); `read.deletion_vectors`
+reads and decodes them. Storage types: `u` is `<random prefix, optional><20 Z85 characters of a UUID>`, the file
+`<table root>/<prefix>/deletion_vector_<uuid>.bin`; `p` an absolute path in the format of `add.path` (a
+percent-encoded URI), decoded once; `i` the serialized bitmap itself, Z85-encoded (padded to 4 bytes).
 
 File DVs start at `offset` (PROTOCOL.md: "Interpret as `0` if absent", as Spark does; delta-kernel-rs reads
 an absent offset as 1, right after the version byte: every corpus writer logs it).
@@ -51,20 +46,13 @@ def z85_decode(text: str) -> bytes:
 def z85_encode(data: bytes) -> str:
     """Z85 encoding; `data` is zero-padded to a multiple of 4 bytes (Delta's `Base85Codec.encodeBytes`)."""
     padded = bytes(data) + b"\x00" * (-len(data) % 4)
-    out = []
-    for i in range(0, len(padded), 4):
-        value = int.from_bytes(padded[i : i + 4], "big")
-        block = []
-        for _ in range(5):
-            value, digit = divmod(value, 85)
-            block.append(_Z85[digit])
-        out.append("".join(reversed(block)))
-    return "".join(out)
+    values = (int.from_bytes(padded[i : i + 4], "big") for i in range(0, len(padded), 4))
+    return "".join(_Z85[value // 85**k % 85] for value in values for k in range(4, -1, -1))
 
 
 def dv_relative_path(dv: DeletionVectorDescriptor) -> str | None:
     """The table-relative file of a `u` deletion vector (`<prefix>/deletion_vector_<uuid>.bin`); None
-    for other storage types (P§"Deletion Vector Descriptor Schema")."""
+    for other storage types."""
     if dv.storage_type != UUID_RELATIVE:
         return None
     encoded = dv.path_or_inline_dv
@@ -100,12 +88,8 @@ def is_absolute_path(path: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class DvLocation:
-    """Where a deletion vector's serialized bitmap (`RoaringBitmapArray`: magic + portable bitmap) is.
-
-    `kind="file"`: the DV file is `path`, decoded; for `u` that is the table root joined with
-    `relative_path` (the decoded path under the root, which readers join to the root through their store).
-    The DV's `dataSize` field starts at byte `offset`. `kind="inline"`: `data` holds the bitmap itself.
-    """
+    """Where a deletion vector's serialized bitmap is: in the file `path` (decoded; for `u`, the root joined with
+    `relative_path`), its `dataSize` field at byte `offset`, or inline, `data` holding the bitmap itself."""
 
     kind: Literal["file", "inline"]
     size_in_bytes: int
@@ -118,12 +102,8 @@ class DvLocation:
 def dv_location(
     dv: DeletionVectorDescriptor, table_root: str, *, table: str | None = None, file: str | None = None
 ) -> DvLocation:
-    """Where `dv` (of data file `file` in `table`, rooted at `table_root`) is.
-
-    Raises `LogCorruptedError` for a descriptor the protocol does not allow (negative sizes, a bad Z85
-    UUID or inline payload, an inline DV with an offset, a relative `p` path) and `UnsupportedFeatureError`
-    for a storage type other than `u`, `p`, `i`.
-    """
+    """Where `dv` (of data file `file` in `table`, rooted at `table_root`) is: `LogCorruptedError` for a
+    descriptor the protocol does not allow, `UnsupportedFeatureError` for a storage type not `u`, `p` or `i`."""
     table = table if table is not None else table_root
 
     def corrupt(reason: str) -> LogCorruptedError:
@@ -160,9 +140,5 @@ def dv_location(
         except InvalidArgumentError as exc:
             raise corrupt(exc.message) from None
         return DvLocation("file", dv.size_in_bytes, offset, path=path)
-    raise UnsupportedFeatureError(
-        f"Deletion vector storage type {kind!r} is not one of 'u', 'p', 'i'",
-        feature="deletionVectors",
-        table=table,
-        file=file,
-    )
+    message = f"Deletion vector storage type {kind!r} is not one of 'u', 'p', 'i'"
+    raise UnsupportedFeatureError(message, feature="deletionVectors", table=table, file=file)

@@ -22,7 +22,6 @@ DEFAULT_SMALL_FILE_BYTES = 32 * 1024 * 1024
 DELETED_FILE_RETENTION = "delta.deletedFileRetentionDuration"
 LOG_RETENTION = "delta.logRetentionDuration"
 SET_TRANSACTION_RETENTION = "delta.setTransactionRetentionDuration"
-CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 ENABLE_IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"
 ICT_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
 ICT_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
@@ -32,16 +31,9 @@ APPEND_ONLY = "delta.appendOnly"
 DEFAULT_DELETED_FILE_RETENTION = "interval 1 week"
 DEFAULT_LOG_RETENTION = "interval 30 days"
 
-_UNIT_MS = {
-    "nanosecond": 1e-6,
-    "microsecond": 1e-3,
-    "millisecond": 1,
-    "second": 1000,
-    "minute": 60_000,
-    "hour": 3_600_000,
-    "day": 86_400_000,
-    "week": 7 * 86_400_000,
-}
+_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000}
+_UNIT_MS = dict(zip(("millisecond", "second", "minute", "hour", "day", "week"), _UNITS_MS.values(), strict=True))
+_UNIT_MS |= {"nanosecond": 1e-6, "microsecond": 1e-3}
 _PART_RE = re.compile(r"(-?\d+(?:\.\d+)?)\s*([a-z]+)")
 
 
@@ -70,13 +62,11 @@ def parse_interval_ms(text: str) -> int:
 
 def deleted_file_retention_ms(configuration: Mapping[str, str | None]) -> int:
     """`delta.deletedFileRetentionDuration`, default one week."""
-    value = configuration.get(DELETED_FILE_RETENTION) or DEFAULT_DELETED_FILE_RETENTION
-    return parse_interval_ms(value)
+    return parse_interval_ms(configuration.get(DELETED_FILE_RETENTION) or DEFAULT_DELETED_FILE_RETENTION)
 
 
 def log_retention_ms(configuration: Mapping[str, str | None]) -> int:
-    value = configuration.get(LOG_RETENTION) or DEFAULT_LOG_RETENTION
-    return parse_interval_ms(value)
+    return parse_interval_ms(configuration.get(LOG_RETENTION) or DEFAULT_LOG_RETENTION)
 
 
 def set_transaction_retention_ms(configuration: Mapping[str, str | None]) -> int | None:
@@ -99,7 +89,6 @@ def column_mapping_mode(configuration: Mapping[str, str | None]) -> str:
     return str(configuration.get(COLUMN_MAPPING_MODE) or "none").lower()
 
 
-_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000}
 _SHORT = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 
 
