@@ -1,21 +1,10 @@
 """One parser per kind of argument, shared by every face: the operators (rendered templates are strings),
-the `deltalog` CLI (argparse `type=`, see `cli_type`) and the spark-submit job's argv.
+the `deltalog` CLI (`cli_type`) and the spark-submit job.
 
-Every parser takes the value and the name the caller knows it by (`dry_run`, `--retention-hours`) and
-returns the typed value, or raises `InvalidArgumentError` (a `DeltaError` and a `ValueError`) naming it:
-
-* flag: a `bool`, or true/false, yes/no, on/off (any case, surrounding whitespace). `None`, `""`,
-  numbers and any other word are refused: nothing is ever guessed to mean "delete".
-* number (hours, MiB): finite and >= 0 (`parse_number`, `parse_hours`); size: finite and > 0
-  (`parse_size`); ratio: in [0, 1] (`parse_ratio`); count: an integer (`parse_count`). Numbers may be
-  numeric strings; `True`/`False` are not numbers.
-* choice: one of a fixed set of words (`parse_choice`), the error lists them.
-* version: an integer, or the XCom results of earlier runs (`as_version`, `last_version`).
-
-An optional argument (`optional(parse)`) reads `None`, `""`, `"None"` and `"null"` (what Jinja renders
-for a missing or None value) as "not given", None; a flag has no such reading.
-
-Pure: no I/O, no Airflow import.
+Each parser takes the value and the name the caller knows it by (`dry_run`, `--retention-hours`) and returns
+the typed value or raises `InvalidArgumentError` naming it. A flag takes only a `bool` or true/false, yes/no,
+on/off: nothing is ever guessed to mean "delete". `optional(parse)` reads `None`, `""`, `"None"` and `"null"`
+(what Jinja renders for nothing) as not given. Pure: no I/O, no Airflow import.
 """
 
 from __future__ import annotations
@@ -146,19 +135,10 @@ def parse_choice(value: Any, argument: str, choices: Sequence[str], *, table: st
 
 
 def last_version(pulled: Any, table_uri: str | None = None) -> int | None:
-    """The version of the latest result among XCom results, whatever shape `xcom_pull` gave them in.
-
-    `ti.xcom_pull(task_ids=..., include_prior_dates=True)` returns None (no earlier run), one dict,
-    or, on Airflow 3 once several runs stored a value, a list of them (in no set order). The latest
-    result is the one whose version was committed last (`timestamp_ms`, as the replay and the sensor
-    report it), then the highest version: a table dropped and recreated (`allow_recreation`) restarts
-    at a lower version, and its runs must not wait for the old table's higher ones. A bare int is taken
-    as a version. With `table_uri`, only results whose `table_uri` names the same table (compared
-    normalized) count, so runs of a DAG over another table are ignored. Register it as a macro
-    (`user_defined_macros={"last_version": last_version}`) and template
-    `newer_than="{{ last_version(ti.xcom_pull(task_ids='replay', include_prior_dates=True)) }}"`:
-    None renders as "None", which the sensor reads as "no version".
-    """
+    """The version of the latest result among XCom results (None, one dict, an int, or on Airflow 3 a list
+    in no set order), optionally only those of `table_uri`. Latest is by commit time (`timestamp_ms`), then
+    version: a table dropped and recreated restarts at a lower version. A macro for
+    `newer_than="{{ last_version(ti.xcom_pull(task_ids='replay', include_prior_dates=True)) }}"`."""
     from ..delta.storage import normalize_table_uri
 
     items = pulled if isinstance(pulled, list | tuple) else [pulled]
@@ -179,11 +159,7 @@ def last_version(pulled: Any, table_uri: str | None = None) -> int | None:
 
 
 def as_version(value: Any, name: str) -> int | None:
-    """A version argument (rendered templates are strings): an integer, or None when absent (`is_absent`).
-
-    Natively rendered XCom results (a dict, or a list of dicts) give their latest `version` (`last_version`).
-    Booleans and fractions are refused.
-    """
+    """A version argument: an integer (or its text), None when absent, or XCom results' `last_version`."""
     if is_absent(value):
         return None
     if isinstance(value, Mapping | list | tuple):
@@ -198,9 +174,8 @@ def as_version(value: Any, name: str) -> int | None:
 def parse_duration(
     value: Any, argument: str, *, positive: bool = False, maximum_ms: float | None = None, table: str | None = None
 ) -> dt.timedelta:
-    """A duration: a `timedelta`, seconds (a number or its text, as a template or a command line gives it), or a
-    text such as `6h`, `90m`, `7d`, `1h30m` (`delta.protocol.table_properties.parse_duration_ms`). More than 0
-    when `positive`, else at least 0; at most `maximum_ms`."""
+    """A duration: a `timedelta`, seconds (a number or its text), or a text such as `6h`, `90m`, `1h30m`;
+    more than 0 when `positive`, else at least 0; at most `maximum_ms`."""
     if isinstance(value, str):
         try:
             value = float(value.strip())
@@ -220,8 +195,7 @@ def parse_location(value: Any, argument: str, *, table: str | None = None) -> st
 
 
 def cli_type(parse: Callable[..., Any], flag: str, **options: Any) -> Callable[[str], Any]:
-    """An argparse `type=` for `flag` calling `parse(text, flag, **options)`: a refusal becomes argparse's
-    usage error (`argument --flag: must be ..., got 'text'`), which names the flag."""
+    """An argparse `type=` for `flag` calling `parse(text, flag, **options)`; a refusal names the flag."""
 
     def convert(text: str) -> Any:
         try:

@@ -12,10 +12,7 @@ A check spec is a plain dict (JSON-able, so it travels to the Spark job as an ar
         "no_duplicate_paths": True,
     }
 
-Unknown keys are refused (`InvalidArgumentError`), so a typo never silently skips a check. Every
-check gives a `CheckResult` with the expected and actual values and a message a person can act on.
-Counts use `Snapshot.file_summary` / `num_distinct_paths`, which aggregate on the executors when the
-snapshot comes from the Spark engine.
+Unknown keys are refused (`InvalidArgumentError`), so a typo never silently skips a check.
 """
 
 from __future__ import annotations
@@ -83,21 +80,24 @@ _TYPES: dict[str, type] = {
 }
 
 
-def validate_checks(spec: Mapping[str, Any] | str | None, *, allow_templates: bool = False) -> dict[str, Any]:
-    """`spec` (a dict or its JSON) checked for unknown keys and value types; `{}` for None.
-
-    Numeric strings (rendered templates) are converted; with `allow_templates`, values still holding
-    `{{ ... }}` (an operator not yet rendered) are left for the check after rendering.
-    """
-    if spec is None:
-        return {}
+def spec_mapping(spec: Mapping[str, Any] | str | None) -> Mapping[str, Any]:
+    """A check spec given as a mapping or its JSON; `{}` for None."""
     if isinstance(spec, str):
         try:
             spec = json.loads(spec)
         except ValueError as exc:
             raise InvalidArgumentError(f"checks are not valid JSON: {exc}") from None
+    if spec is None:
+        return {}
     if not isinstance(spec, Mapping):
         raise InvalidArgumentError(f"checks must be a mapping, got {type(spec).__name__}")
+    return spec
+
+
+def validate_checks(spec: Mapping[str, Any] | str | None, *, allow_templates: bool = False) -> dict[str, Any]:
+    """`spec` (a dict or its JSON) checked for unknown keys and value types; `{}` for None. Rendered strings
+    are converted; with `allow_templates`, values still holding `{{ ... }}` are left for after rendering."""
+    spec = spec_mapping(spec)
     unknown = sorted(set(spec) - set(KNOWN_CHECKS))
     if unknown:
         raise InvalidArgumentError(f"unknown checks {unknown}; known: {list(KNOWN_CHECKS)}")
@@ -158,12 +158,15 @@ def evaluate_checks(
     """Every check of `spec` against `snap`. `schema_at(version)` gives an older schema (`schema_since`)."""
     spec = validate_checks(spec)
     out: list[CheckResult] = []
+
+    def check(name: str, ok: bool, message: str, expected: Any, actual: Any) -> None:
+        out.append(CheckResult(name, ok, message, expected, actual))
+
     summary = None
     if {"min_files", "max_files", "max_small_file_ratio"} & set(spec):
         summary = snap.file_summary(small_file_bytes(spec))
-
+    p = snap.protocol
     if "protocol" in spec:
-        p = snap.protocol
         actual = {
             "min_reader_version": p.min_reader_version,
             "min_writer_version": p.min_writer_version,
@@ -172,28 +175,13 @@ def evaluate_checks(
         }
         expected = {k: (sorted(v) if isinstance(v, list | tuple) else v) for k, v in spec["protocol"].items()}
         wrong = {k: actual[k] for k in expected if actual[k] != expected[k]}
-        out.append(
-            CheckResult(
-                "protocol",
-                not wrong,
-                "protocol as expected" if not wrong else f"protocol differs: expected {expected}, found {wrong}",
-                expected,
-                {k: actual[k] for k in expected},
-            )
-        )
+        message = f"protocol differs: expected {expected}, found {wrong}" if wrong else "protocol as expected"
+        check("protocol", not wrong, message, expected, {k: actual[k] for k in expected})
     if "allowed_features" in spec:
-        p = snap.protocol
         used = sorted(set(p.reader_features or ()) | set(p.writer_features or ()))
         extra = [f for f in used if f not in set(spec["allowed_features"])]
-        out.append(
-            CheckResult(
-                "allowed_features",
-                not extra,
-                "only allowed table features" if not extra else f"table uses features not allowed: {extra}",
-                sorted(spec["allowed_features"]),
-                used,
-            )
-        )
+        message = f"table uses features not allowed: {extra}" if extra else "only allowed table features"
+        check("allowed_features", not extra, message, sorted(spec["allowed_features"]), used)
     if "schema_since" in spec:
         since = spec["schema_since"]
         allow = since.get("allow", "added_columns")
@@ -201,17 +189,10 @@ def evaluate_checks(
             raise InvalidArgumentError("schema_since needs access to older versions of the log")
         added, dropped, changed = schema_change(schema_at(since["version"]), snap.schema)
         bad = bool(dropped or changed or (allow == "unchanged" and added))
-        detail = f"added {added}, dropped {dropped}, changed {changed}"
-        out.append(
-            CheckResult(
-                "schema_since",
-                not bad,
-                f"schema since version {since['version']}: {detail}"
-                + ("" if not bad else f" (allowed: {allow.replace('_', ' ')})"),
-                {"version": since["version"], "allow": allow},
-                {"added": added, "dropped": dropped, "changed": changed},
-            )
-        )
+        message = f"schema since version {since['version']}: added {added}, dropped {dropped}, changed {changed}"
+        message += f" (allowed: {allow.replace('_', ' ')})" if bad else ""
+        actual = {"added": added, "dropped": dropped, "changed": changed}
+        check("schema_since", not bad, message, {"version": since["version"], "allow": allow}, actual)
     for name, within, breach in (
         ("min_files", lambda n, bound: n >= bound, "fewer than the minimum"),
         ("max_files", lambda n, bound: n <= bound, "more than the maximum"),
@@ -219,46 +200,25 @@ def evaluate_checks(
         if summary is not None and name in spec:
             ok = within(summary.num_files, spec[name])
             message = f"{summary.num_files} active files" + ("" if ok else f", {breach} {spec[name]}")
-            out.append(CheckResult(name, ok, message, spec[name], summary.num_files))
+            check(name, ok, message, spec[name], summary.num_files)
     if summary is not None and "max_small_file_ratio" in spec:
         limit = float(spec["max_small_file_ratio"])
         ratio = summary.small_file_ratio
         ok = ratio <= limit
-        out.append(
-            CheckResult(
-                "max_small_file_ratio",
-                ok,
-                f"{summary.small_files} of {summary.num_files} files are under {human_bytes(summary.small_file_bytes)} "
-                f"(ratio {ratio:.3f}" + (")" if ok else f", above the maximum {limit:g}; consider OPTIMIZE)"),
-                limit,
-                round(ratio, 6),
-            )
+        message = (
+            f"{summary.small_files} of {summary.num_files} files are under {human_bytes(summary.small_file_bytes)} "
+            f"(ratio {ratio:.3f}" + (")" if ok else f", above the maximum {limit:g}; consider OPTIMIZE)")
         )
+        check("max_small_file_ratio", ok, message, limit, round(ratio, 6))
     if "partition_columns" in spec:
-        expected_cols = list(spec["partition_columns"])
-        actual_cols = list(snap.partition_columns)
+        expected_cols, actual_cols = list(spec["partition_columns"]), list(snap.partition_columns)
         ok = expected_cols == actual_cols
-        out.append(
-            CheckResult(
-                "partition_columns",
-                ok,
-                f"partitioned by {actual_cols}" + ("" if ok else f", expected {expected_cols}"),
-                expected_cols,
-                actual_cols,
-            )
-        )
+        message = f"partitioned by {actual_cols}" + ("" if ok else f", expected {expected_cols}")
+        check("partition_columns", ok, message, expected_cols, actual_cols)
     if spec.get("no_duplicate_paths"):
-        distinct = snap.num_distinct_paths()
-        dupes = snap.num_files - distinct
-        out.append(
-            CheckResult(
-                "no_duplicate_paths",
-                dupes == 0,
-                "every active path is unique" if dupes == 0 else f"{dupes} active file entries repeat a path",
-                0,
-                dupes,
-            )
-        )
+        dupes = snap.num_files - snap.num_distinct_paths()
+        message = "every active path is unique" if dupes == 0 else f"{dupes} active file entries repeat a path"
+        check("no_duplicate_paths", dupes == 0, message, 0, dupes)
     return out
 
 

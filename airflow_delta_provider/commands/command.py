@@ -1,12 +1,6 @@
-"""The one command layer: a `Request` (table, version or timestamp, action, options) in, a result dict out.
-
-The `deltalog` CLI (`run`), the spark-submit job (`jobs/runner.py`, through `execute`) and the
-operators' in-process path (`execute`) all go through here, so an action is added once and reads
-the same everywhere. No Airflow import: the job runs on a bare Spark driver.
-
-`run` raises typed `DeltaError`s; `execute` never raises for a failed action: it returns (and writes
-to `result_uri`) `{"status": "error", "error_class": ..., ...}`, with the engine and timings.
-"""
+"""The one command layer: a `Request` in, a result dict out, for the CLI (`run`), the spark-submit job and
+the operators (`execute`, which never raises for a failed action). No Airflow import: the job runs on a
+bare Spark driver."""
 
 from __future__ import annotations
 
@@ -15,7 +9,7 @@ import os
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from ..delta.delta_log import DeltaLog
@@ -34,8 +28,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..delta.protocol.log_segment import LogSegment
     from ..delta.snapshot import Snapshot
 
-#: Renderings a result can get beside its JSON (`report_formats`), for the actions that have a report.
-REPORT_FORMATS = ("md", "html")
 _S3_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL")
 
 SparkFactory = Callable[[Mapping[str, Any]], "SparkSession"]
@@ -52,11 +44,7 @@ class Outcome:
 
 
 def storage_options_from_env(uri: str, explicit: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Storage options for `uri`: the store's standard environment variables, then explicit ones.
-
-    For S3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (or
-    AWS_DEFAULT_REGION), AWS_ENDPOINT_URL, translated to s3fs options by `storage.s3fs_options`.
-    """
+    """Storage options for `uri`: the store's standard environment variables (S3: `AWS_*`), then explicit ones."""
     if not uri.startswith(("s3://", "s3a://")):
         return dict(explicit or {})
     from ..delta.storage.s3 import check_endpoint, s3fs_options
@@ -71,16 +59,14 @@ def storage_options_from_env(uri: str, explicit: Mapping[str, Any] | None = None
 
 
 def choose_engine(requested: str, log_bytes: int, threshold_mb: float) -> str:
-    """The engine `auto` picks for a log segment of `log_bytes` (the local engine's memory limit can
-    still turn a local load to Spark: `run`)."""
+    """The engine `auto` picks for a log segment of `log_bytes`."""
     if requested != "auto":
         return requested
     return "spark" if log_bytes >= threshold_mb * 1024 * 1024 else "local"
 
 
 def plan_engine(request: Request) -> tuple[str, LogSegment | None]:
-    """The engine a request will start on, from the log listing alone (no commit or checkpoint read),
-    and the segment listed to decide it (None when nothing was listed): `auto` lists once."""
+    """The engine a request will start on, from the log listing alone, and the segment listed (or None)."""
     if request.action not in STATE_ACTIONS or request.engine != "auto":
         return ("local" if request.engine == "auto" else request.engine), None
     log = DeltaLog(request.table, storage_options=dict(request.storage_options))
@@ -161,8 +147,7 @@ class _Run:
         return self._spark_log() if self.request.engine == "spark" else self._local_log()
 
     def _log(self) -> tuple[DeltaLog, LogSegment | None]:
-        """The log to read, and the segment `auto` listed to size it (loaded without a second listing;
-        a segment the caller listed already, `execute(segment=...)`, is used as it is)."""
+        """The log to read, and the segment `auto` listed to size it (loaded without a second listing)."""
         r = self.request
         probe = self._local_log()
         if r.engine == "spark":
@@ -217,8 +202,7 @@ class _Run:
             raise
 
     def _check_bucket(self) -> None:
-        """Raise `BucketNotFoundError` when the table's bucket does not exist (one HEAD); any other
-        answer leaves the caller's `TableNotFoundError` standing."""
+        """`BucketNotFoundError` when the table's bucket does not exist (one HEAD); else nothing."""
         from ..delta.storage import store_for
 
         check = getattr(store_for(self.request.table, self.options), "check_bucket", None)
@@ -260,20 +244,19 @@ class _Run:
     def cleanup_log(self) -> dict[str, Any]:
         from ..delta.maintenance.log_cleanup import cleanup_log
 
-        o = self.request.options
-        cleaned = cleanup_log(
-            self._local_log(),
-            retention_hours=o.retention_hours,
-            apply=o.apply,
-            clock=self._clock(),
-            write_checkpoint_first=o.write_checkpoint_first,
-            lease_location=o.lease_location,
-        )
+        cleaned = cleanup_log(self._local_log(), clock=self._clock(), **self._kwargs(dry_run=False))
         return {"table": self.request.table, **cleaned.to_dict()}
 
+    def _kwargs(self, *drop: str, dry_run: bool = True) -> dict[str, Any]:
+        """The options as a maintenance function's keywords (`apply` as `dry_run` when `dry_run`), less `drop`."""
+        o = self.request.options
+        out = {f.name: getattr(o, f.name) for f in fields(o) if f.name not in drop}
+        if dry_run:
+            out["dry_run"] = not out.pop("apply")
+        return out
+
     def _plan(self, action: str, within: str | None = None) -> dict[str, Any] | None:
-        """The plan to apply: the options' `plan`, else the dry run's result kept at `plan_uri` (its `within`
-        key when it has one); None when neither is given."""
+        """The options' `plan`, else the dry run's result at `plan_uri` (its `within` key); None without either."""
         o = self.request.options
         if o.plan is not None or not o.plan_uri:
             return o.plan
@@ -286,23 +269,10 @@ class _Run:
     def vacuum(self) -> dict[str, Any]:
         from ..delta.maintenance.vacuum import vacuum
 
-        r, o = self.request, self.request.options
         plan = self._plan("vacuum")
         log = self._engine_log()  # on Spark: listing, re-validation and deletes on the executors
-        done = vacuum(
-            log,
-            retention_hours=o.retention_hours,
-            enforce_retention_duration=o.enforce_retention_duration,
-            untracked_grace_hours=o.untracked_grace_hours,
-            mode=o.mode,
-            dry_run=not o.apply,
-            plan=plan,
-            clock=self._clock(),
-            plan_dir=o.plan_dir,
-            quarantine=o.quarantine,
-            lease_location=o.lease_location,
-        )
-        return {"table": r.table, **done.to_dict()}
+        done = vacuum(log, clock=self._clock(), **{**self._kwargs("plan_uri"), "plan": plan})
+        return {"table": self.request.table, **done.to_dict()}
 
     def vacuum_undo(self) -> dict[str, Any]:
         """A VACUUM quarantine's files put back at their paths (`maintenance.quarantine`), from this process."""
@@ -325,17 +295,9 @@ class _Run:
         """The state replayed and the bins rewritten where the engine runs them; plan and commits on the driver."""
         from ..delta.maintenance.optimize import optimize
 
-        o = self.request.options
+        small = int(self.request.options.small_file_mb * 1024 * 1024)
         done = optimize(
-            self._engine_log(),
-            target_size=o.target_size,
-            min_num_files=o.min_num_files,
-            where=o.where,
-            dry_run=not o.apply,
-            max_commit_bytes=o.max_commit_bytes,
-            min_small_file_ratio=o.min_small_file_ratio,
-            small_file_bytes=int(o.small_file_mb * 1024 * 1024),
-            clock=self._clock(),
+            self._engine_log(), small_file_bytes=small, clock=self._clock(), **self._kwargs("small_file_mb")
         )
         return {"table": self.request.table, **done.to_dict()}
 
@@ -343,19 +305,12 @@ class _Run:
         """RESTORE to the request's version or timestamp (or a dry run's plan), on the driver."""
         from ..delta.maintenance.restore import restore
 
-        r, o = self.request, self.request.options
+        r = self.request
         plan = self._plan("restore", within="plan")
         if plan is None and r.version is None and r.timestamp is None:
             raise InvalidArgumentError("restore takes a version or a timestamp to restore", argument="version")
-        done = restore(
-            self._local_log(),
-            version=r.version,
-            timestamp=r.timestamp,
-            allow_partial=o.allow_partial,
-            dry_run=not o.apply,
-            plan=plan,
-            clock=self._clock(),
-        )
+        kwargs = {**self._kwargs("plan_uri"), "plan": plan}
+        done = restore(self._local_log(), version=r.version, timestamp=r.timestamp, clock=self._clock(), **kwargs)
         return {"table": r.table, **done.to_dict()}
 
     def repair(self) -> dict[str, Any]:
@@ -409,8 +364,8 @@ class _Run:
         return snap
 
     def report_extras(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        """What a report draws beyond the result: the file-size or deletion-age histogram. Local engine
-        only (on Spark it would collect every file to the driver); the CLI's JSON never carries them."""
+        """The histogram a report draws beyond the result (local engine only: on Spark it would collect
+        every file to the driver)."""
         snap = self.snap
         if snap is None or self.engine != "local":
             return {}
@@ -474,11 +429,9 @@ def execute(
     spark_factory: SparkFactory | None = None,
     segment: LogSegment | None = None,
 ) -> tuple[int, dict[str, Any]]:
-    """Run one request and return (exit code, result): 0 success, 1 a typed `DeltaError`, 3 anything
-    else. The result carries `status`, `action`, `engine`, `spark_app_id`, `timings` and `duration_s`;
-    it is written as JSON to `result_uri` when given, with `report_formats` (md, html) beside it for
-    the actions that have a report (`reports.REPORT_KINDS`). A rendering that cannot be made (its
-    libraries missing on a cluster driver) is recorded in `report_errors`; the result still stands."""
+    """Run one request: (exit code, result): 0 success, 1 a typed `DeltaError`, 3 anything else. The result
+    is written to `result_uri` when given, with `report_formats` beside it; a rendering whose libraries are
+    missing on a cluster driver is recorded in `report_errors` and the result still stands."""
     started = time.perf_counter()
     state = _Run(request, spark_factory, segment)
     code = 0

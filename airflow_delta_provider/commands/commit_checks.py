@@ -1,45 +1,27 @@
 """Checks at every version since the last run, and checks of each commit: `check_commits`.
 
-`SnapshotReplayOperator(since_version=N, checks=...)` checks the table state at *each* version in
-`(N, until]`, not only at the latest, and checks every commit of the range on its own. A check spec
-holds the state checks of `checks.py` (evaluated at each version) and these per-commit checks:
+A spec holds the state checks of `checks.py` (evaluated at each version of `(since, until]`) and these
+per-commit checks:
 
     {
-        "append_only": True,             # no data-changing remove at all in the range; "table": only where
-                                         # `delta.appendOnly=true` is set (before the commit, or by it)
+        "append_only": True,             # no data-changing remove; "table": only where delta.appendOnly=true
         "protocol_changes": "none",      # or "upgrades": versions never lowered, no table feature dropped
-        "schema_changes": "added_columns",   # or "none": per commit; a partitioning change always fails
+        "schema_changes": "added_columns",   # or "none"; a partitioning change always fails
         "no_unknown_removes": True,      # a remove of a file (path + DV) not active just before it
         "max_dv_growth": 1000,           # rows newly marked deleted by deletion vectors in one commit
-        "allowed_operations": ["WRITE", "STREAMING UPDATE"],   # commitInfo.operation
+        "allowed_operations": ["WRITE", "STREAMING UPDATE"],   # commitInfo.operation (none: fails)
         "include_maintenance": False,    # the default: commits that change no data are not checked
     }
 
-**Maintenance commits are not data** (`include_maintenance`, default false): a commit that changes no
-data is skipped by every check, per-commit and state, and listed in `maintenance_versions` instead of
-`checked_versions`. Such a commit (`changes_data` is false) has no `metaData`, no `protocol`, no `cdc`
-and no `add` or `remove` with `dataChange` true: OPTIMIZE, a statistics backfill, VACUUM START/END and
-other commitInfo-only commits, a `txn`-only commit. PROTOCOL.md ("Add File and Remove File"): with
-`dataChange` false the commit "only rearranges existing data or adds new statistics". Its actions
-are still applied, so the next version is checked against the right state. `include_maintenance: true`
-checks every commit, as before.
+A commit that changes no data (`changes_data`) is applied but not checked, and listed in
+`maintenance_versions`: PROTOCOL.md "Add File and Remove File" says `dataChange` false "only rearranges
+existing data or adds new statistics". A version whose commit file is gone is, with `fail_on_data_loss`, a
+`missing_commits` failure; the walk resumes at the next checkpoint in the range (versions in between are
+`unchecked_versions`), where the checks comparing a commit with the state before it are skipped.
 
-`max_dv_growth` counts, per file whose deletion vector a commit replaces (a remove and an add of the
-same path in that commit, as DELETE/UPDATE/MERGE write them), the new vector's cardinality minus the
-old one's. A commit without a commitInfo fails `allowed_operations`.
-
-Missing commits: a version of the range whose commit file is gone (log cleanup) is, with
-`fail_on_data_loss=True` (the default), a `missing_commits` failure naming the first missing version,
-not an exception. The state after a gap is unknown until a checkpoint: the walk resumes at the next
-checkpoint in the range (one more snapshot load); versions in between are `unchecked_versions`. At
-such a checkpoint version the checks that compare a commit with the state before it (protocol and
-schema changes, unknown removes) are skipped. A `since_version` whose own state can no longer be
-rebuilt is handled the same way (the walk starts at the first checkpoint after it).
-
-Cost: one snapshot load at `since_version`, then only the commits of the range. Active-file counts,
-sizes and small files are kept up to date action by action: every path the range touches is looked
-up once, with one vectorized Arrow pass over the start snapshot's files, so each further version costs
-its own actions, not the table's size (`bench/commit_checks_bench.py`).
+Cost: one snapshot load at `since_version`, then only the range's commits: the paths the range touches
+are looked up once in the start snapshot (one Arrow pass), so a version costs its own actions, not the
+table's size (`bench/commit_checks_bench.py`).
 """
 
 from __future__ import annotations
@@ -71,7 +53,15 @@ from ..delta.protocol.table_features import table_features
 from ..delta.protocol.table_properties import APPEND_ONLY
 from ..delta.read.aggregates import FileSummary
 from .arguments import is_template, parse_flag
-from .checks import KNOWN_CHECKS, coerce_value, evaluate_checks, schema_change, small_file_bytes, validate_checks
+from .checks import (
+    KNOWN_CHECKS,
+    coerce_value,
+    evaluate_checks,
+    schema_change,
+    small_file_bytes,
+    spec_mapping,
+    validate_checks,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -96,20 +86,8 @@ _CHOICES = {"protocol_changes": ("none", "upgrades"), "schema_changes": ("none",
 
 # -- the spec -------------------------------------------------------------------------------------------
 def validate_commit_checks(spec: Mapping[str, Any] | str | None, *, allow_templates: bool = False) -> dict[str, Any]:
-    """A spec of state checks (`checks.KNOWN_CHECKS`) and per-commit checks (`COMMIT_CHECKS`), validated.
-
-    Unknown keys and bad values are an `InvalidArgumentError`; rendered strings are coerced as in
-    `checks.validate_checks`.
-    """
-    if isinstance(spec, str):
-        try:
-            spec = json.loads(spec)
-        except ValueError as exc:
-            raise InvalidArgumentError(f"checks are not valid JSON: {exc}") from None
-    if spec is None:
-        return {}
-    if not isinstance(spec, Mapping):
-        raise InvalidArgumentError(f"checks must be a mapping, got {type(spec).__name__}")
+    """A spec of state checks (`checks.KNOWN_CHECKS`) and per-commit checks (`COMMIT_CHECKS`), validated."""
+    spec = spec_mapping(spec)
     known = [*KNOWN_CHECKS, *COMMIT_CHECKS, INCLUDE_MAINTENANCE]
     unknown = sorted(set(spec) - set(known))
     if unknown:
@@ -166,15 +144,8 @@ class CommitCheckFailure:
 
 @dataclass
 class CommitCheckReport:
-    """What `check_commits` found in `(since_version, until_version]`.
-
-    `checked_versions`: versions whose state (and commit) were checked; `maintenance_versions`:
-    commits that change no data, skipped (unless `include_maintenance`); `missing_versions`: commit
-    files gone from the log; `unchecked_versions`: versions after a gap whose state could not be
-    rebuilt; `seed_versions`: where a snapshot was loaded (`since_version`, checkpoints after gaps);
-    `per_version`: the active-file summary (`FileSummary.to_dict()`), operation and, with
-    `no_duplicate_paths`, `distinct_paths` of each checked version.
-    """
+    """What `check_commits` found in `(since_version, until_version]`; `seed_versions` are where a snapshot
+    was loaded, `per_version` each checked version's `FileSummary`, operation (and `distinct_paths`)."""
 
     table: str
     since_version: int
@@ -274,13 +245,8 @@ def _lookup_base(adds: pa.Table, raw_paths: Iterable[str]) -> _Base:
 
 
 class _Files:
-    """Active-file counts of one version, updated per add/remove (pure: no I/O, no Arrow).
-
-    Keys the range never touched stay as the seed had them; a touched key's state lives in `_live`.
-    Min/max sizes: the seed's untouched rows are read from `_Base.smallest/largest` (a pointer skips
-    rows whose key was touched, which only ever grows); live sizes sit in a counted multiset with
-    lazily cleaned heaps.
-    """
+    """Active-file counts of one version, updated per add/remove (no I/O). Untouched keys stay as the seed
+    had them; min/max sizes come from the seed's untouched extremes and lazily cleaned heaps of live sizes."""
 
     def __init__(self, summary: FileSummary, base: _Base, distinct_paths: int | None) -> None:
         self.threshold = summary.small_file_bytes
@@ -382,11 +348,8 @@ class _CommitFacts:
 
 
 def changes_data(actions: Iterable[Action]) -> bool:
-    """Whether a commit changes the table's data or definition: a `metaData`, `protocol` or `cdc` action,
-    or an `add` or `remove` with `dataChange` true. False for a maintenance commit: OPTIMIZE and statistics
-    backfills (every file action `dataChange=false`; PROTOCOL.md: such a commit "only rearranges existing
-    data or adds new statistics"), VACUUM START/END and other commitInfo-only commits, `txn`-only and
-    `domainMetadata`-only commits."""
+    """Whether a commit changes the table's data or definition: a `metaData`, `protocol` or `cdc` action, or
+    an `add` or `remove` with `dataChange` true (not OPTIMIZE, a stats backfill, a commitInfo/txn-only commit)."""
     for a in actions:
         if isinstance(a, Metadata | Protocol | AddCDCFile):
             return True
@@ -588,15 +551,8 @@ def check_commits(
     *,
     fail_on_data_loss: bool = True,
 ) -> CommitCheckReport:
-    """Check the state at every version in `(since_version, until_version]` and each commit of it.
-
-    `until_version` defaults to the latest version. `spec` holds state checks (`checks.py`) and the
-    per-commit checks of this module (see the module docs); with no spec, only missing commits are
-    checked and the per-version summaries are still computed. Commits that change no data are skipped
-    (`maintenance_versions`) unless `spec["include_maintenance"]`. Raises `VersionNotFoundError` when
-    `since_version` or `until_version` is above the latest version, and the typed errors of a log
-    that cannot be read (a malformed commit, a corrupt start).
-    """
+    """Check the state at every version in `(since_version, until_version]` (default: the latest) and each
+    commit of it. `VersionNotFoundError` when either bound is above the latest version."""
     from ..delta.read.commits import read_commit
 
     table = log.table_uri

@@ -1,19 +1,8 @@
-"""Human-readable renderings (Markdown, HTML) of the command layer's result dicts.
+"""Markdown and HTML renderings of the command layer's result dicts (`REPORT_KINDS`).
 
-`render_markdown(kind, result)` and `render_html(kind, result)` for `kind` in `REPORT_KINDS`
-(`tombstones`: a `results.tombstone_report`; `snapshot`: the `snapshot` action's result, with its
-checks over versions when it has `commit_checks`; `vacuum`: a `VacuumResult.to_dict()`). The HTML page
-is rendered from the Jinja templates in `templates/` and is self-contained: its charts are inline SVG
-drawn by matplotlib (no script, no font or style sheet to fetch; a Content-Security-Policy forbids
-any), so it opens offline, in a mail client or behind a proxy alike. Every value is escaped.
-
-The charts need two histograms the result dicts carry when the command layer adds them:
-`size_histogram` (key `file_size_histogram` of a snapshot result) and `deletion_age_histogram` (key
-`deletion_age_histogram` of a tombstone report). Both are pure functions over Arrow columns, with
-`file_size_histogram` / `tombstone_age_histogram` reading those columns from a `Snapshot`. A report
-without them simply leaves that chart out.
-
-jinja2 and matplotlib are imported only when an HTML page is rendered; Markdown needs neither.
+The HTML page (Jinja templates in `templates/`) is self-contained: its charts are inline SVG drawn by
+matplotlib and a Content-Security-Policy forbids fetching anything, so it opens offline or in a mail
+client. jinja2 and matplotlib are imported only for HTML; Markdown needs neither.
 """
 
 from __future__ import annotations
@@ -450,10 +439,17 @@ class Chart:
     svg: Markup
 
 
-def _figure(width: float, height: float) -> Figure:
+def _figure(height: float) -> Figure:
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, height), layout="constrained")
+    return Figure(figsize=(10, height), layout="constrained")
+
+
+def _axes(height: float) -> tuple[Figure, Axes]:
+    fig = _figure(height)
+    ax = fig.add_subplot()
+    _style(ax)
+    return fig, ax
 
 
 _SVG_START = re.compile(r"<svg\b")
@@ -488,29 +484,42 @@ def _short(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _ranked_bars(
+    ranked: Sequence[tuple[str, Mapping[str, Any]]], root: str, segments: Sequence[tuple[str, str, str | None]]
+) -> tuple[Figure, Axes, Any, int]:
+    """Horizontal stacked bars of the `MAX_CHART_PARTITIONS` largest of `ranked` ((key, stats), largest
+    first), one segment per (stats key, colour, legend label); the figure, axes, last bars and shown count."""
+    shown = ranked[:MAX_CHART_PARTITIONS]
+    divisor, unit = _byte_unit(max(sum(p[key] for key, _, _ in segments) for _, p in shown))
+    fig, ax = _axes(1.2 + 0.32 * len(shown))
+    labels = [_short(k or root) for k, _ in shown][::-1]
+    left = [0.0] * len(shown)
+    for key, color, label in segments:
+        values = [p[key] / divisor for _, p in shown][::-1]
+        bars = ax.barh(labels, values, left=left, color=color, label=label)
+        left = [a + b for a, b in zip(left, values, strict=True)]
+    ax.set_xlabel(f"{'bytes of tombstones' if len(segments) > 1 else 'bytes'} ({unit})")
+    ax.grid(axis="x", color="#dddddd")
+    return fig, ax, bars, len(shown)
+
+
+def _of_largest(shown: int, total: int, what: str) -> str:
+    return f" (the {shown} largest of {total} {what})." if total > shown else "."
+
+
 def _partition_chart(report: Mapping[str, Any]) -> Chart | None:
     parts = report.get("partitions") or {}
     if not parts or not report.get("num_tombstones"):
         return None
     ranked = sorted(parts.items(), key=lambda kv: (-kv[1]["reclaimable_bytes"], -kv[1]["retained_bytes"], kv[0]))
-    shown = ranked[:MAX_CHART_PARTITIONS]
-    largest = max(p["reclaimable_bytes"] + p["retained_bytes"] for _, p in shown)
-    divisor, unit = _byte_unit(largest)
-    labels = [_short(k or "(unpartitioned)") for k, _ in shown][::-1]
-    reclaimable = [p["reclaimable_bytes"] / divisor for _, p in shown][::-1]
-    retained = [p["retained_bytes"] / divisor for _, p in shown][::-1]
-    fig = _figure(10, 1.2 + 0.32 * len(shown))
-    ax = fig.add_subplot()
-    _style(ax)
-    ax.barh(labels, reclaimable, color=_RED, label="past retention (reclaimable by VACUUM)")
-    ax.barh(labels, retained, left=reclaimable, color=_BLUE, label="retained")
-    ax.set_xlabel(f"bytes of tombstones ({unit})")
-    ax.grid(axis="x", color="#dddddd")
+    segments = [
+        ("reclaimable_bytes", _RED, "past retention (reclaimable by VACUUM)"),
+        ("retained_bytes", _BLUE, "retained"),
+    ]
+    fig, ax, _, shown = _ranked_bars(ranked, "(unpartitioned)", segments)
     ax.legend(loc="lower right", frameon=False, fontsize="small")
-    more = len(ranked) - len(shown)
-    description = "Bytes of removed files per partition, largest reclaimable first" + (
-        f" (the {len(shown)} largest of {len(ranked)} partitions)." if more else "."
-    )
+    description = "Bytes of removed files per partition, largest reclaimable first"
+    description += _of_largest(shown, len(ranked), "partitions")
     return _chart(fig, "chart-partitions", "Reclaimable bytes per partition", description)
 
 
@@ -518,23 +527,13 @@ def _vacuum_chart(result: Mapping[str, Any]) -> Chart | None:
     ranked = [(k, p) for k, p in _vacuum_partitions(result) if p["files"]]
     if not ranked:
         return None
-    shown = ranked[:MAX_CHART_PARTITIONS]
-    divisor, unit = _byte_unit(max(p["bytes"] for _, p in shown))
-    fig = _figure(10, 1.2 + 0.32 * len(shown))
-    ax = fig.add_subplot()
-    _style(ax)
-    labels = [_short(k or "(table root)") for k, _ in shown][::-1]
-    bars = ax.barh(labels, [p["bytes"] / divisor for _, p in shown][::-1], color=_RED)
-    ax.bar_label(bars, labels=[f"{p['files']:,} files" for _, p in shown][::-1], fontsize="x-small", padding=3)
-    ax.set_xlabel(f"bytes ({unit})")
-    ax.grid(axis="x", color="#dddddd")
+    fig, ax, bars, shown = _ranked_bars(ranked, "(table root)", [("bytes", _RED, None)])
+    ax.bar_label(bars, labels=[f"{p['files']:,} files" for _, p in ranked[:shown]][::-1], fontsize="x-small", padding=3)
     ax.margins(x=0.12)
-    verb = "would delete" if result.get("dry_run", True) else "deleted"
-    more = len(ranked) - len(shown)
-    description = f"Bytes VACUUM {verb} per directory, largest first" + (
-        f" (the {len(shown)} largest of {len(ranked)} directories)." if more else "."
-    )
-    title = "Files to delete per directory" if result.get("dry_run", True) else "Files deleted per directory"
+    dry_run = result.get("dry_run", True)
+    description = f"Bytes VACUUM {'would delete' if dry_run else 'deleted'} per directory, largest first"
+    description += _of_largest(shown, len(ranked), "directories")
+    title = "Files to delete per directory" if dry_run else "Files deleted per directory"
     return _chart(fig, "chart-vacuum", title, description)
 
 
@@ -544,6 +543,26 @@ def _range_label(lo: float, hi: float | None, fmt: Callable[[float], str]) -> st
     if lo == 0:
         return f"< {fmt(hi)}"
     return f"{fmt(lo)}\N{EN DASH}{fmt(hi)}"
+
+
+def _bar_chart(
+    labels: Sequence[str],
+    heights: Sequence[float],
+    colors: Sequence[str],
+    bar_labels: Sequence[str],
+    ylabel: str,
+    xlabel: str,
+) -> tuple[Figure, Axes]:
+    """Vertical bars with a label each, and their x labels slanted."""
+    fig, ax = _axes(3.6)
+    bars = ax.bar(range(len(labels)), heights, color=colors)
+    ax.bar_label(bars, labels=bar_labels, fontsize="x-small", padding=2)
+    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize="small")
+    ax.set_ylabel(ylabel)
+    ax.set_xlabel(xlabel)
+    ax.grid(axis="y", color="#dddddd")
+    ax.margins(y=0.15)
+    return fig, ax
 
 
 def _edge_line(ax: Axes, flags: Sequence[bool], text: str) -> None:
@@ -559,30 +578,24 @@ def _age_chart(report: Mapping[str, Any]) -> Chart | None:
     hist = report.get("deletion_age_histogram")
     if not hist or not (hist["buckets"] or hist["without_timestamp"]["count"]):
         return None
-    buckets = list(hist["buckets"])
-    labels = [_range_label(b["min_hours"], b["max_hours"], human_hours) for b in buckets]
-    values = [b["bytes"] for b in buckets]
-    counts = [b["count"] for b in buckets]
-    colors = [_RED if b["expired"] else _BLUE for b in buckets]
-    flags = [b["expired"] for b in buckets]
+    buckets = [
+        (
+            _range_label(b["min_hours"], b["max_hours"], human_hours),
+            b["bytes"],
+            b["count"],
+            _RED if b["expired"] else _BLUE,
+        )
+        for b in hist["buckets"]
+    ]
     if hist["without_timestamp"]["count"]:
-        labels.append("no timestamp")
-        values.append(hist["without_timestamp"]["bytes"])
-        counts.append(hist["without_timestamp"]["count"])
-        colors.append(_GREY)
+        buckets.append(("no timestamp", hist["without_timestamp"]["bytes"], hist["without_timestamp"]["count"], _GREY))
+    labels, values, counts, colors = zip(*buckets, strict=True)
     divisor, unit = _byte_unit(max([*values, 1]))
-    fig = _figure(10, 3.6)
-    ax = fig.add_subplot()
-    _style(ax)
-    bars = ax.bar(range(len(labels)), [v / divisor for v in values], color=colors)
-    ax.bar_label(bars, labels=[f"{c:,}" if c else "" for c in counts], fontsize="x-small", padding=2)
-    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize="small")
-    ax.set_ylabel(f"bytes ({unit})")
-    ax.set_xlabel("age of the tombstone (time since the file was removed); bar labels: files")
-    ax.grid(axis="y", color="#dddddd")
-    ax.margins(y=0.15)
-    if buckets:
-        _edge_line(ax, flags, f"retention {human_hours(hist['retention_hours'])}")
+    xlabel = "age of the tombstone (time since the file was removed); bar labels: files"
+    bar_labels = [f"{c:,}" if c else "" for c in counts]
+    fig, ax = _bar_chart(labels, [v / divisor for v in values], colors, bar_labels, f"bytes ({unit})", xlabel)
+    if hist["buckets"]:
+        _edge_line(ax, [b["expired"] for b in hist["buckets"]], f"retention {human_hours(hist['retention_hours'])}")
     description = (
         "Bytes of removed files by how long ago they were removed. Right of the dashed line they are past "
         "the retention window: VACUUM may delete them."
@@ -599,7 +612,7 @@ def _versions_chart(rows: Sequence[Mapping[str, Any]]) -> Chart | None:
     versions = [r["version"] for r in rows]
     divisor, unit = _byte_unit(max(r["size_bytes"] or 0 for r in rows))
     marker = "o" if len(rows) <= 60 else None
-    fig = _figure(10, 4.2)
+    fig = _figure(4.2)
     files_ax, bytes_ax = fig.subplots(2, 1, sharex=True)
     for ax in (files_ax, bytes_ax):
         _style(ax)
@@ -629,24 +642,17 @@ def _size_chart(result: Mapping[str, Any]) -> Chart | None:
     hist = result.get("file_size_histogram")
     if not hist or not hist["num_files"]:
         return None
-    buckets = hist["buckets"]
-    labels = [_range_label(b["min_bytes"], b["max_bytes"], human_bytes) for b in buckets]
-    fig = _figure(10, 3.6)
-    ax = fig.add_subplot()
-    _style(ax)
-    bars = ax.bar(
-        range(len(buckets)), [b["count"] for b in buckets], color=[_RED if b["small"] else _BLUE for b in buckets]
-    )
-    ax.bar_label(
-        bars, labels=[human_bytes(b["bytes"]) if b["count"] else "" for b in buckets], fontsize="x-small", padding=2
-    )
-    ax.set_xticks(range(len(buckets)), labels, rotation=30, ha="right", fontsize="small")
-    ax.set_ylabel("files")
-    ax.set_xlabel("file size; bar labels: bytes in the bucket")
-    ax.grid(axis="y", color="#dddddd")
-    ax.margins(y=0.15)
     from matplotlib.ticker import MaxNLocator
 
+    buckets = hist["buckets"]
+    fig, ax = _bar_chart(
+        [_range_label(b["min_bytes"], b["max_bytes"], human_bytes) for b in buckets],
+        [b["count"] for b in buckets],
+        [_RED if b["small"] else _BLUE for b in buckets],
+        [human_bytes(b["bytes"]) if b["count"] else "" for b in buckets],
+        "files",
+        "file size; bar labels: bytes in the bucket",
+    )
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     _edge_line(ax, [not b["small"] for b in buckets], f"small-file threshold {human_bytes(hist['small_file_bytes'])}")
     description = "Active files by size. Left of the dashed line they count as small files (OPTIMIZE compacts them)."
@@ -661,9 +667,7 @@ def _checks_chart(result: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) 
 
     versions = [r["version"] for r in rows]
     failed = [len(r["failed_checks"]) for r in rows]
-    fig = _figure(10, 2.6)
-    ax = fig.add_subplot()
-    _style(ax)
+    fig, ax = _axes(2.6)
     ax.bar(versions, failed, color=_RED, width=0.8, label="failed checks")
     passed = [v for v, n in zip(versions, failed, strict=True) if not n]
     ax.plot(passed, [0] * len(passed), linestyle="none", marker="o", color=_GREEN, label="all checks passed")
@@ -780,16 +784,6 @@ def render_html(kind: str, result: Mapping[str, Any]) -> str:
     context = contexts[_check_kind(kind)](result)
     page = _environment().get_template(f"{kind}.html.j2").render(**context, kind=kind, provider_version=__version__)
     return page if page.endswith("\n") else page + "\n"
-
-
-def tombstone_html(report: Mapping[str, Any]) -> str:
-    """A tombstone report as a standalone HTML page (`render_html("tombstones", report)`)."""
-    return render_html("tombstones", report)
-
-
-def snapshot_html(result: Mapping[str, Any]) -> str:
-    """A snapshot result as a standalone HTML page (`render_html("snapshot", result)`)."""
-    return render_html("snapshot", result)
 
 
 #: Which renderer makes each report format (`--report-formats`).
