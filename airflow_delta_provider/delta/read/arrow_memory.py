@@ -1,19 +1,9 @@
 """The Arrow memory pool and Parquet reader the library's own Arrow work uses.
 
-Arrow's default pool is mimalloc. On a Linux host with transparent huge pages in `madvise` mode
-(the common default) mimalloc backs its segments with 2 MiB pages, and the kernel clears a whole
-huge page on the first touch of each: on this project's 2-core VM a third of a 110k-file snapshot
-load was `clear_page_erms` under mimalloc, and a 1M-file load took 0.75-0.97 s with it against
-0.54-0.56 s with jemalloc and 0.62 s with the system allocator (`bench/RESULTS.md`, session 7).
-
-So the library allocates its own buffers (Parquet decoding, compute kernels, concatenation) from
-jemalloc when pyarrow was built with it, else from the system allocator, and leaves the process's
-default pool alone: other code in the process keeps whatever it had. A host that chose a pool with
-`ARROW_DEFAULT_MEMORY_POOL` gets that pool here too.
-
-Parquet pages are decoded by `pyarrow.parquet.ParquetFile` into buffers of pyarrow's default pool:
-its public API takes no pool (the private reader that does was given up for the public API; the cost
-is in `bench/RESULTS.md`, session 8).
+Arrow's default mimalloc backs segments with 2 MiB transparent huge pages, each cleared on first touch:
+a 1M-file load took 0.75-0.97 s with it, 0.54-0.56 s with jemalloc (`bench/RESULTS.md`, session 7). So
+the library allocates from jemalloc (else the system allocator) and leaves the default pool alone; an
+`ARROW_DEFAULT_MEMORY_POOL` choice is honoured. `ParquetFile` decodes into the default pool (no API for one).
 """
 
 from __future__ import annotations

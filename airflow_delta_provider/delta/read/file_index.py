@@ -1,11 +1,8 @@
 """Which active files a query must read (`TahoeLogFileIndex.matchingFiles`).
 
-One evaluation path: a predicate (`protocol.predicate`) is validated against the schema, so its literals
-have the columns' types, then its columns are renamed to physical names, since partition values and
-stats are keyed by physical name under column mapping. `might_match_file` then decides each file:
-exactly on typed partition values, conservatively on stats (a file is dropped only when its stats prove
-no row can match; missing stats keep it). Tuple filters `(column, op, value)` (ops `=`, `==`, `!=`, `<`,
-`<=`, `>`, `>=`, `in`, `not in`, `is null`, `is not null`) become the same predicate: an AND of leaves.
+A predicate (`protocol.predicate`, or tuple filters `(column, op, value)` ANDed) is validated against the
+schema and renamed to physical names (how partition values and stats are keyed under column mapping);
+`might_match_file` keeps a file unless its typed partition values or its stats prove no row can match.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
-"""How much memory a local replay needs, estimated before any state is read.
+"""How much memory a local replay needs, estimated before any state is read: a load over
+`LocalEngine(memory_limit_bytes=...)` fails first with a `ResourceLimitError` naming the Spark engine,
+rather than swap the machine.
 
-The local engine holds a table's file state in this process. A state that does not fit is the Spark
-engine's job: rather than read it and swap the machine, a load whose estimate exceeds
-`LocalEngine(memory_limit_bytes=...)` fails first with a `ResourceLimitError` naming the Spark engine.
-
-The estimate is `CHECKPOINT_FACTOR` times the uncompressed bytes of the checkpoint columns a load
-decodes (every add and remove field but the stats, and the non-file actions), from the Parquet
-footers, plus `JSON_FACTOR` times the bytes of JSON (commits and JSON checkpoint parts). Measured on
-`bench/` L (1.03M files): the library's Arrow pool peaked at 2.7x the 96 MiB of decoded columns, and
-replayed commits held 1.9-2.0x their JSON as actions, before their Arrow rows. Footers are read
-unless the file sizes alone rule the limit out by far (`MAX_PARQUET_EXPANSION`). Stats read later
-(data skipping, `all_files()`) and incremental updates are not part of the estimate. The functions
-are pure (sizes in, bytes out); `MemoryBudget` reads the footers for one load.
+The estimate is `CHECKPOINT_FACTOR` times the uncompressed checkpoint column bytes a load decodes (from
+the Parquet footers; stats excluded) plus `JSON_FACTOR` times the JSON bytes. Measured on `bench/` L
+(1.03M files): the Arrow pool peaked at 2.7x the decoded columns, replayed commits at 1.9-2.0x their JSON.
 """
 
 from __future__ import annotations
@@ -24,11 +17,8 @@ from ..storage import LogStore
 
 CHECKPOINT_FACTOR = 3
 JSON_FACTOR = 4
-#: Uncompressed column bytes per Parquet file byte assumed by the bound that spares reading footers.
-#: Not a hard bound (near-constant columns compress further), so it is far beyond what checkpoints
-#: show (bench L: 0.6x; a zstd file of 1M sequential paths: 52x): footers are skipped only when the
-#: limit is orders of magnitude above the files (with the default limit of 12 GiB here: checkpoints
-#: under 4 MB, the row path's; reading and parsing a footer costs about 1 ms).
+#: Uncompressed bytes per Parquet file byte assumed when skipping footers: far beyond what checkpoints
+#: show (bench L: 0.6x; 1M sequential paths in zstd: 52x), so only a limit orders of magnitude above skips.
 MAX_PARQUET_EXPANSION = 1000
 #: The share of this process's memory (physical, or its cgroup's limit) the default limit allows.
 DEFAULT_SHARE = 0.5
@@ -122,10 +112,8 @@ def footer_column_sizes(fh: object) -> dict[tuple[str, ...], int]:
 
 
 class MemoryBudget:
-    """One load's check against the local engine's memory limit: the segment's commits and checkpoint
-    parts first, then a V2 checkpoint's sidecars as they are found. Footers are read unless file sizes
-    rule the limit out by far; a footer that cannot be read is left out of the estimate (the read
-    itself then reports the file)."""
+    """One load's check against the memory limit: commits and checkpoint parts, then V2 sidecars as found.
+    A footer that cannot be read is left out (the read itself then reports the file)."""
 
     def __init__(self, limit: int, table: str, version: int, store: LogStore, non_file: Sequence[str]) -> None:
         self.limit = limit
@@ -159,8 +147,7 @@ class MemoryBudget:
         self.add([(path, size) for path, size, _ in sidecars], file=sidecars[0][2] if len(sidecars) == 1 else None)
 
     def _footer_bytes(self, path: str) -> int | None:
-        """Decoded column bytes from the file's footer (found from the file's end: a wrong logged
-        size does not matter); None when the footer cannot be read."""
+        """Decoded column bytes from the file's footer; None when it cannot be read."""
         import pyarrow as pa
 
         try:

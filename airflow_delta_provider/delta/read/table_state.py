@@ -18,23 +18,17 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class FileSet(TypingProtocol):
-    """A reconciled file set: active files and tombstones of one version. `FileState` holds it in
-    this process (Arrow tables); the Spark engine's `DistributedFileState` on the cluster."""
+    """Active files and tombstones (expired included) of one version: `FileState` in this process, the
+    Spark engine's `DistributedFileState` on the cluster."""
 
     @property
-    def adds(self) -> pa.Table:
-        """Active files, without stats."""
-        ...
+    def adds(self) -> pa.Table: ...
 
     @property
-    def adds_with_stats(self) -> pa.Table:
-        """Active files with stats as raw JSON."""
-        ...
+    def adds_with_stats(self) -> pa.Table: ...
 
     @property
-    def removes(self) -> pa.Table:
-        """Every tombstone replay holds (expired ones included)."""
-        ...
+    def removes(self) -> pa.Table: ...
 
     @property
     def num_files(self) -> int: ...
@@ -50,9 +44,7 @@ class FileSet(TypingProtocol):
 
     def tombstone_summary(self, cutoff_ms: int, partition_columns: tuple[str, ...]) -> TombstoneSummary: ...
 
-    def uncache(self) -> None:
-        """Release cluster memory held for this set (no-op in process)."""
-        ...
+    def uncache(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -81,11 +73,8 @@ class TableState:
         *,
         file_tables: tuple[pa.Table, pa.Table] | None = None,
     ) -> TableState:
-        """This state with the replay of later commits on top (the replay holds their final actions).
-
-        `file_tables` are the replay's adds and removes as tables, when the caller built them already.
-        Only an in-process `FileState` is extended this way.
-        """
+        """This state with the replay of later commits on top (`file_tables`: the replay's adds and removes,
+        when built already). Only an in-process `FileState` is extended this way."""
         files: FileState = self.files  # type: ignore[assignment]
         txns = {**self.transactions, **replay.transactions}
         domains = {**self.domain_metadata, **replay.domain_metadata}
