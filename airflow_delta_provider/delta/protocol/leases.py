@@ -134,48 +134,56 @@ def make_lease(
     return Lease(check_lease_id(lease_id), version, check_owner(owner), now_ms, now_ms + ttl_ms, table, table_id)
 
 
+def json_record(data: bytes | str, fmt: str) -> Mapping[str, Any]:
+    """The JSON object of a lease or quarantine file of format `fmt`; `ValueError` saying what is wrong."""
+    try:
+        obj = json.loads(data)
+    except ValueError as exc:  # UnicodeDecodeError too
+        raise ValueError(f"not JSON: {exc}") from None
+    if not isinstance(obj, Mapping):
+        raise ValueError("not a JSON object")
+    if obj.get("format") != fmt:
+        raise ValueError(f"format {obj.get('format')!r}, expected {fmt!r}")
+    return obj
+
+
+def non_negative(obj: Mapping[str, Any], key: str, *, optional: bool = False) -> int | None:
+    """`obj[key]`, an integer >= 0 (None when `optional` and absent), else `ValueError`."""
+    value = obj.get(key)
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{key} must be an integer >= 0, got {value!r}")
+    return value
+
+
 def parse_lease(data: bytes | str, *, name: str = "", table: str | None = None) -> Lease:
     """The lease in a file named `name`; anything else is a `LeaseError` naming the file (maintenance does
     not guess what a damaged lease pinned)."""
     file_id = lease_id_of(name) if name else None
-
-    def bad(why: str) -> LeaseError:
-        return LeaseError(
-            f"Lease file {name or '?'} is not a valid lease ({why}); VACUUM and log cleanup refuse to run "
+    try:
+        obj = json_record(data, LEASE_FORMAT)
+        version, created, expires = (non_negative(obj, key) or 0 for key in ("version", "created", "expires"))
+        lease_id, owner, table_id = obj.get("id"), obj.get("owner"), obj.get("table_id")
+        if not isinstance(lease_id, str) or _ID.fullmatch(lease_id) is None:
+            raise ValueError(f"id {lease_id!r}")
+        if file_id is not None and lease_id != file_id:
+            raise ValueError(f"id {lease_id} differs from the file name")
+        if not isinstance(owner, str) or not owner.strip():
+            raise ValueError(f"owner {owner!r}")
+        if table_id is not None and not isinstance(table_id, str):
+            raise ValueError(f"table_id {table_id!r}")
+        if expires <= created:
+            raise ValueError("it expires before it was created")
+    except ValueError as exc:
+        raise LeaseError(
+            f"Lease file {name or '?'} is not a valid lease ({exc}); VACUUM and log cleanup refuse to run "
             "while it is there: fix it, or release it (`deltalog lease release`)",
             lease_id=file_id,
             table=table,
             file=name or None,
-        )
-
-    try:
-        obj = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise bad(f"not JSON: {exc}") from None
-    if not isinstance(obj, Mapping):
-        raise bad("not a JSON object")
-    if obj.get("format") != LEASE_FORMAT:
-        raise bad(f"format {obj.get('format')!r}, expected {LEASE_FORMAT!r}")
-    ints = {}
-    for key in ("version", "created", "expires"):
-        value = obj.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise bad(f"{key} must be an integer >= 0, got {value!r}")
-        ints[key] = value
-    lease_id, owner, table_id = obj.get("id"), obj.get("owner"), obj.get("table_id")
-    if not isinstance(lease_id, str) or _ID.fullmatch(lease_id) is None:
-        raise bad(f"id {lease_id!r}")
-    if file_id is not None and lease_id != file_id:
-        raise bad(f"id {lease_id} differs from the file name")
-    if not isinstance(owner, str) or not owner.strip():
-        raise bad(f"owner {owner!r}")
-    if table_id is not None and not isinstance(table_id, str):
-        raise bad(f"table_id {table_id!r}")
-    if ints["expires"] <= ints["created"]:
-        raise bad("it expires before it was created")
-    return Lease(
-        lease_id, ints["version"], owner, ints["created"], ints["expires"], str(obj.get("table") or ""), table_id
-    )
+        ) from None
+    return Lease(lease_id, version, owner, created, expires, str(obj.get("table") or ""), table_id)
 
 
 def for_table(leases: Iterable[Lease], table_id: str | None) -> list[Lease]:

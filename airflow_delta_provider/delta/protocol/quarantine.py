@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidArgumentError, QuarantineError
-from .leases import iso_seconds
+from .leases import iso_seconds, json_record, non_negative
 from .table_properties import parse_duration_ms
 from .vacuum import FILE, PlannedFile, StoredEntry, same_mtime
 
@@ -155,34 +155,12 @@ class Manifest:
         return {k: v for k, v in self.to_json().items() if k not in ("format", "files")}
 
 
-def _bad(quarantine_id: str | None, name: str, why: str, table: str | None) -> QuarantineError:
-    return QuarantineError(
-        f"Quarantine file {name} is not valid ({why}): nothing was moved; fix or remove the quarantine by hand",
-        quarantine_id=quarantine_id,
-        table=table,
-        file=name,
-    )
-
-
-def _int(obj: Mapping[str, Any], key: str, *, optional: bool = False) -> int | None:
-    value = obj.get(key)
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{key} must be an integer >= 0, got {value!r}")
-    return value
-
-
 def parse_manifest(data: bytes | str, *, quarantine_id: str, table: str | None = None) -> Manifest:
     """The manifest read from folder `quarantine_id`; anything else is a `QuarantineError` naming the file
     (no move is made from a guess)."""
     name = f"{quarantine_dir(quarantine_id)}/{MANIFEST_NAME}"
     try:
-        obj = json.loads(data)
-        if not isinstance(obj, Mapping):
-            raise ValueError("not a JSON object")
-        if obj.get("format") != QUARANTINE_FORMAT:
-            raise ValueError(f"format {obj.get('format')!r}, expected {QUARANTINE_FORMAT!r}")
+        obj = json_record(data, QUARANTINE_FORMAT)
         if obj.get("id") != quarantine_id:
             raise ValueError(f"id {obj.get('id')!r} differs from its folder")
         if obj.get("method") not in METHODS:
@@ -200,22 +178,29 @@ def parse_manifest(data: bytes | str, *, quarantine_id: str, table: str | None =
             path = f["path"]
             if path.startswith("/") or "://" in path or ".." in path.split("/"):
                 raise ValueError(f"file path {path!r} is not relative to the table root")
-            files.append(QuarantinedFile(path, _int(f, "size") or 0, _int(f, "modification_time", optional=True)))
+            files.append(
+                QuarantinedFile(path, non_negative(f, "size") or 0, non_negative(f, "modification_time", optional=True))
+            )
         return Manifest(
             id=quarantine_id,
             table=str(obj.get("table") or ""),
             table_id=table_id,
-            version=_int(obj, "version") or 0,
-            created_ms=_int(obj, "created") or 0,
+            version=non_negative(obj, "version") or 0,
+            created_ms=non_negative(obj, "created") or 0,
             method=obj["method"],
             files=tuple(files),
             mode=str(obj.get("mode") or "full"),
-            cutoff_ms=_int(obj, "cutoff_ms", optional=True) or 0,
-            retention_ms=_int(obj, "retention_ms", optional=True) or 0,
-            audit_version=_int(obj, "audit_version", optional=True),
+            cutoff_ms=non_negative(obj, "cutoff_ms", optional=True) or 0,
+            retention_ms=non_negative(obj, "retention_ms", optional=True) or 0,
+            audit_version=non_negative(obj, "audit_version", optional=True),
         )
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise _bad(quarantine_id, name, str(exc), table) from None
+    except ValueError as exc:
+        raise QuarantineError(
+            f"Quarantine file {name} is not valid ({exc}): nothing was moved; fix or remove the quarantine by hand",
+            quarantine_id=quarantine_id,
+            table=table,
+            file=name,
+        ) from None
 
 
 def marker_bytes(kind: str, quarantine_id: str, now_ms: int, **counts: Any) -> bytes:
