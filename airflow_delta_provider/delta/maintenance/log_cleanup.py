@@ -152,21 +152,11 @@ class CleanupPlan:
         """Everything to delete, in deletion order (log files by version, then sidecars)."""
         return (*self.delete, *self.delete_sidecars)
 
-    @property
-    def num_bytes(self) -> int:
-        return sum(f.size for f in self.files)
-
 
 def _with_companions(doomed: Iterable[FileInfo], listing: Iterable[FileInfo]) -> tuple[FileInfo, ...]:
     """`doomed`, each followed by its Hadoop checksum `.<name>.crc` when the listing has one."""
     hidden = {f.name: f for f in listing if f.path.endswith(".crc") and f.name.startswith(".")}
-    out: list[FileInfo] = []
-    for f in doomed:
-        out.append(f)
-        companion = hidden.get(f".{f.name}.crc")
-        if companion is not None:
-            out.append(companion)
-    return tuple(out)
+    return tuple(x for f in doomed for x in (f, hidden.get(f".{f.name}.crc")) if x is not None)
 
 
 def _doomed_sidecars(
@@ -411,14 +401,6 @@ def _read_sidecar_refs(dlog: DeltaLog, part: ParsedLogPath) -> list[str]:
     return [str(r["path"]) for r in rows if isinstance(r, dict) and r.get("path")]
 
 
-def _write_checkpoint(dlog: DeltaLog, version: int, now_ms: int) -> None:
-    """Write a checkpoint at `version` (imported here: the writer loads pyarrow and the engine)."""
-    from .checkpoint import write_checkpoint
-
-    result = write_checkpoint(dlog, version=version, clock=lambda: now_ms)
-    log.info("Log cleanup of %s: wrote checkpoint %s first (%s)", dlog.table_uri, version, result.path)
-
-
 def _relative(dlog: DeltaLog, path: str) -> str:
     prefix = dlog.log_dir.rstrip("/") + "/"
     return path[len(prefix) :] if path.startswith(prefix) else path.rsplit("/", 1)[-1]
@@ -504,7 +486,10 @@ def cleanup_log(
             plan, problem = planner.plan(assume_checkpoint_at=wanted)
             written = wanted
         else:
-            _write_checkpoint(dlog, wanted, now_ms)
+            from .checkpoint import write_checkpoint  # here: the writer loads pyarrow and the engine
+
+            path = write_checkpoint(dlog, version=wanted, clock=lambda: now_ms).path
+            log.info("Log cleanup of %s: wrote checkpoint %s first (%s)", dlog.table_uri, wanted, path)
             written = wanted
             planner = _Planner(dlog, now_ms=now_ms, retention_ms=retention_ms, protect=protect, v2=v2, keep=keep)
             plan, problem = planner.plan()
