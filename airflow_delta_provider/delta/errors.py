@@ -95,8 +95,7 @@ class MalformedCommitError(LogCorruptedError):
 
 
 class CheckpointMismatchError(LogCorruptedError):
-    """A written checkpoint differs from what was read back or from the state it was written from (Spark
-    `checkpointMismatchWithSnapshot`); the files this write created are gone."""
+    """A written checkpoint differs from its read-back or its state (`checkpointMismatchWithSnapshot`); removed."""
 
     error_class = "DELTA_CHECKPOINT_SNAPSHOT_MISMATCH"
 
@@ -166,15 +165,13 @@ class StorageError(DeltaError):
 
 
 class BucketNotFoundError(StorageError):
-    """The bucket (container) holding the table does not exist: a configuration error, not a table to wait
-    for (`transient=False`)."""
+    """The table's bucket (container) does not exist: a configuration error, not a table to wait for."""
 
     error_class = "DELTA_BUCKET_NOT_FOUND"
 
 
 class TableRecreatedError(DeltaError):
-    """The table's latest version fell below the version waited past: it was deleted and created again (or
-    the reference version is another table's). Pass `allow_recreation=True` to follow the new table."""
+    """The latest version fell below the one waited past: the table was recreated (see `allow_recreation`)."""
 
     error_class = "DELTA_TABLE_RECREATED"
 
@@ -186,10 +183,7 @@ class ResourceLimitError(DeltaError):
 
 
 class InvalidArgumentError(DeltaError, ValueError):
-    """A caller passed something the API cannot take; `argument` names the parameter (or CLI option).
-
-    A `ValueError` too, so `except ValueError` keeps working.
-    """
+    """A caller passed something the API cannot take (`argument` names it); a `ValueError` too."""
 
     error_class = "DELTA_INVALID_ARGUMENT"
     extra_fields = ("argument",)
@@ -197,8 +191,7 @@ class InvalidArgumentError(DeltaError, ValueError):
 
 
 class PredicateSyntaxError(InvalidArgumentError):
-    """A predicate the grammar does not accept or that does not fit the table's columns; `position` is the
-    1-based character position at fault, when one is."""
+    """A predicate the grammar refuses or that does not fit the columns; `position` is 1-based, when known."""
 
     error_class = "PARSE_SYNTAX_ERROR"
     extra_fields = ("argument", "position")
@@ -212,9 +205,8 @@ class EngineError(DeltaError):
 
 
 class SchemaMismatchError(DeltaError):
-    """A data file this library wrote (an OPTIMIZE rewrite) does not hold the table's schema (a field, type,
-    nullability, field id or physical name); `field_path` names the first field at fault, by logical names.
-    Nothing naming the file is committed."""
+    """A file OPTIMIZE wrote does not hold the table's schema; `field_path` names the first field at fault (by
+    logical names). Nothing naming the file is committed."""
 
     error_class = "DELTA_DATA_FILE_SCHEMA_MISMATCH"
     extra_fields = ("field_path",)
@@ -276,8 +268,7 @@ class CommitRetriesExceededError(ConcurrentModificationError):
 
 
 class RetentionConflictError(OperationNotAllowedError):
-    """`delta.logRetentionDuration` is shorter than `delta.deletedFileRetentionDuration` (Delta >= 4.1 refuses
-    such properties: `vacuum.enforceDeletedFileAndLogRetentionDurationCompatibility`); nothing was deleted."""
+    """`delta.logRetentionDuration` is below `delta.deletedFileRetentionDuration`, as Delta >= 4.1 refuses."""
 
     error_class = "DELTA_RETENTION_CONFLICT"
     extra_fields = ("log_retention_ms", "deleted_file_retention_ms")
@@ -294,8 +285,7 @@ class LeaseError(DeltaError):
 
 
 class QuarantineError(DeltaError):
-    """A VACUUM quarantine that cannot be undone, resumed or purged as asked (missing, damaged, another
-    table's, a purge under way, or `paths` now occupied where files must go back; nothing was moved)."""
+    """A VACUUM quarantine that cannot be undone, resumed or purged as asked; `paths` are those in the way."""
 
     error_class = "DELTA_VACUUM_QUARANTINE"
     extra_fields = ("quarantine_id", "paths")
@@ -306,17 +296,14 @@ class QuarantineError(DeltaError):
 
 
 class UnsupportedStoreError(OperationNotAllowedError):
-    """The store cannot do what a write needs (an atomic put-if-absent for commits, or any write on a
-    read-only store); nothing was written."""
+    """The store cannot do what a write needs (an atomic put-if-absent, or any write if read-only)."""
 
     error_class = "DELTA_UNSUPPORTED_STORE"
 
 
 def error_from_dict(data: dict[str, object]) -> DeltaError:
-    """The typed error a `to_dict()` (a job's error result) describes; unknown classes give `DeltaError`.
-
-    The message is kept as rendered (with its location); the fields are restored as attributes.
-    """
+    """The typed error a `to_dict()` (a job's error result) describes, message as rendered; unknown classes
+    give `DeltaError`."""
     cls = ERROR_CLASSES.get(str(data.get("error_class")), DeltaError)
     message = str(data.get("message") or cls.__name__)
     err = cls.__new__(cls)
