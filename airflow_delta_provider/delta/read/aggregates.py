@@ -257,25 +257,3 @@ def digest_file_rows(
         if rm is not None:
             out.add_tombstone(rm.get("partitionValues"), rm.get("size"), rm.get("deletionTimestamp"))
     return out
-
-
-def summarize_file_rows(rows: Iterable[dict[str, Any]], small_file_bytes: int) -> FileSummary:
-    """A `FileSummary` of `{"add": {...}}` rows (others are ignored)."""
-    out = FileSummary(small_file_bytes)
-    for row in rows:
-        add = row.get("add")
-        if add is not None:
-            out.add(int(add.get("size") or 0))
-    return out
-
-
-def summarize_tombstone_rows(
-    rows: Iterable[dict[str, Any]], cutoff_ms: int, partition_columns: tuple[str, ...]
-) -> TombstoneSummary:
-    """A `TombstoneSummary` of `{"remove": {...}}` rows (others are ignored)."""
-    out = TombstoneSummary(cutoff_ms, partition_columns)
-    for row in rows:
-        rm = row.get("remove")
-        if rm is not None:
-            out.add(rm.get("partitionValues"), rm.get("size"), rm.get("deletionTimestamp"))
-    return out

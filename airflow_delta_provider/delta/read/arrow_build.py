@@ -117,12 +117,6 @@ def column(values: Sequence[Any], type: pa.DataType) -> pa.Array:
     raise TypeError(f"no pandas-free builder for {type}")
 
 
-def table_from_rows(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
-    """`pa.Table.from_pylist(rows, schema=schema)` for the types above, without pandas."""
-    columns = [column([r.get(f.name) for r in rows], f.type) for f in schema]
-    return pa.Table.from_arrays(columns, schema=schema)
-
-
 def int64_scalar(value: int) -> pa.Scalar:
     """A non-null int64 scalar (compute functions convert plain ints with `pa.scalar`)."""
     return int_array([value])[0]

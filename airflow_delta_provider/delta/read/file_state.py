@@ -303,11 +303,6 @@ class FileState:
     def empty(cls) -> FileState:
         return cls(empty_table(ADD_SCHEMA), empty_table(REMOVE_SCHEMA))
 
-    @classmethod
-    def from_replay(cls, replay: InMemoryLogReplay) -> FileState:
-        """The full state held by a replay (all tombstones, expired ones included)."""
-        return cls(adds_to_table(replay.active_files.values()), removes_to_table(replay.tombstones.values()))
-
     def apply(self, replay: InMemoryLogReplay, *, tables: tuple[pa.Table, pa.Table] | None = None) -> FileState:
         """This state with a later replay's file actions reconciled on top (computed lazily).
 
