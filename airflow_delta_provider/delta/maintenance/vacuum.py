@@ -563,20 +563,14 @@ def _delete_checked(
             manifest = start_quarantine(
                 dlog, snapshot, keep, now_ms=quarantine_at, audit_version=start, quarantine_id=quarantine_id
             )
-            result.quarantine_id = quarantine_id
-            result.quarantine = {
-                "id": quarantine_id,
-                "location": quarantine_location(dlog, quarantine_id),
-                **_planned_cost(dlog, keep),
-                "moved": 0,
-                "moved_bytes": 0,
-                "state": "moving",
-            }
             done = executor.move(dlog, checked, destination=files_dir(quarantine_id))
             moved, result.directories = done.files, done.directories
-            result.quarantine.update(moved=done.files, moved_bytes=done.bytes)
             finish_quarantine(dlog, manifest, now_ms=quarantine_at, moved=done.files, moved_bytes=done.bytes)
-            result.quarantine["state"] = "quarantined"
+            result.quarantine_id = quarantine_id
+            result.quarantine = {"id": quarantine_id, "location": quarantine_location(dlog, quarantine_id)}
+            result.quarantine.update(
+                _planned_cost(dlog, keep), moved=moved, moved_bytes=done.bytes, state="quarantined"
+            )
         status = "COMPLETED"
     finally:
         if write_audit:
@@ -593,6 +587,6 @@ def _delete_checked(
     result.plan = keep
     if quarantine_id is not None:
         log.info("VACUUM of %s: moved %d files to quarantine %s", plan.table, moved, quarantine_id)
-        return result
-    log.info("VACUUM of %s: deleted %d files (%d bytes)", plan.table, result.deleted, result.deleted_bytes)
+    else:
+        log.info("VACUUM of %s: deleted %d files (%d bytes)", plan.table, result.deleted, result.deleted_bytes)
     return result
