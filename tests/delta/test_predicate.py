@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from support.predicate_eval import evaluate_row
 
 from airflow_delta_provider.delta.errors import DeltaError, InvalidArgumentError, error_from_dict
 from airflow_delta_provider.delta.protocol.predicate import (
@@ -22,7 +23,6 @@ from airflow_delta_provider.delta.protocol.predicate import (
     Not,
     Or,
     PredicateSyntaxError,
-    evaluate_row,
     might_match_file,
     parse_predicate,
     validate,

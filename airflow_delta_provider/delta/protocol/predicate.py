@@ -14,16 +14,14 @@ Grammar (keywords are case-insensitive; whitespace separates tokens and is other
     name       := identifier | '`' text '`'    -- '``' inside backquotes is one backquote
     literal    := string | number | TRUE | FALSE | DATE string | TIMESTAMP string
 
-- An identifier is a letter or `_` followed by letters, digits or `_`. `AND OR NOT IN IS NULL TRUE
-  FALSE` are reserved: backquote a column with such a name. `date` and `timestamp` are ordinary names.
-- A string is quoted with `'` or `"`; the quote is doubled to put it inside (`'it''s'`). There are no
-  backslash escapes.
-- A number has an optional sign: digits only is an `int`, with a decimal point a `Decimal`, with an
-  exponent a `float` (as in Spark SQL: `1`, `1.5`, `1.5e3`).
+- An identifier is a letter or `_`, then letters, digits or `_`; `AND OR NOT IN IS NULL TRUE FALSE` are
+  reserved (backquote such a column; `date` and `timestamp` are ordinary names). A string is quoted with `'`
+  or `"`, the quote doubled inside (`'it''s'`), no backslash escapes. A number, optionally signed, is an
+  `int`, with a decimal point a `Decimal`, with an exponent a `float` (as in Spark SQL).
 - `DATE 'YYYY-MM-DD'` is a `datetime.date`; `TIMESTAMP 'YYYY-MM-DD[(' '|T)HH:MM[:SS[.ffffff]]][Z|±HH:MM]'`
   a `datetime.datetime` (naive without an offset; `validate` reads a naive `timestamp` literal as UTC).
-- `NULL` is only valid in `IS [NOT] NULL`. Precedence: NOT binds tighter than AND, AND tighter than OR.
-- Comparisons are `column op literal` (a literal on the left, or two columns, is an error).
+- `NULL` is only valid in `IS [NOT] NULL`; NOT binds tighter than AND, AND tighter than OR; a literal on
+  the left, or two columns, is an error.
 
 Anything else, including empty input, raises `PredicateSyntaxError` naming the 1-based character position
 (`.position`) and what was expected. Evaluation follows SQL: a comparison with NULL is unknown (`None`),
@@ -407,15 +405,12 @@ def _lookup(mapping: Any, name: str) -> Any:
     return current
 
 
-# -- row evaluation ----------------------------------------------------------------------------------------
+# -- truth values ------------------------------------------------------------------------------------------
 
 
-def _kleene_and(a: bool | None, b: bool | None) -> bool | None:
-    return False if a is False or b is False else None if a is None or b is None else True
-
-
-def _kleene_or(a: bool | None, b: bool | None) -> bool | None:
-    return True if a is True or b is True else None if a is None or b is None else False
+def _kleene(is_and: bool, a: bool | None, b: bool | None) -> bool | None:
+    """SQL's AND (`is_and`) or OR: False decides an AND and True an OR; otherwise unknown (None) wins."""
+    return (not is_and) if a is (not is_and) or b is (not is_and) else None if a is None or b is None else is_and
 
 
 def _leaf_truth(leaf: Leaf, actual: Any) -> bool | None:
@@ -427,27 +422,8 @@ def _leaf_truth(leaf: Leaf, actual: Any) -> bool | None:
         return _compare(leaf.column, actual, leaf.op, leaf.value)
     hit: bool | None = False
     for value in leaf.values:
-        hit = _kleene_or(hit, _compare(leaf.column, actual, "=", value))
+        hit = _kleene(False, hit, _compare(leaf.column, actual, "=", value))
     return None if hit is None else hit != leaf.negated
-
-
-def evaluate_row(expr: Expr, row: Mapping[str, Any]) -> bool | None:
-    """SQL truth value of `expr` on one row of typed values (`None` is unknown); columns match case-insensitively."""
-    if isinstance(expr, And | Or):
-        is_and = isinstance(expr, And)
-        result: bool | None = is_and
-        for child in expr.children:
-            result = (_kleene_and if is_and else _kleene_or)(result, evaluate_row(child, row))
-            if result is not None and result != is_and:  # False decides an AND, True an OR
-                break
-        return result
-    if isinstance(expr, Not):
-        value = evaluate_row(expr.child, row)
-        return None if value is None else not value
-    actual = _lookup(row, expr.column)
-    if actual is _MISSING:
-        raise InvalidArgumentError(f"Unknown column {expr.column!r} (row columns: {', '.join(map(str, row))})")
-    return _leaf_truth(expr, actual)
 
 
 # -- file pruning ------------------------------------------------------------------------------------------
@@ -504,10 +480,8 @@ def _range(op: str, lit: Any, lo_raw: Any, hi_raw: Any) -> tuple[bool, bool]:
 
 
 def _stats_outcomes(leaf: Leaf, stats: Mapping[str, Any]) -> Outcomes:
-    num = stats.get("numRecords")
-    nulls = _lookup(stats.get("nullCount"), leaf.column)
-    num = num if isinstance(num, int) and not isinstance(num, bool) else None
-    nulls = nulls if isinstance(nulls, int) and not isinstance(nulls, bool) else None
+    counts = (stats.get("numRecords"), _lookup(stats.get("nullCount"), leaf.column))
+    num, nulls = (n if isinstance(n, int) and not isinstance(n, bool) else None for n in counts)
     may_be_null = nulls is None or nulls > 0
     may_be_value = nulls is None or num is None or nulls < num
     if isinstance(leaf, IsNull):
@@ -516,9 +490,8 @@ def _stats_outcomes(leaf: Leaf, stats: Mapping[str, Any]) -> Outcomes:
         )
     out: set[bool | None] = {None} if may_be_null else set()
     if may_be_value:
-        lo = _lookup(stats.get("minValues"), leaf.column)
-        hi = _lookup(stats.get("maxValues"), leaf.column)
-        lo, hi = (None if v is _MISSING else v for v in (lo, hi))
+        bounds = (_lookup(stats.get(key), leaf.column) for key in ("minValues", "maxValues"))
+        lo, hi = (None if v is _MISSING else v for v in bounds)
         if isinstance(leaf, Comparison):
             can_true, can_false = _range(leaf.op, leaf.value, lo, hi)
         else:
@@ -533,11 +506,11 @@ def _stats_outcomes(leaf: Leaf, stats: Mapping[str, Any]) -> Outcomes:
 def _outcomes(expr: Expr, partition_values: Mapping[str, Any], stats: Mapping[str, Any], parts: set[str]) -> Outcomes:
     """Every truth value `expr` may take on some row of the file."""
     if isinstance(expr, And | Or):
-        combine = _kleene_and if isinstance(expr, And) else _kleene_or
-        result: Outcomes = frozenset({isinstance(expr, And)})
+        is_and = isinstance(expr, And)
+        result: Outcomes = frozenset({is_and})
         for child in expr.children:
             child_outcomes = _outcomes(child, partition_values, stats, parts)
-            result = frozenset(combine(a, b) for a in result for b in child_outcomes)
+            result = frozenset(_kleene(is_and, a, b) for a in result for b in child_outcomes)
         return result
     if isinstance(expr, Not):
         return frozenset(None if v is None else not v for v in _outcomes(expr.child, partition_values, stats, parts))
