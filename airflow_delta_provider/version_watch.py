@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .commands.arguments import as_version, last_version
+from .commands.arguments import as_version, last_version  # noqa: F401 (re-exported)
 from .commands.commit_checks import changes_data
 from .delta.delta_log import DeltaLog
 from .delta.errors import (
@@ -28,24 +28,6 @@ from .delta.protocol.actions import Action, AddCDCFile, AddFile, CommitInfo, Rem
 from .delta.protocol.filenames import LogFileKind, ParsedLogPath
 from .delta.protocol.log_segment import parse_listing
 from .delta.read.commits import read_commit
-
-__all__ = [
-    "MAX_EVENT_PARTITIONS",
-    "MAX_EVENT_VERSIONS",
-    "Commit",
-    "as_version",
-    "commits_event",
-    "condition_met",
-    "is_transient",
-    "last_data_version",
-    "last_version",
-    "probe_table",
-    "probe_version",
-    "read_commits",
-    "since_last",
-    "version_event",
-    "wait_event",
-]
 
 #: At most this many versions in one watcher event: a longer backlog fires several events in a row.
 MAX_EVENT_VERSIONS = 1000

@@ -27,30 +27,16 @@ TRANSIENT_ERRORS_KEY = "delta_transient_errors"
 
 
 class DeltaVersionSensor(BaseSensorOperator):
-    """Wait until the Delta table at `table_uri` reaches a version.
+    """Wait until the Delta table at `table_uri` reaches a version (docs/airflow.md "DeltaVersionSensor").
 
-    - `target_version=N`: done when the latest version is `>= N`, whatever its commit;
-    - `newer_than=N` (e.g. the version a previous run handled): done when it is `> N`;
-    - neither: done when a version newer than the one seen at the first poke appears. The baseline
-      survives reschedules (task state store, Airflow 3.3+; before, give a version in reschedule mode)
-      and deferral (serialized into the trigger).
-
-    Maintenance commits (OPTIMIZE, statistics backfills, VACUUM START/END: no data change, PROTOCOL.md
-    "Add File and Remove File") do not end a `newer_than` or baseline wait unless `include_maintenance=True`;
-    the sensor reports the newest version that changes data, and does not read maintenance versions twice.
-
-    A poll reads only `_last_checkpoint` and the log listing. A table not created yet is waited for unless
-    `wait_for_table=False`; a missing bucket or a malformed endpoint is an error. Transient storage errors
-    are retried up to `max_transient_errors` in a row (counted across reschedules on Airflow 3.3+);
-    permanent ones fail at once. A latest version below `newer_than` (or the baseline) means the table was
-    recreated: `allow_recreation=True` fires on it (`"recreated": true` in the XCom), else
-    `TableRecreatedError`.
-
-    `lease_ttl` (`"6h"`, `"1d"`, a `timedelta` or seconds) pins the version handed to the DAG with a lease
-    (`lease_id`, `lease_expires_at`, `lease_owner` in the XCom) until `DeltaReleaseLeaseOperator` releases
-    it or it expires; `lease_location` is the lease folder when not `<table>/_delta_leases`.
-
-    XCom, and `extra` of its `outlets`' events: `{version, table_uri, timestamp, operation}`.
+    `target_version=N`: the latest version is `>= N`; `newer_than=N`: a version `> N` that changes data
+    (maintenance commits do not count unless `include_maintenance=True`: PROTOCOL.md "Add File and Remove
+    File"); neither: the same past the version seen at the first poke (kept across reschedules in the task
+    state store on Airflow 3.3+, and across deferral in the trigger). A missing bucket or malformed endpoint
+    fails; transient storage errors are retried up to `max_transient_errors` in a row. A table recreated
+    below the reference fails with `TableRecreatedError` unless `allow_recreation=True`. `lease_ttl` leases
+    the version handed to the DAG. XCom, and `extra` of the `outlets`' events: `{version, table_uri,
+    timestamp, operation}` (plus the lease's fields).
     """
 
     template_fields: Sequence[str] = (
