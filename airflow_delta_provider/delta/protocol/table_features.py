@@ -104,16 +104,12 @@ _FIELD_USE_KEYS = {
 
 def _field_metadata_keys(node: object) -> set[str]:
     """Every field metadata key anywhere in a schema JSON (nested structs, arrays, maps)."""
-    keys: set[str] = set()
-    if isinstance(node, dict):
-        if isinstance(node.get("metadata"), dict):
-            keys.update(node["metadata"])
-        for value in node.values():
-            keys |= _field_metadata_keys(value)
-    elif isinstance(node, list):
-        for value in node:
-            keys |= _field_metadata_keys(value)
-    return keys
+    if isinstance(node, list):
+        return set().union(*map(_field_metadata_keys, node))
+    if not isinstance(node, dict):
+        return set()
+    own = set(node["metadata"]) if isinstance(node.get("metadata"), dict) else set()
+    return own.union(*map(_field_metadata_keys, node.values()))
 
 
 def features_in_use(protocol: Protocol, metadata: Metadata) -> frozenset[str]:
@@ -136,13 +132,10 @@ def check_can_write(
     table: str | None = None,
     version: int | None = None,
 ) -> None:
-    """Writer-side protocol check for maintenance operations and commits (see `OPERATIONS`).
-
-    Anything that commits, vacuums, checkpoints or cleans the log is a writer (PROTOCOL.md): it must know
-    every writer feature, must not touch catalog-managed tables, must meet the obligations of the
-    features the table uses for what it writes (`UNMET_WRITE_OBLIGATIONS`), and must not remove files
-    from an append-only table.
-    """
+    """Writer-side protocol check for maintenance operations and commits (see `OPERATIONS`): anything that
+    commits, vacuums, checkpoints or cleans the log is a writer (PROTOCOL.md), so it must know every writer
+    feature, leave catalog-managed tables alone, meet the obligations of the features the table uses for
+    what it writes (`UNMET_WRITE_OBLIGATIONS`), and not remove files from an append-only table."""
     ops = set(operations)
     unknown_ops = ops - OPERATIONS
     if unknown_ops:
