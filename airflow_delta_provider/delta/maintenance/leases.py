@@ -29,19 +29,8 @@ from typing import Any
 
 from ..delta_log import DeltaLog
 from ..errors import InvalidArgumentError, LeaseError, VersionNotFoundError, check_bool, check_int
-from ..protocol.leases import (
-    LEASE_DIR_NAME,
-    Lease,
-    check_lease_id,
-    check_owner,
-    lease_file_name,
-    lease_id_of,
-    live_leases,
-    location_problem,
-    make_lease,
-    parse_lease,
-    parse_ttl_ms,
-)
+from ..protocol import leases as rules
+from ..protocol.leases import Lease
 from ..protocol.table_properties import deleted_file_retention_ms
 from ..protocol.vacuum import relative_to_root
 from ..read.protected_files import active_set
@@ -61,7 +50,7 @@ class LeaseFolder:
     uri: str
 
     def path(self, lease_id: str) -> str:
-        return self.store.join(self.directory, lease_file_name(lease_id))
+        return self.store.join(self.directory, rules.lease_file_name(lease_id))
 
 
 @dataclass
@@ -96,13 +85,13 @@ def lease_folder(
     VACUUM and outside `_delta_log`, else `InvalidArgumentError`)."""
     root = dlog.table_uri
     if location is None:
-        return LeaseFolder(dlog.store, dlog.store.join(root, LEASE_DIR_NAME), f"{root}/{LEASE_DIR_NAME}")
+        return LeaseFolder(dlog.store, dlog.store.join(root, rules.LEASE_DIR_NAME), f"{root}/{rules.LEASE_DIR_NAME}")
     if not isinstance(location, (str, os.PathLike)) or not str(location).strip():
         raise InvalidArgumentError(f"location must be a path or URI, got {location!r}", argument="location")
     uri = normalize_table_uri(str(location))
     probe = relative_to_root(f"{uri}/probe", root)  # "probe" for the root itself, "x/probe" below it
     relative = None if probe is None else probe[: -len("probe")].rstrip("/")
-    problem = location_problem(relative, partition_columns)
+    problem = rules.location_problem(relative, partition_columns)
     if problem is not None:
         raise InvalidArgumentError(
             f"Lease location {location} cannot hold leases: {problem}", argument="location", table=root
@@ -115,13 +104,13 @@ def read_leases(folder: LeaseFolder, *, table: str | None = None) -> list[Lease]
     """Every lease in `folder` (expired and other tables' too), by id; a damaged one is a `LeaseError`."""
     out: list[Lease] = []
     for info in folder.store.list_from(folder.directory):
-        if lease_id_of(info.name) is None:
+        if rules.lease_id_of(info.name) is None:
             continue
         try:
             data = folder.store.read_bytes(info.path)
         except FileNotFoundError:  # released while listing
             continue
-        out.append(parse_lease(data, name=info.name, table=table))
+        out.append(rules.parse_lease(data, name=info.name, table=table))
     return sorted(out, key=lambda le: le.id)
 
 
@@ -145,7 +134,7 @@ def lease_pins(
     """The table's live leases at `now_ms` and, `with_paths`, their versions' active and DV files (`cache`:
     version -> paths across one operation's calls: a version's files never change)."""
     folder = lease_folder(dlog, location, storage_options=storage_options)
-    live = live_leases(read_leases(folder, table=dlog.table_uri), now_ms, table_id)
+    live = rules.live_leases(read_leases(folder, table=dlog.table_uri), now_ms, table_id)
     pins = LeasePins()
     if not live:
         return pins
@@ -184,14 +173,14 @@ def add_lease(
     :raises VersionNotFoundError: the log cannot make `version` (nothing is written).
     :raises UnsupportedStoreError: the lease folder's store cannot create a file atomically.
     """
-    ttl_ms = parse_ttl_ms(ttl)
-    owner = check_owner(owner)
+    ttl_ms = rules.parse_ttl_ms(ttl)
+    owner = rules.check_owner(owner)
     dlog = DeltaLog.of(table_or_log, storage_options, clock)
     version = check_int(version, "version", minimum=0, table=dlog.table_uri)
     snapshot = in_process_log(dlog).snapshot_at(version)  # refuses a version the log cannot make
     folder = lease_folder(dlog, location, storage_options=storage_options, partition_columns=snapshot.partition_columns)
     now_ms = (clock or dlog.clock)()
-    lease = make_lease(
+    lease = rules.make_lease(
         lease_id=uuid.uuid4().hex,
         version=version,
         owner=owner,
@@ -233,7 +222,7 @@ def list_leases(
     table_id = dlog.update().metadata.id
     if include_expired:
         return sorted(_mine(leases, table_id), key=lambda le: (le.version, le.id))
-    return live_leases(leases, (clock or dlog.clock)(), table_id)
+    return rules.live_leases(leases, (clock or dlog.clock)(), table_id)
 
 
 def release_lease(
@@ -249,7 +238,7 @@ def release_lease(
     :raises LeaseError: no such lease (unless `missing_ok`, then None).
     :raises InvalidArgumentError: `lease_id` is not a lease id.
     """
-    lease_id = check_lease_id(lease_id)
+    lease_id = rules.check_lease_id(lease_id)
     check_bool(missing_ok, "missing_ok")
     dlog = DeltaLog.of(table_or_log, storage_options)
     folder = lease_folder(dlog, location, storage_options=storage_options)
@@ -265,7 +254,7 @@ def release_lease(
             table=dlog.table_uri,
         ) from None
     try:
-        lease: Lease | None = parse_lease(data, name=lease_file_name(lease_id), table=dlog.table_uri)
+        lease: Lease | None = rules.parse_lease(data, name=rules.lease_file_name(lease_id), table=dlog.table_uri)
     except LeaseError as exc:
         log.warning("Releasing lease file %s, which is not a valid lease: %s", lease_id, exc)
         lease = None

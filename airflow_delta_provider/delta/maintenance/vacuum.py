@@ -38,27 +38,14 @@ from urllib.parse import urlparse
 
 from ..delta_log import DeltaLog
 from ..errors import DeltaError, InvalidArgumentError, OperationNotAllowedError, check_bool, check_int
+from ..protocol import vacuum as rules
 from ..protocol.actions import AddFile, RemoveFile
 from ..protocol.filenames import LogFileKind, parse_log_path
 from ..protocol.leases import split_leased
 from ..protocol.quarantine import files_dir, move_cost, new_quarantine_id
 from ..protocol.table_features import check_can_write
 from ..protocol.table_properties import DELETED_FILE_RETENTION, deleted_file_retention_ms
-from ..protocol.vacuum import (
-    DEFAULT_UNTRACKED_GRACE_HOURS,
-    FULL,
-    HOUR_MS,
-    LEASED,
-    MODES,
-    LoggedFile,
-    PlannedFile,
-    VacuumPlan,
-    VacuumPlanRefusedError,
-    check_entries,
-    partition_of,
-    plan_vacuum,
-    with_evidence,
-)
+from ..protocol.vacuum import PlannedFile, VacuumPlan
 from ..read.protected_files import logged_files, partition_columns
 from ..snapshot import Snapshot
 from ..storage.batch import remove_empty_dirs, stat_entries
@@ -162,7 +149,7 @@ def _gc_paused(pause: bool = True) -> Iterator[None]:
             gc.enable()
 
 
-def _lite_tombstones(dlog: DeltaLog, snapshot: Snapshot) -> list[LoggedFile]:
+def _lite_tombstones(dlog: DeltaLog, snapshot: Snapshot) -> list[rules.LoggedFile]:
     """Every remove of the commits up to the snapshot's version, which LITE needs from version 0 on
     (checkpoints drop expired tombstones: Spark `deltaCannotVacuumLite`)."""
     from ..read.commits import read_commit
@@ -175,13 +162,13 @@ def _lite_tombstones(dlog: DeltaLog, snapshot: Snapshot) -> list[LoggedFile]:
             f"{commits[0].version if commits else None} (log cleanup removed the rest): run FULL",
             table=dlog.table_uri,
         )
-    out: dict[str, LoggedFile] = {}
+    out: dict[str, rules.LoggedFile] = {}
     for p in commits:
         if p.version > snapshot.version:
             break
         for a in read_commit(dlog.store, dlog.table_uri, p):
             if isinstance(a, RemoveFile):
-                out[a.key] = LoggedFile(a.path, a.deletion_vector, a.deletion_timestamp, a.size)
+                out[a.key] = rules.LoggedFile(a.path, a.deletion_vector, a.deletion_timestamp, a.size)
             elif isinstance(a, AddFile):
                 out.pop(a.key, None)
     return list(out.values())
@@ -195,10 +182,10 @@ def make_plan(
     retention_ms: int,
     now_ms: int,
     executor: VacuumExecutor,
-    untracked_grace_ms: int = int(DEFAULT_UNTRACKED_GRACE_HOURS * HOUR_MS),
+    untracked_grace_ms: int = int(rules.DEFAULT_UNTRACKED_GRACE_HOURS * rules.HOUR_MS),
 ) -> VacuumPlan:
     """List (FULL, through `executor`) or read the log (LITE) and plan at `now_ms - retention_ms`."""
-    if mode == FULL:
+    if mode == rules.FULL:
         return executor.plan_full(
             dlog,
             snapshot,
@@ -209,7 +196,7 @@ def make_plan(
             untracked_grace_ms=untracked_grace_ms,
         )
     active, tombs = logged_files(snapshot)
-    plan = plan_vacuum(
+    plan = rules.plan_vacuum(
         table=dlog.table_uri,
         version=snapshot.version,
         mode=mode,
@@ -224,7 +211,7 @@ def make_plan(
         untracked_grace_ms=untracked_grace_ms,
         table_id=snapshot.metadata.id,
     )
-    return with_evidence(plan, stat_entries(dlog.store, dlog.table_uri, [f.path for f in plan.files]))
+    return rules.with_evidence(plan, stat_entries(dlog.store, dlog.table_uri, [f.path for f in plan.files]))
 
 
 def _audit_default(dlog: DeltaLog) -> bool:
@@ -246,7 +233,7 @@ def vacuum(
     *,
     retention_hours: float | None = None,
     enforce_retention_duration: bool = True,
-    mode: str = FULL,
+    mode: str = rules.FULL,
     dry_run: bool = True,
     plan: VacuumPlan | Mapping[str, Any] | None = None,
     clock: Callable[[], int] | None = None,
@@ -291,8 +278,8 @@ def vacuum(
         check_bool(audit, "audit")
     check_int(batch_size, "batch_size", minimum=1)
     check_bool(quarantine, "quarantine")
-    if mode not in MODES:
-        raise InvalidArgumentError(f"mode must be one of {MODES}, got {mode!r}", argument="mode")
+    if mode not in rules.MODES:
+        raise InvalidArgumentError(f"mode must be one of {rules.MODES}, got {mode!r}", argument="mode")
     grace_ms = untracked_grace_ms(untracked_grace_hours)
     dlog = DeltaLog.of(table_or_log, storage_options)
     run = executor if executor is not None else dlog.engine.vacuum_executor(plan_dir=plan_dir)
@@ -409,13 +396,13 @@ def _without_leased(plan: VacuumPlan, pins: LeasePins) -> tuple[VacuumPlan, list
 def untracked_grace_ms(hours: float | None) -> int:
     """`untracked_grace_hours` in ms: None is the default; else finite hours >= 0, or `InvalidArgumentError`."""
     if hours is None:
-        return int(DEFAULT_UNTRACKED_GRACE_HOURS * HOUR_MS)
+        return int(rules.DEFAULT_UNTRACKED_GRACE_HOURS * rules.HOUR_MS)
     if isinstance(hours, bool) or not isinstance(hours, Real) or not math.isfinite(hours) or hours < 0:
         raise InvalidArgumentError(
             f"untracked_grace_hours must be a finite number of hours >= 0, got {hours!r}",
             argument="untracked_grace_hours",
         )
-    return math.ceil(float(hours) * HOUR_MS)
+    return math.ceil(float(hours) * rules.HOUR_MS)
 
 
 def _check_plan_table(plan: VacuumPlan, table_uri: str, snapshot: Snapshot) -> None:
@@ -429,8 +416,8 @@ def _check_plan_table(plan: VacuumPlan, table_uri: str, snapshot: Snapshot) -> N
     elif plan.version > snapshot.version:
         why = f"The plan was made at version {plan.version}, newer than the table's latest ({snapshot.version})"
     if why is not None:
-        raise VacuumPlanRefusedError(f"{why}: nothing was deleted", argument="plan", table=table_uri)
-    check_entries(plan, table_uri)
+        raise rules.VacuumPlanRefusedError(f"{why}: nothing was deleted", argument="plan", table=table_uri)
+    rules.check_entries(plan, table_uri)
 
 
 def _apply(
@@ -489,7 +476,7 @@ def _apply(
         checked = checked._replace(
             dropped=[*leased, *checked.dropped],
             num_dropped=checked.num_dropped + len(leased),
-            reasons=[LEASED] * len(leased) + list(checked.reasons),
+            reasons=[rules.LEASED] * len(leased) + list(checked.reasons),
         )
     try:
         result = _delete_checked(
@@ -536,7 +523,7 @@ def _delete_checked(
     keep = checked.plan
     if not keep.num_files:
         if checked.missing:  # a run killed after its deletes left their directories behind
-            dirs = {partition_of(f.path) for f in checked.missing}
+            dirs = {rules.partition_of(f.path) for f in checked.missing}
             result.directories = remove_empty_dirs(dlog.store, dlog.table_uri, dirs)
         return result
     write_audit = _audit_default(dlog) if audit is None else audit
