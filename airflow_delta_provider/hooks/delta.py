@@ -26,7 +26,6 @@ def _extra(conn: Any) -> dict[str, Any]:
 
 def _aws_options(conn: Any, conn_id: str) -> dict[str, Any]:
     extra = _extra(conn)
-    opts: dict[str, Any] = {}
     key, secret, token = conn.login, conn.password, extra.get("aws_session_token")
     if not (key and secret):
         try:  # the Amazon provider resolves profiles, role assumption, web identity...
@@ -36,44 +35,25 @@ def _aws_options(conn: Any, conn_id: str) -> dict[str, Any]:
             key, secret, token = creds.access_key, creds.secret_key, creds.token
         except ImportError:
             pass
-    if key and secret:
-        opts["key"], opts["secret"] = key, secret
-    if token:
-        opts["token"] = token
     endpoint = extra.get("endpoint_url") or (extra.get("service_config", {}).get("s3", {}) or {}).get("endpoint_url")
-    if endpoint:
-        opts["endpoint_url"] = endpoint
     region = extra.get("region_name")
-    if region:
-        opts["client_kwargs"] = {"region_name": region}
-    return opts
+    opts = {"key": key, "secret": secret} if key and secret else {}
+    opts |= {"token": token, "endpoint_url": endpoint, "client_kwargs": region and {"region_name": region}}
+    return {k: v for k, v in opts.items() if v}
 
 
 def _gcp_options(conn: Any) -> dict[str, Any]:
     extra = {k.removeprefix("extra__google_cloud_platform__"): v for k, v in _extra(conn).items()}
-    opts: dict[str, Any] = {}
-    if extra.get("keyfile_dict"):
-        kd = extra["keyfile_dict"]
-        opts["token"] = json.loads(kd) if isinstance(kd, str) else kd
-    elif extra.get("key_path"):
-        opts["token"] = extra["key_path"]
-    if extra.get("project"):
-        opts["project"] = extra["project"]
-    return opts
+    keyfile = extra.get("keyfile_dict")
+    token = (json.loads(keyfile) if isinstance(keyfile, str) else keyfile) if keyfile else extra.get("key_path")
+    return {k: v for k, v in {"token": token, "project": extra.get("project")}.items() if v}
 
 
 def _wasb_options(conn: Any) -> dict[str, Any]:
     extra = _extra(conn)
-    opts: dict[str, Any] = {}
-    account = conn.login or (conn.host or "").split(".")[0] or None
-    if account:
-        opts["account_name"] = account
-    if conn.password:
-        opts["account_key"] = conn.password
-    for key in ("sas_token", "connection_string", "tenant_id", "client_id", "client_secret"):
-        if extra.get(key):
-            opts[key] = extra[key]
-    return opts
+    opts = {"account_name": conn.login or (conn.host or "").split(".")[0], "account_key": conn.password}
+    opts |= {k: extra.get(k) for k in ("sas_token", "connection_string", "tenant_id", "client_id", "client_secret")}
+    return {k: v for k, v in opts.items() if v}
 
 
 def storage_options_from_connection(conn: Any, conn_id: str) -> dict[str, Any]:
