@@ -35,6 +35,7 @@ from pyroaring import BitMap64
 deltalake = pytest.importorskip("deltalake")
 
 from support.dv_masks import rows_kept_mask  # noqa: E402
+from support.encodings import z85_encode  # noqa: E402
 
 from airflow_delta_provider.delta import DeltaLog  # noqa: E402
 from airflow_delta_provider.delta.errors import (  # noqa: E402
@@ -48,7 +49,6 @@ from airflow_delta_provider.delta.protocol.deletion_vectors import (  # noqa: E4
     dv_location,
     dv_relative_path,
     z85_decode,
-    z85_encode,
 )
 from airflow_delta_provider.delta.protocol.vacuum import dv_relative_path as vacuum_dv_relative_path  # noqa: E402
 from airflow_delta_provider.delta.read.deletion_vectors import (  # noqa: E402

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import CORPUS, copy_table
+from support.encodings import utf16_length
 
 from airflow_delta_provider.delta.errors import InvalidArgumentError
 from airflow_delta_provider.delta.protocol.actions import Metadata, Protocol
@@ -41,7 +42,6 @@ from airflow_delta_provider.delta.protocol.stats import (
     tight_bounds_for,
     truncate_max_string,
     truncate_min_string,
-    utf16_length,
 )
 from airflow_delta_provider.delta.write.stats import collect_stats, stats_json
 

@@ -25,12 +25,12 @@ import pytest
 
 deltalake = pytest.importorskip("deltalake")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
+from support.encodings import z85_encode  # noqa: E402
 
 from airflow_delta_provider.delta.delta_log import DeltaLog  # noqa: E402
 from airflow_delta_provider.delta.errors import InvalidArgumentError, OperationNotAllowedError  # noqa: E402
 from airflow_delta_provider.delta.maintenance.vacuum import vacuum  # noqa: E402
 from airflow_delta_provider.delta.protocol.actions import AddFile, DeletionVectorDescriptor  # noqa: E402
-from airflow_delta_provider.delta.protocol.deletion_vectors import z85_encode  # noqa: E402
 from airflow_delta_provider.delta.protocol.vacuum import (  # noqa: E402
     ListedFile,
     LoggedFile,

@@ -43,13 +43,6 @@ def z85_decode(text: str) -> bytes:
     return bytes(out)
 
 
-def z85_encode(data: bytes) -> str:
-    """Z85 encoding; `data` is zero-padded to a multiple of 4 bytes (Delta's `Base85Codec.encodeBytes`)."""
-    padded = bytes(data) + b"\x00" * (-len(data) % 4)
-    values = (int.from_bytes(padded[i : i + 4], "big") for i in range(0, len(padded), 4))
-    return "".join(_Z85[value // 85**k % 85] for value in values for k in range(4, -1, -1))
-
-
 def dv_relative_path(dv: DeletionVectorDescriptor) -> str | None:
     """The table-relative file of a `u` deletion vector (`<prefix>/deletion_vector_<uuid>.bin`); None
     for other storage types."""

@@ -185,11 +185,6 @@ def _unit(units: bytes, i: int) -> int:
     return int.from_bytes(units[2 * i : 2 * i + 2], "big")
 
 
-def utf16_length(value: str) -> int:
-    """Length in UTF-16 code units (Java's `String.length`)."""
-    return len(value) + sum(1 for ch in value if ord(ch) > 0xFFFF)
-
-
 def truncate_min_string(value: str | None, prefix_length: int) -> str | None:
     """The string min Spark writes: `substring(min(c), 0, prefix)`, i.e. the first `prefix_length`
     characters (code points: Spark's UTF8String counts characters, not UTF-16 units)."""
