@@ -249,27 +249,20 @@ def vacuum(
     """Plan (dry run, the default) or delete the files no version within retention needs.
 
     :param table_or_log: a `DeltaLog`, or a table path/URI (with `storage_options`).
-    :param retention_hours: overrides `delta.deletedFileRetentionDuration`.
-    :param enforce_retention_duration: refuse a retention shorter than the table's (default).
+    :param retention_hours: overrides `delta.deletedFileRetentionDuration` (shorter only when not enforced).
     :param mode: `"full"` (list the table) or `"lite"` (tombstones from the log only).
-    :param dry_run: plan only; nothing is written or deleted.
     :param plan: apply this plan (a `VacuumPlan` or its dict) instead of making one; re-validated first.
-    :param clock: epoch-ms clock (default: the `DeltaLog`'s).
     :param audit: write the `VACUUM START`/`END` commits (None: where Delta does, by scheme).
-    :param batch_size: files per delete request.
     :param executor: where the listing, re-validation and deletes run (default: the engine's).
     :param plan_dir: where an engine that keeps a big plan's file list apart (Spark) puts it.
     :param lease_location: the table's lease folder (default `<table>/_delta_leases`).
-    :param quarantine: move the files to `<table>/_delta_quarantine/<id>/` instead of deleting them
-        (`undo_quarantine` puts them back); the local engine only.
+    :param quarantine: move the files to `<table>/_delta_quarantine/<id>/` instead (local engine only).
     :param untracked_grace_hours: never delete an untracked file younger than this (None: 1 hour; 0: off),
         whatever the retention; an apply uses its own value, not the plan's.
-    :raises InvalidArgumentError: bad arguments, a retention refused.
     :raises VacuumPlanRefusedError: a plan for another table, or naming an entry outside the table root
         or in `_delta_log`: nothing is deleted.
-    :raises UnsupportedFeatureError, OperationNotAllowedError: a table this library must not vacuum, a
-        LITE vacuum whose commits were cleaned up, a protocol changed since the plan, a plan without its
-        file list applied while a version lease is live, `quarantine=True` on an engine that cannot move.
+    :raises OperationNotAllowedError: a LITE vacuum whose commits were cleaned up, a protocol changed since
+        the plan, a plan without its file list applied while a lease is live, `quarantine=True` on Spark.
     :raises LeaseError: a lease file that is not a valid lease (nothing is deleted).
     """
     check_bool(dry_run, "dry_run")

@@ -388,21 +388,13 @@ def unprotected_names(
     prefix = f"{directory}/" if directory else ""
     out: list[tuple[int, str]] = []
     for i, name in enumerate(names):
-        key = prefix + name
-        if key in protected:  # most names: spelled as logged (then NFC already)
-            continue
         if not name.isascii():
             name = unicodedata.normalize("NFC", name)
-            key = prefix + name
-            if key in protected:
-                continue
-        if not name or (name[0] in "_." and _hidden_part(name, allowed)):
+        key = prefix + name
+        if key in protected or not name or (name[0] in "_." and _hidden_part(name, allowed)):
             continue
-        if DV_FILE_CORE in name:
-            alias = dv_alias_key(key)
-            if alias is not None and alias in protected:
-                continue
-        out.append((i, key))
+        if DV_FILE_CORE not in name or unprotected(key, protected):
+            out.append((i, key))
     return out
 
 
