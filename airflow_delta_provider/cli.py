@@ -49,6 +49,7 @@ import re
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields
 from typing import Any, NoReturn, TextIO
 
 from . import __version__
@@ -58,14 +59,12 @@ from .commands.arguments import (
     parse_choice,
     parse_count,
     parse_duration,
-    parse_hours,
     parse_number,
-    parse_ratio,
     parse_size,
 )
 from .commands.command import run, storage_options_from_env
 from .commands.reports import human_bytes
-from .commands.request import VACUUM_MODES, Request, option_names
+from .commands.request import OPTIONS, Request, option_names
 from .delta.errors import (
     DeltaError,
     InvalidArgumentError,
@@ -642,9 +641,48 @@ cmd_optimize = _action(
 cmd_restore = _action("restore", _show_restore, lambda b: {k: v for k, v in b.items() if k != "plan"})
 cmd_repair = _action("repair", _show_repair)
 #: argparse types of the options, each calling the one parser of its kind (`commands.arguments`).
-ENGINE = cli_type(parse_choice, "--engine", choices=CLI_ENGINES)
-RETENTION_HOURS = cli_type(parse_hours, "--retention-hours")
 VERSION = cli_type(parse_count, "--version")
+
+
+def _option_flags(p: argparse.ArgumentParser, action: str) -> None:
+    """The flags of `action`'s options that have a help text (`commands.request._opt`); each flag's dest is
+    the option's name, so `_action` passes it on as it is."""
+    for f in fields(OPTIONS[action]):
+        doc = f.metadata["doc"]
+        if doc is None:
+            continue
+        if f.metadata.get("positional"):
+            p.add_argument(f.name, help=doc)
+            continue
+        flag = f.metadata.get("flag", "--" + f.name.replace("_", "-"))
+        if isinstance(f.default, bool):
+            p.add_argument(flag, dest=f.name, action="store_false" if f.default else "store_true", help=doc)
+            continue
+        parse = f.metadata.get("parse")
+        choices = getattr(parse, "keywords", {}).get("choices")
+        kwargs = {"type": cli_type(parse, flag)} if parse else {}
+        p.add_argument(flag, dest=f.name, default=f.default, choices=choices, help=doc, **kwargs)
+
+
+def _spark(p: argparse.ArgumentParser, help_text: str) -> None:
+    engine = cli_type(parse_choice, "--engine", choices=CLI_ENGINES)
+    p.add_argument("--engine", type=engine, choices=CLI_ENGINES, default="local", help=help_text)
+    p.add_argument("--master", default="local[*]", help="Spark master URL for --engine spark (default local[*])")
+
+
+def _travel(p: argparse.ArgumentParser) -> None:
+    _spark(p, "replay here or on Spark")
+    p.add_argument(
+        "--memory-limit-mb",
+        type=cli_type(parse_number, "--memory-limit-mb", maximum=MAX_MIB, expected="a number of MiB"),
+        help="local engine: refuse (before reading) a state estimated over this many MiB "
+        "(default: half the memory this process may use; 0: no limit)",
+    )
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--version", type=VERSION, help="time travel to this version")
+    g.add_argument(
+        "--timestamp", type=TIMESTAMP, help="time travel to the latest commit at or before (ISO-8601 or epoch ms)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -652,174 +690,91 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"deltalog {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+    def command(name: str, help_text: str, fn: Any, *first: Callable[[argparse.ArgumentParser], None]) -> Any:
+        """A table command: path, storage options and `--json`, the `first` flags, then its options' flags."""
         p = sub.add_parser(name, help=help_text, description=help_text)
+        if name.startswith("vacuum-"):
+            p.prog = f"deltalog vacuum {name.removeprefix('vacuum-')}"
         p.add_argument("path", help="table root: a local path or an fsspec URI (s3://, gs://, abfs://, memory://)")
         p.add_argument("--storage-option", type=KEY_VALUE, action="append", metavar="KEY=VALUE", help="fsspec option")
         p.add_argument("--json", action="store_true", help="print stable JSON (see README); errors as JSON on stderr")
+        for add in first:
+            add(p)
+        if name.replace("-", "_") in OPTIONS:
+            _option_flags(p, name.replace("-", "_"))
+        p.set_defaults(fn=fn)
         return p
 
-    def travel(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--engine", type=ENGINE, choices=CLI_ENGINES, default="local", help="replay here or on Spark")
-        p.add_argument("--master", default="local[*]", help="Spark master URL for --engine spark (default local[*])")
-        p.add_argument(
-            "--memory-limit-mb",
-            type=cli_type(parse_number, "--memory-limit-mb", maximum=MAX_MIB, expected="a number of MiB"),
-            help="local engine: refuse (before reading) a state estimated over this many MiB "
-            "(default: half the memory this process may use; 0: no limit)",
-        )
-        g = p.add_mutually_exclusive_group()
-        g.add_argument("--version", type=VERSION, help="time travel to this version")
-        g.add_argument(
-            "--timestamp", type=TIMESTAMP, help="time travel to the latest commit at or before (ISO-8601 or epoch ms)"
-        )
-
-    command("version", "print the latest version (reads only the log listing)").set_defaults(fn=cmd_version)
-    p = command("snapshot", "summarize the table at a version")
-    travel(p)
+    command("version", "print the latest version (reads only the log listing)", cmd_version)
+    p = command("snapshot", "summarize the table at a version", cmd_snapshot, _travel)
     p.add_argument("--checks", type=JSON_OBJECT, help="table checks as JSON (exit code 6 when one fails)")
-    p.set_defaults(fn=cmd_snapshot)
-    p = command("files", "list active files")
-    travel(p)
-    p.add_argument("--where", help="predicate, e.g. \"region = 'eu' OR (id > 10 AND d IS NOT NULL)\"")
-    p.set_defaults(fn=cmd_files)
-    p = command("tombstones", "report removed files: retained vs past retention")
-    travel(p)
-    p.add_argument("--retention-hours", type=RETENTION_HOURS, help="override delta.deletedFileRetentionDuration")
-    p.set_defaults(fn=cmd_tombstones)
-    p = command("history", "list commits, newest first")
-    p.add_argument("--limit", type=cli_type(parse_count, "--limit"), help="at most this many commits")
-    p.set_defaults(fn=cmd_history)
-    p = command("changes", "print the actions of each commit from a version on")
-    p.add_argument("--from", dest="start", type=cli_type(parse_count, "--from"), required=True, help="first version")
-    p.add_argument("--fail-on-data-loss", action="store_true", help="error when a commit in the range is missing")
-    p.set_defaults(fn=cmd_changes)
-    lease = sub.add_parser(
-        "lease",
-        help="pin a version so this library's VACUUM and log cleanup keep it (add, list, release)",
-        description="pin a version so this library's VACUUM and log cleanup keep it (add, list, release)",
+    command("files", "list active files", cmd_files, _travel)
+    command("tombstones", "report removed files: retained vs past retention", cmd_tombstones, _travel)
+    command("history", "list commits, newest first", cmd_history)
+    start = {"dest": "start", "type": cli_type(parse_count, "--from"), "required": True, "help": "first version"}
+    command(
+        "changes",
+        "print the actions of each commit from a version on",
+        cmd_changes,
+        lambda p: p.add_argument("--from", **start),
     )
-    leases = lease.add_subparsers(dest="lease_command", required=True, metavar="ACTION")
+    lease_help = "pin a version so this library's VACUUM and log cleanup keep it (add, list, release)"
+    leases = sub.add_parser("lease", help=lease_help, description=lease_help)
+    leases = leases.add_subparsers(dest="lease_command", required=True, metavar="ACTION")
 
-    def lease_command(name: str, help_text: str) -> argparse.ArgumentParser:
+    def lease_command(name: str, help_text: str, fn: Any) -> argparse.ArgumentParser:
         p = leases.add_parser(name, help=help_text, description=help_text)
         p.add_argument("path", help="table root: a local path or an fsspec URI")
         p.add_argument("--storage-option", type=KEY_VALUE, action="append", metavar="KEY=VALUE", help="fsspec option")
         p.add_argument("--location", help="lease folder (default: <table>/_delta_leases)")
         p.add_argument("--json", action="store_true", help="print stable JSON; errors as JSON on stderr")
+        p.set_defaults(fn=fn)
         return p
 
-    p = lease_command("add", "pin a version until the lease ends")
+    p = lease_command("add", "pin a version until the lease ends", cmd_lease_add)
     p.add_argument("--version", type=VERSION, required=True, help="the version to pin")
-    p.add_argument(
-        "--ttl",
-        type=cli_type(parse_duration, "--ttl", positive=True, maximum_ms=MAX_TTL_MS),
-        required=True,
-        help="how long: 6h, 90m, 2d, 1h30m",
-    )
+    ttl = cli_type(parse_duration, "--ttl", positive=True, maximum_ms=MAX_TTL_MS)
+    p.add_argument("--ttl", type=ttl, required=True, help="how long: 6h, 90m, 2d, 1h30m")
     p.add_argument("--owner", required=True, help="who holds the lease (shown by `lease list`)")
-    p.set_defaults(fn=cmd_lease_add)
-    p = lease_command("list", "list the live leases")
+    p = lease_command("list", "list the live leases", cmd_lease_list)
     p.add_argument("--all", action="store_true", help="expired leases too")
-    p.set_defaults(fn=cmd_lease_list)
-    p = lease_command("release", "delete a lease: the next VACUUM may delete the version's files")
+    p = lease_command("release", "delete a lease: the next VACUUM may delete the version's files", cmd_lease_release)
     p.add_argument("lease_id", help="the lease's id (from `lease add` or `lease list`)")
-    p.set_defaults(fn=cmd_lease_release)
-    command("checkpoint", "write a checkpoint of the latest version").set_defaults(fn=cmd_checkpoint)
-    p = command("cleanup-log", "delete log files older than the log retention (dry run unless --apply)")
-    p.add_argument("--retention-hours", type=RETENTION_HOURS, help="override delta.logRetentionDuration")
-    p.add_argument("--apply", action="store_true", help="delete (default: a dry run that deletes nothing)")
-    p.add_argument(
-        "--write-checkpoint-first", action="store_true", help="write a checkpoint at the cutoff when none can be kept"
+    command("checkpoint", "write a checkpoint of the latest version", cmd_checkpoint)
+    command("cleanup-log", "delete log files older than the log retention (dry run unless --apply)", cmd_cleanup_log)
+    p = command("vacuum", "delete files no version within retention needs (dry run unless --apply)", cmd_vacuum)
+    _spark(p, "list and delete here or on Spark")
+    command("vacuum-undo", "put a VACUUM quarantine's files back (`deltalog vacuum undo PATH ID`)", cmd_vacuum_undo)
+    age = {"type": cli_type(parse_duration, "--older-than"), "required": True}
+    command(
+        "vacuum-purge",
+        "delete VACUUM quarantines past an age (`deltalog vacuum purge PATH --older-than 7d`)",
+        cmd_vacuum_purge,
+        lambda p: p.add_argument("--older-than", **age, help="age: 7d, 36h, 1d12h (0: every finished one)"),
     )
-    p.set_defaults(fn=cmd_cleanup_log)
-    p = command("vacuum", "delete files no version within retention needs (dry run unless --apply)")
-    p.add_argument("--retention-hours", type=RETENTION_HOURS, help="override delta.deletedFileRetentionDuration")
-    p.add_argument(
-        "--no-enforce-retention",
-        action="store_false",
-        dest="enforce_retention_duration",
-        help="allow a retention shorter than the table's (dangerous)",
+    command("vacuum-list", "list a table's VACUUM quarantines (`deltalog vacuum list PATH`)", cmd_vacuum_list)
+    target = cli_type(parse_size, "--target-size-mb", maximum=MAX_MIB, unit="MiB")
+    command(
+        "optimize",
+        "compact small files into larger ones (dry run unless --apply; deletes nothing)",
+        cmd_optimize,
+        lambda p: _spark(p, "rewrite here or on Spark executors"),
+        lambda p: p.add_argument(
+            "--target-size-mb", type=target, help="output file size (default: delta.targetFileSize, else 256 MiB)"
+        ),
     )
-    p.add_argument(
-        "--untracked-grace-hours",
-        type=cli_type(parse_hours, "--untracked-grace-hours"),
-        help="never delete an untracked file younger than this (default 1 hour; independent of the retention)",
-    )
-    p.add_argument(
-        "--mode",
-        type=cli_type(parse_choice, "--mode", choices=VACUUM_MODES),
-        choices=VACUUM_MODES,
-        default="full",
-        help="list the table (full) or the log (lite)",
-    )
-    p.add_argument("--apply", action="store_true", help="delete (default: a dry run that deletes nothing)")
-    p.add_argument(
-        "--quarantine",
-        action="store_true",
-        help="move the files to <table>/_delta_quarantine/<id>/ instead of deleting them (`vacuum undo` puts "
-        "them back; local engine)",
-    )
-    p.add_argument(
-        "--engine", type=ENGINE, choices=CLI_ENGINES, default="local", help="list and delete here or on Spark"
-    )
-    p.add_argument("--master", default="local[*]", help="Spark master URL for --engine spark (default local[*])")
-    p.set_defaults(fn=cmd_vacuum)
-    p = command("vacuum-undo", "put a VACUUM quarantine's files back (`deltalog vacuum undo PATH ID`)")
-    p.prog = "deltalog vacuum undo"
-    p.add_argument("quarantine_id", help="the quarantine's id (from `vacuum --quarantine` or `vacuum list`)")
-    p.set_defaults(fn=cmd_vacuum_undo)
-    p = command("vacuum-purge", "delete VACUUM quarantines past an age (`deltalog vacuum purge PATH --older-than 7d`)")
-    p.prog = "deltalog vacuum purge"
-    p.add_argument(
-        "--older-than",
-        type=cli_type(parse_duration, "--older-than"),
-        required=True,
-        help="age: 7d, 36h, 1d12h (0: every finished one)",
-    )
-    p.add_argument("--apply", action="store_true", help="delete (default: a dry run that deletes nothing)")
-    p.set_defaults(fn=cmd_vacuum_purge)
-    p = command("vacuum-list", "list a table's VACUUM quarantines (`deltalog vacuum list PATH`)")
-    p.prog = "deltalog vacuum list"
-    p.set_defaults(fn=cmd_vacuum_list)
-    p = command("optimize", "compact small files into larger ones (dry run unless --apply; deletes nothing)")
-    p.add_argument(
-        "--engine", type=ENGINE, choices=CLI_ENGINES, default="local", help="rewrite here or on Spark executors"
-    )
-    p.add_argument("--master", default="local[*]", help="Spark master URL for --engine spark (default local[*])")
-    p.add_argument(
-        "--target-size-mb",
-        type=cli_type(parse_size, "--target-size-mb", maximum=MAX_MIB, unit="MiB"),
-        help="output file size (default: delta.targetFileSize, else 256 MiB)",
-    )
-    p.add_argument(
-        "--min-num-files",
-        type=cli_type(parse_count, "--min-num-files", minimum=1),
-        default=2,
-        help="compact a partition with at least N candidates",
-    )
-    p.add_argument("--where", help="partition predicate, e.g. \"date >= '2024-01-01'\"")
-    p.add_argument(
-        "--min-small-file-ratio",
-        type=cli_type(parse_ratio, "--min-small-file-ratio"),
-        help="compact only partitions with at least this share of small files",
-    )
-    p.add_argument("--apply", action="store_true", help="rewrite and commit (default: a dry run that writes nothing)")
-    p.set_defaults(fn=cmd_optimize)
-    p = command("restore", "put the table back to an older version (dry run unless --apply)")
-    g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--version", type=VERSION, help="the version to restore")
-    g.add_argument("--timestamp", type=TIMESTAMP, help="restore the last commit at or before (ISO-8601 or epoch ms)")
-    p.add_argument("--allow-partial", action="store_true", help="leave out files gone from storage instead of refusing")
-    p.add_argument("--apply", action="store_true", help="commit (default: a dry run that writes nothing)")
-    p.set_defaults(fn=cmd_restore)
-    p = command("repair", "remove active files missing from storage, FSCK (dry run unless --apply)")
-    p.add_argument("--apply", action="store_true", help="commit the removes (default: a dry run that writes nothing)")
-    p.set_defaults(fn=cmd_repair)
+    command("restore", "put the table back to an older version (dry run unless --apply)", cmd_restore, _restore_to)
+    command("repair", "remove active files missing from storage, FSCK (dry run unless --apply)", cmd_repair)
     p = sub.add_parser("completion", help="print a shell completion script", description="print a completion script")
     p.add_argument("shell", choices=("bash", "zsh"))
     p.set_defaults(fn=cmd_completion, json=False)
     return parser
+
+
+def _restore_to(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--version", type=VERSION, help="the version to restore")
+    g.add_argument("--timestamp", type=TIMESTAMP, help="restore the last commit at or before (ISO-8601 or epoch ms)")
 
 
 def _exit_code(exc: BaseException) -> int:

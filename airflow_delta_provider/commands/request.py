@@ -10,9 +10,11 @@ Values are checked here, before any I/O; faces parse text first with `commands.a
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
+from functools import partial
 from typing import Any
 
 from ..delta.errors import InvalidArgumentError, check_bool, check_int, check_number
@@ -20,6 +22,7 @@ from ..delta.protocol.history import to_epoch_ms
 from ..delta.protocol.optimize import DEFAULT_MIN_NUM_FILES, DEFAULT_SMALL_FILE_MB
 from ..delta.protocol.predicate import parse_predicate
 from ..delta.protocol.quarantine import check_quarantine_id
+from .arguments import parse_choice, parse_count, parse_hours, parse_ratio
 
 ENGINES = ("auto", "local", "spark")
 #: VACUUM's modes: list the table (`full`) or the files removed in the log only (`lite`).
@@ -29,209 +32,191 @@ VACUUM_MODES = ("full", "lite")
 DEFAULT_AUTO_THRESHOLD_MB = float(os.environ.get("DELTA_AUTO_THRESHOLD_MB", 1024.0))
 
 
-def _flags(options: Any, *names: str) -> None:
-    for name in names:
-        check_bool(getattr(options, name), name)
+def _flag(value: Any, name: str) -> None:
+    check_bool(value, name)
 
 
-def _counts(options: Any, *names: str, minimum: int = 0) -> None:
-    for name in names:
-        if getattr(options, name) is not None:
-            check_int(getattr(options, name), name, minimum=minimum)
+def _count(minimum: int = 0, optional: bool = True) -> Callable[[Any, str], Any]:
+    return lambda value, name: (optional and value is None) or check_int(value, name, minimum=minimum)
 
 
-def _hours(options: Any, *names: str) -> None:
-    for name in names:
-        if getattr(options, name) is not None:
-            check_number(getattr(options, name), name, minimum=0, maximum=1e12)
+def _number(minimum: float = 0, maximum: float = 1e12, optional: bool = True) -> Callable[[Any, str], Any]:
+    return lambda v, name: (optional and v is None) or check_number(v, name, minimum=minimum, maximum=maximum)
 
 
-def _location(options: Any, *names: str) -> None:
-    for name in names:
-        value = getattr(options, name)
-        if value is not None and (not isinstance(value, str) or not value.strip()):
-            raise InvalidArgumentError(f"{name} must be a path or URI, got {value!r}", argument=name)
+def _location(value: Any, name: str) -> None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise InvalidArgumentError(f"{name} must be a path or URI, got {value!r}", argument=name)
 
 
-def _where(where: str | None) -> None:
-    if where:
-        parse_predicate(where, label="--where")  # syntax errors before any I/O
+def _where(value: str | None, name: str) -> None:
+    if value:
+        parse_predicate(value, label="--where")  # syntax errors before any I/O
+
+
+def _plan(value: Any, name: str) -> None:
+    if value is not None and not isinstance(value, Mapping):
+        raise InvalidArgumentError(f"plan must be a JSON object, got {type(value).__name__}", argument="plan")
+
+
+def _mode(value: Any, name: str) -> None:
+    if value not in VACUUM_MODES:
+        raise InvalidArgumentError(f"mode must be one of {', '.join(VACUUM_MODES)}, got {value!r}", argument="mode")
+
+
+def _opt(
+    default: Any = None, check: Callable[[Any, str], Any] | None = None, doc: str | None = None, **cli: Any
+) -> Any:
+    """An option field: its default, the check every request runs on it and, with `doc` (its help), its
+    `deltalog` flag (`cli`: `flag` when not `--<name>`, `parse` from `commands.arguments`, `choices`)."""
+    return field(default=default, metadata={"check": check, "doc": doc, **cli})
+
+
+_HOURS = _number()
+_DELETE = "delete (default: a dry run that deletes nothing)"
+_FILE_RETENTION = "override delta.deletedFileRetentionDuration"
 
 
 @dataclass(frozen=True)
-class NoOptions:
+class _Options:
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.metadata["check"] is not None:
+                f.metadata["check"](getattr(self, f.name), f.name)
+
+
+@dataclass(frozen=True)
+class NoOptions(_Options):
     """`version` and `checkpoint` take nothing beyond the common fields."""
 
 
 @dataclass(frozen=True)
-class SnapshotOptions:
-    include_files: bool = False
-    #: checks evaluated at the version (`commands.checks`; with `since_version`, `commands.commit_checks`)
-    checks: Mapping[str, Any] | None = None
+class SnapshotOptions(_Options):
+    include_files: bool = _opt(False, _flag)
+    #: checks at the version (`commands.checks`; with `since_version`, `commands.commit_checks`)
+    checks: Mapping[str, Any] | None = _opt()
     #: also check every version and commit in (since_version, version]
-    since_version: int | None = None
-    fail_on_data_loss: bool = False
-
-    def __post_init__(self) -> None:
-        _flags(self, "include_files", "fail_on_data_loss")
-        _counts(self, "since_version")
+    since_version: int | None = _opt(None, _count())
+    fail_on_data_loss: bool = _opt(False, _flag)
 
 
 @dataclass(frozen=True)
-class TombstonesOptions:
-    retention_hours: float | None = None
-    include_files: bool = False
-
-    def __post_init__(self) -> None:
-        _flags(self, "include_files")
-        _hours(self, "retention_hours")
+class TombstonesOptions(_Options):
+    retention_hours: float | None = _opt(None, _HOURS, _FILE_RETENTION, parse=parse_hours)
+    include_files: bool = _opt(False, _flag)
 
 
 @dataclass(frozen=True)
-class FilesOptions:
-    #: a predicate in the `delta.protocol.predicate` grammar
-    where: str | None = None
-
-    def __post_init__(self) -> None:
-        _where(self.where)
+class FilesOptions(_Options):
+    where: str | None = _opt(None, _where, "predicate, e.g. \"region = 'eu' OR (id > 10 AND d IS NOT NULL)\"")
 
 
 @dataclass(frozen=True)
-class HistoryOptions:
-    limit: int | None = None
-
-    def __post_init__(self) -> None:
-        _counts(self, "limit")
+class HistoryOptions(_Options):
+    limit: int | None = _opt(None, _count(), "at most this many commits", parse=parse_count)
 
 
 @dataclass(frozen=True)
-class ChangesOptions:
-    fail_on_data_loss: bool = False
-
-    def __post_init__(self) -> None:
-        _flags(self, "fail_on_data_loss")
+class ChangesOptions(_Options):
+    fail_on_data_loss: bool = _opt(False, _flag, "error when a commit in the range is missing")
 
 
 @dataclass(frozen=True)
-class CleanupLogOptions:
-    retention_hours: float | None = None
-    #: delete (the default is a dry run that deletes nothing)
-    apply: bool = False
-    #: write a checkpoint at the cutoff first when none can be kept
-    write_checkpoint_first: bool = False
+class CleanupLogOptions(_Options):
+    retention_hours: float | None = _opt(None, _HOURS, "override delta.logRetentionDuration", parse=parse_hours)
+    apply: bool = _opt(False, _flag, _DELETE)
+    write_checkpoint_first: bool = _opt(False, _flag, "write a checkpoint at the cutoff when none can be kept")
     #: the table's version lease folder (`maintenance.leases`; None: `<table>/_delta_leases`)
-    lease_location: str | None = None
-
-    def __post_init__(self) -> None:
-        _flags(self, "apply", "write_checkpoint_first")
-        _hours(self, "retention_hours")
-        _location(self, "lease_location")
+    lease_location: str | None = _opt(None, _location)
 
 
 @dataclass(frozen=True)
-class VacuumOptions:
-    retention_hours: float | None = None
-    apply: bool = False
-    #: "full" (list the table) or "lite" (files removed in the log only)
-    mode: str = "full"
+class VacuumOptions(_Options):
+    retention_hours: float | None = _opt(None, _HOURS, _FILE_RETENTION, parse=parse_hours)
     #: refuse a retention shorter than the table's (delta-rs's name)
-    enforce_retention_duration: bool = True
-    #: an untracked file younger than this many hours is never deleted (None: the default, 1 hour)
-    untracked_grace_hours: float | None = None
-    #: apply this plan (a dry run's result) instead of making one ...
-    plan: Mapping[str, Any] | None = None
-    #: ... or the plan kept at this path/URI (a dry run's `result_uri`), read when the action runs
-    plan_uri: str | None = None
+    enforce_retention_duration: bool = _opt(
+        True, _flag, "allow a retention shorter than the table's (dangerous)", flag="--no-enforce-retention"
+    )
+    untracked_grace_hours: float | None = _opt(
+        None,
+        _HOURS,
+        "never delete an untracked file younger than this (default 1 hour; independent of the retention)",
+        parse=parse_hours,
+    )
+    mode: str = _opt(
+        "full", _mode, "list the table (full) or the log (lite)", parse=partial(parse_choice, choices=VACUUM_MODES)
+    )
+    apply: bool = _opt(False, _flag, _DELETE)
+    quarantine: bool = _opt(
+        False,
+        _flag,
+        "move the files to <table>/_delta_quarantine/<id>/ instead of deleting them (`vacuum undo` puts them back; "
+        "local engine)",
+    )
+    #: apply this plan (a dry run's result) instead of making one, or the plan kept at `plan_uri`
+    plan: Mapping[str, Any] | None = _opt()
+    plan_uri: str | None = _opt()
     #: on Spark: where the executors write a plan's file list (the job: `<result-uri>.plan/`)
-    plan_dir: str | None = None
-    #: move the files to `<table>/_delta_quarantine/<id>/` instead of deleting them (local engine only;
-    #: `vacuum_undo` puts them back, `vacuum_purge` deletes old quarantines)
-    quarantine: bool = False
+    plan_dir: str | None = _opt()
     #: the table's version lease folder (`maintenance.leases`; None: `<table>/_delta_leases`)
-    lease_location: str | None = None
-
-    def __post_init__(self) -> None:
-        _flags(self, "apply", "enforce_retention_duration", "quarantine")
-        _hours(self, "retention_hours", "untracked_grace_hours")
-        _location(self, "lease_location")
-        if self.mode not in VACUUM_MODES:
-            raise InvalidArgumentError(
-                f"mode must be one of {', '.join(VACUUM_MODES)}, got {self.mode!r}", argument="mode"
-            )
+    lease_location: str | None = _opt(None, _location)
 
 
 @dataclass(frozen=True)
-class VacuumUndoOptions:
-    #: the quarantine to put back (a `vacuum` result's `quarantine_id`)
-    quarantine_id: str = ""
-
-    def __post_init__(self) -> None:
-        check_quarantine_id(self.quarantine_id)
+class VacuumUndoOptions(_Options):
+    quarantine_id: str = _opt(
+        "",
+        lambda value, name: check_quarantine_id(value),
+        "the quarantine's id (from `vacuum --quarantine` or `vacuum list`)",
+        positional=True,
+    )
 
 
 @dataclass(frozen=True)
-class VacuumPurgeOptions:
+class VacuumPurgeOptions(_Options):
     #: delete the quarantines made at least this many hours ago (0: every finished one)
-    older_than_hours: float = 168.0
-    #: delete (the default is a dry run that deletes nothing)
-    apply: bool = False
-
-    def __post_init__(self) -> None:
-        _flags(self, "apply")
-        check_number(self.older_than_hours, "older_than_hours", minimum=0, maximum=1e12)
+    older_than_hours: float = _opt(168.0, _number(optional=False))
+    apply: bool = _opt(False, _flag, _DELETE)
 
 
 @dataclass(frozen=True)
-class OptimizeOptions:
-    #: commit (the default plans only)
-    apply: bool = False
-    where: str | None = None
+class OptimizeOptions(_Options):
     #: bytes per output file (default: delta.targetFileSize, else 256 MiB)
-    target_size: int | None = None
-    #: a partition needs this many candidate files
-    min_num_files: int = DEFAULT_MIN_NUM_FILES
-    #: commit after each batch of bins of about this many input bytes
-    max_commit_bytes: int | None = None
+    target_size: int | None = _opt(None, _count(minimum=1))
+    min_num_files: int = _opt(
+        DEFAULT_MIN_NUM_FILES,
+        _count(minimum=1, optional=False),
+        "compact a partition with at least N candidates",
+        parse=partial(parse_count, minimum=1),
+    )
+    where: str | None = _opt(None, _where, "partition predicate, e.g. \"date >= '2024-01-01'\"")
     #: compact only partitions where at least this share of files is under `small_file_mb`
-    min_small_file_ratio: float | None = None
-    small_file_mb: float = DEFAULT_SMALL_FILE_MB
-
-    def __post_init__(self) -> None:
-        _flags(self, "apply")
-        _counts(self, "target_size", "max_commit_bytes", minimum=1)
-        check_int(self.min_num_files, "min_num_files", minimum=1)
-        check_number(self.small_file_mb, "small_file_mb", minimum=1e-6)
-        if self.min_small_file_ratio is not None:
-            check_number(self.min_small_file_ratio, "min_small_file_ratio", minimum=0, maximum=1)
-        _where(self.where)
+    min_small_file_ratio: float | None = _opt(
+        None,
+        _number(maximum=1),
+        "compact only partitions with at least this share of small files",
+        parse=parse_ratio,
+    )
+    apply: bool = _opt(False, _flag, "rewrite and commit (default: a dry run that writes nothing)")
+    #: commit after each batch of bins of about this many input bytes
+    max_commit_bytes: int | None = _opt(None, _count(minimum=1))
+    small_file_mb: float = _opt(DEFAULT_SMALL_FILE_MB, _number(minimum=1e-6, maximum=math.inf, optional=False))
 
 
 @dataclass(frozen=True)
-class RestoreOptions:
+class RestoreOptions(_Options):
     """The version to restore is the request's `version` or `timestamp` (or the plan's)."""
 
-    #: commit (the default plans only)
-    apply: bool = False
-    #: leave out (and report) files of the version to restore that storage no longer holds, instead of refusing
-    allow_partial: bool = False
-    #: apply this plan (a dry run's `plan`) once a fresh plan matches it ...
-    plan: Mapping[str, Any] | None = None
-    #: ... or the plan in the dry run's result kept at this path/URI, read when the action runs
-    plan_uri: str | None = None
-
-    def __post_init__(self) -> None:
-        _flags(self, "apply", "allow_partial")
-        if self.plan is not None and not isinstance(self.plan, Mapping):
-            raise InvalidArgumentError(f"plan must be a JSON object, got {type(self.plan).__name__}", argument="plan")
+    allow_partial: bool = _opt(False, _flag, "leave out files gone from storage instead of refusing")
+    apply: bool = _opt(False, _flag, "commit (default: a dry run that writes nothing)")
+    #: apply this plan (a dry run's `plan`) once a fresh plan matches it, or the one kept at `plan_uri`
+    plan: Mapping[str, Any] | None = _opt(None, _plan)
+    plan_uri: str | None = _opt()
 
 
 @dataclass(frozen=True)
-class RepairOptions:
-    #: remove the missing files in an FSCK commit (the default reports them only)
-    apply: bool = False
-
-    def __post_init__(self) -> None:
-        _flags(self, "apply")
+class RepairOptions(_Options):
+    apply: bool = _opt(False, _flag, "commit the removes (default: a dry run that writes nothing)")
 
 
 #: Each action's options class (the command layer's `ACTIONS` maps the same names to their handlers).
@@ -251,10 +236,6 @@ OPTIONS: dict[str, type] = {
     "restore": RestoreOptions,
     "repair": RepairOptions,
 }
-#: Actions that write to the table (`cleanup_log`, `vacuum` and `vacuum_purge` delete only with `apply`;
-#: `optimize` rewrites only with `apply` and deletes nothing; `restore` and `repair` commit only with
-#: `apply`; `vacuum_undo` moves a quarantine's files back).
-WRITE_ACTIONS = ("checkpoint", "cleanup_log", "vacuum", "vacuum_undo", "vacuum_purge", "optimize", "restore", "repair")
 
 
 def option_names(action: str) -> tuple[str, ...]:
