@@ -486,11 +486,15 @@ class FsspecLogStore(s3.S3Requests):
             yield FileInfo(self._unstrip(name), int(info.get("size") or 0), mtime_ms(info))
 
     def list_level(self, directory: str) -> Iterator[LevelEntry]:
-        if self.is_s3:
-            yield from self._s3_list_level(directory)
+        if self.is_s3:  # ListObjectsV2 with a "/" delimiter: the common prefixes are the subdirectories
+            entries = self._s3_level(directory)
+        else:
+            entries = ((name, None if e.get("type") == "directory" else e) for name, e in self._ls(directory))
+        try:
+            for name, obj in entries:
+                if obj is None:
+                    yield LevelEntry(name, 0, 0, True)
+                else:
+                    yield LevelEntry(name, int(obj.get("Size") or obj.get("size") or 0), mtime_ms(obj), False)
+        except FileNotFoundError:  # no bucket
             return
-        for name, e in self._ls(directory):
-            if e.get("type") == "directory":
-                yield LevelEntry(name, 0, 0, True)
-            else:
-                yield LevelEntry(name, int(e.get("size") or 0), mtime_ms(e), False)

@@ -25,7 +25,7 @@ from urllib.parse import urlparse, urlsplit
 
 from ..errors import InvalidArgumentError, StorageError
 from ..protocol.filenames import FileInfo
-from .base import LevelEntry, accepts, mtime_ms
+from .base import accepts, mtime_ms
 from .retry import NOT_FOUND_CODES
 
 SCHEMES = ("s3", "s3a")
@@ -220,16 +220,6 @@ class S3Requests:
             for name, obj in self._s3_level(directory, **params)
             if obj is not None and name >= start
         ]
-
-    def _s3_list_level(self, directory: str) -> Iterator[LevelEntry]:
-        try:
-            for name, obj in self._s3_level(directory):
-                if obj is None:
-                    yield LevelEntry(name, 0, 0, True)
-                else:
-                    yield LevelEntry(name, int(obj.get("Size") or 0), mtime_ms(obj), False)
-        except FileNotFoundError:  # no bucket
-            return
 
     def _s3_list_recursive(self, directory: str) -> Iterator[FileInfo]:
         bucket, prefix = self._s3_location(directory)
