@@ -7,6 +7,7 @@ before any checkpoint file action is read; a state over `memory_limit_bytes` is 
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -62,12 +63,9 @@ class LocalEngine:
 
     def for_checkpoint(self) -> LocalEngine:
         """This engine reading file stats in the same pass as the rest (a checkpoint needs every one)."""
-        return LocalEngine(
-            plain=self.plain,
-            lazy_stats_bytes=EAGER_STATS,
-            threaded=self.threaded,
-            memory_limit_bytes=self.memory_limit_bytes,
-        )
+        engine = copy.copy(self)
+        engine.lazy_stats_bytes = EAGER_STATS
+        return engine
 
     def checkpoint_writer(self) -> CheckpointWriter:
         from .local_checkpoint import LocalCheckpointWriter
