@@ -33,7 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import operator
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, NamedTuple
@@ -208,11 +208,7 @@ class _Parser:
 
     def junction(self, word: str) -> Expr:
         """`or_expr` and `and_expr` of the grammar: operands joined by `word`."""
-        operand = (lambda: self.junction("and")) if word == "or" else self.not_expr
-        items = [operand()]
-        while self.tok.keyword == word:
-            self.advance()
-            items.append(operand())
+        items = self.repeated((lambda: self.junction("and")) if word == "or" else self.not_expr, word)
         return items[0] if len(items) == 1 else (Or if word == "or" else And)(tuple(items))
 
     def not_expr(self) -> Expr:
@@ -233,6 +229,14 @@ class _Parser:
             expr = Not(expr)
         self.depth = depth
         return expr
+
+    def repeated(self, item: Callable[[], Any], separator: str) -> list[Any]:
+        """`item ( separator item )*`; `separator` is a token kind or a keyword."""
+        items = [item()]
+        while self.tok.kind == separator or self.tok.keyword == separator:
+            self.advance()
+            items.append(item())
+        return items
 
     def expect(self, kind: str, expected: str) -> None:
         if self.tok.kind != kind and self.tok.keyword != kind:
@@ -258,10 +262,7 @@ class _Parser:
             self.i -= 1
             raise self.fail("a comparison operator, IN, NOT IN or IS")
         self.expect("(", "'(' and a list of values")
-        values = [self.literal()]
-        while self.tok.kind == ",":
-            self.advance()
-            values.append(self.literal())
+        values = self.repeated(self.literal, ",")
         self.expect(")", "',' or ')'")
         return InList(column, tuple(values), negated, pos)
 

@@ -191,15 +191,6 @@ def truncate_min_string(value: str | None, prefix_length: int) -> str | None:
     return None if value is None else value[: max(prefix_length, 0)]
 
 
-def _utf16_prefix_length(units: bytes, n: int, prefix_length: int) -> int:
-    """Spark `truncateMinStringAgg` as a length: `prefix_length` units, one more to keep a pair whole."""
-    if n <= prefix_length:
-        return n
-    if 0xD800 <= _unit(units, prefix_length - 1) <= 0xDBFF and 0xDC00 <= _unit(units, prefix_length) <= 0xDFFF:
-        return prefix_length + 1
-    return prefix_length
-
-
 def truncate_max_string(value: str | None, prefix_length: int) -> str | None:
     """The string max Spark writes (`truncateMaxStringAgg`): the value when it fits in `prefix_length`
     UTF-16 units, else a prefix followed by U+007F (when the next unit sorts below it) or U+10FFFF,
@@ -212,8 +203,9 @@ def truncate_max_string(value: str | None, prefix_length: int) -> str | None:
         return value
     if prefix_length <= 0:
         return None
-    limit = 2 * prefix_length
-    cur = _utf16_prefix_length(units, n, prefix_length)
+    limit, cur = 2 * prefix_length, prefix_length  # Spark `truncateMinStringAgg`: keep a surrogate pair whole
+    if 0xD800 <= _unit(units, cur - 1) <= 0xDBFF and 0xDC00 <= _unit(units, cur) <= 0xDFFF:
+        cur += 1
     while cur <= limit:
         if cur >= n:
             return value
