@@ -205,37 +205,17 @@ def _file_batches(
     schema: pa.Schema, plan: CheckpointPlan, add_type: pa.StructType, adds: pa.Table, removes: pa.Table
 ) -> Iterator[pa.RecordBatch]:
     """The adds, then the tombstones, as batches with only `add` or `remove` set."""
-    nulls: dict[str, pa.Array] = {}
     for table, name in ((adds, "add"), (removes, "remove")):
-        if not table.num_rows:
-            continue
-        for batch in table.to_batches(max_chunksize=ROWS_PER_GROUP):
-            n = batch.num_rows
+        for batch in table.to_batches(max_chunksize=ROWS_PER_GROUP) if table.num_rows else ():
             struct = _add_struct(batch, plan, add_type) if name == "add" else _struct(batch, REMOVE_TYPE)
-            arrays = []
-            for f in schema:
-                if f.name == name:
-                    arrays.append(struct)
-                    continue
-                if f.name not in nulls or len(nulls[f.name]) < n:
-                    nulls[f.name] = pa.nulls(max(n, ROWS_PER_GROUP), f.type)
-                arrays.append(nulls[f.name].slice(0, n))
+            arrays = [struct if f.name == name else pa.nulls(batch.num_rows, f.type) for f in schema]
             yield pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
-def _false(n: int) -> pa.Array:
-    return bools_from_bytes(bytearray(n))
 
 
 def _struct(batch: pa.RecordBatch, type_: pa.StructType, extra: Mapping[str, pa.Array] | None = None) -> pa.Array:
     """A struct of `type_` from the batch's columns of the same names (`dataChange` false, as Spark's replay)."""
-    extra = extra or {}
-    children = []
-    for f in type_:
-        if f.name == "dataChange":
-            children.append(_false(batch.num_rows))
-        else:
-            children.append(extra[f.name] if f.name in extra else batch.column(f.name))
+    extra = {**(extra or {}), "dataChange": bools_from_bytes(bytearray(batch.num_rows))}
+    children = [extra[f.name] if f.name in extra else batch.column(f.name) for f in type_]
     return pa.StructArray.from_arrays(children, fields=list(type_))
 
 
