@@ -167,11 +167,7 @@ def read_parquet(store: LogStore, path: str, columns: Sequence[str] | None = Non
 #: Checkpoint `add` fields read with the file set; `stats` is read later, only when asked for.
 _ADD_FIELDS = [f.name for f in ADD_SCHEMA if f.name != "stats"]
 _REMOVE_FIELDS = [f.name for f in REMOVE_SCHEMA]
-_ACTION_COLUMNS = [
-    *NON_FILE_COLUMNS,
-    *(f"add.{f}" for f in _ADD_FIELDS),
-    *(f"remove.{f}" for f in _REMOVE_FIELDS),
-]
+_ACTION_COLUMNS = [*NON_FILE_COLUMNS, *(f"add.{f}" for f in _ADD_FIELDS), *(f"remove.{f}" for f in _REMOVE_FIELDS)]
 
 
 def read_checkpoint_stats(store: LogStore, paths: Sequence[str]) -> pa.Table:

@@ -53,12 +53,7 @@ def store_path(store: LogStore, table_root: str, logged_path: str) -> str:
 
 
 def read_deletion_vector(
-    store: LogStore,
-    table_root: str,
-    dv: DeletionVectorDescriptor,
-    *,
-    table: str | None = None,
-    file: str | None = None,
+    store: LogStore, table_root: str, dv: DeletionVectorDescriptor, *, table: str | None = None, file: str | None = None
 ) -> pa.UInt64Array:
     """The row indexes `dv` deletes from data file `file` (as logged), ascending, as a uint64 array.
 
@@ -214,12 +209,7 @@ def _kept_mask(num_rows: int, deleted: pa.UInt64Array) -> pa.BooleanArray:
 
 
 def read_data_file(
-    store: LogStore,
-    table_root: str,
-    add: AddFile,
-    *,
-    columns: Sequence[str] | None = None,
-    table: str | None = None,
+    store: LogStore, table_root: str, add: AddFile, *, columns: Sequence[str] | None = None, table: str | None = None
 ) -> pa.Table:
     """The rows of `add`'s Parquet file its deletion vector keeps, as the file has them (physical names, field
     ids, no partition values); `columns` selects top-level columns.

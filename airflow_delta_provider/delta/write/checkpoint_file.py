@@ -18,14 +18,7 @@ from ..protocol.checkpoints import CheckpointKind, CheckpointPlan, StatsField, p
 from ..protocol.filenames import LAST_CHECKPOINT_NAME
 from ..protocol.last_checkpoint import parse_last_checkpoint, render_last_checkpoint
 from ..read import arrow_compute as pc
-from ..read.arrow_build import (
-    bools_from_bytes,
-    column,
-    int64_scalar,
-    int_array,
-    string_array,
-    string_scalar,
-)
+from ..read.arrow_build import bools_from_bytes, column, int64_scalar, int_array, string_array, string_scalar
 from ..read.file_state import ADD_SCHEMA, REMOVE_SCHEMA
 from ..storage import LogStore
 from .data_files import primitive_arrow_type
@@ -103,12 +96,7 @@ def kept_tombstones(removes: pa.Table, plan: CheckpointPlan) -> pa.Table:
 
 
 def existing_result(
-    snapshot: Snapshot,
-    plan: CheckpointPlan,
-    actions: list[Action],
-    path: str,
-    size: int,
-    parts: tuple[str, ...] = (),
+    snapshot: Snapshot, plan: CheckpointPlan, actions: list[Action], path: str, size: int, parts: tuple[str, ...] = ()
 ) -> CheckpointResult:
     """The result when the classic checkpoint is already there: nothing written, the state's counts."""
     tombstones = snapshot.state.files.count_tombstones_after(plan.min_file_retention_timestamp)

@@ -23,13 +23,7 @@ import pyarrow.parquet as pq
 from ..errors import LogCorruptedError, OperationNotAllowedError, StorageError
 from ..protocol.actions import AddFile, decode_path
 from ..protocol.optimize import Bin
-from ..protocol.schema import (
-    COLUMN_ID_KEY,
-    HIVE_DEFAULT_PARTITION,
-    StructField,
-    StructType,
-    parse_partition_value,
-)
+from ..protocol.schema import COLUMN_ID_KEY, HIVE_DEFAULT_PARTITION, StructField, StructType, parse_partition_value
 from ..protocol.table_properties import column_mapping_mode
 from ..read.deletion_vectors import read_data_file
 from .file_schema import (
