@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -119,9 +120,8 @@ class TombstoneSummary:
 
     def add(self, partition_values: Mapping[str, str | None] | None, size: int | None, deleted_ms: int | None) -> None:
         self.removed_without_size += size is None
-        self.bucket(partition_key(partition_values, self.partition_columns)).count(
-            1, size or 0, deleted_ms, self.cutoff_ms
-        )
+        key = partition_key(partition_values, self.partition_columns)
+        self.bucket(key).count(1, size or 0, deleted_ms, self.cutoff_ms)
 
     def bucket(self, key: str) -> PartitionTombstones:
         """The tombstones of partition `key` (created empty)."""
@@ -139,19 +139,13 @@ class TombstoneSummary:
             self.cutoff_ms, self.partition_columns, self.removed_without_size + other.removed_without_size, parts
         )
 
-    def _total(self) -> PartitionTombstones:
-        total = PartitionTombstones()
-        for bucket in self.partitions.values():
-            total = total.merge(bucket)
-        return total
-
     @property
     def num_tombstones(self) -> int:
         return sum(b.retained + b.expired for b in self.partitions.values())
 
     def to_dict(self) -> dict[str, Any]:
         """Totals and per-partition buckets (sorted by partition key)."""
-        total = self._total()
+        total = functools.reduce(PartitionTombstones.merge, self.partitions.values(), PartitionTombstones())
         return {
             "num_tombstones": total.retained + total.expired,
             "retained": total.retained,
