@@ -433,7 +433,6 @@ class FileState:
         """Sum of `size` over these rows of a materialized state's `adds`."""
         return _sum(pc.take(self.adds.column("size"), int_array(rows))) if rows else 0
 
-    # -- summaries (the same interface as the Spark engine's distributed file state) -------------------
     def file_summary(self, small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES) -> FileSummary:
         """Counts and sizes of the active files."""
         out = FileSummary(small_file_bytes)

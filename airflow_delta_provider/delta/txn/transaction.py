@@ -138,7 +138,6 @@ class Transaction:
         """The version `commit()` returned, None before."""
         return self._committed
 
-    # -- staging ------------------------------------------------------------------------------------
     def add(self, *actions: Action) -> Transaction:
         """Stage actions (add, remove, cdc, metaData, protocol, domainMetadata, txn), never commitInfo."""
         for action in actions:
@@ -194,7 +193,6 @@ class Transaction:
         """True when an app transaction of this commit is already in the table: `commit()` writes nothing."""
         return self._already_applied is not None
 
-    # -- commit -------------------------------------------------------------------------------------
     def commit(
         self,
         *,
@@ -294,7 +292,6 @@ class Transaction:
             read_app_ids=frozenset(self._read_app_ids),
         )
 
-    # -- internals ----------------------------------------------------------------------------------
     def _done(self, version: int) -> int:
         self._committed = version
         return version

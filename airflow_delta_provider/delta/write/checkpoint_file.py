@@ -229,9 +229,6 @@ def _add_struct(batch: pa.RecordBatch, plan: CheckpointPlan, add_type: pa.Struct
     return _struct(batch, add_type, extra)
 
 
-# -- parsed stats and partition values ------------------------------------------------------------------
-
-
 def _values_type(fields: Sequence[StatsField], leaf: Callable[[StatsField], pa.DataType | None]) -> pa.DataType | None:
     out = []
     for f in fields:
