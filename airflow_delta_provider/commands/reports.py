@@ -50,17 +50,10 @@ def human_bytes(n: int | float | None) -> str:
     """`33554432` -> `32 MiB`, `1536` -> `1.5 KiB`, `12` -> `12 B` (binary units, one decimal at most)."""
     if n is None:
         return "-"
-    size = float(n)
-    sign = "-" if size < 0 else ""
-    size = abs(size)
-    for unit in _UNITS:
-        if size < 1024 or unit == _UNITS[-1]:
-            if unit == "B":
-                return f"{sign}{size:.0f} B"
-            text = f"{size:.1f}"
-            return f"{sign}{text.removesuffix('.0')} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")  # pragma: no cover
+    size = abs(float(n))
+    divisor, unit = _byte_unit(size)
+    text = f"{size:.0f}" if unit == "B" else f"{size / divisor:.1f}".removesuffix(".0")
+    return f"{'-' if n < 0 else ''}{text} {unit}"
 
 
 def human_hours(hours: float | None) -> str:
@@ -229,27 +222,7 @@ def tombstone_age_histogram(snap: Snapshot, *, now_ms: int, cutoff_ms: int) -> d
 
 
 # -- Markdown ------------------------------------------------------------------------------------------
-def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in row) + " |" for row in rows]
-    return out
-
-
-def _tombstone_rows(report: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
-    headers = ["partition", "retained", "retained bytes", "past retention", "reclaimable", "oldest", "newest"]
-    rows = [
-        [
-            key or "(unpartitioned)",
-            str(p["retained"]),
-            human_bytes(p["retained_bytes"]),
-            str(p["expired"]),
-            human_bytes(p["reclaimable_bytes"]),
-            _ms(p.get("oldest_deletion_ms")),
-            _ms(p.get("newest_deletion_ms")),
-        ]
-        for key, p in report.get("partitions", {}).items()
-    ]
-    return headers, rows
+_Section = tuple[str, Sequence[str], Sequence[Sequence[Any]]]  # heading, column headers, rows
 
 
 def _retention_text(r: Mapping[str, Any], *, short: bool = False) -> str:
@@ -258,8 +231,8 @@ def _retention_text(r: Mapping[str, Any], *, short: bool = False) -> str:
     return f"{human_hours(r['hours'])} ({r['source']}{prop}); cutoff {cutoff}"
 
 
-def _tombstone_lines(report: Mapping[str, Any]) -> list[str]:
-    return [
+def _tombstone_markdown(report: Mapping[str, Any]) -> tuple[str, list[str], list[_Section]]:
+    lines = [
         f"Table: {report['table']}",
         f"Version: {report['version']}",
         f"Retention: {_retention_text(report['retention'])}",
@@ -270,20 +243,20 @@ def _tombstone_lines(report: Mapping[str, Any]) -> list[str]:
         f"Oldest deletion: {_ms(report.get('oldest_deletion_ms'))}; newest: {_ms(report.get('newest_deletion_ms'))}",
         "Read-only report: nothing was deleted.",
     ]
-
-
-def tombstone_markdown(report: Mapping[str, Any]) -> str:
-    """A tombstone report as Markdown."""
-    out = [f"# Tombstone report: {report['table']}", ""]
-    out += [f"- {line}" for line in _tombstone_lines(report)]
-    headers, rows = _tombstone_rows(report)
-    if rows:
-        out += ["", "## Per partition", "", *_md_table(headers, rows)]
-    return "\n".join(out) + "\n"
-
-
-def _check_rows(result: Mapping[str, Any]) -> list[list[str]]:
-    return [[c["name"], "passed" if c["passed"] else "FAILED", c["message"]] for c in result.get("checks") or ()]
+    headers = ["partition", "retained", "retained bytes", "past retention", "reclaimable", "oldest", "newest"]
+    rows = [
+        [
+            key or "(unpartitioned)",
+            p["retained"],
+            human_bytes(p["retained_bytes"]),
+            p["expired"],
+            human_bytes(p["reclaimable_bytes"]),
+            _ms(p.get("oldest_deletion_ms")),
+            _ms(p.get("newest_deletion_ms")),
+        ]
+        for key, p in report.get("partitions", {}).items()
+    ]
+    return f"Tombstone report: {report['table']}", lines, [("Per partition", headers, rows)]
 
 
 def _version_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -312,7 +285,11 @@ def _version_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{**row, "failed_checks": failed.get(row["version"], [])} for row in per_version]
 
 
-def _snapshot_lines(result: Mapping[str, Any]) -> list[str]:
+def _has_checks(result: Mapping[str, Any]) -> bool:
+    return bool(result.get("checks") or result.get("commit_checks"))
+
+
+def _snapshot_markdown(result: Mapping[str, Any]) -> tuple[str, list[str], list[_Section]]:
     s = result.get("file_summary") or {}
     proto = result.get("protocol") or {}
     lines = [
@@ -328,49 +305,35 @@ def _snapshot_lines(result: Mapping[str, Any]) -> list[str]:
             f"({_percent(s.get('small_file_ratio'))}); sizes {human_bytes(s.get('min_size'))} "
             f"to {human_bytes(s.get('max_size'))}"
         )
-    if result.get("commit_checks"):
-        c = result["commit_checks"]
+    commit = result.get("commit_checks") or {}
+    if commit:
         lines.append(
-            f"Versions checked: {len(c.get('checked_versions') or ())} in ({c['since_version']}, {c['until_version']}]"
-            + (f"; first failing version {c['first_failing_version']}" if c.get("first_failing_version") else "")
+            f"Versions checked: {len(commit.get('checked_versions') or ())} in ({commit['since_version']}, "
+            f"{commit['until_version']}]"
+            + (
+                f"; first failing version {commit['first_failing_version']}"
+                if commit.get("first_failing_version")
+                else ""
+            )
         )
     failed = [m for m in (result.get("checks_failed"), result.get("commit_checks_failed")) if m]
     lines.append("Checks: " + ("; ".join(failed) if failed else "all passed" if _has_checks(result) else "none"))
-    return lines
-
-
-def _has_checks(result: Mapping[str, Any]) -> bool:
-    return bool(result.get("checks") or result.get("commit_checks"))
-
-
-def snapshot_markdown(result: Mapping[str, Any]) -> str:
-    """A snapshot result (with its checks) as Markdown."""
-    out = [f"# Snapshot report: {result['table']}", ""]
-    out += [f"- {line}" for line in _snapshot_lines(result)]
-    if result.get("checks"):
-        out += [
-            "",
-            f"## Checks at version {result['version']}",
-            "",
-            *_md_table(["check", "result", "message"], _check_rows(result)),
-        ]
-    commit = result.get("commit_checks") or {}
-    if commit.get("per_version"):
-        rows = [
-            [str(r["version"]), r.get("operation") or "-", str(r["num_files"]), human_bytes(r["size_bytes"]),
-             str(r.get("small_files", "-")), ", ".join(r["failed_checks"]) or "passed"]
-            for r in _version_rows(result)
-        ]  # fmt: skip
-        out += [
-            "",
-            "## Per version",
-            "",
-            *_md_table(["version", "operation", "files", "size", "small files", "checks"], rows),
-        ]
-    if commit.get("failures"):
-        rows = [[str(f["version"]), f["check"], f["message"]] for f in commit["failures"]]
-        out += ["", "## Failures", "", *_md_table(["version", "check", "message"], rows)]
-    return "\n".join(out) + "\n"
+    checks = [[c["name"], "passed" if c["passed"] else "FAILED", c["message"]] for c in result.get("checks") or ()]
+    versions = [
+        [r["version"], r.get("operation") or "-", r["num_files"], human_bytes(r["size_bytes"]),
+         r.get("small_files", "-"), ", ".join(r["failed_checks"]) or "passed"]
+        for r in (_version_rows(result) if commit.get("per_version") else ())
+    ]  # fmt: skip
+    sections: list[_Section] = [
+        (f"Checks at version {result['version']}", ["check", "result", "message"], checks),
+        ("Per version", ["version", "operation", "files", "size", "small files", "checks"], versions),
+        (
+            "Failures",
+            ["version", "check", "message"],
+            [[f["version"], f["check"], f["message"]] for f in commit.get("failures") or ()],
+        ),
+    ]
+    return f"Snapshot report: {result['table']}", lines, sections
 
 
 def _vacuum_partitions(result: Mapping[str, Any]) -> list[tuple[str, Mapping[str, int]]]:
@@ -378,7 +341,7 @@ def _vacuum_partitions(result: Mapping[str, Any]) -> list[tuple[str, Mapping[str
     return sorted(parts, key=lambda kv: (-kv[1]["bytes"], kv[0]))
 
 
-def _vacuum_lines(result: Mapping[str, Any]) -> list[str]:
+def _vacuum_markdown(result: Mapping[str, Any]) -> tuple[str, list[str], list[_Section]]:
     retention_h = result["retention_ms"] / _HOUR_MS
     lines = [
         f"Table: {result['table']}",
@@ -399,27 +362,23 @@ def _vacuum_lines(result: Mapping[str, Any]) -> list[str]:
             lines.append(f"Kept after re-validation: {len(result['dropped'])} planned files")
         if result.get("audit_versions"):
             lines.append(f"Audit commits: versions {', '.join(map(str, result['audit_versions']))}")
-    return lines
-
-
-def vacuum_markdown(result: Mapping[str, Any]) -> str:
-    """A VACUUM result (`VacuumResult.to_dict()`: plan, and what was deleted) as Markdown."""
-    out = [f"# VACUUM report: {result['table']}", ""]
-    out += [f"- {line}" for line in _vacuum_lines(result)]
-    rows = [[k or "(table root)", str(p["files"]), human_bytes(p["bytes"])] for k, p in _vacuum_partitions(result)]
-    if rows:
-        out += ["", "## Per directory", "", *_md_table(["directory", "files", "bytes"], rows)]
-    return "\n".join(out) + "\n"
+    rows = [[k or "(table root)", p["files"], human_bytes(p["bytes"])] for k, p in _vacuum_partitions(result)]
+    return f"VACUUM report: {result['table']}", lines, [("Per directory", ["directory", "files", "bytes"], rows)]
 
 
 def render_markdown(kind: str, result: Mapping[str, Any]) -> str:
-    """`result` (of the action `kind`, one of `REPORT_KINDS`) as Markdown."""
-    renderers: dict[str, Callable[[Mapping[str, Any]], str]] = {
-        "tombstones": tombstone_markdown,
-        "snapshot": snapshot_markdown,
-        "vacuum": vacuum_markdown,
-    }
-    return renderers[_check_kind(kind)](result)
+    """`result` (of the action `kind`, one of `REPORT_KINDS`) as Markdown: a title, a list, then a table per
+    section that has rows."""
+    parts = {"tombstones": _tombstone_markdown, "snapshot": _snapshot_markdown, "vacuum": _vacuum_markdown}
+    title, lines, sections = parts[_check_kind(kind)](result)
+    out = [f"# {title}", "", *(f"- {line}" for line in lines)]
+    for heading, headers, rows in sections:
+        if rows:
+            out += ["", f"## {heading}", "", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+            out += [
+                "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in row) + " |" for row in rows
+            ]
+    return "\n".join(out) + "\n"
 
 
 def _check_kind(kind: str) -> str:
