@@ -144,6 +144,7 @@ class DeltaVersionSensor(BaseSensorOperator):
         self.log.info("%s: latest version %s", self.table_uri, "none yet" if version is None else version)
         if version is None:
             return None, baseline
+        scanned = self._scanned
         event, self._scanned = wait_event(
             self.table_uri,
             options,
@@ -151,12 +152,14 @@ class DeltaVersionSensor(BaseSensorOperator):
             target_version=target,
             newer_than=newer,
             baseline=baseline,
-            scanned=self._scanned,
+            scanned=scanned,
             allow_recreation=self.allow_recreation,
             include_maintenance=self.include_maintenance,
         )
         if event is not None and event.get("recreated"):
             self.log.warning("%s was recreated: firing on its version %s", self.table_uri, version)
+        elif self._scanned != scanned:
+            self.log.info("%s: the versions up to %s change no data (maintenance)", self.table_uri, version)
         return event, baseline
 
     def poke(self, context: Context) -> PokeReturnValue | bool:

@@ -430,7 +430,7 @@ class DeltaLogBuilder:
         if not 0 <= v <= self.version:
             raise ValueError(f"no version {v} to checkpoint (latest is {self.version})")
         hint = self.store.join(self.log_dir, "_last_checkpoint")
-        previous = None if write_last_checkpoint else self._read(hint)
+        previous = None if write_last_checkpoint or self.store.head(hint) is None else self.store.read_bytes(hint)
         at = self._timestamps[v]
         log = DeltaLog(self.path, storage_options=self.storage_options, clock=lambda: at)
         writer.write_checkpoint(log, version=v)
@@ -550,12 +550,6 @@ class DeltaLogBuilder:
             fh.truncate(size)
         mtime_ns = int(add.get("modificationTime") or 0) * 1_000_000
         os.utime(target, ns=(mtime_ns, mtime_ns))
-
-    def _read(self, path: str) -> bytes | None:
-        try:
-            return self.store.read_bytes(path)
-        except FileNotFoundError:
-            return None
 
 
 def _protocol_action(
