@@ -33,16 +33,16 @@ from airflow_delta_provider.delta import (  # noqa: E402
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
-from airflow_delta_provider.delta.maintenance.log_cleanup import (  # noqa: E402
+from airflow_delta_provider.delta.maintenance.log_cleanup import cleanup_log  # noqa: E402
+from airflow_delta_provider.delta.protocol.actions import Metadata, Protocol  # noqa: E402
+from airflow_delta_provider.delta.protocol.filenames import FileInfo  # noqa: E402
+from airflow_delta_provider.delta.protocol.log_cleanup import (  # noqa: E402
     REQUIRE_CHECKPOINT_PROTECTION,
     checkpoint_protection_version,
     cleanup_cutoff_ms,
-    cleanup_log,
     expired_log_cleanup_enabled,
     plan_log_cleanup,
 )
-from airflow_delta_provider.delta.protocol.actions import Metadata, Protocol  # noqa: E402
-from airflow_delta_provider.delta.protocol.filenames import FileInfo  # noqa: E402
 from airflow_delta_provider.testing import DeltaLogBuilder  # noqa: E402
 
 try:

@@ -34,14 +34,14 @@ from airflow_delta_provider.delta.errors import (  # noqa: E402
     UnsupportedFeatureError,
     error_from_dict,
 )
-from airflow_delta_provider.delta.maintenance.restore import (  # noqa: E402
+from airflow_delta_provider.delta.maintenance.restore import restore  # noqa: E402
+from airflow_delta_provider.delta.protocol.actions import Metadata, Protocol  # noqa: E402
+from airflow_delta_provider.delta.protocol.history import format_ms  # noqa: E402
+from airflow_delta_provider.delta.protocol.restore import (  # noqa: E402
     RestoreMissingFilesError,
     RestorePlanRefusedError,
     merge_protocols,
-    restore,
 )
-from airflow_delta_provider.delta.protocol.actions import Metadata, Protocol  # noqa: E402
-from airflow_delta_provider.delta.protocol.history import format_ms  # noqa: E402
 from airflow_delta_provider.delta.protocol.table_features import check_can_write  # noqa: E402
 
 

@@ -31,11 +31,9 @@ from airflow_delta_provider.delta.errors import (  # noqa: E402
     RetentionConflictError,
     error_from_dict,
 )
-from airflow_delta_provider.delta.maintenance.log_cleanup import (  # noqa: E402
-    check_retention_compatibility,
-    cleanup_log,
-)
+from airflow_delta_provider.delta.maintenance.log_cleanup import cleanup_log  # noqa: E402
 from airflow_delta_provider.delta.maintenance.vacuum import vacuum  # noqa: E402
+from airflow_delta_provider.delta.protocol.log_cleanup import check_retention_compatibility  # noqa: E402
 from airflow_delta_provider.testing import DeltaLogBuilder  # noqa: E402
 
 HOUR = 3_600_000

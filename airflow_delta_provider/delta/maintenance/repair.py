@@ -9,19 +9,18 @@ as read, so a concurrent remove of one is a `ConcurrentDeleteReadError`.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..delta_log import DeltaLog
 from ..errors import check_bool, check_int
 from ..protocol.actions import AddFile
 from ..protocol.deletion_vectors import dv_location
-from ..protocol.optimize import num_records
+from ..protocol.repair import FSCK_OPERATION, RepairPlan, operation_metrics, rows_lost
 from ..protocol.table_features import check_can_write
 from ..read.deletion_vectors import store_path
 from ..snapshot import Snapshot
@@ -31,48 +30,6 @@ log = logging.getLogger(__name__)
 
 #: HEAD requests in flight at once (delta-rs and Spark run these sequentially or per executor task).
 DEFAULT_HEAD_WORKERS = 8
-FSCK_OPERATION = "FSCK"
-
-
-def operation_metrics(removed: Sequence[AddFile]) -> dict[str, Any]:
-    """commitInfo.operationMetrics of an FSCK commit (delta-rs `FileSystemCheckMetrics`, plus the count)."""
-    return {
-        "numFilesRemoved": len(removed),
-        "dry_run": "false",
-        "files_removed": json.dumps([f.path for f in removed], separators=(",", ":")),
-    }
-
-
-def rows_lost(files: Sequence[AddFile]) -> int | None:
-    """Rows the table loses with `files` (`numRecords` less DV cardinalities), None when stats do not say."""
-    total = 0
-    for f in files:
-        n = num_records(f)
-        if n is None:
-            return None
-        total += n - (f.deletion_vector.cardinality if f.deletion_vector is not None else 0)
-    return total
-
-
-@dataclass
-class RepairPlan:
-    """The active files of `table` at `read_version` that storage no longer holds."""
-
-    table: str
-    read_version: int
-    num_files_checked: int = 0
-    missing: list[AddFile] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "table": self.table,
-            "read_version": self.read_version,
-            "num_files_checked": self.num_files_checked,
-            "num_missing": len(self.missing),
-            "missing_bytes": sum(f.size for f in self.missing),
-            "rows_lost": rows_lost(self.missing),
-            "files_removed": [f.path for f in self.missing],
-        }
 
 
 def _gone(store: LogStore, path: str) -> bool:
