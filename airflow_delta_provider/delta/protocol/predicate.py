@@ -39,6 +39,7 @@ from decimal import Decimal
 from typing import Any, NamedTuple
 
 from ..errors import InvalidArgumentError, PredicateSyntaxError
+from .schema import parse_timestamp, same_zone
 
 #: Writers cut string stats to this many characters: a longer-or-equal maximum is not an upper bound.
 STRING_PREFIX_LENGTH = 32
@@ -289,7 +290,9 @@ class _Parser:
         if keyword in ("date", "timestamp") and self.tokens[self.i + 1].kind == "string":
             self.advance()
             string = self.advance()
-            pattern, parse = (_DATE_RE, dt.date.fromisoformat) if keyword == "date" else (_TIMESTAMP_RE, _timestamp)
+            pattern, parse = (
+                (_DATE_RE, dt.date.fromisoformat) if keyword == "date" else (_TIMESTAMP_RE, parse_timestamp)
+            )
             try:
                 if not pattern.fullmatch(string.value):
                     raise ValueError(string.value)
@@ -317,18 +320,6 @@ _COMPARE = {
 }
 
 
-def _timestamp(text: str) -> dt.datetime:
-    s = text.strip()
-    return dt.datetime.fromisoformat(s[:-1] + "+00:00" if s.endswith("Z") else s)
-
-
-def _same_zone(value: dt.datetime, like: dt.datetime) -> dt.datetime:
-    """`value` made comparable with `like` (a naive value is read as UTC)."""
-    if (value.tzinfo is None) == (like.tzinfo is None):
-        return value
-    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC).replace(tzinfo=None)
-
-
 def _harmonize(actual: Any, lit: Any) -> tuple[Any, Any]:
     """`actual` (a typed column value) and `lit` in comparable form; TypeError/ValueError when they are not."""
     if isinstance(actual, str):
@@ -351,17 +342,17 @@ def _harmonize(actual: Any, lit: Any) -> tuple[Any, Any]:
         raise TypeError("number")
     if isinstance(actual, dt.datetime):
         if isinstance(lit, str):
-            lit = _timestamp(lit)
+            lit = parse_timestamp(lit)
         elif isinstance(lit, dt.date) and not isinstance(lit, dt.datetime):
             lit = dt.datetime.combine(lit, dt.time())
         if isinstance(lit, dt.datetime):
-            return actual, _same_zone(lit, actual)
+            return actual, same_zone(lit, actual)
         raise TypeError("timestamp")
     if isinstance(actual, dt.date):
         if isinstance(lit, str):
             lit = dt.date.fromisoformat(lit.strip())
         if isinstance(lit, dt.datetime):
-            return _same_zone(dt.datetime.combine(actual, dt.time()), lit), lit
+            return same_zone(dt.datetime.combine(actual, dt.time()), lit), lit
         if isinstance(lit, dt.date):
             return actual, lit
         raise TypeError("date")
@@ -451,7 +442,7 @@ def _bound(raw: Any, lit: Any, *, upper: bool) -> Any:
                 return None
             return Decimal(repr(raw)) if isinstance(lit, Decimal) and isinstance(raw, float) else raw
         if isinstance(lit, dt.datetime) and isinstance(raw, str):
-            value = _same_zone(_timestamp(raw), lit)
+            value = same_zone(parse_timestamp(raw), lit)
             return value + dt.timedelta(milliseconds=1) if upper else value  # stats are cut to milliseconds
         if isinstance(lit, dt.date) and isinstance(raw, str) and _DATE_RE.fullmatch(raw):
             return dt.date.fromisoformat(raw)
@@ -580,12 +571,12 @@ def _coerce(value: Any, type_name: str) -> Any:
         if isinstance(value, str):
             if not _TIMESTAMP_RE.fullmatch(value.strip()):
                 raise ValueError(value)
-            value = _timestamp(value)
+            value = parse_timestamp(value)
         elif isinstance(value, dt.date) and not isinstance(value, dt.datetime):
             value = dt.datetime.combine(value, dt.time())
         if not isinstance(value, dt.datetime):
             raise TypeError(t)
-        return _same_zone(value, dt.datetime(1970, 1, 1, tzinfo=dt.UTC if t == "timestamp" else None))
+        return same_zone(value, dt.datetime(1970, 1, 1, tzinfo=dt.UTC if t == "timestamp" else None))
     if t == "binary":
         if isinstance(value, str):
             return value.encode()

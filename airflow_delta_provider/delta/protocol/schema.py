@@ -86,15 +86,20 @@ def physical_partition_columns(
     return {c: c if f is None else f.physical_name for c, f in fields.items()}
 
 
-def _parse_timestamp(text: str, *, with_zone: bool) -> dt.datetime:
+def parse_timestamp(text: str) -> dt.datetime:
+    """ISO-8601 text (`Z` for UTC, `T` or a space before the time) as a datetime, naive without an offset."""
     s = text.strip()
-    if s.endswith("Z"):
-        s = s[:-1] + "+00:00"
-    value = dt.datetime.fromisoformat(s.replace(" ", "T", 1) if "T" not in s else s)
-    if with_zone:
-        # Legacy values carry no zone (written in the writer's session zone); read them as UTC.
-        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-    return value.replace(tzinfo=None) if value.tzinfo is None else value.astimezone(dt.UTC).replace(tzinfo=None)
+    return dt.datetime.fromisoformat(s[:-1] + "+00:00" if s.endswith("Z") else s)
+
+
+def same_zone(value: dt.datetime, like: dt.datetime) -> dt.datetime:
+    """`value` made comparable with `like` (a naive value is read as UTC)."""
+    if (value.tzinfo is None) == (like.tzinfo is None):
+        return value
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC).replace(tzinfo=None)
+
+
+_UTC_EPOCH, _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC), dt.datetime(1970, 1, 1)
 
 
 def parse_partition_value(value: str | None, type_name: str) -> Any:
@@ -113,10 +118,8 @@ def parse_partition_value(value: str | None, type_name: str) -> Any:
             return value.lower() == "true"
         if t == "date":
             return dt.date.fromisoformat(value[:10])
-        if t == "timestamp":
-            return _parse_timestamp(value, with_zone=True)
-        if t == "timestamp_ntz":
-            return _parse_timestamp(value, with_zone=False)
+        if t in ("timestamp", "timestamp_ntz"):  # legacy zone-less timestamps were written in UTC
+            return same_zone(parse_timestamp(value), _UTC_EPOCH if t == "timestamp" else _EPOCH)
         if t.startswith("decimal"):
             return Decimal(value)
         if t == "binary":
