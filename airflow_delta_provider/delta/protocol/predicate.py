@@ -430,10 +430,8 @@ def _bound(raw: Any, lit: Any, *, upper: bool) -> Any:
         return None
     if isinstance(lit, bool):
         return raw if isinstance(raw, bool) else None
-    if isinstance(lit, str):
-        if not isinstance(raw, str) or (upper and len(raw) >= STRING_PREFIX_LENGTH):
-            return None
-        return raw
+    if isinstance(lit, str):  # a maximum cut to the prefix length is not an upper bound
+        return raw if isinstance(raw, str) and not (upper and len(raw) >= STRING_PREFIX_LENGTH) else None
     try:
         if isinstance(lit, int | float | Decimal):
             if isinstance(raw, str):
@@ -577,11 +575,8 @@ def _coerce(value: Any, type_name: str) -> Any:
         if not isinstance(value, dt.datetime):
             raise TypeError(t)
         return same_zone(value, dt.datetime(1970, 1, 1, tzinfo=dt.UTC if t == "timestamp" else None))
-    if t == "binary":
-        if isinstance(value, str):
-            return value.encode()
-        if isinstance(value, bytes):
-            return value
+    if t == "binary" and isinstance(value, str | bytes):
+        return value.encode() if isinstance(value, str) else value
     raise TypeError(t)
 
 
