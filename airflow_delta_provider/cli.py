@@ -1,27 +1,8 @@
-"""`deltalog`: inspect and maintain a Delta table's transaction log from a shell.
+"""`deltalog`: inspect and maintain a Delta table's transaction log from a shell (`deltalog --help`).
 
-    deltalog version PATH
-    deltalog snapshot PATH [--version N | --timestamp T] [--engine local|spark] [--master URL]
-                      [--memory-limit-mb MB] [--checks JSON] [--json]
-    deltalog files PATH [--version N | --timestamp T] [--where PREDICATE] [--engine ...] [--json]
-    deltalog tombstones PATH [--retention-hours H] [--engine ...] [--json]
-    deltalog history PATH [--limit N] [--json]
-    deltalog changes PATH --from N [--fail-on-data-loss] [--json]
-    deltalog restore PATH (--version N | --timestamp T) [--allow-partial] [--apply] [--json]
-    deltalog repair PATH [--apply] [--json]
-    deltalog lease add PATH --version N --ttl 6h --owner NAME [--location URI] [--json]
-    deltalog lease list PATH [--all] [--location URI] [--json]
-    deltalog lease release PATH LEASE_ID [--location URI] [--json]
-    deltalog vacuum PATH [--apply] [--quarantine] [...]   (see `deltalog vacuum --help`)
-    deltalog vacuum undo PATH QUARANTINE_ID [--json]
-    deltalog vacuum purge PATH --older-than DURATION [--apply] [--json]
-    deltalog vacuum list PATH [--json]
-    deltalog completion bash|zsh
-    deltalog --version
-
-Every table command takes `--storage-option KEY=VALUE` (repeatable). *Commit time* is the time
-timestamp time travel uses for a version (in-commit timestamp, else the commit file's time made strictly
-increasing); *file time* is a file's own modification time.
+Every table command takes `--storage-option KEY=VALUE` (repeatable). *Commit time* is the time timestamp
+time travel uses for a version (in-commit timestamp, else the commit file's time made strictly increasing);
+*file time* is a file's own modification time. Deleting and committing commands are dry runs unless --apply.
 
 An error prints one line on stderr, `deltalog: error: <ErrorClass>: <message>`; with `--json` it is
 one JSON object on stderr instead (`status`, `error_class`, `message`, ..., `exit_code`). Exit codes:

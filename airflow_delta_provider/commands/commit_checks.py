@@ -152,11 +152,11 @@ class CommitCheckReport:
     until_version: int
     checked_versions: list[int] = field(default_factory=list)
     failures: list[CommitCheckFailure] = field(default_factory=list)
-    per_version: list[dict[str, Any]] = field(default_factory=list)
     missing_versions: list[int] = field(default_factory=list)
     unchecked_versions: list[int] = field(default_factory=list)
     maintenance_versions: list[int] = field(default_factory=list)
     seed_versions: list[int] = field(default_factory=list)
+    per_version: list[dict[str, Any]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -176,20 +176,9 @@ class CommitCheckReport:
         return shown + (f"; and {more} more" if more > 0 else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "table": self.table,
-            "since_version": self.since_version,
-            "until_version": self.until_version,
-            "checked_versions": list(self.checked_versions),
-            "first_failing_version": self.first_failing_version,
-            "failures": [f.to_dict() for f in self.failures],
-            "missing_versions": list(self.missing_versions),
-            "unchecked_versions": list(self.unchecked_versions),
-            "maintenance_versions": list(self.maintenance_versions),
-            "seed_versions": list(self.seed_versions),
-            "per_version": list(self.per_version),
-            "timings": dict(self.timings),
-        }
+        out = asdict(self)
+        head = {k: out.pop(k) for k in ("table", "since_version", "until_version", "checked_versions")}
+        return {**head, "first_failing_version": self.first_failing_version, **out}
 
 
 # -- active files, kept up to date action by action -------------------------------------------------------
@@ -681,16 +670,3 @@ def xcom_fields(report: CommitCheckReport) -> dict[str, Any]:
         "first_failing_version": report.first_failing_version,
         "failures": [f.to_dict() for f in report.failures],
     }
-
-
-__all__ = [
-    "COMMIT_CHECKS",
-    "INCLUDE_MAINTENANCE",
-    "MISSING_COMMITS",
-    "CommitCheckFailure",
-    "CommitCheckReport",
-    "changes_data",
-    "check_commits",
-    "validate_commit_checks",
-    "xcom_fields",
-]

@@ -1,15 +1,11 @@
-"""Stable JSON shapes of snapshots, files, tombstones and commits.
-
-The `deltalog --json` outputs, the Spark job's result files and the operators' reports all use these
-functions, so one table reads the same everywhere. Paths are exactly as stored in the log.
-Shapes are documented in the README ("JSON output"); change them only additively.
-"""
+"""Stable JSON shapes of snapshots, files and tombstones, shared by every face (README "JSON output":
+change them only additively). Paths are exactly as stored in the log."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..delta.protocol.actions import AddFile, CommitInfo, Metadata, Protocol, RemoveFile
+from ..delta.protocol.actions import AddFile, Metadata, Protocol, RemoveFile
 from ..delta.protocol.history import format_ms
 from ..delta.protocol.table_properties import DELETED_FILE_RETENTION
 from ..delta.snapshot import Snapshot
@@ -57,11 +53,6 @@ def tombstone_dict(r: RemoveFile, cutoff_ms: int | None = None) -> dict[str, Any
     return out
 
 
-def commit_dict(version: int, info: CommitInfo | None) -> dict[str, Any]:
-    raw = dict(info.raw) if info is not None else {}
-    return {"version": version, "timestamp": raw.get("timestamp"), "operation": raw.get("operation"), **raw}
-
-
 def snapshot_summary(snap: Snapshot) -> dict[str, Any]:
     """Small dict for XCom and human output: no file lists."""
     info = snap.commit_info
@@ -99,11 +90,7 @@ def tombstone_report(
     now_ms: int | None = None,
     include_files: bool = True,
 ) -> dict[str, Any]:
-    """Tombstones split at the retention cutoff: retained vs past retention (safe for VACUUM).
-
-    Counts come from `Snapshot.tombstone_summary` (aggregated on executors with the Spark engine);
-    `include_files` adds the tombstone list. Read-only: it lists what VACUUM could delete, deletes nothing.
-    """
+    """Tombstones split at the retention cutoff: retained vs past retention (safe for VACUUM); read-only."""
     retention_ms = snap.retention_window_ms(retention_hours)
     now = snap.now_ms() if now_ms is None else now_ms
     cutoff = now - retention_ms

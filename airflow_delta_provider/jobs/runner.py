@@ -1,17 +1,9 @@
-"""The job the operators submit: one `commands.Request` (its JSON) in, one JSON result written.
+"""The job the operators submit: `delta_job.py --request JSON --result-uri URI [--report-formats md,html]`.
 
-    delta_job.py --request JSON --result-uri URI [--report-formats md,html]
-
-`--request` is `Request.to_json()`: table, action, version or timestamp, engine and the action's
-options, each checked by the request's own rules (a bad one exits 1 with a result naming the field).
-The result is the CLI's `--json` shape for the action plus `status`, `action`, `engine`,
-`duration_s`, `timings` and `spark_app_id` (null when the job replayed on the driver without
-starting Spark). On failure it is `{"status": "error", "error_class": ..., "message": ..., ...}` and
-the exit code is 1 (a typed `DeltaError`) or 3 (anything else); a malformed command line exits with 2.
-
-Storage credentials never travel on the command line (spark-submit logs it): they come from the
-`DELTA_STORAGE_OPTIONS` environment variable (JSON of fsspec options) and the store's standard
-variables (`AWS_ACCESS_KEY_ID`, ...). No Airflow import here: the job runs on a bare Spark driver.
+`--request` is `Request.to_json()`; the result is the action's JSON plus `status`, `action`, `engine`,
+`duration_s`, `timings` and `spark_app_id`. Exit code 1 for a typed `DeltaError` (the result says which),
+3 for anything else, 2 for a malformed command line. Credentials never travel on the command line
+(spark-submit logs it): they come from `DELTA_STORAGE_OPTIONS` (JSON) and the store's standard variables.
 """
 
 from __future__ import annotations
@@ -72,10 +64,8 @@ def run(
     spark_factory: SparkFactory | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> tuple[int, dict[str, Any]]:
-    """Run the job; returns (exit code, result) after writing the result to `--result-uri`.
-
-    `storage_options` replaces the environment's (an in-process run).
-    """
+    """Run the job: (exit code, result), the result written to `--result-uri`; `storage_options` replace
+    the environment's (an in-process run)."""
     args = build_parser().parse_args(argv)
     table, action = _peek(args.request)
     try:
