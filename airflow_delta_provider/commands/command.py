@@ -4,11 +4,12 @@ bare Spark driver."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -113,6 +114,12 @@ class _Run:
         self.engine = "local"
         self.timings: dict[str, float] = {}
 
+    @contextlib.contextmanager
+    def _timed(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        yield  # a failure records no time
+        self.timings[name] = round(time.perf_counter() - t0, 4)
+
     def _clock(self) -> Callable[[], int] | None:
         now = self.request.now_ms
         return None if now is None else (lambda: now)
@@ -149,34 +156,27 @@ class _Run:
     def _log(self) -> tuple[DeltaLog, LogSegment | None]:
         """The log to read, and the segment `auto` listed to size it (loaded without a second listing)."""
         r = self.request
-        probe = self._local_log()
+        probe, segment = self._local_log(), self.segment
         if r.engine == "spark":
             return self._spark_log(), None
-        if r.engine == "local":
-            return probe, self.segment if r.timestamp is None else None
-        t0 = time.perf_counter()
-        segment = probe.log_segment(r.version)
-        self.timings["listing_s"] = round(time.perf_counter() - t0, 4)
-        if choose_engine(r.engine, segment.size_in_bytes, r.auto_threshold_mb) == "spark":
-            return self._spark_log(), None
+        if r.engine == "auto":
+            with self._timed("listing_s"):
+                segment = probe.log_segment(r.version)
+            if choose_engine(r.engine, segment.size_in_bytes, r.auto_threshold_mb) == "spark":
+                return self._spark_log(), None
         return probe, segment if r.timestamp is None else None
 
     def _snapshot_of(self, log: DeltaLog, segment: LogSegment | None = None) -> Snapshot:
-        r = self.request
-        t0 = time.perf_counter()
-        if segment is not None:
-            snap = log.load_segment(segment)
-        elif r.version is not None:
-            snap = log.snapshot_at(version=r.version)
-        elif r.timestamp is not None:
-            ts = r.timestamp
-            if isinstance(ts, str) and ts.lstrip("-").isdigit():
-                ts = int(ts)
-            snap = log.snapshot_at(timestamp=ts, can_return_last_commit=True)
-        else:
-            snap = log.update()
-        self.timings["replay_s"] = round(time.perf_counter() - t0, 4)
-        return snap
+        r, ts = self.request, self.request.timestamp
+        with self._timed("replay_s"):
+            if segment is not None:
+                return log.load_segment(segment)
+            if r.version is not None:
+                return log.snapshot_at(version=r.version)
+            if ts is not None:
+                ts = int(ts) if isinstance(ts, str) and ts.lstrip("-").isdigit() else ts
+                return log.snapshot_at(timestamp=ts, can_return_last_commit=True)
+            return log.update()
 
     def snapshot(self) -> Snapshot:
         try:
@@ -189,14 +189,13 @@ class _Run:
             return self._snapshot_of(self._spark_log())
 
     def body(self) -> dict[str, Any]:
-        """The action's result. A malformed S3 endpoint is refused before any request; a table not found
-        in a bucket that does not exist is a `BucketNotFoundError`."""
+        """The action's result; a table not found in a bucket that does not exist is a `BucketNotFoundError`."""
         if not is_local(self.request.table):
             from ..delta.storage.s3 import check_s3_endpoint
 
             check_s3_endpoint(self.request.table, self.options)
         try:
-            return self._body()
+            return ACTIONS[self.request.action](self)
         except TableNotFoundError:
             self._check_bucket()
             raise
@@ -214,9 +213,6 @@ class _Run:
             raise
         except Exception:  # the probe failing (denied, unreachable) must not hide the table's own error
             return
-
-    def _body(self) -> dict[str, Any]:
-        return ACTIONS[self.request.action](self)
 
     # -- the actions (one handler each; `ACTIONS` below) ------------------------------------------------
     def version(self) -> dict[str, Any]:
@@ -330,32 +326,28 @@ class _Run:
         else:
             checks = validate_checks(dict(o.checks)) if o.checks else {}
         snap = self._read_state(small_file_bytes(checks))
-        t0 = time.perf_counter()
-        out = snapshot_dict(snap, include_files=o.include_files)
-        out["file_summary"] = snap.file_summary(small_file_bytes(checks)).to_dict()
-        if checks:
-            schema_at = lambda v: self._local_log().snapshot_at(version=v).schema  # noqa: E731
-            results = [c.to_dict() for c in evaluate_checks(checks, snap, schema_at)]
-            out["checks"] = results
-            out["checks_failed"] = failed_checks_message(results)
-        if o.since_version is not None:
-            out.update(self._commit_checks(snap.version, commit_spec))
-        self.timings["report_s"] = round(time.perf_counter() - t0, 4)
+        with self._timed("report_s"):
+            out = snapshot_dict(snap, include_files=o.include_files)
+            out["file_summary"] = snap.file_summary(small_file_bytes(checks)).to_dict()
+            if checks:
+                schema_at = lambda v: self._local_log().snapshot_at(version=v).schema  # noqa: E731
+                results = [c.to_dict() for c in evaluate_checks(checks, snap, schema_at)]
+                out["checks"] = results
+                out["checks_failed"] = failed_checks_message(results)
+            if o.since_version is not None:
+                out.update(self._commit_checks(snap.version, commit_spec))
         return out
 
     def tombstones(self) -> dict[str, Any]:
         r, o = self.request, self.request.options
         snap = self._read_state()
-        t0 = time.perf_counter()
-        out = tombstone_report(snap, o.retention_hours, now_ms=r.now_ms, include_files=o.include_files)
-        self.timings["report_s"] = round(time.perf_counter() - t0, 4)
-        return out
+        with self._timed("report_s"):
+            return tombstone_report(snap, o.retention_hours, now_ms=r.now_ms, include_files=o.include_files)
 
     def files(self) -> dict[str, Any]:
         snap = self._read_state()
-        t0 = time.perf_counter()
-        files = [file_dict(x) for x in files_where(snap, self.request.options.where)]
-        self.timings["report_s"] = round(time.perf_counter() - t0, 4)
+        with self._timed("report_s"):
+            files = [file_dict(x) for x in files_where(snap, self.request.options.where)]
         return {"table": snap.table, "version": snap.version, "num_files": snap.num_files, "files": files}
 
     def _read_state(self, small_files: int = 0) -> Snapshot:
