@@ -466,11 +466,16 @@ def _of_largest(shown: int, total: int, what: str) -> str:
     return f" (the {shown} largest of {total} {what})." if total > shown else "."
 
 
+def _tombstone_partitions(report: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """Partitions by reclaimable bytes, then retained bytes, largest first."""
+    parts = (report.get("partitions") or {}).items()
+    return sorted(parts, key=lambda kv: (-kv[1]["reclaimable_bytes"], -kv[1]["retained_bytes"], kv[0]))
+
+
 def _partition_chart(report: Mapping[str, Any]) -> Chart | None:
-    parts = report.get("partitions") or {}
-    if not parts or not report.get("num_tombstones"):
+    ranked = _tombstone_partitions(report)
+    if not ranked or not report.get("num_tombstones"):
         return None
-    ranked = sorted(parts.items(), key=lambda kv: (-kv[1]["reclaimable_bytes"], -kv[1]["retained_bytes"], kv[0]))
     segments = [
         ("reclaimable_bytes", _RED, "past retention (reclaimable by VACUUM)"),
         ("retained_bytes", _BLUE, "retained"),
@@ -662,19 +667,19 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def _capped(name: str, rows: Sequence[Any], *, last: bool = False) -> dict[str, Any]:
+    """`rows` (the last ones with `last`) cut to `MAX_TABLE_ROWS` as `name`, and how many were left out."""
+    kept = rows[-MAX_TABLE_ROWS:] if last else rows[:MAX_TABLE_ROWS]
+    return {name: kept, f"{name}_left_out": len(rows) - len(kept)}
+
+
 def _tombstone_context(report: Mapping[str, Any]) -> dict[str, Any]:
-    ranked = sorted(
-        (report.get("partitions") or {}).items(),
-        key=lambda kv: (-kv[1]["reclaimable_bytes"], -kv[1]["retained_bytes"], kv[0]),
-    )
-    charts = [c for c in (_partition_chart(report), _age_chart(report)) if c is not None]
     return {
         "title": f"Tombstone report: {report['table']}",
         "r": report,
         "retention": _retention_text(report["retention"], short=True),
-        "partitions": ranked[:MAX_TABLE_ROWS],
-        "partitions_left_out": max(len(ranked) - MAX_TABLE_ROWS, 0),
-        "charts": charts,
+        **_capped("partitions", _tombstone_partitions(report)),
+        "charts": [c for c in (_partition_chart(report), _age_chart(report)) if c is not None],
     }
 
 
@@ -698,16 +703,13 @@ def _snapshot_context(result: Mapping[str, Any]) -> dict[str, Any]:
     rows = _version_rows(result)
     commit = result.get("commit_checks") or {}
     charts = [c for c in (_versions_chart(rows), _size_chart(result), _checks_chart(result, rows)) if c is not None]
-    failures = list(commit.get("failures") or ())
     return {
         "title": f"Snapshot report: {result['table']}",
         "r": result,
         "summary": result.get("file_summary") or {},
         "commit": commit,
-        "versions": rows[-MAX_TABLE_ROWS:],
-        "versions_left_out": max(len(rows) - MAX_TABLE_ROWS, 0),
-        "failures": failures[:MAX_TABLE_ROWS],
-        "failures_left_out": max(len(failures) - MAX_TABLE_ROWS, 0),
+        **_capped("versions", rows, last=True),
+        **_capped("failures", list(commit.get("failures") or ())),
         "failed_items": _failed_items(result),
         "has_checks": _has_checks(result),
         "charts": charts,
@@ -717,16 +719,13 @@ def _snapshot_context(result: Mapping[str, Any]) -> dict[str, Any]:
 def _vacuum_context(result: Mapping[str, Any]) -> dict[str, Any]:
     dry_run = result.get("dry_run", True)
     files = sorted(result.get("files") or (), key=lambda f: (-int(f.get("size") or 0), f["path"]))
-    parts = _vacuum_partitions(result)
     return {
         "title": f"VACUUM {'plan' if dry_run else 'report'}: {result['table']}",
         "r": result,
         "dry_run": dry_run,
         "retention_hours": result["retention_ms"] / _HOUR_MS,
-        "partitions": parts[:MAX_TABLE_ROWS],
-        "partitions_left_out": max(len(parts) - MAX_TABLE_ROWS, 0),
-        "files": files[:MAX_TABLE_ROWS],
-        "files_left_out": max(len(files) - MAX_TABLE_ROWS, 0),
+        **_capped("partitions", _vacuum_partitions(result)),
+        **_capped("files", files),
         "charts": [c for c in (_vacuum_chart(result),) if c is not None],
     }
 
@@ -735,11 +734,7 @@ def render_html(kind: str, result: Mapping[str, Any]) -> str:
     """`result` (of the action `kind`, one of `REPORT_KINDS`) as one self-contained HTML page."""
     from .. import __version__
 
-    contexts: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
-        "tombstones": _tombstone_context,
-        "snapshot": _snapshot_context,
-        "vacuum": _vacuum_context,
-    }
+    contexts = {"tombstones": _tombstone_context, "snapshot": _snapshot_context, "vacuum": _vacuum_context}
     context = contexts[_check_kind(kind)](result)
     page = _environment().get_template(f"{kind}.html.j2").render(**context, kind=kind, provider_version=__version__)
     return page if page.endswith("\n") else page + "\n"
