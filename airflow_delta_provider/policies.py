@@ -1,5 +1,5 @@
-"""What a failed or late Delta task means to Airflow: a retry policy that reads our typed errors (Airflow 3.3
-`retry_policy=`) and a deadline callback for maintenance windows (Airflow 3.1+ `DeadlineAlert`).
+"""What a failed Delta task means to Airflow: a retry policy that reads our typed errors (Airflow 3.3
+`retry_policy=`).
 
 A commit conflict retries soon (the next try plans again on the new version); a failing or throttled store
 retries later; what a retry cannot change (an unsupported table feature, a refused argument or plan, a
@@ -10,15 +10,12 @@ reads the `DeltaError` inside.
 
 from __future__ import annotations
 
-import logging
 from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import ExceptionRetryPolicy, RetryAction, RetryDecision, RetryRule
 
 from .delta import errors
-
-log = logging.getLogger(__name__)
 
 #: Errors no retry can fix: the table, its log, or the request would have to change first.
 PERMANENT: tuple[type[errors.DeltaError], ...] = (
@@ -69,8 +66,3 @@ def delta_retry_policy(
             ),
         ]
     )
-
-
-async def maintenance_overran(context: dict[str, Any] | None = None, **kwargs: Any) -> None:
-    """`DeadlineAlert` callback (`AsyncCallback`, runs in the triggerer): the run missed its window."""
-    log.warning("Delta maintenance missed its deadline: run %s %s", (context or {}).get("dag_run"), kwargs)

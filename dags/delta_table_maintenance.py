@@ -153,16 +153,6 @@ try:  # Airflow 3.3+: a commit conflict retries in 10 s, a failing store in 2 mi
     COMMON |= {"retries": 2, "retry_policy": delta_retry_policy()}
 except ImportError:  # pragma: no cover - Airflow < 3.3: no retry policies, no retries
     pass
-try:  # Airflow 3.1+: a run still going 22 h after it was queued (approval waits 20 h) logs a warning
-    from airflow.sdk import AsyncCallback, DeadlineAlert, DeadlineReference
-
-    DEADLINE: Any = DeadlineAlert(
-        reference=DeadlineReference.DAGRUN_QUEUED_AT,
-        interval=timedelta(hours=22),
-        callback=AsyncCallback("airflow_delta_provider.policies.maintenance_overran"),
-    )
-except ImportError:  # pragma: no cover - Airflow < 3.1
-    DEADLINE = None
 
 
 def report_of(result: Mapping[str, Any] | None) -> str | None:
@@ -273,7 +263,6 @@ def vacuum_approval_body(plan: Mapping[str, Any]) -> str:
         "max_small_file_ratio": Param(1.0, type="number", minimum=0, maximum=1, description="check"),
     },
     user_defined_macros={"vacuum_approval_body": vacuum_approval_body},
-    deadline=DEADLINE,
     doc_md=__doc__,
 )
 def delta_table_maintenance() -> None:

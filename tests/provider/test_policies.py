@@ -1,5 +1,5 @@
 """The retry policy reads our typed errors (raised in the worker or wrapped by a job) and Airflow acts on it in
-a real task run; the example maintenance DAG carries it and a deadline."""
+a real task run; the example maintenance DAG carries it."""
 
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ def test_airflow_retries_a_conflict_and_fails_an_unsupported_feature_at_once(air
     assert rows["unsupported"] == ("failed", 1)
 
 
-def test_the_maintenance_dag_retries_by_the_policy_and_has_a_deadline():
+def test_the_maintenance_dag_retries_by_the_policy():
     from airflow.dag_processing.dagbag import DagBag
     from conftest import REPO
 
@@ -131,5 +131,3 @@ def test_the_maintenance_dag_retries_by_the_policy_and_has_a_deadline():
         t = dag.get_task(task_id)
         assert t.retries == 2 and type(t.retry_policy).__name__ == "DeltaRetryPolicy", task_id
     assert not getattr(dag.get_task("approve_vacuum"), "retry_policy", None)  # a person's answer is not retried
-    (alert,) = dag.deadline
-    assert alert.interval == timedelta(hours=22)
