@@ -127,13 +127,10 @@ def wait_event(
     allow_recreation: bool,
     include_maintenance: bool,
 ) -> tuple[dict[str, Any] | None, int | None]:
-    """A wait's poll at the probed latest `version`: (its event, None to keep waiting; the new `scanned`).
-
-    Without a target, the event names the newest version after the reference that changes data (unless
-    `include_maintenance`); `scanned` marks versions up to which only maintenance commits were found, so
-    they are not read again. A table recreated below the reference fires with `"recreated": True` under
-    `allow_recreation`, else raises `TableRecreatedError`.
-    """
+    """A wait's poll at the probed latest `version`: (its event or None, the new `scanned`). Without a target
+    the event names the newest data version past the reference; `scanned` marks versions found to be
+    maintenance only, not read again. A table recreated below the reference raises `TableRecreatedError`
+    unless `allow_recreation` (then the event carries `"recreated": True`)."""
     if recreated(version, target_version, newer_than, baseline):
         if not allow_recreation:
             raise recreation_error(table_uri, version, newer_than, baseline)
@@ -216,12 +213,8 @@ def commits_event(
     *,
     include_maintenance: bool = False,
 ) -> dict[str, Any] | None:
-    """The one event of a batch of new versions, or None when none is delivered (all maintenance).
-
-    `{"status": "success", version, table_uri, timestamp, operation` (of the last delivered version),
-    `first_version, last_version, versions, operations, partitions` (distinct `{column: value}` dicts;
-    None when unknown or more than `MAX_EVENT_PARTITIONS`), `skipped_versions` (maintenance)`}`.
-    """
+    """The one event of a batch of new versions (docs/airflow.md lists its keys), or None when all are
+    maintenance. `partitions` is None when unknown or more than `MAX_EVENT_PARTITIONS`."""
     delivered = [c for c in commits if include_maintenance or c.data]
     if not delivered:
         return None
@@ -258,12 +251,9 @@ def chunks(after: int, until: int, size: int = MAX_EVENT_VERSIONS) -> Iterator[t
 
 
 def since_last(log: DeltaLog, operation: str = "OPTIMIZE", *, lookback: int = 1000) -> dict[str, Any]:
-    """What changed since the newest `operation` commit among the last `lookback` versions.
-
-    `{latest_version, last_version` (that commit; None when none is that recent), `last_timestamp` (ms),
-    `data_versions` (later versions that change data), `data_files_added` (their `add`s with `dataChange`),
-    `scanned_from` (the oldest version read)`}`. A commit file already cleaned from the log is not counted.
-    """
+    """What changed since the newest `operation` commit among the last `lookback` versions (`last_version`,
+    None when none is that recent): the later versions that change data and their `add`s with
+    `dataChange`. A commit file already cleaned from the log is not counted."""
     latest = log.latest_version()
     after = max(-1, latest - lookback)
     files = _commit_files(log, after, latest)

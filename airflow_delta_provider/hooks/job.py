@@ -92,22 +92,18 @@ class DeltaJobHook(BaseHook):
     ) -> dict[str, Any]:
         """Run `request` where its engine says and return the result (kept at `result_uri`, else in a
         temporary file); an error result raises `DeltaJobError`. `why`: the log's reason for a local run."""
-        tmp = None if result_uri else tempfile.mkdtemp(prefix="airflow-delta-")
-        target = result_uri or os.path.join(str(tmp), "result.json")
-        try:
+        with tempfile.TemporaryDirectory(prefix="airflow-delta-", ignore_cleanup_errors=True) as tmp:
+            target, kept = result_uri or os.path.join(tmp, "result.json"), bool(result_uri)
             if request.engine == "local":
                 result = self._run_here(request, target, report_formats, why or "engine='local'")
             elif request.engine == "spark":
-                result = self._run_submitted(request, target, report_formats, kept=tmp is None)
+                result = self._run_submitted(request, target, report_formats, kept=kept)
             else:
-                result = self._run_auto(request, target, report_formats, kept=tmp is None)
-            if result.get("status") != "success":
-                raise DeltaJobError(error_from_dict(result), result)
-            self.log.info("%s ran on the %s engine; result at %s", request.action, result.get("engine"), target)
-            return result
-        finally:
-            if tmp:
-                shutil.rmtree(tmp, ignore_errors=True)
+                result = self._run_auto(request, target, report_formats, kept=kept)
+        if result.get("status") != "success":
+            raise DeltaJobError(error_from_dict(result), result)
+        self.log.info("%s ran on the %s engine; result at %s", request.action, result.get("engine"), target)
+        return result
 
     def _run_here(
         self, request: Request, result_uri: str, formats: Sequence[str], why: str, segment: Any = None
