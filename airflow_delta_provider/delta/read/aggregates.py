@@ -107,11 +107,8 @@ class PartitionTombstones:
 
 @dataclass
 class TombstoneSummary:
-    """Tombstones split at `cutoff_ms`: deleted at or before it is past retention (safe for VACUUM).
-
-    A tombstone without `deletionTimestamp` counts as deleted at 0 (always past retention), as in
-    Delta's VACUUM; one without `size` counts 0 bytes and is counted in `removed_without_size`.
-    """
+    """Tombstones split at `cutoff_ms`: deleted at or before it is past retention (safe for VACUUM). As in
+    Delta's VACUUM a missing `deletionTimestamp` counts as 0; a missing `size` as 0 bytes (and is counted)."""
 
     cutoff_ms: int
     partition_columns: tuple[str, ...] = ()

@@ -199,12 +199,8 @@ def read_checkpoint_stats(store: LogStore, paths: Sequence[str]) -> pa.Table:
 
 
 def _file_actions(table: pa.Table, name: str, schema: pa.Schema) -> pa.Table:
-    """The rows of action column `name` that hold a file action, as a table of `schema`.
-
-    Zero-copy where it can be: a chunk whose file-action rows are one contiguous run (checkpoint
-    writers group adds and removes) is sliced, not filtered, and children already of the target
-    type are used as they are.
-    """
+    """The rows of action column `name` that hold a file action, as a table of `schema` (zero-copy where
+    the rows are one contiguous run, as writers group adds and removes, and children already fit)."""
     col = _struct_column(table, name)
     if col is None:
         return empty_table(schema)

@@ -270,12 +270,10 @@ def _count_after(ts: pa.ChunkedArray | pa.Array, cutoff_ms: int) -> int:
 class FileState:
     """Active files and tombstones of one version, columnar.
 
-    `apply` is lazy: the first question resolves "base rows minus the rows whose key the replay touched,
-    plus the replay's rows" without copying the base, and counts and sizes are answered from that; the
-    `adds`/`removes` tables are assembled only when asked for. Repeated `apply` calls (incremental
-    `update()`) keep the base and merge the replays, and a resolved parent lets the next state look up only
-    the keys its own commits touched. Checkpoint stats may be left unread (`stats_loader`) until
-    `adds_with_stats` joins them back by file identity.
+    `apply` is lazy: counts and sizes come from "base rows minus those the replay touched, plus the replay's
+    rows" without copying the base (assembling 1M rows costs ~0.3 s). Repeated `apply` calls keep the base
+    and merge the replays; a resolved parent lets the next state build only its own commits' rows.
+    Checkpoint stats may stay unread (`stats_loader`) until `adds_with_stats` joins them back.
     """
 
     def __init__(
@@ -304,10 +302,8 @@ class FileState:
         return cls(empty_table(ADD_SCHEMA), empty_table(REMOVE_SCHEMA))
 
     def apply(self, replay: InMemoryLogReplay, *, tables: tuple[pa.Table, pa.Table] | None = None) -> FileState:
-        """This state with a later replay's file actions reconciled on top (computed lazily).
-
-        `tables` are `adds_to_table`/`removes_to_table` of the replay, when the caller built them already.
-        """
+        """This state with a later replay's file actions reconciled on top, lazily (`tables`: the replay's
+        `adds_to_table`/`removes_to_table`, when built already)."""
         if not replay.active_files and not replay.tombstones:
             return self
         if self._base is not None and self._replay is not None:
