@@ -1,5 +1,8 @@
 """Row predicates (`--where`): a small SQL grammar, three-valued evaluation and file pruning.
 
+One unit (over 600 lines on purpose): the parser, the evaluation and the pruning share the literal and
+column-type coercions, and a change to one must be read with the others.
+
 Grammar (keywords are case-insensitive; whitespace separates tokens and is otherwise ignored)::
 
     predicate  := or_expr
