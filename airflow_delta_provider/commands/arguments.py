@@ -14,6 +14,7 @@ import datetime as dt
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from numbers import Integral, Real
 from typing import Any, TypeVar
 
@@ -85,14 +86,10 @@ def parse_number(
     return number
 
 
-def parse_hours(value: Any, argument: str, *, table: str | None = None) -> float:
-    """A duration in hours: a finite number >= 0 (at most `MAX_HOURS`)."""
-    return parse_number(value, argument, maximum=MAX_HOURS, expected="a finite number of hours", table=table)
-
-
-def parse_ratio(value: Any, argument: str, *, table: str | None = None) -> float:
-    """A ratio: a number in [0, 1]."""
-    return parse_number(value, argument, maximum=1.0, expected="a ratio", table=table)
+#: A duration in hours: a finite number >= 0 (at most `MAX_HOURS`).
+parse_hours = partial(parse_number, maximum=MAX_HOURS, expected="a finite number of hours")
+#: A ratio: a number in [0, 1].
+parse_ratio = partial(parse_number, maximum=1.0, expected="a ratio")
 
 
 def parse_size(

@@ -129,12 +129,8 @@ def _trim(buckets: list[dict[str, Any]], keep: int) -> list[dict[str, Any]]:
 
 
 def size_histogram(sizes: pa.Array | pa.ChunkedArray, small_file_bytes: int) -> dict[str, Any]:
-    """Active files by size: buckets `[min_bytes, max_bytes)` (`max_bytes` None: open) with `count`,
-    `bytes` and `small` (every file in it is below `small_file_bytes`, which is always a bucket edge).
-
-    Edges are powers of 4 up to 1 MiB, then powers of 2 (`SIZE_EDGES_BYTES`); empty buckets at
-    either end are dropped. A null size counts as 0 bytes.
-    """
+    """Active files by size: buckets `[min_bytes, max_bytes)` (None: open) with `count`, `bytes` and `small`
+    (`small_file_bytes` is always an edge); empty buckets at either end are dropped, a null size is 0."""
     from ..delta.read import arrow_compute as pc
     from ..delta.read.arrow_build import int64_scalar
 
@@ -170,12 +166,9 @@ def deletion_age_histogram(
     now_ms: int,
     cutoff_ms: int,
 ) -> dict[str, Any]:
-    """Tombstones by age at `now_ms`: buckets `[min_hours, max_hours)` (`max_hours` None: open) with
-    `count`, `bytes` and `expired` (every tombstone in it was deleted at or before `cutoff_ms`, so is
-    past retention: the retention window is always a bucket edge). `without_timestamp` counts those
-    with no `deletionTimestamp` (past retention, as VACUUM treats them); a future timestamp counts
-    as age 0. A null size counts 0 bytes. Empty buckets at either end are dropped.
-    """
+    """Tombstones by age at `now_ms`: buckets `[min_hours, max_hours)` with `count`, `bytes` and `expired`
+    (deleted at or before `cutoff_ms`: the retention window is always an edge). `without_timestamp` counts
+    those VACUUM treats as expired for lack of a `deletionTimestamp`; a future one counts as age 0."""
     from ..delta.read import arrow_compute as pc
     from ..delta.read.arrow_build import int64_scalar
 
