@@ -195,7 +195,7 @@ def optimize(
 ) -> OptimizeResult:
     """Compact the table's small files (applies unless `dry_run`; deletes nothing).
 
-    :param target_size: bytes per output file (default: `delta.targetFileSize`, else 256 MiB).
+    :param target_size: bytes per output file (default: `delta.targetFileSize`, else 100 MiB, delta-rs's default).
     :param where: a predicate on partition columns (`deltalog files` grammar).
     :param max_commit_bytes: commit after each batch of bins of about this many input bytes.
     :param executor: runs the bins (default: the engine's `bin_rewriter(max_workers=...)`).

@@ -17,8 +17,10 @@ from .actions import AddFile
 from .schema import HIVE_DEFAULT_PARTITION
 from .table_properties import DEFAULT_SMALL_FILE_BYTES
 
-#: delta-rs's default when the table sets no `delta.targetFileSize`.
-DEFAULT_TARGET_SIZE = 256 * 1024 * 1024
+#: When the table sets no `delta.targetFileSize`: delta-rs's default (100 MiB, `DEFAULT_TARGET_FILE_SIZE` in
+#: its `table/config.rs`), not Delta Spark's `optimize.maxFileSize` (1 GiB): the local engine holds a bin in
+#: a worker's memory, and at 1 GiB a ZORDER of a partition under 2 GiB writes one file and skips nothing.
+DEFAULT_TARGET_SIZE = 100 * 1024 * 1024
 TARGET_FILE_SIZE = "delta.targetFileSize"
 DEFAULT_MIN_NUM_FILES = 2
 #: Spark `spark.databricks.delta.optimize.maxDeletedRowsRatio`.
@@ -43,7 +45,7 @@ def parse_size(text: str, *, argument: str = TARGET_FILE_SIZE) -> int:
 
 
 def target_file_size(configuration: Mapping[str, str | None], requested: int | None = None) -> int:
-    """`requested`, else the table's `delta.targetFileSize`, else 256 MiB."""
+    """`requested`, else the table's `delta.targetFileSize`, else `DEFAULT_TARGET_SIZE` (100 MiB)."""
     if requested is not None:
         if isinstance(requested, bool) or not isinstance(requested, int) or requested <= 0:
             raise InvalidArgumentError(
