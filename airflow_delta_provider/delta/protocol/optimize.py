@@ -1,7 +1,9 @@
 """OPTIMIZE (bin-packing compaction): which files to rewrite, in which bins, and what the commit says (pure).
 
 Spark `OptimizeExecutor`: per partition, candidates sorted by size are packed into bins of at most the
-target size; a bin of one file is dropped (rewriting it alone gains nothing).
+target size; a bin of one file is dropped (rewriting it alone gains nothing) unless its deletion vector hides
+more than `max_deleted_rows_ratio` of its rows: Spark drops that bin too, so such a file is never purged
+(delta-io/delta #5781); here it is rewritten, as REORG would.
 """
 
 from __future__ import annotations
@@ -83,15 +85,24 @@ def num_records(add: AddFile) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def is_candidate(add: AddFile, target_size: int, max_deleted_rows_ratio: float) -> bool:
-    """Small, or with too many rows deleted by its deletion vector (Spark `filterCandidateFileList`)."""
-    if add.size < target_size:
-        return True
+def too_many_deleted_rows(add: AddFile, max_deleted_rows_ratio: float) -> bool:
+    """Its deletion vector hides more than the ratio of its rows, or it has one and no `numRecords` (Spark
+    rewrites those so the new file gets stats)."""
     dv = add.deletion_vector
     if dv is None:
         return False
     records = num_records(add)
     return records is None or (records > 0 and dv.cardinality / records > max_deleted_rows_ratio)
+
+
+def is_candidate(add: AddFile, target_size: int, max_deleted_rows_ratio: float) -> bool:
+    """Small, or with too many rows deleted by its deletion vector (Spark `filterCandidateFileList`)."""
+    return add.size < target_size or too_many_deleted_rows(add, max_deleted_rows_ratio)
+
+
+def keep_bin(files: Sequence[AddFile], max_deleted_rows_ratio: float) -> bool:
+    """A bin worth rewriting: several files, or one whose deletion vector hides too many rows (#5781)."""
+    return len(files) > 1 or (len(files) == 1 and too_many_deleted_rows(files[0], max_deleted_rows_ratio))
 
 
 @dataclass(frozen=True)
@@ -184,8 +195,8 @@ def plan_optimize(
     physical_names: Mapping[str, str] | None = None,
 ) -> OptimizePlan:
     """Bins of the candidates among `files` (active files the predicate kept), grouped by exact
-    `partitionValues`; a partition with fewer than `min_num_files` candidates, or (`min_small_file_ratio`)
-    too small a share of files under `small_file_bytes`, is left alone."""
+    `partitionValues`; a partition with fewer than `min_num_files` candidates (none of them with too many
+    deleted rows), or (`min_small_file_ratio`) too small a share of files under `small_file_bytes`, is left alone."""
     if isinstance(min_num_files, bool) or not isinstance(min_num_files, int) or min_num_files < 1:
         raise InvalidArgumentError(
             f"min_num_files must be an integer >= 1, got {min_num_files!r}", argument="min_num_files"
@@ -208,10 +219,12 @@ def plan_optimize(
                 plan.skipped_partitions[key] = round(ratio, 6)
                 continue
         candidates = [f for f in members if is_candidate(f, target_size, max_deleted_rows_ratio)]
-        if len(candidates) < min_num_files:
+        purging = any(too_many_deleted_rows(f, max_deleted_rows_ratio) for f in candidates)
+        if len(candidates) < min_num_files and not purging:
             continue
         values = dict(candidates[0].partition_values)
-        plan.bins.extend(Bin(key, values, tuple(b)) for b in pack(candidates, target_size) if len(b) > 1)
+        bins = pack(candidates, target_size)
+        plan.bins.extend(Bin(key, values, tuple(b)) for b in bins if keep_bin(b, max_deleted_rows_ratio))
     return plan
 
 
