@@ -26,6 +26,7 @@ table's size (`bench/commit_checks_bench.py`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import heapq
 import json
@@ -514,17 +515,23 @@ def _load(log: DeltaLog, version: int, *, since: int) -> Snapshot | None:
         return None
 
 
+@contextlib.contextmanager
+def _timed(timings: Counter[str], key: str) -> Iterator[None]:
+    t = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[key] += time.perf_counter() - t
+
+
 def _walk_from(snap: Snapshot, paths: set[str], state_spec: Mapping[str, Any], timings: Counter[str]) -> _Walk:
     """The walk's start: `snap`'s summary and those of its files that the coming commits name."""
-    t = time.perf_counter()
-    summary = snap.file_summary(small_file_bytes(state_spec))
-    distinct = snap.num_distinct_paths() if state_spec.get("no_duplicate_paths") else None  # O(table), once
-    now = time.perf_counter()
-    timings["summary_s"] += now - t
-    t = now
-    files = getattr(snap.state.files, "adds", None)  # the local engine's table, without checkpoint stats
-    base = _lookup_base(files if files is not None else snap.add_files_table, paths)
-    timings["lookup_s"] += time.perf_counter() - t
+    with _timed(timings, "summary_s"):
+        summary = snap.file_summary(small_file_bytes(state_spec))
+        distinct = snap.num_distinct_paths() if state_spec.get("no_duplicate_paths") else None  # O(table), once
+    with _timed(timings, "lookup_s"):
+        files = getattr(snap.state.files, "adds", None)  # the local engine's table, without checkpoint stats
+        base = _lookup_base(files if files is not None else snap.add_files_table, paths)
     return _Walk(snap, _Files(summary, base, distinct))
 
 
@@ -550,10 +557,10 @@ def check_commits(
     include_maintenance = bool(spec.get(INCLUDE_MAINTENANCE, False))
     state_spec, commit_spec = _split(spec)
     timings: Counter[str] = Counter()
-    t0 = time.perf_counter()
-    parsed = parse_listing(log.list_log(since + 1))
-    commits = {p.version: p for p in parsed if p.kind is LogFileKind.COMMIT and p.version > since}
-    latest = max(commits) if commits else log.latest_version()
+    with _timed(timings, "list_s"):
+        parsed = parse_listing(log.list_log(since + 1))
+        commits = {p.version: p for p in parsed if p.kind is LogFileKind.COMMIT and p.version > since}
+        latest = max(commits) if commits else log.latest_version()
     if latest < since:
         raise VersionNotFoundError(
             f"since_version {since} is above the latest version {latest}", table=table, version=since, latest=latest
@@ -564,7 +571,6 @@ def check_commits(
             f"until_version {until} is above the latest version {latest}", table=table, version=until, latest=latest
         )
     checkpoints = sorted({c.version for c in complete_checkpoints(parsed) if since < c.version <= until})
-    timings["list_s"] += time.perf_counter() - t0
     report = CommitCheckReport(table, since, until)
     schemas: dict[int, StructType] = {}
 
@@ -574,38 +580,33 @@ def check_commits(
         return schemas[version]
 
     def read(version: int) -> list[Action]:
-        t = time.perf_counter()
-        try:
+        with _timed(timings, "read_s"):
             return read_commit(log.store, table, commits[version])
-        finally:
-            timings["read_s"] += time.perf_counter() - t
 
     def record(walk: _Walk, facts: _CommitFacts) -> None:
         v = facts.version
         if facts.maintenance and facts.has_commit and not include_maintenance:
             report.maintenance_versions.append(v)  # applied to the walk, not checked
             return
-        t = time.perf_counter()
-        report.failures.extend(_commit_results(commit_spec, facts))
-        schemas.setdefault(v, walk.schema)
-        for r in evaluate_checks(state_spec, cast("Snapshot", walk), schema_at) if state_spec else ():
-            if not r.passed:
-                report.failures.append(CommitCheckFailure(v, r.name, r.message, r.expected, r.actual))
-        report.checked_versions.append(v)
-        row = {"version": v, "operation": facts.operation, **walk.files.summary().to_dict()}
-        if walk.files.distinct_paths is not None:
-            row["distinct_paths"] = walk.files.distinct_paths
-        report.per_version.append(row)
-        timings["checks_s"] += time.perf_counter() - t
+        with _timed(timings, "checks_s"):
+            report.failures.extend(_commit_results(commit_spec, facts))
+            schemas.setdefault(v, walk.schema)
+            for r in evaluate_checks(state_spec, cast("Snapshot", walk), schema_at) if state_spec else ():
+                if not r.passed:
+                    report.failures.append(CommitCheckFailure(v, r.name, r.message, r.expected, r.actual))
+            report.checked_versions.append(v)
+            row = {"version": v, "operation": facts.operation, **walk.files.summary().to_dict()}
+            if walk.files.distinct_paths is not None:
+                row["distinct_paths"] = walk.files.distinct_paths
+            report.per_version.append(row)
 
     seed, todo = since, since + 1  # versions below `todo` are accounted for
     while todo <= until:
         run = []
         while todo + len(run) <= until and todo + len(run) in commits:
             run.append(todo + len(run))
-        t = time.perf_counter()
-        snap = None if seed == since and not run else _load(log, seed, since=since)  # no use for a lone start
-        timings["load_s"] += time.perf_counter() - t
+        with _timed(timings, "load_s"):
+            snap = None if seed == since and not run else _load(log, seed, since=since)  # no use for a lone start
         if snap is not None:
             report.seed_versions.append(seed)
             schemas.setdefault(seed, snap.schema)
@@ -616,9 +617,8 @@ def check_commits(
                 facts.prior_known, facts.append_only_table = False, _append_only(walk.metadata)
                 record(walk, facts)
             for n in run:
-                t = time.perf_counter()
-                facts = walk.apply(n, actions[n])
-                timings["walk_s"] += time.perf_counter() - t
+                with _timed(timings, "walk_s"):
+                    facts = walk.apply(n, actions[n])
                 record(walk, facts)
             todo += len(run)
             if todo > until:

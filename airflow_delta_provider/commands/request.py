@@ -304,7 +304,8 @@ class Request:
         try:
             options = OPTIONS[action](**{k: v for k, v in values.items() if k in taken})
         except InvalidArgumentError as exc:
-            raise replace_table(exc, table) from None
+            exc.table = exc.table or table
+            raise exc from None
         return cls(table=table, action=action, options=options, **{k: v for k, v in values.items() if k in common})
 
     def with_options(self, **values: Any) -> Request:
@@ -331,10 +332,3 @@ class Request:
         if not isinstance(table, str) or not table:
             raise InvalidArgumentError("the request names no table", argument="table")
         return cls.make(table=table, action=action, storage_options=dict(storage_options or {}), **body, **options)
-
-
-def replace_table(exc: InvalidArgumentError, table: str) -> InvalidArgumentError:
-    """`exc`, naming `table` when it named none."""
-    if not exc.table:
-        exc.table = table
-    return exc
