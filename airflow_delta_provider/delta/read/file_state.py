@@ -7,6 +7,7 @@ entry for it, the rest of the base stands (a checkpoint is itself a reconciled s
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
@@ -129,7 +130,7 @@ def _actions_to_table(actions: Iterable[AddFile | RemoveFile], schema: pa.Schema
         return empty_table(schema)
     columns = []
     for f in schema:
-        values = [getattr(r, _CAMEL.sub(r"_\1", f.name).lower()) for r in rows]  # partitionValues: partition_values
+        values = list(map(operator.attrgetter(_CAMEL.sub(r"_\1", f.name).lower()), rows))  # partition_values
         if f.type == DV_TYPE:
             values = [None if dv is None else dv.to_json() for dv in values]
         columns.append(column(values, f.type))
