@@ -5,6 +5,10 @@ concurrent appends (SnapshotIsolation, as Spark downgrades compaction) but not o
 input. With `max_commit_bytes` bins commit in batches, so a long run keeps its progress; a later batch
 starts from the latest version and refuses a metadata or protocol change since the plan (its layout would
 not follow). A failed batch's error says which files it left for VACUUM. Nothing is deleted.
+
+`zorder_by` makes it Delta's OPTIMIZE ZORDER BY: every file of each selected partition is rewritten by
+the engine's `zorder_rewriter()`, sorted on the columns' z-order key (`protocol.zorder`), into files of
+the target size; the result reports each column's file overlap before and after.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from ..errors import (
     DeltaError,
     InvalidArgumentError,
     MetadataChangedError,
+    OperationNotAllowedError,
     ProtocolChangedError,
     check_bool,
     check_int,
@@ -44,11 +49,21 @@ from ..protocol.optimize import (
 from ..protocol.predicate import parse_predicate
 from ..protocol.stats import tight_bounds_for
 from ..protocol.table_features import check_can_write
+from ..protocol.zorder import (
+    ZOrderColumn,
+    ZOrderPlan,
+    check_not_clustered,
+    file_ranges,
+    overlap,
+    plan_zorder,
+    resolve_columns,
+)
+from ..protocol.zorder import operation_parameters as zorder_parameters
 from ..snapshot import Snapshot
 from ..write.data_files import TableLayout
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..engines import BinRewriter
+    from ..engines import BinRewriter, ZOrderRewriter
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +79,8 @@ class OptimizeResult:
     added: list[AddFile] = field(default_factory=list)
     plan_partition_columns: tuple[str, ...] = ()
     physical_names: Mapping[str, str] = field(default_factory=dict)
+    #: ZORDER BY columns (none: compaction)
+    zorder_columns: tuple[ZOrderColumn, ...] = ()
 
     @property
     def version(self) -> int | None:
@@ -86,21 +103,43 @@ class OptimizeResult:
                 p[f"bytes_{kind}"] += f.size
         return dict(sorted(out.items()))
 
+    def zorder_overlap(self) -> dict[str, dict[str, int | None]]:
+        """Per ZORDER BY column, the sum over files of how many other files' [min, max] ranges intersect
+        theirs (`protocol.zorder.overlap`, partition by partition) in the planned files (`before`) and the
+        files written (`after`; None for a dry run)."""
+        planned = [b.files for b in self.plan.bins]
+        written: dict[str, list[AddFile]] = {}
+        for f in self.added:
+            key = partition_key(f.partition_values, self.plan_partition_columns, self.physical_names)
+            written.setdefault(key, []).append(f)
+        out: dict[str, dict[str, int | None]] = {}
+        for c in self.zorder_columns:
+            before = sum(overlap(file_ranges(files, c.physical_path)) for files in planned)
+            after = sum(overlap(file_ranges(files, c.physical_path)) for files in written.values())
+            out[c.name] = {"before": before, "after": None if self.dry_run else after}
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """The CLI's `--json` shape plus the plan's summary (JSON, XCom)."""
         removed = self.plan.num_files if self.dry_run else len(self.removed)
+        planned_out = self.plan.expected_output_files if isinstance(self.plan, ZOrderPlan) else len(self.plan.bins)
+        zorder = (
+            {"zorder_by": list(self.plan.zorder_by), "zorder_overlap": self.zorder_overlap()}
+            if isinstance(self.plan, ZOrderPlan)
+            else {}
+        )
         return {
             "dry_run": self.dry_run,
             "version": self.version,
             "versions": list(self.versions),
             "read_version": self.plan.version,
             "num_files_removed": removed,
-            "num_files_added": len(self.plan.bins) if self.dry_run else len(self.added),
+            "num_files_added": planned_out if self.dry_run else len(self.added),
             "bytes_removed": self.plan.num_bytes if self.dry_run else sum(f.size for f in self.removed),
             "bytes_added": None if self.dry_run else sum(f.size for f in self.added),
             "partitions": self.partitions(),
             "plan": self.plan.summary(),
-        }
+        } | zorder
 
 
 def table_layout(snapshot: Snapshot, table_uri: str) -> TableLayout:
@@ -177,6 +216,29 @@ def _batch_failed(exc: DeltaError, note: str, committed: Sequence[int]) -> Delta
     return out
 
 
+def _rewriter(
+    dlog: DeltaLog,
+    executor: BinRewriter | ZOrderRewriter | None,
+    columns: Sequence[ZOrderColumn],
+    target_size: int,
+    max_workers: int | None,
+) -> Callable[..., list[AddFile]]:
+    """The batch runner: the bin rewriter's adds, or the ZORDER rewriter's flattened."""
+    if not columns:
+        bins = executor or dlog.engine.bin_rewriter(max_workers=max_workers)
+        return lambda layout, batch, **kw: [a for a in bins(layout, batch, **kw) if a is not None]
+    getter = getattr(dlog.engine, "zorder_rewriter", None)
+    if executor is None and getter is None:
+        raise OperationNotAllowedError(
+            f"The {dlog.engine.name} engine cannot run OPTIMIZE ZORDER BY; use the local engine",
+            table=dlog.table_uri,
+        )
+    zorder = executor or getter(max_workers=max_workers)
+    return lambda layout, batch, **kw: [
+        a for adds in zorder(layout, batch, columns, target_size=target_size, **kw) for a in adds
+    ]
+
+
 def optimize(
     table_or_log: DeltaLog | str | os.PathLike[str],
     *,
@@ -189,20 +251,30 @@ def optimize(
     small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES,
     max_deleted_rows_ratio: float = DEFAULT_MAX_DELETED_ROWS_RATIO,
     max_workers: int | None = None,
-    executor: BinRewriter | None = None,
+    zorder_by: str | Sequence[str] | None = None,
+    executor: BinRewriter | ZOrderRewriter | None = None,
     clock: Callable[[], int] | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> OptimizeResult:
-    """Compact the table's small files (applies unless `dry_run`; deletes nothing).
+    """Compact the table's small files, or with `zorder_by` Z-order every file of the selected partitions
+    (applies unless `dry_run`; deletes nothing).
 
     :param target_size: bytes per output file (default: `delta.targetFileSize`, else 100 MiB, delta-rs's default).
     :param where: a predicate on partition columns (`deltalog files` grammar).
     :param max_commit_bytes: commit after each batch of bins of about this many input bytes.
-    :param executor: runs the bins (default: the engine's `bin_rewriter(max_workers=...)`).
+    :param zorder_by: columns (names, or one comma-separated text) to Z-order by; `min_num_files`,
+        `min_small_file_ratio`, `small_file_bytes` and `max_deleted_rows_ratio` then do not apply (every
+        file is rewritten, as Delta's ZORDER BY does). A column without statistics is logged as a warning.
+    :param executor: runs the bins (default: the engine's `bin_rewriter(max_workers=...)`, or with
+        `zorder_by` its `zorder_rewriter(max_workers=...)`).
     :raises ConcurrentModificationError: a concurrent commit removed or changed an input, or the metadata
         or protocol.
     :raises LogCorruptedError: an input file unreadable, or not holding the table's schema.
     :raises SchemaMismatchError: a new file's schema does not hold the table's (nothing committed for its batch).
+    :raises InvalidArgumentError: a ZORDER BY column absent, a partition column, repeated or not primitive.
+    :raises OperationNotAllowedError: ZORDER BY on a table with liquid clustering, or on an engine without
+        a ZORDER executor.
+    :raises ResourceLimitError: a partition too large to sort within the local engine's memory limit.
     """
     check_bool(dry_run, "dry_run")
     if max_commit_bytes is not None:
@@ -213,31 +285,66 @@ def optimize(
     dlog = DeltaLog.of(table_or_log, storage_options)
     snapshot = planned = dlog.update()
     table = dlog.table_uri
+    columns: list[ZOrderColumn] = []
+    if zorder_by is not None:
+        check_not_clustered(snapshot.domain_metadata, table=table, version=snapshot.version)
     check_can_write(snapshot.protocol, snapshot.metadata, ["optimize", "commit"], table=table, version=snapshot.version)
     size = target_file_size(snapshot.metadata.configuration, target_size)
     physical_names = snapshot.physical_partition_columns
-    plan = plan_optimize(
-        _candidates(snapshot, where),
-        snapshot.partition_columns,
-        table=table,
-        version=snapshot.version,
-        target_size=size,
-        min_num_files=min_num_files,
-        max_deleted_rows_ratio=max_deleted_rows_ratio,
-        min_small_file_ratio=min_small_file_ratio,
-        small_file_bytes=small_file_bytes,
-        predicate=where,
-        physical_names=physical_names,
-    )
+    if zorder_by is not None:
+        columns, no_stats = resolve_columns(
+            zorder_by,
+            snapshot.schema,
+            snapshot.partition_columns,
+            snapshot.metadata.configuration,
+            table=table,
+            version=snapshot.version,
+        )
+        if no_stats:  # Spark refuses unless its check is off; the rewrite still clusters them
+            log.warning(
+                "ZORDER BY on %s: no statistics are collected for %s (delta.dataSkippingNumIndexedCols / "
+                "delta.dataSkippingStatsColumns), so data skipping cannot use their clustering",
+                table,
+                no_stats,
+            )
+        plan: OptimizePlan = plan_zorder(
+            _candidates(snapshot, where),
+            snapshot.partition_columns,
+            columns,
+            table=table,
+            version=snapshot.version,
+            target_size=size,
+            predicate=where,
+            physical_names=physical_names,
+        )
+    else:
+        plan = plan_optimize(
+            _candidates(snapshot, where),
+            snapshot.partition_columns,
+            table=table,
+            version=snapshot.version,
+            target_size=size,
+            min_num_files=min_num_files,
+            max_deleted_rows_ratio=max_deleted_rows_ratio,
+            min_small_file_ratio=min_small_file_ratio,
+            small_file_bytes=small_file_bytes,
+            predicate=where,
+            physical_names=physical_names,
+        )
     result = OptimizeResult(
-        plan, dry_run=dry_run, plan_partition_columns=tuple(snapshot.partition_columns), physical_names=physical_names
+        plan,
+        dry_run=dry_run,
+        plan_partition_columns=tuple(snapshot.partition_columns),
+        physical_names=physical_names,
+        zorder_columns=tuple(columns),
     )
     if dry_run or not plan.bins:
         return result
-    run = executor or dlog.engine.bin_rewriter(max_workers=max_workers)
     clock = clock or dlog.clock
     layout = table_layout(snapshot, table)
-    params = operation_parameters([where] if where else [])
+    predicates = [where] if where else []
+    run = _rewriter(dlog, executor, columns, size, max_workers)
+    params = zorder_parameters(predicates, columns) if columns else operation_parameters(predicates)
     for n, batch in enumerate(commit_batches(plan.bins, max_commit_bytes)):
         inputs = [f for b in batch for f in b.files]
         if n:  # a later batch starts from the latest version: nothing it relies on may have changed since the plan
@@ -249,7 +356,7 @@ def optimize(
                 raise _batch_failed(exc, _NOTHING_WRITTEN, result.versions) from exc
             layout = dataclasses.replace(layout, version=snapshot.version)  # what its errors name
         try:
-            added = [a for a in run(layout, batch, store=dlog.store, clock=clock) if a is not None]
+            added = run(layout, batch, store=dlog.store, clock=clock)
         except DeltaError as exc:  # the batch's bins that were done wrote their files
             raise _batch_failed(exc, _BINS_WRITTEN, result.versions) from exc
         txn = snapshot.transaction("OPTIMIZE", params)
