@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..protocol.log_segment import LogSegment
     from ..protocol.optimize import Bin
     from ..protocol.vacuum import PlannedFile, VacuumPlan
+    from ..protocol.zorder import ZOrderColumn
     from ..read.table_state import TableState
     from ..snapshot import Snapshot
     from ..storage import LogStore
@@ -33,6 +34,23 @@ class BinRewriter(TypingProtocol):
     def __call__(
         self, layout: TableLayout, bins: Sequence[Bin], *, store: LogStore, clock: Callable[[], int]
     ) -> list[AddFile | None]: ...
+
+
+class ZOrderRewriter(TypingProtocol):
+    """Rewrites each ZORDER bin (every file of one partition) sorted by the z-order key of `columns`
+    (`protocol.zorder.zorder_key`), cut into files of about `target_size`; returns each bin's new adds, in
+    order. A bin it cannot sort within its memory is refused (`ResourceLimitError`) before any is read."""
+
+    def __call__(
+        self,
+        layout: TableLayout,
+        bins: Sequence[Bin],
+        columns: Sequence[ZOrderColumn],
+        *,
+        target_size: int,
+        store: LogStore,
+        clock: Callable[[], int],
+    ) -> list[list[AddFile]]: ...
 
 
 class Revalidation(NamedTuple):
@@ -128,6 +146,10 @@ class Engine(TypingProtocol):
 
     def bin_rewriter(self, *, max_workers: int | None = None) -> BinRewriter:
         """Where OPTIMIZE's bins are rewritten (`max_workers`: threads, on the local engine)."""
+        ...
+
+    def zorder_rewriter(self, *, max_workers: int | None = None) -> ZOrderRewriter:
+        """Where OPTIMIZE ZORDER BY rewrites its partitions."""
         ...
 
     def vacuum_executor(self, *, plan_dir: str | None = None) -> VacuumExecutor:

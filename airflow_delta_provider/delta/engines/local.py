@@ -30,7 +30,7 @@ from ..write.data_files import compact_bin
 if TYPE_CHECKING:  # pragma: no cover
     from ..protocol.optimize import Bin
     from ..write.data_files import TableLayout
-    from . import BinRewriter, CheckpointWriter, VacuumExecutor
+    from . import BinRewriter, CheckpointWriter, VacuumExecutor, ZOrderRewriter
 
 #: `lazy_stats_bytes` that makes the local engine read checkpoint stats with everything else.
 EAGER_STATS = 1 << 62
@@ -74,6 +74,12 @@ class LocalEngine:
 
     def bin_rewriter(self, *, max_workers: int | None = None) -> BinRewriter:
         return local_bin_rewriter(max_workers)
+
+    def zorder_rewriter(self, *, max_workers: int | None = None) -> ZOrderRewriter:
+        """Partitions sorted in this process, each within `memory_limit_bytes`."""
+        from .local_zorder import local_zorder_rewriter
+
+        return local_zorder_rewriter(max_workers, self.memory_limit_bytes)
 
     def vacuum_executor(self, *, plan_dir: str | None = None) -> VacuumExecutor:
         """This process (`plan_dir` is the Spark engine's)."""
