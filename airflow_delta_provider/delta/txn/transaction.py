@@ -374,13 +374,10 @@ class Transaction:
                     file=commit_name(first),
                 )
             found[first] = ParsedLogPath(FileInfo(path, head.size, head.modification_time), first, LogFileKind.COMMIT)
-        winners = []
-        version = first
-        while version in found:
-            parsed = found[version]
-            actions = read_commit(store, self.table, parsed)
-            winners.append(WinningCommitSummary(version, tuple(actions), parsed.file.modification_time))
-            version += 1
+        winners: list[WinningCommitSummary] = []
+        while (parsed := found.get(first + len(winners))) is not None:
+            actions = tuple(read_commit(store, self.table, parsed))
+            winners.append(WinningCommitSummary(parsed.version, actions, parsed.file.modification_time))
         return winners
 
 
