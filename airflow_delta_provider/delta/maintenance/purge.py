@@ -1,0 +1,176 @@
+"""PURGE (Delta's `REORG TABLE ... APPLY (PURGE)`): rewrite files with deletion vectors so the rows they hide
+are physically gone (Spark `DeltaReorgTableCommand`).
+
+A dry run by default. The engine's `bin_rewriter()` rewrites each bin through the files' vectors (as OPTIMIZE
+does); every new file must hold exactly the rows its inputs show (`numRecords` minus the vectors' cardinality)
+before anything commits. A plan applied later is re-validated first: a file removed, or whose vector changed,
+since the plan is dropped with its reason. A concurrent commit that removes or changes an input between the
+rewrite and the commit is the typed conflict (the new files are left for VACUUM); appends rebase. The old files
+and vectors stay on storage until VACUUM deletes them after `delta.deletedFileRetentionDuration`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..delta_log import DeltaLog
+from ..errors import ConcurrentModificationError, DeltaError, InvalidArgumentError, LogCorruptedError, check_bool
+from ..protocol.actions import AddFile, canonical_path
+from ..protocol.optimize import num_records, operation_metrics, target_file_size
+from ..protocol.predicate import parse_predicate
+from ..protocol.purge import REORG_OPERATION, PurgePlan, expected_rows, operation_parameters, plan_purge, revalidate
+from ..protocol.table_features import check_can_write
+from ..snapshot import Snapshot
+from .optimize import _batch_failed, table_layout
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..engines import BinRewriter
+
+log = logging.getLogger(__name__)
+
+_BINS_WRITTEN = "; any file this PURGE wrote is not in the table and is left for VACUUM"
+_FILES_WRITTEN = "; the {} files this PURGE wrote are not in the table and are left for VACUUM"
+
+
+@dataclass
+class PurgeResult:
+    """What a PURGE planned and, unless a dry run, committed."""
+
+    plan: PurgePlan
+    dry_run: bool
+    version: int | None = None
+    removed: list[AddFile] = field(default_factory=list)
+    added: list[AddFile] = field(default_factory=list)
+    metrics: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The CLI's `--json` shape; `plan` is what `purge(plan=...)` takes to apply a dry run later."""
+        plan = self.plan
+        return {
+            "dry_run": self.dry_run,
+            "version": self.version,
+            "read_version": plan.version,
+            "num_files_removed": len(plan.files) if self.dry_run else len(self.removed),
+            "num_files_added": None if self.dry_run else len(self.added),
+            "bytes_removed": sum(f.size for f in (plan.files if self.dry_run else self.removed)),
+            "bytes_added": None if self.dry_run else sum(f.size for f in self.added),
+            "num_deleted_rows_purged": sum(f.deletion_vector.cardinality for f in plan.files if f.deletion_vector),
+            "dropped": list(plan.dropped),
+            "metrics": dict(self.metrics),
+            "plan": plan.to_dict(),
+        }
+
+
+def _candidates(snapshot: Snapshot, where: str | None) -> list[AddFile]:
+    """Active files in the partitions `where` selects (partition columns only, as REORG's WHERE)."""
+    if not where:
+        return list(snapshot.all_files(with_stats=True))
+    expr = parse_predicate(where, label="where")
+    parts = {c.casefold() for c in snapshot.partition_columns}
+    others = [c for c in expr.columns() if c.casefold() not in parts]
+    if others:
+        raise InvalidArgumentError(
+            f"PURGE's where may only use partition columns {list(snapshot.partition_columns)}, not {others}",
+            argument="where",
+            table=snapshot.table,
+        )
+    return snapshot.files(expr, with_stats=True)
+
+
+def _check_rows(plan: PurgePlan, added: list[AddFile | None], table: str, version: int) -> None:
+    """Each new file holds the rows its inputs show, else nothing commits (a wrong DV read loses or revives rows)."""
+    for b, new in zip(plan.bins, added, strict=True):
+        want = expected_rows(b.files)
+        got = 0 if new is None else num_records(new)
+        if want is not None and got is not None and got != want:
+            raise LogCorruptedError(
+                f"PURGE rewrote {len(b.files)} files as one of {got} rows, but they show {want} rows"
+                + _FILES_WRITTEN.format(sum(a is not None for a in added)),
+                table=table,
+                version=version,
+                file=b.files[0].path,
+            )
+
+
+def purge(
+    table_or_log: DeltaLog | str | os.PathLike[str],
+    *,
+    min_deleted_ratio: float = 0.0,
+    where: str | None = None,
+    dry_run: bool = True,
+    plan: Mapping[str, Any] | None = None,
+    target_size: int | None = None,
+    max_workers: int | None = None,
+    executor: BinRewriter | None = None,
+    clock: Callable[[], int] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> PurgeResult:
+    """Rewrite the files whose deletion vector hides at least `min_deleted_ratio` of their rows (0: every file with
+    one) without those rows; plans only unless `dry_run=False`.
+
+    :param where: a predicate on partition columns (`deltalog files` grammar), as REORG's WHERE.
+    :param plan: apply an earlier dry run's `to_dict()["plan"]` (re-validated; the other selection arguments unused).
+    :param target_size: bytes per output file (default: `delta.targetFileSize`, else OPTIMIZE's default).
+    :param executor: runs the bins (default: the engine's `bin_rewriter(max_workers=...)`).
+    :raises UnsupportedFeatureError: the table uses a feature a rewrite cannot preserve (row tracking, ...).
+    :raises ConcurrentModificationError: a concurrent commit removed or changed an input.
+    :raises LogCorruptedError: an input unreadable, or a new file not holding the rows its inputs show.
+    """
+    check_bool(dry_run, "dry_run")
+    dlog = DeltaLog.of(table_or_log, storage_options)
+    snapshot = dlog.update()
+    table = dlog.table_uri
+    check_can_write(snapshot.protocol, snapshot.metadata, ["optimize", "commit"], table=table, version=snapshot.version)
+    if plan is None:
+        the_plan = plan_purge(
+            _candidates(snapshot, where),
+            snapshot.partition_columns,
+            table=table,
+            version=snapshot.version,
+            target_size=target_file_size(snapshot.metadata.configuration, target_size),
+            min_deleted_ratio=min_deleted_ratio,
+            predicate=where,
+            physical_names=snapshot.physical_partition_columns,
+        )
+    else:
+        if not isinstance(plan, Mapping):
+            raise InvalidArgumentError("plan must be a dry run's to_dict()['plan']", argument="plan", table=table)
+        earlier = PurgePlan.from_dict(plan)
+        if earlier.version > snapshot.version:
+            raise InvalidArgumentError(
+                f"The plan was made at version {earlier.version}, after the table's latest",
+                argument="plan",
+                table=table,
+            )
+        active = {canonical_path(f.path): f for f in snapshot.all_files(with_stats=True)}
+        the_plan = revalidate(earlier, active, snapshot.version)
+        for d in the_plan.dropped:
+            log.warning("PURGE of %s: %s left out: %s", table, d["path"], d["reason"])
+    result = PurgeResult(the_plan, dry_run=dry_run)
+    if dry_run or not the_plan.bins:
+        return result
+    run = executor or dlog.engine.bin_rewriter(max_workers=max_workers)
+    clock = clock or dlog.clock
+    try:
+        added = run(table_layout(snapshot, table), the_plan.bins, store=dlog.store, clock=clock)
+    except DeltaError as exc:
+        raise _batch_failed(exc, _BINS_WRITTEN, []) from exc
+    _check_rows(the_plan, added, table, snapshot.version)
+    inputs, new = the_plan.files, [a for a in added if a is not None]
+    txn = snapshot.transaction(REORG_OPERATION, operation_parameters([where] if where else []), clock=clock)
+    txn.read_files(inputs).remove(*inputs, data_change=False).add(*new)
+    result.metrics = operation_metrics(inputs, new)
+    try:
+        result.version = txn.commit(operation_metrics=result.metrics)
+    except ConcurrentModificationError as exc:
+        raise _batch_failed(exc, _FILES_WRITTEN.format(len(new)), []) from exc
+    result.removed, result.added = inputs, new
+    log.info("PURGE of %s: version %d replaced %d files with %d", table, result.version, len(inputs), len(new))
+    return result
+
+
+__all__ = ["PurgeResult", "purge"]

@@ -1,0 +1,186 @@
+"""REORG TABLE ... APPLY (PURGE): which files to rewrite so the rows their deletion vectors hide are gone (pure).
+
+Delta Spark (`DeltaPurgeOperation`) takes every file whose deletion vector deletes rows, or that has one and no
+`numRecords`, and runs OPTIMIZE's packing on them with one-file bins kept; the commit is `REORG` with
+`dataChange=false` (PROTOCOL.md "Deletion Vectors": the rows stay deleted, only their bytes go). Here
+`min_deleted_ratio` narrows that to files whose vector hides at least that share of their rows (0: Spark's set).
+Spark's other REORG selection, files whose footer holds a column the schema dropped, is not made.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InvalidArgumentError, check_number
+from .actions import AddFile, canonical_path
+from .optimize import Bin, num_records, pack, partition_key
+
+#: Delta Spark `DeltaOperations.REORG_OPERATION_NAME`.
+REORG_OPERATION = "REORG"
+
+
+def deleted_ratio(add: AddFile) -> float | None:
+    """The share of the file's rows its deletion vector hides (0 without one); None when `numRecords` is unknown."""
+    dv = add.deletion_vector
+    if dv is None:
+        return 0.0
+    records = num_records(add)
+    if records is None:
+        return None
+    return dv.cardinality / records if records else 1.0
+
+
+def needs_purge(add: AddFile, min_deleted_ratio: float = 0.0) -> bool:
+    """A deletion vector that hides rows, at least `min_deleted_ratio` of them (unknown row counts always qualify,
+    as in Spark, so the new file gets stats)."""
+    dv = add.deletion_vector
+    if dv is None:
+        return False
+    ratio = deleted_ratio(add)
+    if ratio is None:
+        return True
+    return dv.cardinality > 0 and ratio >= min_deleted_ratio
+
+
+def expected_rows(files: Iterable[AddFile]) -> int | None:
+    """Rows a rewrite of `files` must hold: `numRecords` minus DV cardinality, summed; None when one is unknown."""
+    total = 0
+    for f in files:
+        records = num_records(f)
+        if records is None:
+            return None
+        total += records - (f.deletion_vector.cardinality if f.deletion_vector else 0)
+    return total
+
+
+def file_entry(add: AddFile, partition: str) -> dict[str, Any]:
+    """One line of the plan a person reviews: where the file is, its bytes and what its deletion vector hides."""
+    dv = add.deletion_vector
+    ratio = deleted_ratio(add)
+    return {
+        "path": add.path,
+        "partition": partition,
+        "size": add.size,
+        "num_records": num_records(add),
+        "dv_cardinality": dv.cardinality if dv else 0,
+        "dv_size_bytes": dv.size_in_bytes if dv else 0,
+        "deleted_ratio": None if ratio is None else round(ratio, 6),
+    }
+
+
+@dataclass
+class PurgePlan:
+    """The files one PURGE rewrites at one version, packed in bins (one new file per bin)."""
+
+    table: str | None
+    version: int
+    min_deleted_ratio: float
+    target_size: int
+    predicate: str | None
+    bins: list[Bin] = field(default_factory=list)
+    #: files of an earlier plan left out at apply: {"path", "reason"}
+    dropped: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def files(self) -> list[AddFile]:
+        return [f for b in self.bins for f in b.files]
+
+    def file_list(self) -> list[dict[str, Any]]:
+        return [file_entry(f, b.partition) for b in self.bins for f in b.files]
+
+    def summary(self) -> dict[str, Any]:
+        """What a dry run reports: the totals and every file with its deletion vector."""
+        files = self.files
+        dvs = [f.deletion_vector for f in files if f.deletion_vector is not None]
+        return {
+            "table": self.table,
+            "version": self.version,
+            "min_deleted_ratio": self.min_deleted_ratio,
+            "target_size": self.target_size,
+            "predicate": self.predicate,
+            "num_bins": len(self.bins),
+            "num_files": len(files),
+            "bytes": sum(f.size for f in files),
+            "num_deleted_rows": sum(d.cardinality for d in dvs),
+            "dv_bytes": sum(d.size_in_bytes for d in dvs),
+            "files": self.file_list(),
+            "dropped": list(self.dropped),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary plus the bins' `add` actions: what `purge(plan=...)` applies later."""
+        return self.summary() | {"bins": [b.to_dict() for b in self.bins]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PurgePlan:
+        try:
+            return cls(
+                table=d.get("table"),
+                version=int(d["version"]),
+                min_deleted_ratio=float(d["min_deleted_ratio"]),
+                target_size=int(d["target_size"]),
+                predicate=d.get("predicate"),
+                bins=[Bin.from_dict(b) for b in d["bins"]],
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidArgumentError(
+                f"Not a PURGE plan (a dry run's to_dict()['plan']): {type(exc).__name__}: {exc}", argument="plan"
+            ) from None
+
+
+def plan_purge(
+    files: Iterable[AddFile],
+    partition_columns: Sequence[str],
+    *,
+    table: str | None,
+    version: int,
+    target_size: int,
+    min_deleted_ratio: float = 0.0,
+    predicate: str | None = None,
+    physical_names: Mapping[str, str] | None = None,
+) -> PurgePlan:
+    """Files of `files` that need a purge, per exact `partitionValues`, packed up to `target_size` (Spark's REORG
+    packing: small files with vectors share a new file, a large one is rewritten alone)."""
+    ratio = check_number(min_deleted_ratio, "min_deleted_ratio", maximum=1, table=table)
+    by_partition: dict[tuple[tuple[str, str | None], ...], list[AddFile]] = {}
+    for f in files:
+        if needs_purge(f, ratio):
+            by_partition.setdefault(tuple(sorted(f.partition_values.items())), []).append(f)
+    plan = PurgePlan(table, version, ratio, target_size, predicate)
+    named = sorted((partition_key(dict(values), partition_columns, physical_names), values) for values in by_partition)
+    for key, values in named:
+        members = by_partition[values]
+        plan.bins.extend(Bin(key, dict(members[0].partition_values), tuple(b)) for b in pack(members, target_size))
+    return plan
+
+
+def revalidate(plan: PurgePlan, active: Mapping[str, AddFile], version: int) -> PurgePlan:
+    """`plan` against the active files (by canonical path) at `version`: a file removed, or whose deletion vector
+    changed, since the plan is dropped with its reason (rewriting it would bring back rows deleted since, or
+    purge rows the plan did not show); a bin left empty goes."""
+    kept: list[Bin] = []
+    dropped = list(plan.dropped)
+    for b in plan.bins:
+        files = []
+        for f in b.files:
+            now = active.get(canonical_path(f.path))
+            if now is None:
+                dropped.append({"path": f.path, "reason": f"removed after version {plan.version}"})
+            elif now.deletion_vector != f.deletion_vector:
+                before = f.deletion_vector.cardinality if f.deletion_vector else 0
+                after = now.deletion_vector.cardinality if now.deletion_vector else 0
+                reason = f"its deletion vector changed after version {plan.version} ({before} -> {after} rows)"
+                dropped.append({"path": f.path, "reason": reason})
+            else:
+                files.append(now)
+        if files:
+            kept.append(Bin(b.partition, b.partition_values, tuple(files)))
+    return PurgePlan(plan.table, version, plan.min_deleted_ratio, plan.target_size, plan.predicate, kept, dropped)
+
+
+def operation_parameters(predicates: Sequence[str]) -> dict[str, Any]:
+    """commitInfo.operationParameters of a REORG ... APPLY (PURGE) (Spark `DeltaOperations.Reorg`)."""
+    return {"predicate": json.dumps(list(predicates)), "applyPurge": True}
