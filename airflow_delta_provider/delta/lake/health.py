@@ -1,0 +1,271 @@
+"""A table's health from its log alone: one listing of `_delta_log`, `_last_checkpoint`, the checkpoint and each
+commit after it read once (`CountingStore`), no data file; a few older commits only to find the last OPTIMIZE
+and VACUUM (`history_commits`). The counting rules are in `protocol.lake_health`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..delta_log import DeltaLog
+from ..errors import DeltaError, StorageError
+from ..protocol.actions import Action, AddFile, CommitInfo, RemoveFile
+from ..protocol.filenames import LogFileKind, parse_log_path
+from ..protocol.lake_health import ActiveFile, LastOperation, TableHealth, Tombstone, summarize_partitions
+from ..protocol.lake_policy import LakePolicy
+from ..protocol.log_cleanup import checkpoint_protection_version, expired_log_cleanup_enabled, plan_log_cleanup
+from ..protocol.optimize import partition_key
+from ..protocol.table_features import check_can_write
+from ..read.commits import read_commit
+from ..storage import store_for
+from .discover import error_dict
+from .store import CountingStore
+
+#: What each lake operation does, in `check_can_write`'s terms (as the maintenance drivers check it).
+WRITE_CHECKS = {
+    "optimize": ("optimize", "commit"),
+    "vacuum": ("vacuum",),
+    "checkpoint": ("checkpoint",),
+    "log_cleanup": ("cleanup",),
+}
+WRITE_RATE_WINDOW_MS = 7 * 86_400_000
+DEFAULT_HISTORY_COMMITS = 10
+
+
+def _records(stats: str | None) -> int | None:
+    if not stats:
+        return None
+    try:
+        value = json.loads(stats).get("numRecords")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _active_files(snapshot: Any, physical: Mapping[str, str]) -> Iterable[ActiveFile]:
+    table = snapshot.add_files_table
+    columns = snapshot.partition_columns
+    pvs = table.column("partitionValues").to_pylist()
+    sizes = table.column("size").to_pylist()
+    stats = table.column("stats").to_pylist()
+    dvs = table.column("deletionVector").to_pylist()
+    for pv, size, st, dv in zip(pvs, sizes, stats, dvs, strict=True):
+        key = partition_key(dict(pv or ()), columns, physical) if columns else ""
+        yield ActiveFile(key, size or 0, _records(st), (dv or {}).get("cardinality") or 0)
+
+
+def _tombstones(snapshot: Any, physical: Mapping[str, str]) -> Iterable[Tombstone]:
+    table = snapshot.remove_files_table
+    columns = snapshot.partition_columns
+    pvs = table.column("partitionValues").to_pylist()
+    sizes = table.column("size").to_pylist()
+    times = table.column("deletionTimestamp").to_pylist()
+    for pv, size, ts in zip(pvs, sizes, times, strict=True):
+        key = partition_key(dict(pv or ()), columns, physical) if columns else ""
+        yield Tombstone(key, size or 0, ts or 0)
+
+
+def _partitions_of(actions: Iterable[Action], columns: tuple[str, ...], physical: Mapping[str, str]) -> set[str]:
+    """Partitions a commit changed data in (dataChange adds and removes)."""
+    out = set()
+    for a in actions:
+        if isinstance(a, AddFile | RemoveFile) and a.data_change:
+            out.add(partition_key(dict(a.partition_values or {}), columns, physical) if columns else "")
+    return out
+
+
+def _is_whole_table(info: CommitInfo) -> bool:
+    predicate = (info.raw.get("operationParameters") or {}).get("predicate")
+    return predicate in (None, "", "[]", [])
+
+
+@dataclass
+class _History:
+    last_optimize: LastOperation | None = None
+    last_vacuum: LastOperation | None = None
+    #: Partitions with data changed after the last OPTIMIZE (None: unknown, every partition counts as changed).
+    changed: set[str] | None = None
+    #: Partitions the last OPTIMIZE covered (None: the whole table).
+    covered: set[str] | None = None
+    touched: set[str] = field(default_factory=set)
+
+
+def _history(dlog: DeltaLog, snapshot: Any, listing: list[Any], limit: int, physical: Mapping[str, str]) -> _History:
+    """Walk commits newest first: the tail after the checkpoint (already read), then up to `limit` older ones,
+    until the last OPTIMIZE and VACUUM are found."""
+    commits = sorted(
+        (p for f in listing if (p := parse_log_path(f)) is not None and p.kind is LogFileKind.COMMIT),
+        key=lambda p: -p.version,
+    )
+    tail = {c.version for c in snapshot.log_segment.commits}
+    out = _History()
+    older = 0
+    columns = snapshot.partition_columns
+    for c in commits:
+        if c.version > snapshot.version:
+            continue
+        if c.version not in tail:
+            older += 1
+            if older > limit:
+                break
+        actions = read_commit(dlog.store, dlog.table_uri, c)
+        info = next((a for a in actions if isinstance(a, CommitInfo)), None)
+        op = (info.operation or "") if info else ""
+        ts = (info.in_commit_timestamp or info.timestamp) if info else None
+        when = ts or c.file.modification_time
+        if out.last_vacuum is None and op.startswith("VACUUM"):
+            out.last_vacuum = LastOperation(c.version, when, op)
+        if op == "OPTIMIZE" and info is not None:
+            out.last_optimize = LastOperation(c.version, when, op)
+            out.changed = set(out.touched)
+            out.covered = None if _is_whole_table(info) else _partitions_of_any(actions, columns, physical)
+        if out.last_optimize is not None and out.last_vacuum is not None:
+            break
+        if out.last_optimize is None:
+            out.touched |= _partitions_of(actions, columns, physical)
+    return out
+
+
+def _partitions_of_any(actions: Iterable[Action], columns: tuple[str, ...], physical: Mapping[str, str]) -> set[str]:
+    return {
+        partition_key(dict(a.partition_values or {}), columns, physical) if columns else ""
+        for a in actions
+        if isinstance(a, AddFile | RemoveFile)
+    }
+
+
+def table_health(
+    table: str,
+    *,
+    policy: LakePolicy | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    now_ms: int | None = None,
+    history_commits: int = DEFAULT_HISTORY_COMMITS,
+) -> TableHealth:
+    """The health of one table, counted with its policy's thresholds; a table that cannot be read raises its
+    typed `DeltaError`."""
+    store = CountingStore(store_for(table, storage_options))
+    dlog = DeltaLog(table, store=store)  # type: ignore[arg-type]
+    try:
+        listing = dlog.list_log(0)  # the one full listing: later listings are answered from it
+        snapshot = dlog.update()
+    except OSError as exc:
+        raise StorageError(f"Cannot read the log: {type(exc).__name__}: {exc}", table=dlog.table_uri) from None
+    now = snapshot.now_ms() if now_ms is None else now_ms
+    conf = snapshot.metadata.configuration
+    tp = (policy or LakePolicy()).for_table(dlog.table_uri, conf)
+    physical = snapshot.physical_partition_columns
+    partitions = summarize_partitions(
+        _active_files(snapshot, physical),
+        _tombstones(snapshot, physical),
+        small_file_bytes=tp.small_file_bytes,
+        max_deleted_rows_ratio=tp.max_deleted_rows_ratio,
+        retention_cutoff_ms=now - tp.deleted_file_retention_ms,
+    )
+    later = [t for t in _tombstones(snapshot, physical) if t.deletion_timestamp > now - tp.deleted_file_retention_ms]
+    all_at = max((t.deletion_timestamp for t in later), default=None)
+    hist = _history(dlog, snapshot, listing, history_commits, physical)
+    if hist.last_optimize is not None and hist.changed is not None:
+        for key, p in partitions.items():
+            covered = hist.covered is None or key in hist.covered
+            p.changed_since_optimize = not covered or key in hist.changed
+    refused: dict[str, dict[str, Any] | None] = {}
+    version = snapshot.version
+    for op, checks in WRITE_CHECKS.items():
+        try:
+            check_can_write(snapshot.protocol, snapshot.metadata, checks, table=dlog.table_uri, version=version)
+            refused[op] = None
+        except DeltaError as exc:
+            refused[op] = error_dict(exc)
+    segment = snapshot.log_segment
+    checkpoint_version = segment.checkpoint_version
+    cleanup_files, cleanup_bytes = 0, 0
+    if expired_log_cleanup_enabled(conf):
+        cleanup = plan_log_cleanup(
+            listing,
+            now_ms=now,
+            retention_ms=tp.log_retention_ms,
+            last_checkpoint_version=checkpoint_version,
+            protected_before=checkpoint_protection_version(snapshot.protocol, snapshot.metadata),
+            table=dlog.table_uri,
+        )
+        cleanup_files, cleanup_bytes = len(cleanup.files), sum(f.size for f in cleanup.files)
+    parsed = [p for f in listing if (p := parse_log_path(f)) is not None]
+    recent = [
+        p for p in parsed if p.kind is LogFileKind.COMMIT and p.file.modification_time >= now - WRITE_RATE_WINDOW_MS
+    ]
+    checkpoint_time = (
+        None if segment.checkpoint is None else max(f.file.modification_time for f in segment.checkpoint.files)
+    )
+    p = snapshot.protocol
+    return TableHealth(
+        table=dlog.table_uri,
+        version=snapshot.version,
+        partition_columns=tuple(snapshot.partition_columns),
+        configuration=dict(conf),
+        protocol={
+            "minReaderVersion": p.min_reader_version,
+            "minWriterVersion": p.min_writer_version,
+            "readerFeatures": sorted(p.reader_features or ()),
+            "writerFeatures": sorted(p.writer_features or ()),
+        },
+        refused=refused,
+        partitions=dict(sorted(partitions.items())),
+        tombstones_all_reclaimable_at=None if all_at is None else all_at + tp.deleted_file_retention_ms,
+        checkpoint_version=checkpoint_version,
+        commits_since_checkpoint=len(segment.commits),
+        segment_bytes=segment.size_in_bytes,
+        log_files=len(parsed),
+        log_files_past_retention=cleanup_files,
+        log_bytes_past_retention=cleanup_bytes,
+        write_rate_per_day=len(recent) * 86_400_000 / WRITE_RATE_WINDOW_MS,
+        last_optimize=hist.last_optimize,
+        last_vacuum=hist.last_vacuum,
+        last_checkpoint_timestamp=checkpoint_time,
+        scanned_at=now,
+        policy=tp,
+        requests=dict(sorted(store.requests.items())),
+    )
+
+
+@dataclass
+class Scan:
+    """Healths of the tables read, and the typed error of each one that could not be."""
+
+    healths: list[TableHealth] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tables": [h.to_dict() for h in self.healths], "errors": self.errors}
+
+
+def scan(
+    tables: Iterable[str],
+    *,
+    policy: LakePolicy | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    now_ms: int | None = None,
+    history_commits: int = DEFAULT_HISTORY_COMMITS,
+    concurrency: int = 4,
+) -> Scan:
+    """`table_health` of each table on a bounded pool; one table's failure is its error entry, never the scan's."""
+
+    def one(table: str) -> TableHealth | dict[str, Any]:
+        try:
+            return table_health(
+                table, policy=policy, storage_options=storage_options, now_ms=now_ms, history_commits=history_commits
+            )
+        except Exception as exc:  # reported per table: a corrupt log or a refused reader must not stop the lake
+            return (
+                error_dict(exc, table=table) if not isinstance(exc, DeltaError) else {"table": table, **exc.to_dict()}
+            )
+
+    out = Scan()
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        for result in pool.map(one, list(tables)):
+            (out.healths if isinstance(result, TableHealth) else out.errors).append(result)  # type: ignore[arg-type]
+    return out

@@ -1,0 +1,75 @@
+"""A store wrapper that counts requests by kind and serves repeated log reads from memory.
+
+A scan lists a table's `_delta_log` once and reads each commit once: the full listing answers the later
+`list_from` calls from a start name (the snapshot's listing from the `_last_checkpoint` version), and commit
+files (immutable once written, PROTOCOL.md "Delta Log Entries") are kept to be parsed again for their
+commitInfo without a second GET.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+from ..protocol.filenames import FileInfo
+from ..storage import LogStore
+from ..storage.base import LevelEntry
+
+
+class CountingStore:
+    """Delegates to `inner`; `requests` counts list, get and head calls (a ranged `open` counts as one get)."""
+
+    def __init__(self, inner: LogStore) -> None:
+        self.inner = inner
+        self.requests: Counter[str] = Counter()
+        self._listings: dict[str, list[FileInfo]] = {}
+        self._commits: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def _count(self, kind: str) -> None:
+        with self._lock:
+            self.requests[kind] += 1
+
+    def list_from(self, directory: str, start: str = "") -> list[FileInfo]:
+        full = self._listings.get(directory)
+        if full is not None:
+            return [f for f in full if f.name >= start]
+        self._count("list")
+        found = self.inner.list_from(directory, start)
+        if not start:
+            self._listings[directory] = found
+        return found
+
+    def list_level(self, directory: str) -> Iterator[LevelEntry]:
+        self._count("list")
+        return self.inner.list_level(directory)
+
+    def read_bytes(self, path: str) -> bytes:
+        cached = self._commits.get(path)
+        if cached is not None:
+            return cached
+        self._count("get")
+        data = self.inner.read_bytes(path)
+        if path.endswith(".json") and "/_delta_log/" in path.replace("\\", "/"):
+            self._commits[path] = data
+        return data
+
+    def open(self, path: str) -> BinaryIO:
+        self._count("get")
+        return self.inner.open(path)
+
+    def head(self, path: str) -> FileInfo | None:
+        self._count("head")
+        return self.inner.head(path)
+
+    def is_dir(self, path: str) -> bool:
+        self._count("list")
+        return self.inner.is_dir(path)
+
+    def join(self, base: str, *parts: str) -> str:
+        return self.inner.join(base, *parts)

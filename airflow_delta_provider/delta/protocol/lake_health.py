@@ -1,0 +1,220 @@
+"""A table's health from its log alone, as values: what the lake autopilot plans from.
+
+Everything here comes from the active files' add actions (size, partition, `numRecords` stats, the deletion
+vector's `cardinality`), the tombstones (PROTOCOL.md "Add File and Remove File": a removed file may be deleted
+once its `deletionTimestamp` is older than `delta.deletedFileRetentionDuration`), the log listing and the
+commitInfo of the commits read; no data file is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, NamedTuple
+
+from .lake_policy import TablePolicy
+
+#: Upper bounds (bytes, exclusive) of the size histogram's buckets; the last bucket is open.
+SIZE_BUCKETS: tuple[tuple[str, int], ...] = (
+    ("<1MiB", 2**20),
+    ("1-8MiB", 8 * 2**20),
+    ("8-32MiB", 32 * 2**20),
+    ("32-128MiB", 128 * 2**20),
+    ("128-512MiB", 512 * 2**20),
+    ("512MiB-1GiB", 2**30),
+    (">=1GiB", 2**62),
+)
+
+
+def size_bucket(size: int) -> str:
+    return next(label for label, bound in SIZE_BUCKETS if size < bound)
+
+
+class ActiveFile(NamedTuple):
+    """What health needs of one active file; `records` None when it has no `numRecords` stat."""
+
+    partition: str
+    size: int
+    records: int | None
+    dv_rows: int
+
+
+class Tombstone(NamedTuple):
+    partition: str
+    size: int
+    deletion_timestamp: int
+
+
+@dataclass
+class PartitionHealth:
+    """One partition's files (`partition` is `a=1/b=x`, "" for an unpartitioned table)."""
+
+    partition: str
+    num_files: int = 0
+    bytes: int = 0
+    small_files: int = 0
+    small_bytes: int = 0
+    #: Files over the table's deleted-rows ratio (compaction candidates whatever their size).
+    dv_heavy_files: int = 0
+    dv_heavy_bytes: int = 0
+    rows: int = 0
+    dv_rows: int = 0
+    files_without_stats: int = 0
+    histogram: dict[str, int] = field(default_factory=dict)
+    tombstone_files_now: int = 0
+    tombstone_bytes_now: int = 0
+    tombstone_files_later: int = 0
+    tombstone_bytes_later: int = 0
+    #: Whether a data-changing commit touched it since the last OPTIMIZE that covered it (True when unknown).
+    changed_since_optimize: bool = True
+
+    @property
+    def small_file_share(self) -> float:
+        return self.small_files / self.num_files if self.num_files else 0.0
+
+
+def summarize_partitions(
+    files: Iterable[ActiveFile],
+    tombstones: Iterable[Tombstone],
+    *,
+    small_file_bytes: int,
+    max_deleted_rows_ratio: float,
+    retention_cutoff_ms: int,
+) -> dict[str, PartitionHealth]:
+    """Per-partition counts. A tombstone deleted at or before `retention_cutoff_ms` is reclaimable now."""
+    out: dict[str, PartitionHealth] = {}
+
+    def get(key: str) -> PartitionHealth:
+        found = out.get(key)
+        if found is None:
+            found = out[key] = PartitionHealth(key)
+        return found
+
+    for f in files:
+        p = get(f.partition)
+        p.num_files += 1
+        p.bytes += f.size
+        bucket = size_bucket(f.size)
+        p.histogram[bucket] = p.histogram.get(bucket, 0) + 1
+        p.dv_rows += f.dv_rows
+        if f.records is None:
+            p.files_without_stats += 1
+        else:
+            p.rows += f.records
+        # Spark `OptimizeTableCommand`: a DV file without numRecords is always a candidate
+        dv_heavy = f.dv_rows > 0 and (f.records is None or f.dv_rows > max_deleted_rows_ratio * f.records)
+        if f.size < small_file_bytes:
+            p.small_files += 1
+            p.small_bytes += f.size
+        elif dv_heavy:
+            p.dv_heavy_files += 1
+            p.dv_heavy_bytes += f.size
+    for t in tombstones:
+        p = get(t.partition)
+        if t.deletion_timestamp <= retention_cutoff_ms:
+            p.tombstone_files_now += 1
+            p.tombstone_bytes_now += t.size
+        else:
+            p.tombstone_files_later += 1
+            p.tombstone_bytes_later += t.size
+    return out
+
+
+@dataclass
+class LastOperation:
+    version: int
+    timestamp: int
+    operation: str
+
+
+@dataclass
+class TableHealth:
+    """One table's health; `partitions` keyed by partition text."""
+
+    table: str
+    version: int
+    partition_columns: tuple[str, ...]
+    configuration: dict[str, str | None]
+    protocol: dict[str, Any]
+    #: Lake operation -> None when this library may run it on the table, else the refusal (error class and
+    #: message naming the feature).
+    refused: dict[str, dict[str, Any] | None]
+    partitions: dict[str, PartitionHealth]
+    #: When the last tombstone now inside retention becomes reclaimable (ms), None when none is.
+    tombstones_all_reclaimable_at: int | None
+    checkpoint_version: int | None
+    commits_since_checkpoint: int
+    #: Bytes of the checkpoint and commits a snapshot load reads.
+    segment_bytes: int
+    log_files: int
+    log_files_past_retention: int
+    log_bytes_past_retention: int
+    #: Commits per day over the commits listed in the last `write_rate_window_ms`.
+    write_rate_per_day: float
+    last_optimize: LastOperation | None
+    last_vacuum: LastOperation | None
+    last_checkpoint_timestamp: int | None
+    scanned_at: int
+    #: The thresholds these numbers were counted with (small files, retention).
+    policy: TablePolicy = field(default_factory=TablePolicy)
+    requests: dict[str, int] = field(default_factory=dict)
+
+    def _sum(self, name: str) -> int:
+        return sum(getattr(p, name) for p in self.partitions.values())
+
+    @property
+    def num_files(self) -> int:
+        return self._sum("num_files")
+
+    @property
+    def bytes(self) -> int:
+        return self._sum("bytes")
+
+    @property
+    def small_file_share(self) -> float:
+        n = self.num_files
+        return self._sum("small_files") / n if n else 0.0
+
+    @property
+    def stats_missing_share(self) -> float:
+        n = self.num_files
+        return self._sum("files_without_stats") / n if n else 0.0
+
+    @property
+    def histogram(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for p in self.partitions.values():
+            for k, v in p.histogram.items():
+                out[k] = out.get(k, 0) + v
+        return {label: out[label] for label, _ in SIZE_BUCKETS if label in out}
+
+    def allows(self, operation: str) -> bool:
+        return self.refused.get(operation) is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON: the totals, then every field (partitions as a list)."""
+        out = asdict(self)
+        out["partitions"] = [{**asdict(p), "small_file_share": p.small_file_share} for p in self.partitions.values()]
+        out["partition_columns"] = list(self.partition_columns)
+        out["policy"] = self.policy.to_dict()
+        totals = {
+            k: self._sum(k)
+            for k in (
+                "num_files",
+                "bytes",
+                "small_files",
+                "rows",
+                "dv_rows",
+                "files_without_stats",
+                "tombstone_files_now",
+                "tombstone_bytes_now",
+                "tombstone_files_later",
+                "tombstone_bytes_later",
+            )
+        }
+        totals.update(
+            small_file_share=self.small_file_share,
+            stats_missing_share=self.stats_missing_share,
+            histogram=self.histogram,
+        )
+        return {"table": self.table, "totals": totals, **out}
