@@ -112,7 +112,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("delta.read", "delta.write", "delta.txn"),
     ("delta.engines",),
     ("delta.snapshot", "delta.delta_log"),
-    ("delta.maintenance",),
+    ("delta.maintenance", "delta.lake"),
     ("delta",),  # the library's public facade (`airflow_delta_provider.delta`)
     ("commands",),
     ("cli", "__main__", "jobs", "hooks", "version_watch", "lineage", "assets", "policies"),
