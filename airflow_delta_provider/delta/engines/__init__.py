@@ -36,6 +36,12 @@ class BinRewriter(TypingProtocol):
     ) -> list[AddFile | None]: ...
 
 
+class StatsRecomputer(TypingProtocol):
+    """Recomputes the `add.stats` JSON of each file from its rows (the statistics backfill), in order."""
+
+    def __call__(self, layout: TableLayout, files: Sequence[AddFile], *, store: LogStore) -> list[str]: ...
+
+
 class ZOrderRewriter(TypingProtocol):
     """Rewrites each ZORDER bin (every file of one partition) sorted by the z-order key of `columns`
     (`protocol.zorder.zorder_key`), cut into files of about `target_size`; returns each bin's new adds, in
@@ -154,4 +160,8 @@ class Engine(TypingProtocol):
 
     def vacuum_executor(self, *, plan_dir: str | None = None) -> VacuumExecutor:
         """Where VACUUM runs (`plan_dir`: where a distributed plan's file list is kept)."""
+        ...
+
+    def stats_recomputer(self, *, max_workers: int | None = None) -> StatsRecomputer:
+        """Where the statistics backfill reads files and recomputes their stats (`max_workers`: threads, locally)."""
         ...

@@ -30,7 +30,7 @@ from ..write.data_files import compact_bin
 if TYPE_CHECKING:  # pragma: no cover
     from ..protocol.optimize import Bin
     from ..write.data_files import TableLayout
-    from . import BinRewriter, CheckpointWriter, VacuumExecutor, ZOrderRewriter
+    from . import BinRewriter, CheckpointWriter, StatsRecomputer, VacuumExecutor, ZOrderRewriter
 
 #: `lazy_stats_bytes` that makes the local engine read checkpoint stats with everything else.
 EAGER_STATS = 1 << 62
@@ -86,6 +86,11 @@ class LocalEngine:
         from .local_vacuum import LocalVacuumExecutor
 
         return LocalVacuumExecutor()
+
+    def stats_recomputer(self, *, max_workers: int | None = None) -> StatsRecomputer:
+        from .local_stats import local_stats_recomputer
+
+        return local_stats_recomputer(max_workers)
 
     def memory_budget(self, table: str, store: LogStore, segment: LogSegment) -> MemoryBudget | None:
         """The segment checked against `memory_limit_bytes` (None: no limit); `ResourceLimitError` before

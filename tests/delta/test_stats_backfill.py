@@ -1,0 +1,340 @@
+"""Statistics backfill (`COMPUTE STATS`): the rules over values, then the operation on delta-rs and corpus tables.
+
+Tables are written by delta-rs; their stats are stripped by a commit through our own transaction (each file
+re-added without `stats`). After the backfill delta-rs reads the same rows, sees min/max again and, like our
+file index, prunes files it could not prune before; the recomputed stats equal the ones the writers wrote.
+With a deletion vector the stats are tight over the valid rows and `numRecords` stays physical. A file
+removed after the plan is dropped; a remove racing the commit is a typed conflict with nothing committed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+
+deltalake = pytest.importorskip("deltalake")
+from conftest import copy_table  # noqa: E402
+from deltalake import DeltaTable, QueryBuilder, write_deltalake  # noqa: E402
+from support.faults import RacingStore  # noqa: E402
+
+from airflow_delta_provider.delta.delta_log import DeltaLog  # noqa: E402
+from airflow_delta_provider.delta.errors import (  # noqa: E402
+    ConcurrentDeleteReadError,
+    InvalidArgumentError,
+    LogCorruptedError,
+    MetadataChangedError,
+)
+from airflow_delta_provider.delta.maintenance.stats_backfill import backfill_stats  # noqa: E402
+from airflow_delta_provider.delta.protocol.actions import AddFile  # noqa: E402
+from airflow_delta_provider.delta.protocol.stats import StatsColumn  # noqa: E402
+from airflow_delta_provider.delta.protocol.stats_backfill import (  # noqa: E402
+    MISSING,
+    STALE,
+    WIDE,
+    operation_parameters,
+    plan_stats_backfill,
+    stats_reason,
+)
+
+# -- the rules --------------------------------------------------------------------------------------------
+
+ID = StatsColumn(("id",), ("id",), "long")
+NESTED = StatsColumn(("s", "x"), ("s", "x"), "integer")
+BLOB = StatsColumn(("b",), ("b",), "binary")
+
+
+@pytest.mark.parametrize(
+    ("stats", "reason"),
+    [
+        (None, MISSING),
+        ({}, MISSING),
+        ({"minValues": {"id": 1}}, MISSING),
+        ({"numRecords": True}, MISSING),
+        ({"numRecords": 3, "nullCount": {"id": 0, "s": {"x": 0}}}, None),
+        ({"numRecords": 3, "minValues": {"ID": 1, "S": {"X": 2}}}, None),  # names compared casefolded
+        ({"numRecords": 3, "nullCount": {"id": 0}}, STALE),  # s.x has nothing
+        ({"numRecords": 3, "nullCount": {"id": 0, "s": {}}}, STALE),
+        ({"numRecords": 3, "nullCount": {"id": 0, "s": 0}}, STALE),  # a leaf where a struct is named
+        ({"numRecords": 0}, None),  # no rows: no per-column stats to judge
+        ({"numRecords": 3, "nullCount": {"id": 0, "s": {"x": 0}, "other": 1}}, None),  # extra columns are harmless
+        ({"numRecords": 3, "nullCount": {"id": 0, "s": {"x": 0}}, "tightBounds": False}, None),
+    ],
+)
+def test_stats_reason(stats: dict[str, Any] | None, reason: str | None) -> None:
+    assert stats_reason(stats, [ID, NESTED, BLOB]) == reason
+
+
+def test_only_min_max_columns_make_stats_stale() -> None:
+    """delta-rs writes no null count for binary, array or map columns: such files are not stale."""
+    assert stats_reason({"numRecords": 2, "nullCount": {"id": 0}}, [ID, BLOB]) is None
+
+
+def test_wide_stats_only_with_tighten() -> None:
+    stats = {"numRecords": 3, "minValues": {"id": 0}, "tightBounds": False}
+    assert stats_reason(stats, [ID]) is None
+    assert stats_reason(stats, [ID], tighten=True) == WIDE
+
+
+def _add(path: str, size: int, stats: str | None) -> AddFile:
+    return AddFile(path=path, partition_values={}, size=size, modification_time=0, stats=stats)
+
+
+def test_plan_budget_takes_the_first_files_and_counts_the_rest() -> None:
+    good = json.dumps({"numRecords": 1, "nullCount": {"id": 0}})
+    files = [_add("a", 10, None), _add("b", 10, good), _add("c", 30, "{bad"), _add("d", 10, None), _add("e", 5, "{}")]
+    plan = plan_stats_backfill(files, [ID], table="t", version=3, max_files=2)
+    assert [f.add.path for f in plan.files] == ["a", "c"]  # unparsable stats count as none
+    assert (plan.num_files_checked, plan.num_over_budget, plan.bytes_over_budget) == (5, 2, 15)
+    plan = plan_stats_backfill(files, [ID], table="t", version=3, max_bytes=15)
+    assert [f.add.path for f in plan.files] == ["a", "e"]
+    plan = plan_stats_backfill(files[2:], [ID], table="t", version=3, max_bytes=1)
+    assert [f.add.path for f in plan.files] == ["c"]  # the first file always: a run progresses
+    assert plan.summary()["by_reason"] == {MISSING: 1, STALE: 0, WIDE: 0}
+
+
+def test_operation_parameters_are_sparks() -> None:
+    assert operation_parameters([]) == {"predicate": '["true"]'}
+    assert operation_parameters(["p = 'a'"]) == {"predicate": "[\"p = 'a'\"]"}
+
+
+# -- helpers ------------------------------------------------------------------------------------------------
+
+
+def strip_stats(path: Path) -> int:
+    """Re-add every active file without stats (`dataChange=false`) through our transaction; the version."""
+    snapshot = DeltaLog(str(path)).update()
+    txn = snapshot.transaction("WRITE", {"mode": "Append"})
+    txn.add(*[dataclasses.replace(f, stats=None, data_change=False) for f in snapshot.all_files()])
+    return txn.commit()
+
+
+def stats_by_path(path: Path) -> dict[str, dict[str, Any] | None]:
+    return {f.path: f.parsed_stats() for f in DeltaLog(str(path)).update().all_files()}
+
+
+def rows(path: Path) -> list[dict[str, Any]]:
+    """The table's rows as delta-rs reads them (its query engine applies deletion vectors)."""
+    table = QueryBuilder().register("t", DeltaTable(str(path))).execute("select * from t").read_all()
+    return sorted(pa.table(table).to_pylist(), key=lambda r: json.dumps(r, sort_keys=True, default=str))
+
+
+def deltars_fragments(path: Path, expr: ds.Expression) -> int:
+    """How many files delta-rs keeps for `expr` (its dataset prunes by partition values and stats)."""
+    return len(list(DeltaTable(str(path)).to_pyarrow_dataset().get_fragments(filter=expr)))
+
+
+def our_files(path: Path, where: str) -> int:
+    return len(DeltaLog(str(path)).update().files(where))
+
+
+def log_versions(path: Path) -> list[str]:
+    return sorted(p.name for p in (path / "_delta_log").glob("*.json"))
+
+
+def ten_files(path: Path) -> None:
+    for i in range(10):
+        data = {
+            "id": pa.array(range(i * 100, i * 100 + 100), pa.int64()),
+            "name": pa.array([f"n{i:02d}-{j}" for j in range(100)]),
+            "part": pa.array(["a" if i % 2 else "b"] * 100),
+        }
+        write_deltalake(str(path), pa.table(data), mode="append", partition_by=["part"])
+
+
+# -- the operation --------------------------------------------------------------------------------------------
+
+
+def test_backfill_restores_stats_and_data_skipping(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    ten_files(path)
+    written = stats_by_path(path)
+    expected_rows = rows(path)
+    strip_stats(path)
+    assert our_files(path, "id = 250") == 10 and deltars_fragments(path, ds.field("id") == 250) == 10
+
+    dry = backfill_stats(str(path))
+    before = log_versions(path)
+    assert dry.dry_run and dry.version is None and len(dry.plan.files) == 10
+    assert dry.to_dict()["plan"]["by_reason"][MISSING] == 10
+    assert log_versions(path) == before  # a dry run writes nothing
+
+    result = backfill_stats(str(path), dry_run=False)
+    assert result.versions == [len(before)] and len(result.committed) == 10
+    assert rows(path) == expected_rows
+    # the writer's stats again (our timestamps and ordering aside: the same values)
+    assert stats_by_path(path) == written
+    actions = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True))
+    assert None not in actions["min.id"].to_pylist() and None not in actions["max.name"].to_pylist()
+    assert our_files(path, "id = 250") == 1 and deltars_fragments(path, ds.field("id") == 250) == 1
+
+    history = DeltaTable(str(path)).history(1)[0]
+    assert history["operation"] == "COMPUTE STATS"
+    assert history["operationParameters"]["predicate"] == '["true"]'
+    assert history["operationMetrics"]["numFilesRecomputed"] == "10"  # strings, as Spark writes metrics
+    commit = [
+        json.loads(line) for line in (path / "_delta_log" / f"{result.version:020d}.json").read_text().splitlines()
+    ]
+    adds = [a["add"] for a in commit if "add" in a]
+    assert len(adds) == 10 and not any(a["dataChange"] for a in adds) and not any("remove" in a for a in commit)
+    assert backfill_stats(str(path)).plan.files == []  # nothing left to do
+
+
+def test_stale_stats_after_the_stats_columns_change(tmp_path: Path) -> None:
+    """Files written when only `id` was indexed get `name` too once the table indexes two columns."""
+    path = tmp_path / "t"
+    config = {"delta.dataSkippingNumIndexedCols": "1"}
+    for i in range(3):
+        data = {"id": pa.array([i], pa.int64()), "name": pa.array([f"n{i}"])}
+        write_deltalake(str(path), pa.table(data), mode="append", configuration=config)
+    assert our_files(path, "name = 'n1'") == 3
+    DeltaTable(str(path)).alter.set_table_properties({"delta.dataSkippingNumIndexedCols": "2"})
+    plan = backfill_stats(str(path)).plan
+    assert [f.reason for f in plan.files] == [STALE] * 3
+    backfill_stats(str(path), dry_run=False)
+    assert our_files(path, "name = 'n1'") == 1 and deltars_fragments(path, ds.field("name") == "n1") == 1
+    assert all(s is not None and set(s["minValues"]) == {"id", "name"} for s in stats_by_path(path).values())
+
+
+def test_where_selects_partitions_and_refuses_data_columns(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    ten_files(path)
+    strip_stats(path)
+    before = log_versions(path)
+    with pytest.raises(InvalidArgumentError, match="partition columns"):
+        backfill_stats(str(path), where="id > 3", dry_run=False)
+    assert log_versions(path) == before
+    result = backfill_stats(str(path), where="part = 'a'", dry_run=False)
+    assert len(result.committed) == 5
+    assert DeltaTable(str(path)).history(1)[0]["operationParameters"]["predicate"] == "[\"part = 'a'\"]"
+    assert sum(s is None for s in stats_by_path(path).values()) == 5
+
+
+def test_budget_and_batches_keep_partial_progress(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    ten_files(path)
+    strip_stats(path)
+    first = backfill_stats(str(path), dry_run=False, max_files=4, files_per_commit=3)
+    assert len(first.versions) == 2 and len(first.committed) == 4
+    assert first.to_dict()["metrics"]["numFilesOverBudget"] == 6
+    assert sum(s is None for s in stats_by_path(path).values()) == 6
+    rest = backfill_stats(str(path), dry_run=False)
+    assert len(rest.committed) == 6 and rest.plan.num_over_budget == 0
+    assert all(s is not None for s in stats_by_path(path).values())
+
+
+def test_deletion_vectors_give_tight_stats_and_physical_num_records(tmp_path: Path) -> None:
+    """Corpus DV tables: numRecords counts the data file's rows; bounds and null counts the valid rows."""
+    for name in ("delta-rs/table-with-dv-small", "delta-golden/dv-partitioned-with-checkpoint"):
+        path = copy_table(name, tmp_path)
+        written = stats_by_path(path)
+        expected_rows = rows(path)
+        strip_stats(path)
+        result = backfill_stats(str(path), dry_run=False)
+        assert rows(path) == expected_rows
+        snapshot = DeltaLog(str(path)).update()
+        with_dv = [f for f in snapshot.all_files() if f.deletion_vector is not None]
+        assert with_dv and result.to_dict()["metrics"]["numDeletionVectorFiles"] == len(with_dv)
+        for f in snapshot.all_files():
+            stats, old = f.parsed_stats(), written[f.path]
+            assert stats is not None and old is not None
+            assert stats["numRecords"] == old["numRecords"]  # physical, as the writer counted it
+            assert stats["tightBounds"] is True
+            if f.deletion_vector is None and old.get("tightBounds") is not False:
+                assert stats == old
+
+
+def test_tight_bounds_on_the_valid_rows(tmp_path: Path) -> None:
+    path = copy_table("delta-rs/table-with-dv-small", tmp_path)
+    valid = [r["value"] for r in rows(path)]
+    assert backfill_stats(str(path)).plan.files == []  # wide stats are left alone by default
+    backfill_stats(str(path), dry_run=False, tighten=True)
+    (stats,) = stats_by_path(path).values()
+    assert stats is not None
+    assert (stats["minValues"]["value"], stats["maxValues"]["value"]) == (min(valid), max(valid))
+    assert stats["numRecords"] == 10 and stats["tightBounds"] is True
+
+
+def test_corpus_table_without_stats(tmp_path: Path) -> None:
+    """A Databricks table whose second file was written without stats gets Spark's stats for it."""
+    path = copy_table("delta-rs/delta-stats-optional", tmp_path)
+    (missing,) = backfill_stats(str(path)).plan.files
+    assert missing.reason == MISSING
+    spark = next(s for s in stats_by_path(path).values() if s is not None)
+    backfill_stats(str(path), dry_run=False)
+    recomputed = stats_by_path(path)[missing.add.path]
+    assert recomputed is not None and recomputed["nullCount"] == spark["nullCount"]
+    assert set(recomputed["minValues"]) == set(spark["minValues"]) and recomputed["numRecords"] == 1
+    assert len(rows(path)) == 2
+
+
+def test_a_file_removed_after_the_plan_is_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    ten_files(path)
+    strip_stats(path)
+    dlog = DeltaLog(str(path))
+
+    def run_then_delete(layout: Any, files: Any, *, store: Any) -> list[str]:
+        out = dlog.engine.stats_recomputer()(layout, files, store=store)
+        DeltaTable(str(path)).delete("id < 100")  # rewrites nothing: removes the first file whole
+        return out
+
+    result = backfill_stats(dlog, dry_run=False, executor=run_then_delete)
+    assert len(result.dropped) == 1 and len(result.committed) == 9
+    assert DeltaTable(str(path)).history(1)[0]["operationMetrics"]["numFilesDropped"] == "1"
+    assert len(rows(path)) == 900
+
+
+def test_a_racing_remove_is_a_conflict_and_nothing_is_committed(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    ten_files(path)
+    strip_stats(path)
+    dlog = DeltaLog(str(path), store=RacingStore(lambda: DeltaTable(str(path)).delete("id < 100")))
+    with pytest.raises(ConcurrentDeleteReadError):
+        backfill_stats(dlog, dry_run=False)
+    assert DeltaTable(str(path)).history(1)[0]["operation"] == "DELETE"  # delta-rs's, the winner
+    assert all(s is None for s in stats_by_path(path).values())
+    assert len(rows(path)) == 900
+
+
+def test_a_racing_append_does_not_conflict(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    ten_files(path)
+    strip_stats(path)
+    extra = pa.table({"id": pa.array([5000], pa.int64()), "name": ["x"], "part": ["a"]})
+    dlog = DeltaLog(str(path), store=RacingStore(lambda: write_deltalake(str(path), extra, mode="append")))
+    result = backfill_stats(dlog, dry_run=False)
+    assert len(result.committed) == 10
+    assert len(rows(path)) == 1001
+
+
+def test_a_metadata_change_after_the_plan_refuses(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    ten_files(path)
+    strip_stats(path)
+
+    def run_then_alter(layout: Any, files: Any, *, store: Any) -> list[str]:
+        DeltaTable(str(path)).alter.set_table_properties({"delta.dataSkippingNumIndexedCols": "1"})
+        return ["{}"] * len(files)
+
+    before = log_versions(path)
+    with pytest.raises(MetadataChangedError):
+        backfill_stats(str(path), dry_run=False, executor=run_then_alter)
+    assert len(log_versions(path)) == len(before) + 1  # the ALTER only
+
+
+def test_an_unreadable_file_changes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    ten_files(path)
+    strip_stats(path)
+    victim = next(iter(stats_by_path(path)))
+    (path / victim).unlink()
+    before = log_versions(path)
+    with pytest.raises(LogCorruptedError):
+        backfill_stats(str(path), dry_run=False)
+    assert log_versions(path) == before
