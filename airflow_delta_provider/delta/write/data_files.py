@@ -348,11 +348,7 @@ def compact_bin(store: LogStore, layout: TableLayout, bin_: Bin, *, now_ms: Call
         data = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
         if data.num_rows == 0:
             return None
-        stats = stats_json(
-            data, layout.schema, layout.configuration, layout.partition_columns, tight_bounds=layout.tight_bounds
-        )
-        payload = encode_parquet(data)
-        written = pq.read_schema(pa.BufferReader(payload))  # the footer: what readers will see
+        return write_data_file(store, layout, bin_, data, output_dir(bin_, layout.partition_keys), now_ms, "compacted")
     except pa.ArrowException as exc:
         raise LogCorruptedError(
             f"Cannot rewrite the {len(bin_.files)} files of partition {bin_.partition or '(unpartitioned)'} as "
@@ -360,27 +356,35 @@ def compact_bin(store: LogStore, layout: TableLayout, bin_: Bin, *, now_ms: Call
             table=table,
             file=bin_.files[0].path,
         ) from None
-    prefix = output_dir(bin_, layout.partition_keys)
-    name = new_file_name()
-    rel = f"{prefix}/{name}" if prefix else name
+
+
+def write_data_file(
+    store: LogStore, layout: TableLayout, bin_: Bin, rows: pa.Table, prefix: str, now_ms: Callable[[], int], what: str
+) -> AddFile:
+    """Write `rows` (physical schema) as a fresh file under `prefix` once its footer holds the table schema,
+    and return its `add` (`dataChange=false`, the bin's partition values, Delta's stats)."""
+    stats = stats_json(
+        rows, layout.schema, layout.configuration, layout.partition_columns, tight_bounds=layout.tight_bounds
+    )
+    payload = encode_parquet(rows)
+    rel = f"{prefix}/{new_file_name()}" if prefix else new_file_name()
     check_file_schema(
-        written,
+        pq.read_schema(pa.BufferReader(payload)),  # the footer: what readers will see
         layout.schema,
         column_mapping_mode=layout.column_mapping_mode,
         partition_columns=layout.partition_columns,
         allow_shredded_variants=shredding_allowed(layout.configuration),
-        table=table,
+        table=layout.table_uri,
         version=layout.version,
         file=rel,
         note="; the file was not written",
     )
-    target = store.join(table, *decode_path(rel).split("/"))
     try:
-        store.write_new(target, payload)
+        store.write_new(store.join(layout.table_uri, *decode_path(rel).split("/")), payload)
     except OSError as exc:
         raise StorageError(
-            f"Cannot write compacted file: {type(exc).__name__}: {exc}",
-            table=table,
+            f"Cannot write {what} file: {type(exc).__name__}: {exc}",
+            table=layout.table_uri,
             file=rel,
             transient=not isinstance(exc, PermissionError | FileExistsError),
         ) from exc
