@@ -123,6 +123,19 @@ def test_revalidate_drops_files_removed_or_whose_vector_changed() -> None:
     ]
 
 
+def test_a_budget_takes_the_bins_with_most_dead_bytes_first() -> None:
+    files = [add("few", 100, dv=1), add("many", 100, dv=80), add("some", 100, dv=30), add("b", 100, "b", dv=50)]
+    plan = plan_purge(files, ["p"], table="t", version=1, target_size=100, max_files=2)
+    assert [f.path for f in plan.files] == ["many", "b"]
+    assert [f.path for b in plan.over_budget for f in b.files] == ["some", "few"]
+    assert plan.summary()["num_files_over_budget"] == 2 and plan.summary()["bytes_over_budget"] == 200
+    big_first = plan_purge(files, ["p"], table="t", version=1, target_size=1000, max_bytes=50)
+    assert len(big_first.files) == 3  # the first bin (partition a, most dead bytes) is taken whatever its size
+    assert [f.path for b in big_first.over_budget for f in b.files] == ["b"]
+    with pytest.raises(InvalidArgumentError, match="max_files"):
+        plan_purge(files, ["p"], table="t", version=1, target_size=100, max_files=0)
+
+
 def test_commit_parameters_are_sparks_reorg() -> None:
     assert operation_parameters([]) == {"predicate": "[]", "applyPurge": True}
     assert operation_parameters(["p = 'a'"]) == {"predicate": "[\"p = 'a'\"]", "applyPurge": True}
@@ -270,6 +283,42 @@ def test_where_limits_the_purge_to_partitions(tmp_path: Path) -> None:
     )
     with pytest.raises(InvalidArgumentError, match="partition columns"):
         purge(str(path), where="id > 3")
+
+
+def test_a_budget_of_half_the_work_commits_half_and_reports_the_rest(tmp_path: Path) -> None:
+    path = dv_table(tmp_path / "t", 14, files=8)
+    rows, dvs = deltars_rows(path), active_dvs(path)
+    half = len(dvs) // 2
+    first = purge(str(path), dry_run=False, target_size=1, max_files=half)  # one file per bin
+    out = first.to_dict()
+    assert out["num_files_removed"] == half and out["plan"]["num_files_over_budget"] == len(dvs) - half
+    assert len(active_dvs(path)) == len(dvs) - half and deltars_rows(path) == rows
+    rest = purge(str(path), dry_run=False, target_size=1)
+    assert len(rest.removed) == len(dvs) - half and active_dvs(path) == {} and deltars_rows(path) == rows
+
+
+def test_batches_commit_one_by_one_and_a_later_batch_drops_a_file_changed_meanwhile(tmp_path: Path) -> None:
+    path = dv_table(tmp_path / "t", 15, partitioned=False, files=6)
+    dvs = active_dvs(path)
+    plan = purge(str(path), target_size=1).plan
+    last = plan.bins[-1].files[0].path
+    calls: list[int] = []
+    inner = local_bin_rewriter(1)
+
+    def run(layout: Any, bins: Any, *, store: Any, clock: Any) -> Any:
+        out = inner(layout, bins, store=store, clock=clock)
+        if not calls:  # a DELETE on the last batch's file while the first batch commits
+            delete_rows(path, last, [0])
+        calls.append(len(bins))
+        return out
+
+    result = purge(str(path), dry_run=False, target_size=1, max_commit_bytes=1, executor=run)
+    assert len(result.versions) == len(dvs) - 1 and calls == [1] * (len(dvs) - 1)
+    assert [d["path"] for d in result.dropped] == [last] and "changed" in result.dropped[0]["reason"]
+    assert set(active_dvs(path)) == {last}
+    history = versions_rows(path)
+    for v in result.versions:  # every batch keeps the rows of the version before it
+        assert history[v] == history[v - 1]
 
 
 # -- corpus tables with deletion vectors ---------------------------------------------------------------------

@@ -11,6 +11,7 @@ and vectors stay on storage until VACUUM deletes them after `delta.deletedFileRe
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -18,9 +19,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..delta_log import DeltaLog
-from ..errors import ConcurrentModificationError, DeltaError, InvalidArgumentError, LogCorruptedError, check_bool
+from ..errors import (
+    ConcurrentModificationError,
+    DeltaError,
+    InvalidArgumentError,
+    LogCorruptedError,
+    check_bool,
+    check_int,
+)
 from ..protocol.actions import AddFile, canonical_path
-from ..protocol.optimize import num_records, operation_metrics, target_file_size
+from ..protocol.optimize import commit_batches, num_records, operation_metrics, target_file_size
 from ..protocol.predicate import parse_predicate
 from ..protocol.purge import REORG_OPERATION, PurgePlan, expected_rows, operation_parameters, plan_purge, revalidate
 from ..protocol.table_features import check_can_write
@@ -38,29 +46,37 @@ _FILES_WRITTEN = "; the {} files this PURGE wrote are not in the table and are l
 
 @dataclass
 class PurgeResult:
-    """What a PURGE planned and, unless a dry run, committed."""
+    """What a PURGE planned and, unless a dry run, committed (one version per batch)."""
 
     plan: PurgePlan
     dry_run: bool
-    version: int | None = None
+    versions: list[int] = field(default_factory=list)
     removed: list[AddFile] = field(default_factory=list)
     added: list[AddFile] = field(default_factory=list)
-    metrics: dict[str, int] = field(default_factory=dict)
+    #: files re-validation left out, at apply or before a later batch: {"path", "reason"}
+    dropped: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def version(self) -> int | None:
+        """The last version committed, None when nothing was (a dry run, or nothing to purge)."""
+        return self.versions[-1] if self.versions else None
 
     def to_dict(self) -> dict[str, Any]:
         """The CLI's `--json` shape; `plan` is what `purge(plan=...)` takes to apply a dry run later."""
         plan = self.plan
+        removed = plan.files if self.dry_run else self.removed
         return {
             "dry_run": self.dry_run,
             "version": self.version,
+            "versions": list(self.versions),
             "read_version": plan.version,
-            "num_files_removed": len(plan.files) if self.dry_run else len(self.removed),
+            "num_files_removed": len(removed),
             "num_files_added": None if self.dry_run else len(self.added),
-            "bytes_removed": sum(f.size for f in (plan.files if self.dry_run else self.removed)),
+            "bytes_removed": sum(f.size for f in removed),
             "bytes_added": None if self.dry_run else sum(f.size for f in self.added),
-            "num_deleted_rows_purged": sum(f.deletion_vector.cardinality for f in plan.files if f.deletion_vector),
-            "dropped": list(plan.dropped),
-            "metrics": dict(self.metrics),
+            "num_deleted_rows_purged": sum(f.deletion_vector.cardinality for f in removed if f.deletion_vector),
+            "dropped": list(self.dropped),
+            "metrics": {} if self.dry_run else operation_metrics(self.removed, self.added),
             "plan": plan.to_dict(),
         }
 
@@ -81,6 +97,10 @@ def _candidates(snapshot: Snapshot, where: str | None) -> list[AddFile]:
     return snapshot.files(expr, with_stats=True)
 
 
+def _active(snapshot: Snapshot) -> dict[str, AddFile]:
+    return {canonical_path(f.path): f for f in snapshot.all_files(with_stats=True)}
+
+
 def _check_rows(plan: PurgePlan, added: list[AddFile | None], table: str, version: int) -> None:
     """Each new file holds the rows its inputs show, else nothing commits (a wrong DV read loses or revives rows)."""
     for b, new in zip(plan.bins, added, strict=True):
@@ -88,8 +108,7 @@ def _check_rows(plan: PurgePlan, added: list[AddFile | None], table: str, versio
         got = 0 if new is None else num_records(new)
         if want is not None and got is not None and got != want:
             raise LogCorruptedError(
-                f"PURGE rewrote {len(b.files)} files as one of {got} rows, but they show {want} rows"
-                + _FILES_WRITTEN.format(sum(a is not None for a in added)),
+                f"PURGE rewrote {len(b.files)} files as one of {got} rows, but they show {want} rows",
                 table=table,
                 version=version,
                 file=b.files[0].path,
@@ -104,6 +123,9 @@ def purge(
     dry_run: bool = True,
     plan: Mapping[str, Any] | None = None,
     target_size: int | None = None,
+    max_files: int | None = None,
+    max_bytes: int | None = None,
+    max_commit_bytes: int | None = None,
     max_workers: int | None = None,
     executor: BinRewriter | None = None,
     clock: Callable[[], int] | None = None,
@@ -115,12 +137,18 @@ def purge(
     :param where: a predicate on partition columns (`deltalog files` grammar), as REORG's WHERE.
     :param plan: apply an earlier dry run's `to_dict()["plan"]` (re-validated; the other selection arguments unused).
     :param target_size: bytes per output file (default: `delta.targetFileSize`, else OPTIMIZE's default).
+    :param max_files: with `max_bytes`, a budget of input files and bytes: the bins with most dead bytes go first,
+        the rest are reported over budget.
+    :param max_commit_bytes: commit after each batch of bins of about this many input bytes (progress is kept).
     :param executor: runs the bins (default: the engine's `bin_rewriter(max_workers=...)`).
     :raises UnsupportedFeatureError: the table uses a feature a rewrite cannot preserve (row tracking, ...).
     :raises ConcurrentModificationError: a concurrent commit removed or changed an input.
     :raises LogCorruptedError: an input unreadable, or a new file not holding the rows its inputs show.
     """
     check_bool(dry_run, "dry_run")
+    for name, value in (("max_commit_bytes", max_commit_bytes), ("max_workers", max_workers)):
+        if value is not None:
+            check_int(value, name, minimum=1)
     dlog = DeltaLog.of(table_or_log, storage_options)
     snapshot = dlog.update()
     table = dlog.table_uri
@@ -135,6 +163,8 @@ def purge(
             min_deleted_ratio=min_deleted_ratio,
             predicate=where,
             physical_names=snapshot.physical_partition_columns,
+            max_files=max_files,
+            max_bytes=max_bytes,
         )
     else:
         if not isinstance(plan, Mapping):
@@ -146,30 +176,45 @@ def purge(
                 argument="plan",
                 table=table,
             )
-        active = {canonical_path(f.path): f for f in snapshot.all_files(with_stats=True)}
-        the_plan = revalidate(earlier, active, snapshot.version)
+        the_plan = revalidate(earlier, _active(snapshot), snapshot.version)
         for d in the_plan.dropped:
             log.warning("PURGE of %s: %s left out: %s", table, d["path"], d["reason"])
-    result = PurgeResult(the_plan, dry_run=dry_run)
+    result = PurgeResult(the_plan, dry_run=dry_run, dropped=list(the_plan.dropped))
     if dry_run or not the_plan.bins:
         return result
     run = executor or dlog.engine.bin_rewriter(max_workers=max_workers)
     clock = clock or dlog.clock
-    try:
-        added = run(table_layout(snapshot, table), the_plan.bins, store=dlog.store, clock=clock)
-    except DeltaError as exc:
-        raise _batch_failed(exc, _BINS_WRITTEN, []) from exc
-    _check_rows(the_plan, added, table, snapshot.version)
-    inputs, new = the_plan.files, [a for a in added if a is not None]
-    txn = snapshot.transaction(REORG_OPERATION, operation_parameters([where] if where else []), clock=clock)
-    txn.read_files(inputs).remove(*inputs, data_change=False).add(*new)
-    result.metrics = operation_metrics(inputs, new)
-    try:
-        result.version = txn.commit(operation_metrics=result.metrics)
-    except ConcurrentModificationError as exc:
-        raise _batch_failed(exc, _FILES_WRITTEN.format(len(new)), []) from exc
-    result.removed, result.added = inputs, new
-    log.info("PURGE of %s: version %d replaced %d files with %d", table, result.version, len(inputs), len(new))
+    params = operation_parameters([where] if where else [])
+    for n, bins in enumerate(commit_batches(the_plan.bins, max_commit_bytes)):
+        batch = dataclasses.replace(the_plan, bins=bins, dropped=[], over_budget=[])
+        if n:  # a later batch starts from the latest version, its files re-validated there
+            snapshot = dlog.update()
+            check_can_write(
+                snapshot.protocol, snapshot.metadata, ["optimize", "commit"], table=table, version=snapshot.version
+            )
+            batch = revalidate(batch, _active(snapshot), snapshot.version)
+            result.dropped.extend(batch.dropped)
+            if not batch.bins:
+                continue
+        try:
+            added = run(table_layout(snapshot, table), batch.bins, store=dlog.store, clock=clock)
+        except DeltaError as exc:
+            raise _batch_failed(exc, _BINS_WRITTEN, result.versions) from exc
+        new = [a for a in added if a is not None]
+        try:
+            _check_rows(batch, added, table, snapshot.version)
+        except DeltaError as exc:
+            raise _batch_failed(exc, _FILES_WRITTEN.format(len(new)), result.versions) from exc
+        txn = snapshot.transaction(REORG_OPERATION, params, clock=clock)
+        txn.read_files(batch.files).remove(*batch.files, data_change=False).add(*new)
+        try:
+            version = txn.commit(operation_metrics=operation_metrics(batch.files, new))
+        except ConcurrentModificationError as exc:
+            raise _batch_failed(exc, _FILES_WRITTEN.format(len(new)), result.versions) from exc
+        result.versions.append(version)
+        result.removed.extend(batch.files)
+        result.added.extend(new)
+        log.info("PURGE of %s: version %d replaced %d files with %d", table, version, len(batch.files), len(new))
     return result
 
 

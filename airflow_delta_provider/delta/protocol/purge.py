@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InvalidArgumentError, check_number
+from ..errors import InvalidArgumentError, check_int, check_number
 from .actions import AddFile, canonical_path
 from .optimize import Bin, num_records, pack, partition_key
 
@@ -83,6 +83,8 @@ class PurgePlan:
     bins: list[Bin] = field(default_factory=list)
     #: files of an earlier plan left out at apply: {"path", "reason"}
     dropped: list[dict[str, str]] = field(default_factory=list)
+    #: bins a `max_files`/`max_bytes` budget left for a later run
+    over_budget: list[Bin] = field(default_factory=list)
 
     @property
     def files(self) -> list[AddFile]:
@@ -108,6 +110,8 @@ class PurgePlan:
             "dv_bytes": sum(d.size_in_bytes for d in dvs),
             "files": self.file_list(),
             "dropped": list(self.dropped),
+            "num_files_over_budget": sum(len(b.files) for b in self.over_budget),
+            "bytes_over_budget": sum(b.num_bytes for b in self.over_budget),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -131,6 +135,11 @@ class PurgePlan:
             ) from None
 
 
+def dead_bytes(files: Iterable[AddFile]) -> float:
+    """Bytes of deleted rows, estimated as size x deleted share (a file of unknown row count counts whole)."""
+    return sum(f.size * (1.0 if (r := deleted_ratio(f)) is None else r) for f in files)
+
+
 def plan_purge(
     files: Iterable[AddFile],
     partition_columns: Sequence[str],
@@ -141,10 +150,17 @@ def plan_purge(
     min_deleted_ratio: float = 0.0,
     predicate: str | None = None,
     physical_names: Mapping[str, str] | None = None,
+    max_files: int | None = None,
+    max_bytes: int | None = None,
 ) -> PurgePlan:
     """Files of `files` that need a purge, per exact `partitionValues`, packed up to `target_size` (Spark's REORG
-    packing: small files with vectors share a new file, a large one is rewritten alone)."""
+    packing: small files with vectors share a new file, a large one is rewritten alone). With a budget, the bins
+    with the most dead bytes come first, taken up to `max_files` input files and `max_bytes` input bytes (the
+    first always, so a run progresses); the rest are `over_budget`."""
     ratio = check_number(min_deleted_ratio, "min_deleted_ratio", maximum=1, table=table)
+    for name, limit in (("max_files", max_files), ("max_bytes", max_bytes)):
+        if limit is not None:
+            check_int(limit, name, minimum=1, table=table)
     by_partition: dict[tuple[tuple[str, str | None], ...], list[AddFile]] = {}
     for f in files:
         if needs_purge(f, ratio):
@@ -154,6 +170,14 @@ def plan_purge(
     for key, values in named:
         members = by_partition[values]
         plan.bins.extend(Bin(key, dict(members[0].partition_values), tuple(b)) for b in pack(members, target_size))
+    if max_files is None and max_bytes is None:
+        return plan
+    ranked, plan.bins = sorted(plan.bins, key=lambda b: -dead_bytes(b.files)), []
+    for b in ranked:
+        fits = (max_files is None or len(plan.files) + len(b.files) <= max_files) and (
+            max_bytes is None or sum(f.size for f in plan.files) + b.num_bytes <= max_bytes
+        )
+        (plan.bins if fits or not plan.bins else plan.over_budget).append(b)
     return plan
 
 
