@@ -215,22 +215,15 @@ def check_file_schema(
     file_schema: pa.Schema,
     schema: StructType,
     *,
-    column_mapping_mode: str = "none",
-    partition_columns: Collection[str] = (),
-    allow_shredded_variants: bool = False,
     table: str | None = None,
     version: int | None = None,
     file: str | None = None,
     note: str = "",
+    **options: Any,
 ) -> None:
-    """Raise `SchemaMismatchError` (first field path at fault, plus `note`) unless `file_schema` holds `schema`."""
-    found = schema_mismatches(
-        file_schema,
-        schema,
-        column_mapping_mode=column_mapping_mode,
-        partition_columns=partition_columns,
-        allow_shredded_variants=allow_shredded_variants,
-    )
+    """Raise `SchemaMismatchError` (first field path at fault, plus `note`) unless `file_schema` holds `schema`
+    (`options`: those of `schema_mismatches`)."""
+    found = schema_mismatches(file_schema, schema, **options)
     if not found:
         return
     listed = "; ".join(f"field {p} {r}" for p, r in found[:_LISTED])
