@@ -119,7 +119,7 @@ def _history(dlog: DeltaLog, snapshot: Any, listing: list[Any], limit: int, phys
         when = ts or c.file.modification_time
         if out.last_vacuum is None and op.startswith("VACUUM"):
             out.last_vacuum = LastOperation(c.version, when, op)
-        if op == "OPTIMIZE" and info is not None:
+        if op == "OPTIMIZE" and info is not None and out.last_optimize is None:
             out.last_optimize = LastOperation(c.version, when, op)
             out.changed = set(out.touched)
             out.covered = None if _is_whole_table(info) else _partitions_of_any(actions, columns, physical)

@@ -1,0 +1,134 @@
+"""A table's health from its log alone, checked against delta-rs reading the same tables: files, bytes, rows
+(live rows = numRecords - rows hidden by deletion vectors), tombstones now and later, commits since the
+checkpoint, log files past retention, the last OPTIMIZE and which partitions changed since, what the protocol
+allows, and the requests a scan makes."""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, QueryBuilder, write_deltalake
+
+from airflow_delta_provider.delta.lake import parse_policy, scan, table_health
+from tests.conftest import copy_table
+
+DAY = 86_400_000
+POLICY = parse_policy({"defaults": {"min_small_files": 3}})
+
+
+def _append(path, p: str, n: int = 3, start: int = 0) -> None:
+    data = pa.table({"p": [p] * n, "x": list(range(start, start + n))})
+    write_deltalake(str(path), data, partition_by=["p"], mode="append")
+
+
+@pytest.fixture
+def events(tmp_path):
+    """p=a: six small files, p=b: one."""
+    path = tmp_path / "events"
+    _append(path, "b")
+    for i in range(6):
+        _append(path, "a", start=10 * i)
+    return path
+
+
+def test_counts_match_delta_rs(events):
+    h = table_health(str(events), policy=POLICY)
+    dt = DeltaTable(str(events))
+    adds = pa.table(dt.get_add_actions(flatten=True)).to_pydict()
+    totals = h.to_dict()["totals"]
+    assert totals["num_files"] == len(dt.file_uris()) == 7
+    assert totals["bytes"] == sum(adds["size_bytes"])
+    assert totals["rows"] == dt.to_pyarrow_table().num_rows == 21
+    assert {k: p.num_files for k, p in h.partitions.items()} == {"p=a": 6, "p=b": 1}
+    assert h.partitions["p=a"].small_files == 6 and h.small_file_share == 1.0
+    assert sum(h.histogram.values()) == 7 and set(h.histogram) == {"<1MiB"}
+    assert h.stats_missing_share == 0.0 and totals["dv_rows"] == 0
+    assert (h.version, h.checkpoint_version, h.commits_since_checkpoint) == (6, None, 7)
+    assert h.write_rate_per_day == pytest.approx(7 / 7)
+    assert all(v is None for v in h.refused.values())
+    assert h.last_optimize is None and all(p.changed_since_optimize for p in h.partitions.values())
+
+
+def test_tombstones_now_and_later(events):
+    DeltaTable(str(events)).delete("p = 'a' AND x < 5")  # rewrites the first p=a file: one tombstone
+    h = table_health(str(events), policy=POLICY)
+    a = h.partitions["p=a"]
+    assert (a.tombstone_files_now, a.tombstone_files_later) == (0, 1) and a.tombstone_bytes_later > 0
+    removed_at = h.tombstones_all_reclaimable_at - 7 * DAY
+    later = table_health(str(events), policy=POLICY, now_ms=removed_at + 7 * DAY)
+    assert (later.partitions["p=a"].tombstone_files_now, later.partitions["p=a"].tombstone_bytes_now) == (
+        1,
+        a.tombstone_bytes_later,
+    )
+
+
+def test_checkpoint_tail_and_requests(events):
+    dt = DeltaTable(str(events))
+    dt.create_checkpoint()
+    _append(events, "b")
+    _append(events, "b")
+    h = table_health(str(events), policy=POLICY, history_commits=0)
+    assert (h.checkpoint_version, h.commits_since_checkpoint) == (6, 2)
+    # one listing of _delta_log; `_last_checkpoint`, the checkpoint and each commit after it read once
+    assert h.requests == {"get": 4, "list": 1}
+    assert h.last_checkpoint_timestamp is not None
+
+
+def test_log_files_past_retention(tmp_path):
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"x": [1]}), configuration={"delta.logRetentionDuration": "interval 1 day"})
+    for i in range(4):
+        write_deltalake(str(path), pa.table({"x": [i]}), mode="append")
+    DeltaTable(str(path)).create_checkpoint()  # at version 4
+    assert table_health(str(path)).log_files_past_retention == 0
+    h = table_health(str(path), now_ms=int(time.time() * 1000) + 3 * DAY)
+    assert h.log_files_past_retention == 4 and h.log_bytes_past_retention > 0  # commits 0..3
+
+
+def test_last_optimize_and_what_changed_since(events):
+    DeltaTable(str(events)).optimize.compact()
+    h = table_health(str(events), policy=POLICY)
+    assert h.last_optimize is not None and h.last_optimize.version == 7
+    assert not any(p.changed_since_optimize for p in h.partitions.values())
+    _append(events, "b")
+    h = table_health(str(events), policy=POLICY)
+    assert {k for k, p in h.partitions.items() if p.changed_since_optimize} == {"p=b"}
+    # an OPTIMIZE with a partition filter covers only the partitions it names
+    _append(events, "a")
+    _append(events, "c")
+    DeltaTable(str(events)).optimize.compact(partition_filters=[("p", "=", "a")])
+    h = table_health(str(events), policy=POLICY)
+    assert {k for k, p in h.partitions.items() if p.changed_since_optimize} == {"p=b", "p=c"}
+
+
+def test_deletion_vector_rows_on_the_corpus(tmp_path):
+    names = ("delta-golden/dv-partitioned-with-checkpoint", "delta-kernel-java/basic-dv-with-checkpoint")
+    for name in (*names, "delta-rs/table-with-dv-small"):
+        path = copy_table(name, tmp_path)
+        totals = table_health(str(path)).to_dict()["totals"]
+        assert totals["dv_rows"] > 0
+        live = QueryBuilder().register("t", DeltaTable(str(path))).execute("select count(*) as n from t").read_all()
+        assert totals["rows"] - totals["dv_rows"] == pa.table(live).column("n")[0].as_py()
+
+
+def test_protocol_refusals_and_unreadable_tables_are_reported(tmp_path, events):
+    liquid = copy_table("delta-rs/table_with_liquid_clustering", tmp_path)
+    catalog = copy_table("delta-rs/data_err_logs/table_d", tmp_path)
+    corrupt = tmp_path / "corrupt"
+    write_deltalake(str(corrupt), pa.table({"x": [1]}))
+    write_deltalake(str(corrupt), pa.table({"x": [2]}), mode="append")
+    (corrupt / "_delta_log" / "00000000000000000001.json").write_text('{"add": {"path": ')
+    missing = tmp_path / "missing"
+    result = scan([str(p) for p in (liquid, catalog, corrupt, missing, events)])
+    assert [h.table for h in result.healths] == ["file://" + str(liquid), "file://" + str(events)]
+    refused = result.healths[0].refused
+    assert set(refused) == {"optimize", "vacuum", "checkpoint", "log_cleanup"}
+    assert all(r["error_class"] == "UnsupportedFeatureError" and r["feature"] == "liquid" for r in refused.values())
+    errors = {e["table"].rsplit("/", 1)[-1]: e for e in result.errors}
+    assert (
+        errors["table_d"]["error_class"] == "UnsupportedFeatureError" and errors["table_d"]["feature"] == "catalogOwned"
+    )
+    assert errors["corrupt"]["error_class"] == "MalformedCommitError" and errors["corrupt"]["version"] == 1
+    assert errors["missing"]["error_class"] == "TableNotFoundError"
