@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import random
+import signal
 import struct
+import subprocess
+import sys
 import uuid
 import zlib
 from collections import Counter
@@ -142,6 +146,7 @@ def test_commit_parameters_are_sparks_reorg() -> None:
 
 
 # -- deletion vectors on delta-rs tables ---------------------------------------------------------------------
+REPO = Path(__file__).resolve().parents[2]
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 
 
@@ -402,6 +407,50 @@ def test_a_racing_append_rebases(tmp_path: Path) -> None:
     assert deltars_rows(path) == rows + canonical_rows(extra) and active_dvs(path) == {}
 
 
+KILLED_PURGE = """
+import os, signal, sys
+from airflow_delta_provider.delta.delta_log import DeltaLog
+from airflow_delta_provider.delta.maintenance.purge import purge
+from airflow_delta_provider.delta.storage.local import LocalLogStore
+
+table, point, k = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+class KillingStore(LocalLogStore):
+    # the real local store; the process dies at the k-th commit put, before it starts or once it landed
+    commits = 0
+
+    def put_if_absent(self, path, data):
+        commit = path.endswith(".json") and "_delta_log" in path
+        if commit and point == "before_commit" and self.commits + 1 == k:
+            os.kill(os.getpid(), signal.SIGKILL)
+        super().put_if_absent(path, data)
+        self.commits += commit
+        if commit and point == "after_commit" and self.commits == k:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+purge(DeltaLog(table, store=KillingStore()), dry_run=False, target_size=1, max_commit_bytes=1)
+sys.exit(3)  # not killed
+"""
+
+
+@pytest.mark.parametrize(("point", "k"), [("before_commit", 1), ("after_commit", 1), ("before_commit", 3)])
+def test_kill_9_mid_purge_leaves_a_readable_table_and_a_rerun_finishes(tmp_path: Path, point: str, k: int) -> None:
+    path = dv_table(tmp_path / "t", 16, partitioned=False, files=6)
+    v0, rows, dvs, files_before = DeltaTable(str(path)).version(), deltars_rows(path), active_dvs(path), listing(path)
+    argv = [sys.executable, "-c", KILLED_PURGE, str(path), point, str(k)]
+    proc = subprocess.run(
+        argv, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    committed = k if point == "after_commit" else k - 1
+    assert DeltaTable(str(path)).version() == v0 + committed
+    assert deltars_rows(path) == rows and len(active_dvs(path)) == len(dvs) - committed
+    after = listing(path)
+    assert {p: after.get(p) for p in files_before} == files_before  # nothing changed or deleted
+    rerun = purge(str(path), dry_run=False)
+    assert rerun.version == v0 + committed + 1 and deltars_rows(path) == rows and active_dvs(path) == {}
+
+
 # -- refusals: nothing written ------------------------------------------------------------------------------
 def test_a_rewrite_that_loses_or_revives_rows_is_not_committed(tmp_path: Path) -> None:
     path = dv_table(tmp_path / "t", 9, files=3)
@@ -432,7 +481,16 @@ def test_row_tracking_is_refused_naming_the_feature(tmp_path: Path) -> None:
 
 def test_bad_arguments_are_typed(tmp_path: Path) -> None:
     path = dv_table(tmp_path / "t", 11, files=1)
-    for kwargs in ({"dry_run": "no"}, {"min_deleted_ratio": -0.1}, {"plan": ["x"]}, {"plan": {"version": 0}}):
+    elsewhere = purge(str(dv_table(tmp_path / "u", 12, files=1))).to_dict()["plan"]
+    for kwargs in (
+        {"dry_run": "no"},
+        {"min_deleted_ratio": -0.1},
+        {"max_commit_bytes": 0},
+        {"max_files": 0},
+        {"plan": ["x"]},
+        {"plan": {"version": 0}},
+        {"plan": elsewhere},  # another table's plan
+    ):
         with pytest.raises(InvalidArgumentError):
             purge(str(path), **kwargs)  # type: ignore[arg-type]
 

@@ -170,9 +170,10 @@ def purge(
         if not isinstance(plan, Mapping):
             raise InvalidArgumentError("plan must be a dry run's to_dict()['plan']", argument="plan", table=table)
         earlier = PurgePlan.from_dict(plan)
-        if earlier.version > snapshot.version:
+        if earlier.table != table or earlier.version > snapshot.version:
             raise InvalidArgumentError(
-                f"The plan was made at version {earlier.version}, after the table's latest",
+                f"The plan was made for {earlier.table} at version {earlier.version}, not this table up to its "
+                f"version {snapshot.version}",
                 argument="plan",
                 table=table,
             )
@@ -184,7 +185,7 @@ def purge(
         return result
     run = executor or dlog.engine.bin_rewriter(max_workers=max_workers)
     clock = clock or dlog.clock
-    params = operation_parameters([where] if where else [])
+    params = operation_parameters([the_plan.predicate] if the_plan.predicate else [])
     for n, bins in enumerate(commit_batches(the_plan.bins, max_commit_bytes)):
         batch = dataclasses.replace(the_plan, bins=bins, dropped=[], over_budget=[])
         if n:  # a later batch starts from the latest version, its files re-validated there
