@@ -1,0 +1,152 @@
+"""The lake plan: on a lake of delta-rs tables (and corpus copies) it picks exactly the expected tables,
+partitions and operations and nothing whose gain is nil; refusals, policy skips and unreadable tables are
+reported; a budget takes the most valuable work first; compaction is incremental (from the log)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from airflow_delta_provider.delta.errors import InvalidArgumentError
+from airflow_delta_provider.delta.lake import Budget, Cost, Gain, Task, discover, parse_policy, plan, scan
+from airflow_delta_provider.delta.protocol.lake_plan import PartitionWork, rank, within_budget
+from tests.conftest import copy_table
+
+DAY = 86_400_000
+
+
+def _append(path, p: str | None = None, n: int = 3, **kwargs) -> None:
+    data = pa.table({"p": [p or "x"] * n, "x": list(range(n))})
+    write_deltalake(str(path), data, partition_by=["p"] if p else None, mode="append", **kwargs)
+
+
+@pytest.fixture
+def lake(tmp_path):
+    root = tmp_path / "lake"
+    _append(root / "healthy")
+    for _ in range(6):
+        _append(root / "sales" / "small", "a")
+    _append(root / "sales" / "small", "b")
+    _append(root / "gone" / "tombstones")
+    DeltaTable(str(root / "gone" / "tombstones")).delete("x < 1")
+    for _ in range(12):
+        _append(root / "deep" / "er" / "longlog")
+    _append(root / "old", configuration={"delta.logRetentionDuration": "interval 1 day"})
+    for _ in range(3):
+        _append(root / "old")
+    DeltaTable(str(root / "old")).create_checkpoint()
+    for _ in range(3):
+        _append(root / "untouchable")
+    copy_table("delta-rs/table_with_liquid_clustering", root)
+    corrupt = root / "corrupt"
+    _append(corrupt)
+    _append(corrupt)
+    (corrupt / "_delta_log" / "00000000000000000001.json").write_text("{not json")
+    (root / "empty").mkdir()
+    return root
+
+
+POLICY = {
+    "defaults": {"min_small_files": 3},
+    "never_unattended": ["vacuum"],
+    "tables": [
+        {"match": "*/deep/er/longlog", "min_small_files": 100},
+        {"match": "*/old", "disabled": ["optimize"]},
+    ],
+    "never_touch": ["*/untouchable"],
+}
+
+
+def _uri(root, name: str) -> str:
+    return "file://" + str(root / name)
+
+
+def test_the_plan_picks_exactly_the_work_with_a_gain(lake):
+    found = discover([str(lake)])
+    assert len(found.tables) == 8 and found.errors == []
+    policy = parse_policy(POLICY)
+    result = scan(found.tables, policy=policy, now_ms=int(time.time() * 1000) + 8 * DAY)
+    lake_plan = plan(result.healths, errors=result.errors)
+    got = {(t.table, t.operation, t.partitions) for t in lake_plan.tasks}
+    assert got == {
+        (_uri(lake, "sales/small"), "optimize", ("p=a",)),
+        (_uri(lake, "gone/tombstones"), "vacuum", ()),
+        (_uri(lake, "deep/er/longlog"), "checkpoint", ()),
+        (_uri(lake, "old"), "log_cleanup", ()),
+    }
+    assert all(t.gain.value > 0 and t.cost.total_requests > 0 and t.cost.seconds > 0 for t in lake_plan.tasks)
+    assert [t.needs_approval for t in lake_plan.tasks if t.operation == "vacuum"] == [True]
+    optimize = next(t for t in lake_plan.tasks if t.operation == "optimize")
+    # six small files into one: a footer and a body read each, and the GET of a commit read while committing
+    assert (optimize.gain.files_removed, optimize.cost.requests["get"]) == (5, 13)
+    skipped = {(s["table"].rsplit("/", 1)[-1], s.get("operation"), s.get("error_class")) for s in lake_plan.skipped}
+    assert skipped == {
+        ("untouchable", None, None),
+        ("old", "optimize", None),
+        ("table_with_liquid_clustering", "optimize", "UnsupportedFeatureError"),
+    }
+    assert [(e["table"], e["error_class"]) for e in lake_plan.errors] == [
+        (_uri(lake, "corrupt"), "MalformedCommitError")
+    ]
+    out = json.loads(json.dumps(lake_plan.to_dict()))  # the `deltalog lake plan --json` shape, plain JSON
+    assert {"tasks", "skipped", "errors"} <= set(out)
+    assert {"table", "operation", "partitions", "cost", "gain"} <= set(out["tasks"][0])
+
+
+def test_compaction_is_incremental(tmp_path):
+    path = tmp_path / "t"
+    for _ in range(6):
+        _append(path, "a")
+    for _ in range(3):
+        _append(path, "b")
+    policy = parse_policy({"defaults": {"min_small_files": 2}})
+
+    def planned() -> set[str]:
+        return {p for t in plan(scan([str(path)], policy=policy).healths).tasks for p in t.partitions}
+
+    assert planned() == {"p=a", "p=b"}
+    # an OPTIMIZE with a small target leaves several files per partition: all still "small" for the policy
+    DeltaTable(str(path)).optimize.compact(target_size=1100)
+    h = scan([str(path)], policy=policy).healths[0]
+    assert all(p.small_files >= 2 for p in h.partitions.values())
+    assert planned() == set()  # nothing changed since that OPTIMIZE
+    _append(path, "b")
+    assert planned() == {"p=b"}
+
+
+def _task(name: str, value: int, requests: int = 10, parts: tuple[PartitionWork, ...] = ()) -> Task:
+    cost = Cost(100, 100, 0, {"get": requests}, 1.0)
+    return Task(name, "optimize", tuple(w.partition for w in parts), cost, Gain(files_removed=value), parts=parts)
+
+
+def test_a_budget_for_half_the_work_takes_the_most_valuable_half():
+    tasks = [_task(f"t{v}", v) for v in (3, 8, 1, 5, 2, 7)]
+    taken, deferred = within_budget(tasks, Budget(requests=30))
+    assert [t.table for t in taken] == ["t8", "t7", "t5"] and [t.table for t in deferred] == ["t3", "t2", "t1"]
+    assert [t.table for t in rank(tasks)] == ["t8", "t7", "t5", "t3", "t2", "t1"]
+    by_bytes, _ = within_budget(tasks, Budget(bytes=600))
+    by_time, _ = within_budget(tasks, Budget(seconds=1.5, parallelism=2))
+    assert [t.table for t in by_bytes] == [t.table for t in by_time] == ["t8", "t7", "t5"]
+    assert within_budget(tasks, Budget())[0] == rank(tasks)
+
+
+def test_an_optimize_too_big_for_the_budget_keeps_its_most_valuable_partitions():
+    def work(p: str, value: int) -> PartitionWork:
+        return PartitionWork(p, 10, Cost(0, 0, 0, {"get": 10}, 0.1), Gain(files_removed=value))
+
+    parts = (work("p=1", 9), work("p=2", 5), work("p=3", 1))
+    big = _task("t", 15, requests=33, parts=parts)
+    taken, deferred = within_budget([big], Budget(requests=25))
+    assert [t.partitions for t in taken] == [("p=1", "p=2")] and taken[0].gain.files_removed == 14
+    assert [t.partitions for t in deferred] == [("p=3",)]
+    assert taken[0].cost.total_requests <= 25
+
+
+@pytest.mark.parametrize("bad", [{"bytes": -1}, {"requests": "10"}, {"seconds": True}, {"parallelism": 0}])
+def test_bad_budgets(bad):
+    with pytest.raises(InvalidArgumentError):
+        Budget(**bad)
