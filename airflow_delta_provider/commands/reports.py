@@ -7,21 +7,28 @@ client. jinja2 and matplotlib are imported only for HTML; Markdown needs neither
 
 from __future__ import annotations
 
-import io
 import itertools
-import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..delta.protocol.history import format_ms
+from .charts import (
+    age_chart,
+    checks_chart,
+    human_bytes,
+    human_hours,
+    partition_chart,
+    short,
+    size_chart,
+    tombstone_partitions,
+    vacuum_chart,
+    vacuum_partitions,
+    versions_chart,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import jinja2
     import pyarrow as pa
-    from markupsafe import Markup
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
     from ..delta.snapshot import Snapshot
 
@@ -29,10 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
 REPORT_KINDS = ("tombstones", "snapshot", "vacuum")
 #: Most rows an HTML table shows (largest first where there is an order); the JSON has them all.
 MAX_TABLE_ROWS = 500
-#: Most partitions the per-partition chart shows.
-MAX_CHART_PARTITIONS = 20
 
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 _HOUR_MS = 3_600_000
 #: Upper edges (hours) of the deletion-age buckets; the retention window is added as one more edge.
 AGE_EDGES_HOURS = (1, 6, 24, 48, 72, 168, 336, 720, 2160, 4320, 8760)
@@ -41,32 +45,9 @@ SIZE_EDGES_BYTES = (
     *(4**k * 1024 for k in range(6)),  # 1 KiB, 4 KiB, ... 1 MiB
     *(2**k * 1024**2 for k in range(1, 13)),  # 2 MiB ... 4 GiB
 )
-# Paul Tol's colour-blind safe palette.
-_BLUE, _RED, _GREEN, _GREY = "#4477AA", "#EE6677", "#228833", "#BBBBBB"
 
 
 # -- numbers ---------------------------------------------------------------------------------------------
-def human_bytes(n: int | float | None) -> str:
-    """`33554432` -> `32 MiB`, `1536` -> `1.5 KiB`, `12` -> `12 B` (binary units, one decimal at most)."""
-    if n is None:
-        return "-"
-    size = abs(float(n))
-    divisor, unit = _byte_unit(size)
-    text = f"{size:.0f}" if unit == "B" else f"{size / divisor:.1f}".removesuffix(".0")
-    return f"{'-' if n < 0 else ''}{text} {unit}"
-
-
-def human_hours(hours: float | None) -> str:
-    """`1` -> `1 h`, `168` -> `7 d`, `0.5` -> `30 min`."""
-    if hours is None:
-        return "-"
-    if hours < 1:
-        return f"{hours * 60:.3g} min"
-    if hours < 48:
-        return f"{hours:.3g} h"
-    return f"{hours / 24:.3g} d"
-
-
 def _ms(value: int | None) -> str:
     return "-" if value is None else format_ms(value)
 
@@ -83,16 +64,6 @@ def _when(ms: int | None) -> str:
 
 def _percent(ratio: float | None) -> str:
     return "-" if ratio is None else f"{100 * ratio:.1f} %"
-
-
-def _byte_unit(largest: float) -> tuple[float, str]:
-    """(divisor, unit) that shows `largest` bytes as a number below 1024."""
-    divisor, unit = 1.0, "B"
-    for candidate in _UNITS[1:]:
-        if largest < divisor * 1024:
-            break
-        divisor, unit = divisor * 1024, candidate
-    return divisor, unit
 
 
 # -- histograms (pure: Arrow columns in, JSON-able dicts out) --------------------------------------------
@@ -329,11 +300,6 @@ def _snapshot_markdown(result: Mapping[str, Any]) -> tuple[str, list[str], list[
     return f"Snapshot report: {result['table']}", lines, sections
 
 
-def _vacuum_partitions(result: Mapping[str, Any]) -> list[tuple[str, Mapping[str, int]]]:
-    parts = (result.get("partitions") or {}).items()
-    return sorted(parts, key=lambda kv: (-kv[1]["bytes"], kv[0]))
-
-
 def _vacuum_markdown(result: Mapping[str, Any]) -> tuple[str, list[str], list[_Section]]:
     retention_h = result["retention_ms"] / _HOUR_MS
     lines = [
@@ -355,7 +321,7 @@ def _vacuum_markdown(result: Mapping[str, Any]) -> tuple[str, list[str], list[_S
             lines.append(f"Kept after re-validation: {len(result['dropped'])} planned files")
         if result.get("audit_versions"):
             lines.append(f"Audit commits: versions {', '.join(map(str, result['audit_versions']))}")
-    rows = [[k or "(table root)", p["files"], human_bytes(p["bytes"])] for k, p in _vacuum_partitions(result)]
+    rows = [[k or "(table root)", p["files"], human_bytes(p["bytes"])] for k, p in vacuum_partitions(result)]
     return f"VACUUM report: {result['table']}", lines, [("Per directory", ["directory", "files", "bytes"], rows)]
 
 
@@ -380,268 +346,6 @@ def _check_kind(kind: str) -> str:
     return kind
 
 
-# -- charts ----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Chart:
-    """One inline SVG chart: `id` (unique in the page), title, a sentence saying what it shows."""
-
-    id: str
-    title: str
-    description: str
-    svg: Markup
-
-
-def _figure(height: float) -> Figure:
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(10, height), layout="constrained")
-
-
-def _axes(height: float) -> tuple[Figure, Axes]:
-    fig = _figure(height)
-    ax = fig.add_subplot()
-    _style(ax)
-    return fig, ax
-
-
-_SVG_START = re.compile(r"<svg\b")
-
-
-def _chart(fig: Figure, chart_id: str, title: str, description: str) -> Chart:
-    """`fig` as inline SVG: text kept as text (selectable, scalable), ids salted per chart so several
-    charts share a page, no XML prolog or creation date."""
-    import matplotlib
-    from markupsafe import Markup, escape
-
-    buf = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": chart_id}):
-        fig.savefig(buf, format="svg", metadata={"Date": None})
-    text = buf.getvalue()
-    start = _SVG_START.search(text)
-    assert start is not None, "matplotlib wrote no <svg> element"
-    svg = text[start.start() :]
-    open_end = svg.index(">") + 1
-    head = svg[:open_end].replace("<svg", f'<svg role="img" aria-labelledby="{chart_id}-title"', 1)
-    svg = f'{head}<title id="{chart_id}-title">{escape(title)}</title>{svg[open_end:]}'
-    return Chart(chart_id, title, description, Markup(svg))
-
-
-def _style(ax: Axes) -> None:
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    ax.set_axisbelow(True)
-
-
-def _short(text: str, limit: int = 40) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _ranked_bars(
-    ranked: Sequence[tuple[str, Mapping[str, Any]]], root: str, segments: Sequence[tuple[str, str, str | None]]
-) -> tuple[Figure, Axes, Any, int]:
-    """Horizontal stacked bars of the `MAX_CHART_PARTITIONS` largest of `ranked` ((key, stats), largest
-    first), one segment per (stats key, colour, legend label); the figure, axes, last bars and shown count."""
-    shown = ranked[:MAX_CHART_PARTITIONS]
-    divisor, unit = _byte_unit(max(sum(p[key] for key, _, _ in segments) for _, p in shown))
-    fig, ax = _axes(1.2 + 0.32 * len(shown))
-    labels = [_short(k or root) for k, _ in shown][::-1]
-    left = [0.0] * len(shown)
-    for key, color, label in segments:
-        values = [p[key] / divisor for _, p in shown][::-1]
-        bars = ax.barh(labels, values, left=left, color=color, label=label)
-        left = [a + b for a, b in zip(left, values, strict=True)]
-    ax.set_xlabel(f"{'bytes of tombstones' if len(segments) > 1 else 'bytes'} ({unit})")
-    ax.grid(axis="x", color="#dddddd")
-    return fig, ax, bars, len(shown)
-
-
-def _of_largest(shown: int, total: int, what: str) -> str:
-    return f" (the {shown} largest of {total} {what})." if total > shown else "."
-
-
-def _tombstone_partitions(report: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    """Partitions by reclaimable bytes, then retained bytes, largest first."""
-    parts = (report.get("partitions") or {}).items()
-    return sorted(parts, key=lambda kv: (-kv[1]["reclaimable_bytes"], -kv[1]["retained_bytes"], kv[0]))
-
-
-def _partition_chart(report: Mapping[str, Any]) -> Chart | None:
-    ranked = _tombstone_partitions(report)
-    if not ranked or not report.get("num_tombstones"):
-        return None
-    segments = [
-        ("reclaimable_bytes", _RED, "past retention (reclaimable by VACUUM)"),
-        ("retained_bytes", _BLUE, "retained"),
-    ]
-    fig, ax, _, shown = _ranked_bars(ranked, "(unpartitioned)", segments)
-    ax.legend(loc="lower right", frameon=False, fontsize="small")
-    description = "Bytes of removed files per partition, largest reclaimable first"
-    description += _of_largest(shown, len(ranked), "partitions")
-    return _chart(fig, "chart-partitions", "Reclaimable bytes per partition", description)
-
-
-def _vacuum_chart(result: Mapping[str, Any]) -> Chart | None:
-    ranked = [(k, p) for k, p in _vacuum_partitions(result) if p["files"]]
-    if not ranked:
-        return None
-    fig, ax, bars, shown = _ranked_bars(ranked, "(table root)", [("bytes", _RED, None)])
-    ax.bar_label(bars, labels=[f"{p['files']:,} files" for _, p in ranked[:shown]][::-1], fontsize="x-small", padding=3)
-    ax.margins(x=0.12)
-    dry_run = result.get("dry_run", True)
-    description = f"Bytes VACUUM {'would delete' if dry_run else 'deleted'} per directory, largest first"
-    description += _of_largest(shown, len(ranked), "directories")
-    title = "Files to delete per directory" if dry_run else "Files deleted per directory"
-    return _chart(fig, "chart-vacuum", title, description)
-
-
-def _range_label(lo: float, hi: float | None, fmt: Callable[[float], str]) -> str:
-    if hi is None:
-        return f"≥ {fmt(lo)}"
-    if lo == 0:
-        return f"< {fmt(hi)}"
-    return f"{fmt(lo)}\N{EN DASH}{fmt(hi)}"
-
-
-def _bar_chart(
-    labels: Sequence[str],
-    heights: Sequence[float],
-    colors: Sequence[str],
-    bar_labels: Sequence[str],
-    ylabel: str,
-    xlabel: str,
-) -> tuple[Figure, Axes]:
-    """Vertical bars with a label each, and their x labels slanted."""
-    fig, ax = _axes(3.6)
-    bars = ax.bar(range(len(labels)), heights, color=colors)
-    ax.bar_label(bars, labels=bar_labels, fontsize="x-small", padding=2)
-    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize="small")
-    ax.set_ylabel(ylabel)
-    ax.set_xlabel(xlabel)
-    ax.grid(axis="y", color="#dddddd")
-    ax.margins(y=0.15)
-    return fig, ax
-
-
-def _edge_line(ax: Axes, flags: Sequence[bool], text: str) -> None:
-    """A dashed line between the last bar with a false flag and the first with a true one."""
-    index = next((i for i, f in enumerate(flags) if f), len(flags))
-    x = index - 0.5
-    ax.axvline(x, color="#333333", linestyle="--", linewidth=1)
-    ax.annotate(text, (x, 1), xycoords=("data", "axes fraction"), xytext=(4, -2), textcoords="offset points",
-                va="top", fontsize="small")  # fmt: skip
-
-
-def _age_chart(report: Mapping[str, Any]) -> Chart | None:
-    hist = report.get("deletion_age_histogram")
-    if not hist or not (hist["buckets"] or hist["without_timestamp"]["count"]):
-        return None
-    buckets = [
-        (
-            _range_label(b["min_hours"], b["max_hours"], human_hours),
-            b["bytes"],
-            b["count"],
-            _RED if b["expired"] else _BLUE,
-        )
-        for b in hist["buckets"]
-    ]
-    if hist["without_timestamp"]["count"]:
-        buckets.append(("no timestamp", hist["without_timestamp"]["bytes"], hist["without_timestamp"]["count"], _GREY))
-    labels, values, counts, colors = zip(*buckets, strict=True)
-    divisor, unit = _byte_unit(max([*values, 1]))
-    xlabel = "age of the tombstone (time since the file was removed); bar labels: files"
-    bar_labels = [f"{c:,}" if c else "" for c in counts]
-    fig, ax = _bar_chart(labels, [v / divisor for v in values], colors, bar_labels, f"bytes ({unit})", xlabel)
-    if hist["buckets"]:
-        _edge_line(ax, [b["expired"] for b in hist["buckets"]], f"retention {human_hours(hist['retention_hours'])}")
-    description = (
-        "Bytes of removed files by how long ago they were removed. Right of the dashed line they are past "
-        "the retention window: VACUUM may delete them."
-    )
-    return _chart(fig, "chart-deletion-ages", "Deletion age against the retention cutoff", description)
-
-
-def _versions_chart(rows: Sequence[Mapping[str, Any]]) -> Chart | None:
-    rows = [r for r in rows if r.get("num_files") is not None]
-    if not rows:
-        return None
-    from matplotlib.ticker import MaxNLocator
-
-    versions = [r["version"] for r in rows]
-    divisor, unit = _byte_unit(max(r["size_bytes"] or 0 for r in rows))
-    marker = "o" if len(rows) <= 60 else None
-    fig = _figure(4.2)
-    files_ax, bytes_ax = fig.subplots(2, 1, sharex=True)
-    for ax in (files_ax, bytes_ax):
-        _style(ax)
-        ax.grid(color="#eeeeee")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    files_ax.plot(versions, [r["num_files"] for r in rows], color=_BLUE, marker=marker, label="active files")
-    if all(r.get("small_files") is not None for r in rows):
-        small = [r["small_files"] for r in rows]
-        files_ax.plot(versions, small, color=_RED, marker=marker, linestyle="--", label="small files")
-    files_ax.set_ylabel("files")
-    files_ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    files_ax.legend(frameon=False, fontsize="small")
-    bytes_ax.plot(versions, [(r["size_bytes"] or 0) / divisor for r in rows], color=_GREEN, marker=marker)
-    bytes_ax.set_ylabel(f"size ({unit})")
-    files_top = max(max(r["num_files"] for r in rows), 1)
-    bytes_top = max(max((r["size_bytes"] or 0) for r in rows) / divisor, 1)
-    files_ax.set_ylim(0, files_top * 1.1)  # from zero: a few more files should look like a few more
-    bytes_ax.set_ylim(0, bytes_top * 1.1)
-    bytes_ax.set_xlabel("table version")
-    if len(versions) == 1:
-        files_ax.set_xlim(versions[0] - 1, versions[0] + 1)
-    description = f"Active files and their total size at {'each checked version' if len(rows) > 1 else 'this version'}."
-    return _chart(fig, "chart-versions", "Files and bytes over versions", description)
-
-
-def _size_chart(result: Mapping[str, Any]) -> Chart | None:
-    hist = result.get("file_size_histogram")
-    if not hist or not hist["num_files"]:
-        return None
-    from matplotlib.ticker import MaxNLocator
-
-    buckets = hist["buckets"]
-    fig, ax = _bar_chart(
-        [_range_label(b["min_bytes"], b["max_bytes"], human_bytes) for b in buckets],
-        [b["count"] for b in buckets],
-        [_RED if b["small"] else _BLUE for b in buckets],
-        [human_bytes(b["bytes"]) if b["count"] else "" for b in buckets],
-        "files",
-        "file size; bar labels: bytes in the bucket",
-    )
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    _edge_line(ax, [not b["small"] for b in buckets], f"small-file threshold {human_bytes(hist['small_file_bytes'])}")
-    description = "Active files by size. Left of the dashed line they count as small files (OPTIMIZE compacts them)."
-    return _chart(fig, "chart-file-sizes", "File sizes", description)
-
-
-def _checks_chart(result: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> Chart | None:
-    commit = result.get("commit_checks")
-    if not commit or not rows:
-        return None
-    from matplotlib.ticker import MaxNLocator
-
-    versions = [r["version"] for r in rows]
-    failed = [len(r["failed_checks"]) for r in rows]
-    fig, ax = _axes(2.6)
-    ax.bar(versions, failed, color=_RED, width=0.8, label="failed checks")
-    passed = [v for v, n in zip(versions, failed, strict=True) if not n]
-    ax.plot(passed, [0] * len(passed), linestyle="none", marker="o", color=_GREEN, label="all checks passed")
-    missing = list(commit.get("missing_versions") or ()) + list(commit.get("unchecked_versions") or ())
-    if missing:
-        ax.plot(missing, [0] * len(missing), linestyle="none", marker="x", color=_GREY, label="not checked")
-    ax.set_ylim(bottom=-0.3, top=max([*failed, 1]) + 0.5)
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylabel("failed checks")
-    ax.set_xlabel("table version")
-    ax.grid(axis="y", color="#eeeeee")
-    ax.legend(frameon=False, fontsize="small", loc="upper left")
-    description = "How many checks failed at each version of the range (state checks and commit checks)."
-    return _chart(fig, "chart-checks", "Check results per version", description)
-
-
 # -- HTML ------------------------------------------------------------------------------------------------
 def _environment() -> jinja2.Environment:
     try:
@@ -656,7 +360,7 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(bytes=human_bytes, hours=human_hours, when=_when, percent=_percent, short=_short)
+    env.filters.update(bytes=human_bytes, hours=human_hours, when=_when, percent=_percent, short=short)
     return env
 
 
@@ -671,8 +375,8 @@ def _tombstone_context(report: Mapping[str, Any]) -> dict[str, Any]:
         "title": f"Tombstone report: {report['table']}",
         "r": report,
         "retention": _retention_text(report["retention"], short=True),
-        **_capped("partitions", _tombstone_partitions(report)),
-        "charts": [c for c in (_partition_chart(report), _age_chart(report)) if c is not None],
+        **_capped("partitions", tombstone_partitions(report)),
+        "charts": [c for c in (partition_chart(report), age_chart(report)) if c is not None],
     }
 
 
@@ -695,7 +399,7 @@ def _failed_items(result: Mapping[str, Any]) -> list[str]:
 def _snapshot_context(result: Mapping[str, Any]) -> dict[str, Any]:
     rows = _version_rows(result)
     commit = result.get("commit_checks") or {}
-    charts = [c for c in (_versions_chart(rows), _size_chart(result), _checks_chart(result, rows)) if c is not None]
+    charts = [c for c in (versions_chart(rows), size_chart(result), checks_chart(result, rows)) if c is not None]
     return {
         "title": f"Snapshot report: {result['table']}",
         "r": result,
@@ -717,9 +421,9 @@ def _vacuum_context(result: Mapping[str, Any]) -> dict[str, Any]:
         "r": result,
         "dry_run": dry_run,
         "retention_hours": result["retention_ms"] / _HOUR_MS,
-        **_capped("partitions", _vacuum_partitions(result)),
+        **_capped("partitions", vacuum_partitions(result)),
         **_capped("files", files),
-        "charts": [c for c in (_vacuum_chart(result),) if c is not None],
+        "charts": [c for c in (vacuum_chart(result),) if c is not None],
     }
 
 
