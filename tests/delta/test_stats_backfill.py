@@ -19,7 +19,7 @@ import pyarrow.dataset as ds
 import pytest
 
 deltalake = pytest.importorskip("deltalake")
-from conftest import copy_table  # noqa: E402
+from conftest import CORPUS, copy_table  # noqa: E402
 from deltalake import DeltaTable, QueryBuilder, write_deltalake  # noqa: E402
 from support.faults import RacingStore  # noqa: E402
 
@@ -338,3 +338,64 @@ def test_an_unreadable_file_changes_nothing(tmp_path: Path) -> None:
     with pytest.raises(LogCorruptedError):
         backfill_stats(str(path), dry_run=False)
     assert log_versions(path) == before
+
+
+#: Corpus tables (Spark, Databricks, delta-rs and kernel writers: column mapping id/name, deletion vectors,
+#: nested and all primitive types, INT96 and millisecond timestamps, partitions, checkpoints) whose written
+#: stats we recompute exactly from the data once they are stripped.
+SAME_STATS = (
+    "delta-golden/basic-decimal-table-legacy",
+    "delta-golden/data-reader-nested-struct",
+    "delta-golden/data-reader-timestamp_ntz-id-mode",
+    "delta-golden/decimal-various-scale-precision",
+    "delta-golden/dv-with-columnmapping",
+    "delta-golden/kernel-timestamp-INT96",
+    "delta-golden/kernel-timestamp-TIMESTAMP_MILLIS",
+    "delta-golden/parquet-all-types",
+    "delta-golden/table-with-columnmapping-mode-name",
+    "delta-golden/type-widening-nested",
+    "delta-kernel-java/basic-dv-with-checkpoint",
+    "delta-rs/partition-type-primitives",
+    "delta-rs/table_with_edge_timestamps",
+    "delta-rs/table_with_null_stats_in_notnull_struct",
+    "delta-spark/identity_test_written_by_version_5",
+)
+
+
+@pytest.mark.parametrize("name", SAME_STATS)
+def test_corpus_stats_recomputed_as_written(name: str, tmp_path: Path) -> None:
+    path = copy_table(name, tmp_path)
+    written = stats_by_path(path)
+    strip_stats(path)
+    backfill_stats(str(path), dry_run=False)
+    recomputed = stats_by_path(path)
+    for file, stats in written.items():
+        if stats is not None and stats.get("tightBounds") is not False:
+            assert recomputed[file] == stats, file
+    assert backfill_stats(str(path)).plan.files == []
+
+
+def test_int96_dates_past_2262_keep_their_bounds(tmp_path: Path) -> None:
+    """Read at nanoseconds, 9999-12-31 wraps to 1816: such a max would let readers skip matching files."""
+    path = copy_table("delta-rs/table_with_edge_timestamps", tmp_path)
+    strip_stats(path)
+    backfill_stats(str(path), dry_run=False)
+    bounds = [s["maxValues"]["BIG_DATE"] for s in stats_by_path(path).values() if s is not None]
+    assert len(bounds) == 2 and all(b.startswith("9999-12-") for b in bounds)
+
+
+def test_columns_added_by_schema_evolution_make_files_stale(tmp_path: Path) -> None:
+    """Files written before a column was added have no stats for it; recomputed, its null count is the rows'."""
+    path = copy_table("delta-golden/log-replay-latest-metadata-protocol", tmp_path)
+    plan = backfill_stats(str(path)).plan
+    assert plan.counts()[STALE] == 2
+    backfill_stats(str(path), dry_run=False)
+    stats = stats_by_path(path)
+    assert all(s["nullCount"]["col2"] == s["numRecords"] for s in (stats[f.add.path] for f in plan.files) if s)
+    assert our_files(path, "col2 is not null") == 2  # the old files are pruned now
+
+
+def test_extra_stats_are_not_stale(tmp_path: Path) -> None:
+    """A table now indexing no column: files with stats for columns it no longer names are left alone."""
+    plan = backfill_stats(str(CORPUS / "delta-golden/data-skipping-change-stats-collected-across-versions")).plan
+    assert plan.num_files_checked == 3 and plan.files == []
