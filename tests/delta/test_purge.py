@@ -253,6 +253,8 @@ def test_purge_removes_every_vector_and_keeps_every_row(tmp_path: Path, seed: in
     assert all(not next(iter(a.values()))["dataChange"] for a in actions)
     removes = [a["remove"] for a in actions if "remove" in a]
     assert {r["path"] for r in removes} == set(dvs) and all(r["deletionVector"] for r in removes)
+    week = 7 * 86_400_000  # delta.deletedFileRetentionDuration's default: the old bytes stay until VACUUM after it
+    assert 0 <= result.erasable_after_ms - max(r["deletionTimestamp"] for r in removes) - week < 1000
     assert DeltaTable(str(path)).history(1)[0]["operation"] == "REORG"
     again = purge(str(path), dry_run=False)  # idempotent: nothing left to purge
     assert again.version is None and not again.plan.bins
@@ -475,6 +477,14 @@ def test_row_tracking_is_refused_naming_the_feature(tmp_path: Path) -> None:
     _with_protocol(path, ["deletionVectors", "rowTracking", "domainMetadata"], {"delta.enableRowTracking": "true"})
     files = listing(path)
     with pytest.raises(UnsupportedFeatureError, match="rowTracking"):
+        purge(str(path), dry_run=False)
+    assert listing(path) == files
+
+
+def test_a_table_whose_features_a_rewrite_cannot_keep_is_refused(tmp_path: Path) -> None:
+    path = copy_table("delta-rs/table_with_liquid_clustering", tmp_path)
+    files = listing(path)
+    with pytest.raises(UnsupportedFeatureError, match="liquid"):
         purge(str(path), dry_run=False)
     assert listing(path) == files
 

@@ -55,6 +55,9 @@ class PurgeResult:
     added: list[AddFile] = field(default_factory=list)
     #: files re-validation left out, at apply or before a later batch: {"path", "reason"}
     dropped: list[dict[str, str]] = field(default_factory=list)
+    #: when VACUUM may first delete the old files and vectors (the last removes' time plus the table's
+    #: `delta.deletedFileRetentionDuration`): until then the purged rows stay on storage, for time travel
+    erasable_after_ms: int | None = None
 
     @property
     def version(self) -> int | None:
@@ -76,6 +79,7 @@ class PurgeResult:
             "bytes_added": None if self.dry_run else sum(f.size for f in self.added),
             "num_deleted_rows_purged": sum(f.deletion_vector.cardinality for f in removed if f.deletion_vector),
             "dropped": list(self.dropped),
+            "erasable_after_ms": self.erasable_after_ms,
             "metrics": {} if self.dry_run else operation_metrics(self.removed, self.added),
             "plan": plan.to_dict(),
         }
@@ -207,12 +211,14 @@ def purge(
         except DeltaError as exc:
             raise _batch_failed(exc, _FILES_WRITTEN.format(len(new)), result.versions) from exc
         txn = snapshot.transaction(REORG_OPERATION, params, clock=clock)
+        removed_at = clock()
         txn.read_files(batch.files).remove(*batch.files, data_change=False).add(*new)
         try:
             version = txn.commit(operation_metrics=operation_metrics(batch.files, new))
         except ConcurrentModificationError as exc:
             raise _batch_failed(exc, _FILES_WRITTEN.format(len(new)), result.versions) from exc
         result.versions.append(version)
+        result.erasable_after_ms = removed_at + snapshot.tombstone_retention_ms
         result.removed.extend(batch.files)
         result.added.extend(new)
         log.info("PURGE of %s: version %d replaced %d files with %d", table, version, len(batch.files), len(new))
