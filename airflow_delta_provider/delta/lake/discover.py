@@ -46,6 +46,10 @@ def error_dict(exc: BaseException, **where: Any) -> dict[str, Any]:
 
 
 def _walk(prefix: str, store: CountingStore, max_depth: int, concurrency: int, out: Discovery) -> None:
+    """Walk one prefix; when it holds no table, a missing bucket is told from an empty prefix (a listing answers
+    both alike) by one HEAD of the bucket (`BucketNotFoundError`)."""
+    before = len(out.tables)
+
     def level(folder: str) -> tuple[str, bool, list[str]]:
         names = [e.name.rstrip("/") for e in store.list_level(folder) if e.is_dir]
         return folder, LOG_DIR in names, [n for n in names if not n.startswith(("_", "."))]
@@ -64,6 +68,10 @@ def _walk(prefix: str, store: CountingStore, max_depth: int, concurrency: int, o
             if not below:
                 break
             frontier = below
+    check_bucket = getattr(store.inner, "check_bucket", None)
+    if len(out.tables) == before and check_bucket is not None:
+        store.requests["head"] += 1
+        check_bucket()
 
 
 def discover(

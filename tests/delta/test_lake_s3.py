@@ -1,0 +1,45 @@
+"""The lake library on the loopback S3 server: discovery through delimited listings at two depths, a missing
+bucket reported as `BucketNotFoundError` beside the tables found, and the same health and plan as on disk."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from airflow_delta_provider.delta.lake import discover, parse_policy, plan, scan
+
+
+@pytest.fixture(scope="module")
+def s3():
+    pytest.importorskip("moto.server")
+    pytest.importorskip("s3fs")
+    from support.s3_server import create_bucket, start_moto_server
+
+    with start_moto_server() as server:
+        create_bucket(server, "lake")
+        yield server
+
+
+def test_scan_and_plan_on_s3(s3):
+    from support.s3_server import deltalake_storage_options, s3_storage_options, write_sample_table
+
+    key = f"l-{uuid.uuid4().hex[:8]}"
+    rs = deltalake_storage_options(s3)
+    write_sample_table(f"s3://lake/{key}/one", rs, commits=4)
+    write_sample_table(f"s3://lake/{key}/a/b/two", rs, commits=1, partition_by=None)
+    options = s3_storage_options(s3)
+    missing = f"s3://no-such-bucket-{uuid.uuid4().hex[:6]}/lake"
+    found = discover([missing, f"s3://lake/{key}"], storage_options=options)
+    assert found.tables == [f"s3://lake/{key}/a/b/two", f"s3://lake/{key}/one"]
+    assert [(e["prefix"], e["error_class"]) for e in found.errors] == [(missing, "BucketNotFoundError")]
+
+    result = scan(found.tables, policy=parse_policy({"defaults": {"min_small_files": 3}}), storage_options=options)
+    assert result.errors == []
+    one = next(h for h in result.healths if h.table.endswith("/one"))
+    assert {k: p.num_files for k, p in one.partitions.items()} == {"part=a": 4, "part=b": 4}
+    assert one.requests["list"] == 1 and one.commits_since_checkpoint == 4
+    tasks = plan(result.healths).tasks
+    assert {(t.table.rsplit("/", 1)[-1], t.operation, t.partitions) for t in tasks} == {
+        ("one", "optimize", ("part=a", "part=b"))
+    }
