@@ -1,0 +1,348 @@
+"""OPTIMIZE ZORDER BY: the key and column rules over values, then the operation on tables delta-rs wrote,
+read back by delta-rs.
+
+What must hold: the same rows after (delta-rs reads them), every version before still readable, stats
+on the new files, the files' [min, max] ranges on the columns far less overlapping and a 1 % range query on
+either column keeping at most 45 % of 200+ files on values spanning 2^40 (delta-rs's own z_order on the same
+table is measured beside it); bad columns, clustered tables and partitions over the memory limit refused
+with nothing written; a racing append rebased, a racing delete of an input refused with nothing lost.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+deltalake = pytest.importorskip("deltalake")
+from conftest import copy_table  # noqa: E402
+from deltalake import DeltaTable, write_deltalake  # noqa: E402
+
+from airflow_delta_provider.delta.delta_log import DeltaLog  # noqa: E402
+from airflow_delta_provider.delta.engines.local_zorder import local_zorder_rewriter  # noqa: E402
+from airflow_delta_provider.delta.errors import (  # noqa: E402
+    ConcurrentDeleteReadError,
+    InvalidArgumentError,
+    OperationNotAllowedError,
+    ResourceLimitError,
+)
+from airflow_delta_provider.delta.maintenance.optimize import optimize  # noqa: E402
+from airflow_delta_provider.delta.protocol.actions import DomainMetadata  # noqa: E402
+from airflow_delta_provider.delta.protocol.schema import StructType  # noqa: E402
+from airflow_delta_provider.delta.protocol.zorder import (  # noqa: E402
+    check_not_clustered,
+    column_bits,
+    file_ranges,
+    interleave,
+    output_count,
+    overlap,
+    range_ids,
+    resolve_columns,
+    row_slices,
+    zorder_key,
+)
+
+
+# -- the rules over values ----------------------------------------------------------------------------------
+def test_range_ids_keep_order_nulls_first_and_spread():
+    rng = random.Random(3)
+    values = [rng.choice([None, *range(-50, 50)]) for _ in range(500)]
+    ids = range_ids(pa.array(values, pa.int64()), 8).to_pylist()
+    pairs = sorted((v, i) for v, i in zip(values, ids, strict=True) if v is not None)
+    assert all(a[1] <= b[1] for a, b in itertools.pairwise(pairs)), "order kept"
+    assert all(i == 0 for v, i in zip(values, ids, strict=True) if v is None)
+    assert {v: i for v, i in pairs}.__len__() == len(set(i for _, i in pairs)), "distinct values, distinct ids"
+    assert max(ids) >= 250, "ids spread over the 8 bits"
+    # strings order on their whole value, beyond any prefix
+    long = ["x" * 40 + c for c in "dacb"]
+    assert range_ids(pa.array(long), 4).to_pylist() == [12, 3, 9, 6]  # ranks 4 1 3 2 of 5 slots (0: null)
+
+
+def test_interleave_is_msb_first_round_robin():
+    # x=0b10, y=0b01 with 2 bits: x1 y1 x0 y0 = 1 0 0 1
+    assert interleave([pa.array([2], pa.uint64()), pa.array([1], pa.uint64())], 2).to_pylist() == [0b1001]
+    assert interleave([pa.array([3], pa.uint64()), pa.array([0], pa.uint64())], 2).to_pylist() == [0b1010]
+    assert column_bits(2, 1_000_000) == 20 and column_bits(1, 10**12) == 32 and column_bits(5, 10**9) == 12
+
+
+def test_zorder_key_on_a_grid_is_the_z_curve():
+    xs, ys = zip(*itertools.product(range(4), range(4)), strict=True)
+    key = zorder_key([pa.array(xs), pa.array(ys)]).to_pylist()
+    order = [p for _, p in sorted(zip(key, zip(xs, ys, strict=True), strict=True))]
+    assert order[:4] == [(0, 0), (0, 1), (1, 0), (1, 1)]  # the first quadrant first
+    assert order[-1] == (3, 3)
+
+
+def test_row_slices_and_output_count():
+    assert row_slices(10, 3) == [(0, 4), (4, 3), (7, 3)]
+    assert row_slices(2, 5) == [(0, 1), (1, 1)]
+    assert output_count(0, 100) == 1 and output_count(250, 100) == 3 and output_count(100, 100) == 1
+
+
+def test_overlap_equals_the_pairwise_count():
+    rng = random.Random(7)
+    for _ in range(50):
+        ranges: list[Any] = []
+        for _ in range(rng.randrange(1, 30)):
+            a, b = sorted(rng.randrange(100) for _ in range(2))
+            ranges.append(None if rng.random() < 0.1 else (a, b))
+        brute = sum(
+            1
+            for i, j in itertools.permutations(range(len(ranges)), 2)
+            if ranges[i] is None or ranges[j] is None or (ranges[i][0] <= ranges[j][1] and ranges[j][0] <= ranges[i][1])
+        )
+        assert overlap(ranges) == brute
+
+
+SCHEMA = StructType.from_json(
+    {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "Part", "type": "string", "nullable": True, "metadata": {}},
+            {"name": "s", "type": {"type": "struct", "fields": [{"name": "a", "type": "integer"}]}, "metadata": {}},
+            {"name": "arr", "type": {"type": "array", "elementType": "long", "containsNull": True}, "metadata": {}},
+            {"name": "late", "type": "string", "nullable": True, "metadata": {}},
+        ],
+    }
+)
+
+
+def test_resolve_columns_refuses_naming_the_column():
+    cols, no_stats = resolve_columns("ID, s.a", SCHEMA, ["Part"], {})
+    assert [(c.name, c.physical_path, c.type_name) for c in cols] == [
+        ("id", ("id",), "long"),
+        ("s.a", ("s", "a"), "integer"),
+    ]
+    assert no_stats == []
+    for bad, named in (("part", "partition column"), ("nope", "does not exist"), ("arr", "array"), ("s", "struct")):
+        with pytest.raises(InvalidArgumentError, match=named) as info:
+            resolve_columns([bad], SCHEMA, ["Part"], {})
+        assert info.value.argument == "zorder_by" and repr(bad) in str(info.value)
+    with pytest.raises(InvalidArgumentError, match="twice"):
+        resolve_columns(["id", "ID"], SCHEMA, ["Part"], {})
+    with pytest.raises(InvalidArgumentError, match="at least one"):
+        resolve_columns([], SCHEMA, ["Part"], {})
+    # only the first indexed column gets stats: `late` is reported, as Spark warns on it
+    assert resolve_columns(["id", "late"], SCHEMA, ["Part"], {"delta.dataSkippingNumIndexedCols": "1"})[1] == ["late"]
+
+
+def test_clustered_tables_are_refused_by_domain():
+    check_not_clustered({})
+    check_not_clustered({"delta.clustering": DomainMetadata("delta.clustering", "{}", removed=True)})
+    with pytest.raises(OperationNotAllowedError, match=r"delta\.clustering"):
+        check_not_clustered({"delta.clustering": DomainMetadata("delta.clustering", '{"clusteringColumns":[]}')})
+
+
+# -- tables ------------------------------------------------------------------------------------------------
+def batch(rng: random.Random, n: int, span: int = 2**40) -> pa.Table:
+    def maybe(v: Any) -> Any:
+        return None if rng.random() < 0.05 else v
+
+    return pa.table(
+        {
+            "x": pa.array([maybe(rng.randrange(span)) for _ in range(n)], pa.int64()),
+            "y": pa.array([maybe(rng.randrange(span)) for _ in range(n)], pa.int64()),
+            "name": pa.array([maybe(f"user_{rng.randrange(10**7):08d}") for _ in range(n)]),
+            "f": pa.array([rng.random() for _ in range(n)]),
+            "part": pa.array([rng.choice(["a", "b"]) for _ in range(n)]),
+        }
+    )
+
+
+def make_table(path: Path, *, files: int = 12, rows: int = 400, seed: int = 1) -> Path:
+    rng = random.Random(seed)
+    for _ in range(files):
+        write_deltalake(str(path), batch(rng, rows), mode="append", partition_by=["part"])
+    return path
+
+
+def rows(path: Path, version: int | None = None) -> Counter:
+    """What delta-rs reads (through DataFusion: its `to_pyarrow_table` refuses deletion vectors)."""
+    query = deltalake.QueryBuilder().register("t", DeltaTable(str(path), version=version))
+    data = pa.table(query.execute("SELECT * FROM t").read_all())
+    return Counter(json.dumps(r, sort_keys=True, default=str) for r in data.to_pylist())
+
+
+def log_files(path: Path) -> list[str]:
+    return sorted(p.name for p in (path / "_delta_log").iterdir())
+
+
+def data_files(path: Path) -> set[str]:
+    return {str(p.relative_to(path)) for p in path.rglob("*.parquet") if "_delta_log" not in p.parts}
+
+
+def overlap_of(adds: Any, column: str) -> tuple[int, float]:
+    """The overlap summed over partitions, and as a share of the ordered file pairs in each partition."""
+    by_part: dict[Any, list] = {}
+    for a in adds:
+        by_part.setdefault(tuple(sorted(a.partition_values.items())), []).append(a)
+    total = sum(overlap(file_ranges(files, [column])) for files in by_part.values())
+    return total, total / sum(len(f) * (len(f) - 1) for f in by_part.values())
+
+
+def test_zorder_same_rows_old_versions_readable_stats_and_overlap_drop(tmp_path: Path):
+    path = make_table(tmp_path / "t")
+    versions = {v: rows(path, v) for v in range(DeltaTable(str(path)).version() + 1)}
+    before_files = list(DeltaLog(str(path)).update().all_files())
+    logs = log_files(path)
+
+    planned = optimize(str(path), zorder_by=["x", "y"], target_size=3_000, dry_run=True)
+    assert log_files(path) == logs, "a dry run commits nothing"
+    summary = planned.to_dict()
+    assert summary["zorder_by"] == ["x", "y"] and summary["num_files_removed"] == len(before_files)
+    assert summary["zorder_overlap"]["x"]["after"] is None
+
+    result = optimize(str(path), zorder_by="x,y", target_size=3_000)
+    assert result.version is not None
+    assert rows(path) == versions[max(versions)], "delta-rs reads the same rows"
+    for v, expected in versions.items():
+        assert rows(path, v) == expected, f"version {v} still readable in delta-rs"
+    # every file of every partition rewritten, files of about the target size
+    assert {f.path for f in result.removed} == {f.path for f in before_files}
+    assert len(result.added) > 2 and all(a.size < 2 * 3_000 for a in result.added)
+    for a in result.added:
+        stats = json.loads(a.stats)
+        assert stats["numRecords"] > 0 and {"x", "y", "name"} <= set(stats["minValues"]) & set(stats["maxValues"])
+    # the commit Delta Spark writes
+    commit = [json.loads(x) for x in (path / "_delta_log" / f"{result.version:020d}.json").read_text().splitlines()]
+    info = next(a["commitInfo"] for a in commit if "commitInfo" in a)
+    assert info["operation"] == "OPTIMIZE" and info["operationParameters"]["zOrderBy"] == '["x", "y"]'
+    assert all(a[k]["dataChange"] is False for a in commit for k in ("add", "remove") if k in a)
+    assert DeltaTable(str(path)).history(1)[0]["operation"] == "OPTIMIZE"
+    # the ranges on both columns stop overlapping
+    after_files = list(DeltaLog(str(path)).update().all_files())
+    for column in ("x", "y"):
+        (before, before_share), (after, after_share) = overlap_of(before_files, column), overlap_of(after_files, column)
+        assert before_share > 0.9 and after_share < before_share / 2, (column, before_share, after_share)
+        assert result.to_dict()["zorder_overlap"][column] == {"before": before, "after": after}
+
+
+def files_kept(adds: list, column: str, lo: int, hi: int) -> float:
+    """The share of files whose [min, max] on `column` meets [lo, hi] (unknown stats: kept)."""
+    ranges = file_ranges(adds, [column])
+    return sum(1 for r in ranges if r is None or (r[0] <= hi and lo <= r[1])) / len(ranges)
+
+
+def test_a_one_percent_range_reads_under_45_percent_of_200_files(tmp_path: Path):
+    """Values spanning 2^40 (where delta-rs's byte key barely prunes); our file index and the stats agree."""
+    rng = random.Random(11)
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    for _ in range(4):
+        data = batch(rng, 60_000).drop_columns(["part"])
+        for p in (ours, theirs):
+            write_deltalake(str(p), data, mode="append")
+    # delta-rs cuts files at its write batches (1024 rows) at the least: ours get the same number of files
+    DeltaTable(str(theirs)).optimize.z_order(["x", "y"], target_size=1)
+    their_adds = list(DeltaLog(str(theirs)).update().all_files())
+    in_bytes = sum(f.size for f in DeltaLog(str(ours)).update().all_files())
+    optimize(str(ours), zorder_by=["x", "y"], target_size=in_bytes // len(their_adds))
+    snap = DeltaLog(str(ours)).update()
+    adds = list(snap.all_files())
+    assert len(adds) >= 200 and abs(len(adds) - len(their_adds)) <= 2
+    share: dict[str, list[float]] = {"x": [], "y": [], "index": [], "delta-rs": []}
+    for _ in range(20):
+        for column in ("x", "y"):
+            lo = rng.randrange(2**40 - 2**40 // 100)
+            hi = lo + 2**40 // 100
+            share[column].append(files_kept(adds, column, lo, hi))
+            share["delta-rs"].append(files_kept(their_adds, column, lo, hi))
+            kept = snap.files(f"{column} >= {lo} AND {column} <= {hi}")
+            share["index"].append(len(kept) / len(adds))
+    mean = {k: sum(v) / len(v) for k, v in share.items()}
+    logging.getLogger(__name__).warning(
+        "1%% range, share of files kept: %s (files: ours %d, delta-rs %d)", mean, len(adds), len(their_adds)
+    )
+    assert mean["x"] <= 0.45 and mean["y"] <= 0.45, mean
+    assert abs(mean["index"] - (mean["x"] + mean["y"]) / 2) < 0.02, "the file index prunes as the stats say"
+    assert mean["x"] < mean["delta-rs"] and mean["y"] < mean["delta-rs"]
+    assert rows(ours) == rows(theirs)
+
+
+def test_refusals_leave_the_table_untouched(tmp_path: Path, caplog: pytest.LogCaptureFixture):
+    path = make_table(tmp_path / "t", files=3, rows=50)
+    logs, files = log_files(path), data_files(path)
+    for bad in (["part"], ["nope"], ["x", "x"]):
+        with pytest.raises(InvalidArgumentError) as info:
+            optimize(str(path), zorder_by=bad)
+        assert info.value.argument == "zorder_by"
+    # over the memory limit: refused before anything is read or written, naming the Spark engine
+    with pytest.raises(ResourceLimitError, match="Spark engine") as info:
+        optimize(str(path), zorder_by=["x"], executor=local_zorder_rewriter(memory_limit_bytes=1000))
+    assert "part=" in str(info.value)
+    assert log_files(path) == logs and data_files(path) == files
+    # a column without statistics is a warning, not a refusal
+    one = tmp_path / "one"
+    write_deltalake(str(one), batch(random.Random(2), 10), configuration={"delta.dataSkippingNumIndexedCols": "1"})
+    with caplog.at_level(logging.WARNING):
+        optimize(str(one), zorder_by=["x", "f"], dry_run=True)
+    assert "no statistics" in caplog.text and "'f'" in caplog.text
+
+
+def test_clustered_table_refused(tmp_path: Path):
+    path = make_table(tmp_path / "t", files=2, rows=20)
+    version = DeltaTable(str(path)).version() + 1
+    domain = {"domainMetadata": {"domain": "delta.clustering", "configuration": '{"clusteringColumns":[["x"]]}',
+                                 "removed": False}}  # fmt: skip
+    info = {"commitInfo": {"timestamp": 1, "operation": "CLUSTER BY"}}
+    (path / "_delta_log" / f"{version:020d}.json").write_text(json.dumps(domain) + "\n" + json.dumps(info) + "\n")
+    logs = log_files(path)
+    with pytest.raises(OperationNotAllowedError, match=r"delta\.clustering"):
+        optimize(str(path), zorder_by=["x"])
+    assert log_files(path) == logs
+
+
+def _racing(action: Any) -> Any:
+    """A ZORDER executor that runs `action` (another writer) after rewriting, before the commit."""
+    inner = local_zorder_rewriter(1)
+
+    def run(layout, bins, columns, **kw):
+        out = inner(layout, bins, columns, **kw)
+        action()
+        return out
+
+    return run
+
+
+def test_racing_append_is_rebased_and_kept(tmp_path: Path):
+    path = make_table(tmp_path / "t", files=4, rows=100)
+    extra = batch(random.Random(5), 30)
+    expected = rows(path) + Counter(json.dumps(r, sort_keys=True, default=str) for r in extra.to_pylist())
+    race = _racing(lambda: write_deltalake(str(path), extra, mode="append", partition_by=["part"]))
+    result = optimize(str(path), zorder_by=["x", "y"], executor=race, target_size=10_000)
+    assert result.version == DeltaTable(str(path)).version()
+    assert rows(path) == expected, "the racing append's rows are all there, once"
+
+
+def test_racing_delete_of_an_input_is_refused_with_nothing_lost(tmp_path: Path):
+    path = make_table(tmp_path / "t", files=4, rows=100)
+    logs_before = len(log_files(path))
+    race = _racing(lambda: DeltaTable(str(path)).delete("part = 'a' AND x > 1000"))
+    with pytest.raises(ConcurrentDeleteReadError, match="left for VACUUM"):
+        optimize(str(path), zorder_by=["x", "y"], executor=race)
+    assert len(log_files(path)) == logs_before + 1, "only the delete committed"
+    assert DeltaTable(str(path)).history(1)[0]["operation"] == "DELETE"
+    remaining = DeltaTable(str(path)).to_pyarrow_table()
+    assert remaining.num_rows > 0 and all(
+        r["x"] is None or r["x"] <= 1000 for r in remaining.to_pylist() if r["part"] == "a"
+    )
+
+
+@pytest.mark.parametrize("name", ["delta-golden/dv-partitioned-with-checkpoint", "delta-golden/dv-with-columnmapping"])
+def test_corpus_tables_with_dvs_and_column_mapping(tmp_path: Path, name: str):
+    path = copy_table(name, tmp_path)
+    before = rows(path)
+    snap = DeltaLog(str(path)).update()
+    parts = {c.casefold() for c in snap.partition_columns}
+    column = next(f.name for f in snap.schema.fields if isinstance(f.type, str) and f.name.casefold() not in parts)
+    result = optimize(str(path), zorder_by=[column], target_size=1024)
+    assert result.version is not None
+    assert rows(path) == before
+    assert all(a.deletion_vector is None for a in result.added)
