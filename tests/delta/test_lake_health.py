@@ -132,3 +132,17 @@ def test_protocol_refusals_and_unreadable_tables_are_reported(tmp_path, events):
     )
     assert errors["corrupt"]["error_class"] == "MalformedCommitError" and errors["corrupt"]["version"] == 1
     assert errors["missing"]["error_class"] == "TableNotFoundError"
+
+
+def test_every_corpus_table_is_a_health_or_a_typed_error():
+    """The whole read-only corpus (scans only read): nothing escapes as an untyped exception."""
+    from airflow_delta_provider.delta.errors import ERROR_CLASSES
+    from airflow_delta_provider.delta.lake import discover
+    from tests.conftest import CORPUS
+
+    found = discover([str(CORPUS)])
+    assert len(found.tables) > 250 and found.errors == []
+    result = scan(found.tables)
+    assert len(result.healths) + len(result.errors) == len(found.tables)
+    assert {e["error_class"] for e in result.errors} <= set(ERROR_CLASSES)
+    assert len(result.healths) > 200

@@ -69,13 +69,15 @@ def _tombstones(snapshot: Any, physical: Mapping[str, str]) -> Iterable[Tombston
         yield Tombstone(key, size or 0, ts or 0)
 
 
-def _partitions_of(actions: Iterable[Action], columns: tuple[str, ...], physical: Mapping[str, str]) -> set[str]:
-    """Partitions a commit changed data in (dataChange adds and removes)."""
-    out = set()
-    for a in actions:
-        if isinstance(a, AddFile | RemoveFile) and a.data_change:
-            out.add(partition_key(dict(a.partition_values or {}), columns, physical) if columns else "")
-    return out
+def _partitions_of(
+    actions: Iterable[Action], columns: tuple[str, ...], physical: Mapping[str, str], *, data_change_only: bool
+) -> set[str]:
+    """Partitions a commit's adds and removes are in (only those that change data, when asked)."""
+    return {
+        partition_key(dict(a.partition_values or {}), columns, physical) if columns else ""
+        for a in actions
+        if isinstance(a, AddFile | RemoveFile) and (a.data_change or not data_change_only)
+    }
 
 
 def _is_whole_table(info: CommitInfo) -> bool:
@@ -122,20 +124,13 @@ def _history(dlog: DeltaLog, snapshot: Any, listing: list[Any], limit: int, phys
         if op == "OPTIMIZE" and info is not None and out.last_optimize is None:
             out.last_optimize = LastOperation(c.version, when, op)
             out.changed = set(out.touched)
-            out.covered = None if _is_whole_table(info) else _partitions_of_any(actions, columns, physical)
+            whole = _is_whole_table(info)
+            out.covered = None if whole else _partitions_of(actions, columns, physical, data_change_only=False)
         if out.last_optimize is not None and out.last_vacuum is not None:
             break
         if out.last_optimize is None:
-            out.touched |= _partitions_of(actions, columns, physical)
+            out.touched |= _partitions_of(actions, columns, physical, data_change_only=True)
     return out
-
-
-def _partitions_of_any(actions: Iterable[Action], columns: tuple[str, ...], physical: Mapping[str, str]) -> set[str]:
-    return {
-        partition_key(dict(a.partition_values or {}), columns, physical) if columns else ""
-        for a in actions
-        if isinstance(a, AddFile | RemoveFile)
-    }
 
 
 def table_health(
@@ -159,15 +154,16 @@ def table_health(
     conf = snapshot.metadata.configuration
     tp = (policy or LakePolicy()).for_table(dlog.table_uri, conf)
     physical = snapshot.physical_partition_columns
+    cutoff = now - tp.deleted_file_retention_ms
+    tombstones = list(_tombstones(snapshot, physical))
     partitions = summarize_partitions(
         _active_files(snapshot, physical),
-        _tombstones(snapshot, physical),
+        tombstones,
         small_file_bytes=tp.small_file_bytes,
         max_deleted_rows_ratio=tp.max_deleted_rows_ratio,
-        retention_cutoff_ms=now - tp.deleted_file_retention_ms,
+        retention_cutoff_ms=cutoff,
     )
-    later = [t for t in _tombstones(snapshot, physical) if t.deletion_timestamp > now - tp.deleted_file_retention_ms]
-    all_at = max((t.deletion_timestamp for t in later), default=None)
+    all_at = max((t.deletion_timestamp for t in tombstones if t.deletion_timestamp > cutoff), default=None)
     hist = _history(dlog, snapshot, listing, history_commits, physical)
     if hist.last_optimize is not None and hist.changed is not None:
         for key, p in partitions.items():
