@@ -286,6 +286,24 @@ def test_refusals_leave_the_table_untouched(tmp_path: Path, caplog: pytest.LogCa
     assert "no statistics" in caplog.text and "'f'" in caplog.text
 
 
+def test_rows_decoding_over_the_limit_are_refused_while_read(tmp_path: Path):
+    """A dictionary-encoded column makes tiny files decode large: the check on decoded rows refuses the
+    partition although its files' bytes fit, before any file is written."""
+    path = tmp_path / "t"
+    wide = pa.table({"x": pa.array(range(20_000), pa.int64()), "s": pa.array(["w" * 200] * 20_000)})
+    write_deltalake(str(path), wide)
+    write_deltalake(str(path), wide, mode="append")
+    file_bytes = sum(f.size for f in DeltaLog(str(path)).update().all_files())
+    logs, files = log_files(path), data_files(path)
+    limit = 4 * file_bytes  # the up-front check (2x the files) passes; 2x the decoded rows (~8 MB) does not
+    assert 2 * wide.nbytes > limit
+    with pytest.raises(ResourceLimitError, match="Spark engine"):
+        optimize(str(path), zorder_by=["x"], executor=local_zorder_rewriter(memory_limit_bytes=limit))
+    assert log_files(path) == logs and data_files(path) == files
+    optimize(str(path), zorder_by=["x"], executor=local_zorder_rewriter(memory_limit_bytes=10 * 2 * wide.nbytes))
+    assert rows(path) == Counter(json.dumps(r, sort_keys=True, default=str) for r in wide.to_pylist() * 2)
+
+
 def test_clustered_table_refused(tmp_path: Path):
     path = make_table(tmp_path / "t", files=2, rows=20)
     version = DeltaTable(str(path)).version() + 1

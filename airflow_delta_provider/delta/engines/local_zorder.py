@@ -1,9 +1,11 @@
 """The local engine's ZORDER executor: each partition read whole, sorted by its z-order key and cut into
 files of about the target size (rules: `protocol.zorder`; file checks and encoding: `write.data_files`).
 
-A partition is sorted in memory, so every bin is checked against the memory limit before any file is read
-or written: one whose estimate is over it is refused with a `ResourceLimitError` naming the Spark engine,
-never left to run the worker out of memory. Partitions run concurrently only as far as the limit allows.
+A partition is sorted in memory, so it is held to the memory limit twice: before anything is read, on its
+files' bytes (decoded rows are never smaller than their Parquet); while its files are read, on the decoded
+rows (which a dictionary-encoded column can make 100x the file). Over it, a `ResourceLimitError` names the
+Spark engine before any file is written, never leaving the worker to run out of memory. Partitions run
+concurrently only as far as the limit allows, each within its share.
 """
 
 from __future__ import annotations
@@ -31,15 +33,28 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..write.data_files import TableLayout
     from . import ZOrderRewriter
 
-#: Bytes of memory a partition's sort is assumed to need per byte of its Parquet files: the decoded rows
-#: twice (read, then sorted) at up to ~3x Parquet's compression, plus one output file's encoding. Measured
-#: peaks (`tests/delta/test_zorder.py`, pyarrow's pool) stay under it.
-MEMORY_FACTOR = 8
+#: Copies of a partition's decoded rows its sort holds at once (read, then sorted by `take`); one output
+#: file's rows and encoding come on top, bounded by the target size.
+MEMORY_FACTOR = 2
 
 
 def memory_needed(bin_: Bin) -> int:
-    """The bytes sorting `bin_` in this process is assumed to need."""
+    """The least memory sorting `bin_` needs: its rows decoded twice, decoded rows no smaller than the files."""
     return MEMORY_FACTOR * bin_.num_bytes
+
+
+def _over_limit(layout: TableLayout, bin_: Bin, needed: int, limit: int, what: str) -> ResourceLimitError:
+    mib = 1024 * 1024
+    return ResourceLimitError(
+        f"ZORDER sorts a partition in memory: partition {bin_.partition or '(unpartitioned)'} "
+        f"({bin_.num_bytes / mib:,.1f} MiB in {len(bin_.files)} files) needs {what} {needed / mib:,.1f} MiB, "
+        f"over the {limit / mib:,.1f} MiB the local engine's memory limit leaves it. Use the Spark engine "
+        "(engine='spark', --engine spark), select fewer partitions with where, or raise "
+        "LocalEngine(memory_limit_bytes=...); no file was written for it",
+        table=layout.table_uri,
+        version=layout.version,
+        file=bin_.files[0].path,
+    )
 
 
 def _materialized(data: pa.Table, layout: TableLayout) -> bool:
@@ -64,6 +79,7 @@ def zorder_bin(
     *,
     target_size: int,
     now_ms: Callable[[], int],
+    memory_limit: int | None = None,
 ) -> list[AddFile]:
     """Rewrite every file of `bin_` (one partition) sorted by the z-order key of `columns`, as files of about
     `target_size` (`dataChange=false`; none when deletion vectors deleted every row).
@@ -71,17 +87,29 @@ def zorder_bin(
     :raises LogCorruptedError: an input unreadable, or not holding the table's schema (named).
     :raises SchemaMismatchError: a new file's footer does not hold the table schema (that file not written).
     :raises StorageError: a new file could not be written.
+    :raises ResourceLimitError: the decoded rows, twice, would not fit in `memory_limit` (nothing written).
     """
     table = layout.table_uri
-    read = [(f, read_data_file(store, table, f)) for f in bin_.files]
-    in_files = bool(layout.partition_columns) and any(_materialized(data, layout) for _, data in read)
-    tables = [
-        physical_table(
-            data, layout, partition_values=bin_.partition_values, partition_columns_in_files=in_files, file=f.path
+    in_files = False
+    tables: list[pa.Table] = []
+    decoded = 0
+    for f in bin_.files:
+        data = read_data_file(store, table, f)
+        if layout.partition_columns and not in_files and _materialized(data, layout):
+            in_files = True  # then every file's rows carry them (filled from partition values where absent)
+            values = bin_.partition_values
+            tables = [
+                physical_table(t, layout, partition_values=values, partition_columns_in_files=True) for t in tables
+            ]
+        tables.append(
+            physical_table(
+                data, layout, partition_values=bin_.partition_values, partition_columns_in_files=in_files, file=f.path
+            )
         )
-        for f, data in read
-    ]
-    del read
+        del data
+        decoded += tables[-1].nbytes
+        if memory_limit is not None and MEMORY_FACTOR * decoded > memory_limit:
+            raise _over_limit(layout, bin_, MEMORY_FACTOR * decoded, memory_limit, "at least")
     try:
         data = pa.concat_tables(tables)
         del tables
@@ -140,8 +168,8 @@ def zorder_bin(
 
 
 def local_zorder_rewriter(max_workers: int | None = None, memory_limit_bytes: int | None = None) -> ZOrderRewriter:
-    """Partitions on a thread pool of at most `max_workers`, and no more at once than the memory limit holds
-    for the largest; a partition over the limit alone is refused before anything is read."""
+    """Partitions on a thread pool of at most `max_workers`, no more at once than the memory limit holds for
+    the largest, each within its share of the limit; a partition over it alone is refused before any is read."""
 
     def run(
         layout: TableLayout,
@@ -154,28 +182,19 @@ def local_zorder_rewriter(max_workers: int | None = None, memory_limit_bytes: in
     ) -> list[list[AddFile]]:
         if not bins:
             return []
-        largest = max(bins, key=memory_needed)
-        workers = max_workers or min(len(bins), os.cpu_count() or 1)
+        workers = min(len(bins), max_workers or os.cpu_count() or 1)
+        share = None
         if memory_limit_bytes is not None:
-            needed = memory_needed(largest)
-            if needed > memory_limit_bytes:
-                mib = 1024 * 1024
-                raise ResourceLimitError(
-                    f"ZORDER sorts a partition in memory: partition {largest.partition or '(unpartitioned)'} "
-                    f"({largest.num_bytes / mib:,.0f} MiB in {len(largest.files)} files) needs about "
-                    f"{needed / mib:,.0f} MiB, over the local engine's memory limit of "
-                    f"{memory_limit_bytes / mib:,.0f} MiB. Use the Spark engine (engine='spark', --engine "
-                    "spark), select fewer partitions with where, or raise LocalEngine(memory_limit_bytes=...)",
-                    table=layout.table_uri,
-                    version=layout.version,
-                    file=largest.files[0].path,
-                )
-            workers = max(1, min(workers, memory_limit_bytes // max(1, needed)))
+            largest = max(bins, key=memory_needed)
+            if memory_needed(largest) > memory_limit_bytes:
+                raise _over_limit(layout, largest, memory_needed(largest), memory_limit_bytes, "at least")
+            workers = max(1, min(workers, memory_limit_bytes // max(1, memory_needed(largest))))
+            share = memory_limit_bytes // workers
 
         def one(b: Bin) -> list[AddFile]:
-            return zorder_bin(store, layout, b, columns, target_size=target_size, now_ms=clock)
+            return zorder_bin(store, layout, b, columns, target_size=target_size, now_ms=clock, memory_limit=share)
 
-        if workers <= 1 or len(bins) == 1:
+        if workers == 1:
             return [one(b) for b in bins]
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zorder") as pool:
             futures = [pool.submit(one, b) for b in bins]
