@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
-from airflow_delta_provider.delta.lake import parse_policy, scan, table_health
+from airflow_delta_provider.delta.lake import parse_policy, plan, scan, table_health
 from tests.conftest import copy_table
 
 DAY = 86_400_000
@@ -146,3 +146,21 @@ def test_every_corpus_table_is_a_health_or_a_typed_error():
     assert len(result.healths) + len(result.errors) == len(found.tables)
     assert {e["error_class"] for e in result.errors} <= set(ERROR_CLASSES)
     assert len(result.healths) > 200
+
+
+def test_untracked_files_on_request(events):
+    import os
+
+    DeltaTable(str(events)).delete("p = 'a' AND x < 5")  # a tombstoned file stays on disk: tracked
+    old = events / "p=a" / "orphan.parquet"
+    old.write_bytes(b"x" * 100)
+    os.utime(old, (time.time() - 10 * 86_400,) * 2)
+    (events / "p=b" / "young.parquet").write_bytes(b"y" * 10)
+    (events / "_hidden").mkdir()
+    (events / "_hidden" / "kept").write_bytes(b"z")
+    assert table_health(str(events)).untracked is None
+    h = table_health(str(events), untracked=True)
+    assert h.untracked == {"files": 2, "bytes": 110, "reclaimable_files": 1, "reclaimable_bytes": 100}
+    assert h.requests["list"] == 2  # the log's listing and one page of the table's
+    vacuum = [t for t in plan([h]).tasks if t.operation == "vacuum"]
+    assert [(t.cost.files_deleted, t.gain.bytes_reclaimed) for t in vacuum] == [(1, 100)]

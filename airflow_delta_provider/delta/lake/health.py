@@ -1,11 +1,13 @@
 """A table's health from its log alone: one listing of `_delta_log`, `_last_checkpoint`, the checkpoint and each
 commit after it read once (`CountingStore`), no data file; a few older commits only to find the last OPTIMIZE
-and VACUUM (`history_commits`). The counting rules are in `protocol.lake_health`.
+and VACUUM (`history_commits`). The counting rules are in `protocol.lake_health`. Untracked files need a listing
+of the whole table, so they are counted only on request (`untracked=True`), priced in list requests.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -20,7 +22,9 @@ from ..protocol.lake_policy import LakePolicy
 from ..protocol.log_cleanup import checkpoint_protection_version, expired_log_cleanup_enabled, plan_log_cleanup
 from ..protocol.optimize import partition_key
 from ..protocol.table_features import check_can_write
+from ..protocol.vacuum import deletable, normalize_relative
 from ..read.commits import read_commit
+from ..read.protected_files import protected_set
 from ..storage import store_for
 from .discover import error_dict
 from .store import CountingStore
@@ -133,6 +137,29 @@ def _history(dlog: DeltaLog, snapshot: Any, listing: list[Any], limit: int, phys
     return out
 
 
+def _untracked(dlog: DeltaLog, snapshot: Any, store: CountingStore, cutoff_ms: int) -> dict[str, int]:
+    """Files in the table folder the log does not name (VACUUM's FULL-mode rules, PROTOCOL.md "Vacuum"): every
+    tombstone counts as tracked; the reclaimable ones are older than the retention cutoff."""
+    tracked = protected_set(snapshot, cutoff_ms=-(2**62), table_root=dlog.table_uri)
+    columns = list(snapshot.physical_partition_columns.values())
+    root = store.join(dlog.table_uri).rstrip("/")
+    prefix = root + "/"
+    out = dict.fromkeys(("files", "bytes", "reclaimable_files", "reclaimable_bytes"), 0)
+    listed = 0
+    for info in store.inner.list_recursive(root):
+        listed += 1
+        rel = normalize_relative(info.path[len(prefix) :]) if info.path.startswith(prefix) else None
+        if rel is None or not deletable(rel, tracked, columns):
+            continue
+        out["files"] += 1
+        out["bytes"] += info.size
+        if info.modification_time < cutoff_ms:
+            out["reclaimable_files"] += 1
+            out["reclaimable_bytes"] += info.size
+    store.requests["list"] += max(1, math.ceil(listed / 1000))  # a page per 1000 objects on an object store
+    return out
+
+
 def table_health(
     table: str,
     *,
@@ -140,6 +167,7 @@ def table_health(
     storage_options: Mapping[str, Any] | None = None,
     now_ms: int | None = None,
     history_commits: int = DEFAULT_HISTORY_COMMITS,
+    untracked: bool = False,
 ) -> TableHealth:
     """The health of one table, counted with its policy's thresholds; a table that cannot be read raises its
     typed `DeltaError`."""
@@ -197,6 +225,7 @@ def table_health(
     checkpoint_time = (
         None if segment.checkpoint is None else max(f.file.modification_time for f in segment.checkpoint.files)
     )
+    untracked_files = _untracked(dlog, snapshot, store, cutoff) if untracked else None
     p = snapshot.protocol
     return TableHealth(
         table=dlog.table_uri,
@@ -224,6 +253,7 @@ def table_health(
         last_checkpoint_timestamp=checkpoint_time,
         scanned_at=now,
         policy=tp,
+        untracked=untracked_files,
         requests=dict(sorted(store.requests.items())),
     )
 
@@ -246,6 +276,7 @@ def scan(
     storage_options: Mapping[str, Any] | None = None,
     now_ms: int | None = None,
     history_commits: int = DEFAULT_HISTORY_COMMITS,
+    untracked: bool = False,
     concurrency: int = 4,
 ) -> Scan:
     """`table_health` of each table on a bounded pool; one table's failure is its error entry, never the scan's."""
@@ -253,7 +284,12 @@ def scan(
     def one(table: str) -> TableHealth | dict[str, Any]:
         try:
             return table_health(
-                table, policy=policy, storage_options=storage_options, now_ms=now_ms, history_commits=history_commits
+                table,
+                policy=policy,
+                storage_options=storage_options,
+                now_ms=now_ms,
+                history_commits=history_commits,
+                untracked=untracked,
             )
         except Exception as exc:  # reported per table: a corrupt log or a refused reader must not stop the lake
             return (

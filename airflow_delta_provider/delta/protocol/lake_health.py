@@ -157,6 +157,9 @@ class TableHealth:
     scanned_at: int
     #: The thresholds these numbers were counted with (small files, retention).
     policy: TablePolicy = field(default_factory=TablePolicy)
+    #: Untracked files (`files`, `bytes`, `reclaimable_files`, `reclaimable_bytes`: older than the tombstone
+    #: retention) when a data listing was asked for, else None.
+    untracked: dict[str, int] | None = None
     requests: dict[str, int] = field(default_factory=dict)
 
     def _sum(self, name: str) -> int:

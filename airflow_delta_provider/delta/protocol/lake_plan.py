@@ -258,6 +258,9 @@ def _optimize_task(table: str, parts: Sequence[PartitionWork], cost: Cost) -> Ta
 def _vacuum(health: TableHealth, rates: Rates) -> Task | None:
     files = sum(p.tombstone_files_now for p in health.partitions.values())
     nbytes = sum(p.tombstone_bytes_now for p in health.partitions.values())
+    if health.untracked is not None:  # measured by a data listing: VACUUM deletes the old untracked files too
+        files += health.untracked["reclaimable_files"]
+        nbytes += health.untracked["reclaimable_bytes"]
     if files == 0 or nbytes < health.policy.min_vacuum_bytes:
         return None
     # VACUUM lists the whole table (one page per 1000 objects, one listing per directory) to find untracked files
@@ -266,7 +269,7 @@ def _vacuum(health: TableHealth, rates: Rates) -> Task | None:
     requests = {"list": lists, "delete": math.ceil(files / PAGE), "put": 2}  # VACUUM START and END commits
     cost = Cost(0, 0, files, requests, rates.seconds(0, sum(requests.values())))
     partitions = tuple(sorted(k for k, p in health.partitions.items() if p.tombstone_files_now and k))
-    reason = f"{files} tombstoned files past retention"
+    reason = f"{files} tombstoned or untracked files past retention"
     return Task(health.table, "vacuum", partitions, cost, Gain(bytes_reclaimed=nbytes), reason=reason)
 
 
