@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import random
+import shutil
 import signal
 import struct
 import subprocess
@@ -517,3 +518,24 @@ def test_optimize_rewrites_a_lone_file_over_the_deleted_rows_ratio(tmp_path: Pat
     assert commit_actions(path, result.version)[0]["commitInfo"]["operation"] == "OPTIMIZE"
     below = dv_table(tmp_path / "u", 13, partitioned=False, files=1, rows=200)  # at most 25 of 200 rows deleted
     assert optimize(str(below), target_size=1, max_deleted_rows_ratio=0.2).version is None
+
+
+# -- Spark ------------------------------------------------------------------------------------------------------
+@pytest.mark.spark
+def test_spark_engine_purges_as_the_local_one(tmp_path: Path) -> None:
+    pytest.importorskip("pyspark")
+    from support.spark_cluster import local_session
+
+    from airflow_delta_provider.delta.engines.spark import SparkEngine
+
+    local = dv_table(tmp_path / "a", 17)
+    remote = Path(shutil.copytree(local, tmp_path / "b"))
+    rows = deltars_rows(local)
+    purge(str(local), dry_run=False)
+    spark = local_session("purge-tests")
+    try:
+        result = purge(DeltaLog(str(remote), engine=SparkEngine(spark)), dry_run=False)
+    finally:
+        spark.stop()
+    assert result.version is not None and active_dvs(remote) == {} == active_dvs(local)
+    assert deltars_rows(remote) == rows == deltars_rows(local)
