@@ -30,6 +30,7 @@ from airflow_delta_provider.delta.errors import (  # noqa: E402
     LogCorruptedError,
     MetadataChangedError,
 )
+from airflow_delta_provider.delta.maintenance.checkpoint import write_checkpoint  # noqa: E402
 from airflow_delta_provider.delta.maintenance.stats_backfill import backfill_stats  # noqa: E402
 from airflow_delta_provider.delta.protocol.actions import AddFile  # noqa: E402
 from airflow_delta_provider.delta.protocol.stats import StatsColumn  # noqa: E402
@@ -399,3 +400,17 @@ def test_extra_stats_are_not_stale(tmp_path: Path) -> None:
     """A table now indexing no column: files with stats for columns it no longer names are left alone."""
     plan = backfill_stats(str(CORPUS / "delta-golden/data-skipping-change-stats-collected-across-versions")).plan
     assert plan.num_files_checked == 3 and plan.files == []
+
+
+def test_a_checkpoint_after_the_backfill_carries_the_stats(tmp_path: Path) -> None:
+    """delta-rs reading from our checkpoint (not the commits) sees the recomputed stats and prunes with them."""
+    path = tmp_path / "t"
+    ten_files(path)
+    strip_stats(path)
+    backfill_stats(str(path), dry_run=False)
+    write_checkpoint(DeltaLog(str(path)))
+    for commit in (path / "_delta_log").glob("*.json"):
+        commit.unlink()  # only the checkpoint is left to read
+    actions = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True))
+    assert actions.num_rows == 10 and None not in actions["min.id"].to_pylist()
+    assert deltars_fragments(path, ds.field("id") == 250) == 1

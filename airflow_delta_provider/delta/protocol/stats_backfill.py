@@ -46,10 +46,11 @@ def stats_reason(
 ) -> str | None:
     """Why a file with parsed `stats` needs them recomputed (`MISSING`, `STALE`, `WIDE`), None when not.
     `columns`: what the table now collects (`protocol.stats.stats_columns`)."""
-    num_records = stats.get("numRecords") if isinstance(stats, Mapping) else None
+    if not isinstance(stats, Mapping):
+        return MISSING
+    num_records = stats.get("numRecords")
     if not isinstance(num_records, int) or isinstance(num_records, bool):
         return MISSING
-    assert stats is not None
     # A file of no rows has no per-column stats to judge (writers leave its null counts out).
     if num_records > 0 and any(c.min_max and not _covered(stats, c.physical_path) for c in columns):
         return STALE
