@@ -13,7 +13,11 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
 import random
+import signal
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -364,3 +368,48 @@ def test_corpus_tables_with_dvs_and_column_mapping(tmp_path: Path, name: str):
     assert result.version is not None
     assert rows(path) == before
     assert all(a.deletion_vector is None for a in result.added)
+
+
+KILLED_ZORDER = r"""
+import os, signal, sys
+from airflow_delta_provider.delta.delta_log import DeltaLog
+from airflow_delta_provider.delta.maintenance.optimize import optimize
+from airflow_delta_provider.delta.storage.local import LocalLogStore
+
+table, point = sys.argv[1], sys.argv[2]
+
+class KillingStore(LocalLogStore):
+    # the second new data file half written under its own name, or every file written and the commit not
+    puts = 0
+
+    def write_new(self, path, data):
+        self.puts += 1
+        if point == "mid_put" and self.puts == 2:
+            super().write_new(path, data[: len(data) // 2])
+            os.kill(os.getpid(), signal.SIGKILL)
+        super().write_new(path, data)
+
+    def put_if_absent(self, path, data):
+        if point == "before_commit" and path.endswith(".json") and "_delta_log" in path:
+            os.kill(os.getpid(), signal.SIGKILL)
+        super().put_if_absent(path, data)
+
+optimize(DeltaLog(table, store=KillingStore()), zorder_by=["x", "y"], target_size=3000)
+sys.exit(3)  # not killed
+"""
+
+
+@pytest.mark.parametrize("point", ["mid_put", "before_commit"])
+def test_kill_9_mid_zorder_leaves_the_table_readable_as_before(tmp_path: Path, point: str):
+    path = make_table(tmp_path / "t", files=4, rows=200)
+    version, before, files = DeltaTable(str(path)).version(), rows(path), data_files(path)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED_ZORDER, str(path), point], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    assert DeltaTable(str(path)).version() == DeltaLog(str(path)).update().version == version
+    assert rows(path) == before
+    active = {f.path for f in DeltaLog(str(path)).update().all_files()}
+    leftovers = data_files(path) - files
+    assert leftovers and not leftovers & active, "what the killed run wrote is unreferenced (VACUUM's)"
