@@ -150,3 +150,55 @@ def test_an_optimize_too_big_for_the_budget_keeps_its_most_valuable_partitions()
 def test_bad_budgets(bad):
     with pytest.raises(InvalidArgumentError):
         Budget(**bad)
+
+
+def _health(files, policy=None):
+    from airflow_delta_provider.delta.protocol.lake_health import TableHealth, summarize_partitions
+    from airflow_delta_provider.delta.protocol.lake_policy import TablePolicy
+
+    tp = policy or TablePolicy(target_file_size=100, small_file_bytes=50, min_small_files=3)
+    parts = summarize_partitions(
+        files, [], small_file_bytes=tp.small_file_bytes, max_deleted_rows_ratio=0.05, retention_cutoff_ms=0
+    )
+    refused = dict.fromkeys(("optimize", "vacuum", "checkpoint", "log_cleanup"))
+    return TableHealth(
+        table="t",
+        version=1,
+        partition_columns=("p",),
+        configuration={},
+        protocol={},
+        refused=refused,
+        partitions=parts,
+        tombstones_all_reclaimable_at=None,
+        checkpoint_version=None,
+        commits_since_checkpoint=1,
+        segment_bytes=0,
+        log_files=2,
+        log_files_past_retention=0,
+        log_bytes_past_retention=0,
+        write_rate_per_day=0.0,
+        last_optimize=None,
+        last_vacuum=None,
+        last_checkpoint_timestamp=None,
+        scanned_at=0,
+        policy=tp,
+    )
+
+
+def test_deletion_vector_heavy_files_are_compacted_even_alone():
+    from airflow_delta_provider.delta.protocol.lake_health import ActiveFile
+
+    files = [
+        ActiveFile("p=1", 1000, 100, 50),  # a big file whose DV hides half its rows: rewritten alone (delta #5781)
+        ActiveFile("p=2", 1000, 100, 2),  # under the 5 % ratio: left alone
+        ActiveFile("p=3", 10, 10, 0),  # two small files: under min_small_files
+        ActiveFile("p=3", 10, 10, 0),
+        *[ActiveFile("p=4", 20, 10, 5) for _ in range(4)],  # four small files hiding half their rows
+    ]
+    tasks = plan([_health(files)]).tasks
+    assert [(t.operation, t.partitions) for t in tasks] == [("optimize", ("p=4", "p=1"))]
+    by_part = {w.partition: w for w in tasks[0].parts}
+    assert (by_part["p=1"].gain.files_removed, by_part["p=1"].gain.dv_rows_purged) == (0, 50)
+    assert by_part["p=1"].cost.bytes_written == 500  # the hidden rows are not rewritten
+    assert (by_part["p=4"].gain.files_removed, by_part["p=4"].gain.dv_rows_purged) == (3, 20)
+    assert by_part["p=4"].cost.bytes_read == 80 and by_part["p=4"].cost.bytes_written == 40

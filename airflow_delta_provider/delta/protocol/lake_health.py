@@ -54,9 +54,14 @@ class PartitionHealth:
     bytes: int = 0
     small_files: int = 0
     small_bytes: int = 0
-    #: Files over the table's deleted-rows ratio (compaction candidates whatever their size).
+    #: Of the small files: their rows (numRecords) and the rows their deletion vectors hide.
+    small_rows: int = 0
+    small_dv_rows: int = 0
+    #: Files not small but over the deleted-rows ratio (compaction candidates whatever their size).
     dv_heavy_files: int = 0
     dv_heavy_bytes: int = 0
+    dv_heavy_rows: int = 0
+    dv_heavy_dv_rows: int = 0
     rows: int = 0
     dv_rows: int = 0
     files_without_stats: int = 0
@@ -106,9 +111,13 @@ def summarize_partitions(
         if f.size < small_file_bytes:
             p.small_files += 1
             p.small_bytes += f.size
+            p.small_rows += f.records or 0
+            p.small_dv_rows += f.dv_rows
         elif dv_heavy:
             p.dv_heavy_files += 1
             p.dv_heavy_bytes += f.size
+            p.dv_heavy_rows += f.records or 0
+            p.dv_heavy_dv_rows += f.dv_rows
     for t in tombstones:
         p = get(t.partition)
         if t.deletion_timestamp <= retention_cutoff_ms:

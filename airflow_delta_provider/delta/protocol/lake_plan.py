@@ -177,25 +177,21 @@ class Task:
         }
 
 
-def _needs_approval(health: TableHealth, operation: str) -> bool:
-    return operation in health.policy.never_unattended
-
-
 def optimize_partition(p: PartitionHealth, health: TableHealth, rates: Rates) -> PartitionWork | None:
     """The compaction of one partition, or None when it has nothing worth compacting."""
     policy = health.policy
     if not p.changed_since_optimize:
         return None
-    enough_small = p.small_files >= policy.min_small_files
-    if not (enough_small or p.dv_heavy_files):
+    small = p.small_files >= policy.min_small_files
+    if not (small or p.dv_heavy_files):
         return None
     # without enough small files only the DV-heavy ones are rewritten, each alone if need be (delta #5781)
-    files = p.dv_heavy_files + (p.small_files if enough_small else 0)
-    read = p.dv_heavy_bytes + (p.small_bytes if enough_small else 0)
-    dead_share = min(1.0, p.dv_rows / p.rows) if p.rows else 0.0
-    live = int(read * (1 - dead_share))
-    outputs = min(files, max(1, math.ceil(live / policy.target_file_size))) if enough_small else files
-    dv_rows = p.dv_rows * read // p.bytes if p.bytes else 0
+    files = p.dv_heavy_files + (p.small_files if small else 0)
+    read = p.dv_heavy_bytes + (p.small_bytes if small else 0)
+    rows = p.dv_heavy_rows + (p.small_rows if small else 0)
+    dv_rows = p.dv_heavy_dv_rows + (p.small_dv_rows if small else 0)
+    live = int(read * (1 - min(1.0, dv_rows / rows))) if rows else read  # rows hidden by DVs are not rewritten
+    outputs = min(files, max(1, math.ceil(live / policy.target_file_size))) if small else files
     removed = files - outputs
     if removed <= 0 and dv_rows == 0:
         return None
@@ -205,10 +201,6 @@ def optimize_partition(p: PartitionHealth, health: TableHealth, rates: Rates) ->
     after = p.num_files - removed
     gain = Gain(removed, 0, p.num_files / after if after else 0.0, dv_rows, dead_bytes_removed=read - live)
     return PartitionWork(p.partition, p.num_files, cost, gain)
-
-
-def _share(total: int, part: int, whole: int) -> int:
-    return total * part // whole if whole else 0
 
 
 def _commit_cost(rates: Rates, puts: int = 1) -> Cost:
@@ -234,7 +226,7 @@ def plan_table(health: TableHealth, rates: Rates = Rates()) -> tuple[list[Task],
         if refusal is not None:
             skipped.append({"table": health.table, "operation": op, "reason": refusal.get("message"), **refusal})
             continue
-        tasks.append(replace(task, needs_approval=_needs_approval(health, op)))
+        tasks.append(replace(task, needs_approval=op in health.policy.never_unattended))
     return tasks, skipped
 
 
