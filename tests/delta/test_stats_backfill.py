@@ -29,6 +29,7 @@ from airflow_delta_provider.delta.errors import (  # noqa: E402
     InvalidArgumentError,
     LogCorruptedError,
     MetadataChangedError,
+    UnsupportedFeatureError,
 )
 from airflow_delta_provider.delta.maintenance.checkpoint import write_checkpoint  # noqa: E402
 from airflow_delta_provider.delta.maintenance.stats_backfill import backfill_stats  # noqa: E402
@@ -414,3 +415,23 @@ def test_a_checkpoint_after_the_backfill_carries_the_stats(tmp_path: Path) -> No
     actions = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True))
     assert actions.num_rows == 10 and None not in actions["min.id"].to_pylist()
     assert deltars_fragments(path, ds.field("id") == 250) == 1
+
+
+def test_tables_compaction_may_not_touch_are_refused_before_anything_is_read(tmp_path: Path) -> None:
+    path = copy_table("delta-rs/table-with-domain-metadata", tmp_path)
+    before = sorted(p.name for p in (path / "_delta_log").iterdir())
+    with pytest.raises(UnsupportedFeatureError, match="clustering") as info:
+        backfill_stats(str(path), dry_run=False)
+    assert info.value.feature == "clustering"
+    assert sorted(p.name for p in (path / "_delta_log").iterdir()) == before
+
+
+def test_an_append_only_table_is_backfilled(tmp_path: Path) -> None:
+    """Re-adding files with `dataChange=false` removes nothing, so `delta.appendOnly` allows it."""
+    path = tmp_path / "t"
+    for i in range(2):
+        data = pa.table({"id": pa.array([i], pa.int64())})
+        write_deltalake(str(path), data, mode="append", configuration={"delta.appendOnly": "true"})
+    strip_stats(path)
+    assert len(backfill_stats(str(path), dry_run=False).committed) == 2
+    assert our_files(path, "id = 1") == 1
