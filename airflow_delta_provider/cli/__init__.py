@@ -33,8 +33,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any, NoReturn, TextIO
 
-from . import __version__
-from .commands.arguments import (
+from .. import __version__
+from ..commands.arguments import (
     MAX_MIB,
     cli_type,
     parse_choice,
@@ -43,10 +43,10 @@ from .commands.arguments import (
     parse_number,
     parse_size,
 )
-from .commands.command import run, storage_options_from_env
-from .commands.reports import human_bytes
-from .commands.request import OPTIONS, Request, option_names
-from .delta.errors import (
+from ..commands.command import run, storage_options_from_env
+from ..commands.reports import human_bytes
+from ..commands.request import OPTIONS, Request, option_names
+from ..delta.errors import (
     DeltaError,
     InvalidArgumentError,
     OperationNotAllowedError,
@@ -54,8 +54,26 @@ from .delta.errors import (
     TableNotFoundError,
     UnsupportedFeatureError,
 )
-from .delta.protocol.history import format_ms, to_epoch_ms
-from .delta.protocol.leases import MAX_TTL_MS
+from ..delta.protocol.history import to_epoch_ms
+from ..delta.protocol.leases import MAX_TTL_MS
+from .completion import bash_completion, zsh_completion
+from .text import (
+    print_json,
+    show_changes,
+    show_checkpoint,
+    show_cleanup_log,
+    show_files,
+    show_history,
+    show_optimize,
+    show_repair,
+    show_restore,
+    show_snapshot,
+    show_tombstones,
+    show_vacuum,
+    show_vacuum_purge,
+    show_vacuum_undo,
+    write_table,
+)
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_UNSUPPORTED, EXIT_STORAGE, EXIT_CHECK_FAILED = range(7)
 EXIT_INTERNAL = 70
@@ -126,7 +144,7 @@ def _spark_factory(master: str) -> Any:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         from pyspark.sql import SparkSession
 
-        from .delta.engines.spark import SPARK_CONF, hadoop_s3a_conf
+        from ..delta.engines.spark import SPARK_CONF, hadoop_s3a_conf
 
         builder = SparkSession.builder.master(master).appName("deltalog")
         for key, value in {**SPARK_CONF, **hadoop_s3a_conf(options), "spark.ui.enabled": "false"}.items():
@@ -166,22 +184,6 @@ def _run(args: argparse.Namespace, action: str, **fields: Any) -> dict[str, Any]
     return {**outcome.body, "engine": outcome.engine}
 
 
-def _print_json(obj: Any, out: TextIO) -> None:
-    """Indented for a person at a terminal; one compact line otherwise (a pipe or a file: a 333k-file VACUUM
-    plan took longer to pretty-print than to make)."""
-    if getattr(out, "isatty", lambda: False)():
-        json.dump(obj, out, indent=2, default=str)
-    else:
-        json.dump(obj, out, separators=(",", ":"), default=str)
-    out.write("\n")
-
-
-def _table(rows: list[list[str]], headers: list[str], out: TextIO) -> None:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    for r in [headers, *rows]:
-        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
-
-
 Show = Callable[[dict[str, Any], TextIO], None]
 
 
@@ -198,7 +200,7 @@ def _action(
         names = option_names(action)
         body = _run(args, action, **{k: v for k, v in vars(args).items() if k in names}, **fields(args))
         if args.json:
-            _print_json(shape(body), out)
+            print_json(shape(body), out)
         else:
             show(body, out)
         if body.get("checks_failed"):
@@ -207,103 +209,17 @@ def _action(
     return command
 
 
-def _show_snapshot(s: dict[str, Any], out: TextIO) -> None:
-    p = s["protocol"]
-    proto = f"reader {p['min_reader_version']}, writer {p['min_writer_version']}"
-    features = sorted(set(p["reader_features"] or []) | set(p["writer_features"] or []))
-    if features:
-        proto += f" ({', '.join(features)})"
-    lines = [
-        ("table", s["table"]),
-        ("version", str(s["version"])),
-        ("commit time", f"{s['timestamp']} ({s['timestamp_ms']})"),
-        ("operation", s["operation"] or "-"),
-        ("protocol", proto),
-        ("partition columns", ", ".join(s["partition_columns"]) or "-"),
-        ("files", f"{s['num_files']}"),
-        ("size", f"{human_bytes(s['size_bytes'])} ({s['size_bytes']} bytes)"),
-        ("tombstones", f"{s['num_tombstones']} within retention"),
-        ("checkpoint", "-" if s["checkpoint_version"] is None else str(s["checkpoint_version"])),
-    ]
-    if s["set_transactions"]:
-        lines.append(("app transactions", ", ".join(f"{k}={v}" for k, v in s["set_transactions"].items())))
-    lines += [(f"check {c['name']}", ("ok" if c["passed"] else "FAILED: ") + c["message"]) for c in s.get("checks", [])]
-    width = max(len(k) for k, _ in lines)
-    for k, v in lines:
-        out.write(f"{k.ljust(width)}  {v}\n")
-
-
-def _show_files(body: dict[str, Any], out: TextIO) -> None:
-    files = body["files"]
-    rows = [
-        [
-            a["path"],
-            str(a["size"]),
-            ",".join(f"{k}={v}" for k, v in a["partition_values"].items()) or "-",
-            format_ms(a["modification_time"]),
-            "yes" if a["deletion_vector"] else "-",
-        ]
-        for a in files
-    ]
-    _table(rows, ["path", "size", "partition", "file time", "dv"], out)
-    out.write(f"{len(files)} of {body['num_files']} files at version {body['version']}\n")
-
-
-def _show_tombstones(report: dict[str, Any], out: TextIO) -> None:
-    r = report["retention"]
-    out.write(
-        f"version {report['version']}: {report['num_tombstones']} tombstones; retention {r['hours']:g} h "
-        f"({r['source']}), cutoff {r['cutoff']}\n"
-        f"retained {report['retained']} ({human_bytes(report['retained_bytes'])}), "
-        f"past retention (safe for VACUUM) {report['expired']} ({human_bytes(report['reclaimable_bytes'])})\n"
-    )
-    rows = [
-        [
-            t["path"],
-            "-" if t["size"] is None else str(t["size"]),
-            "-" if t["deletion_timestamp"] is None else format_ms(t["deletion_timestamp"]),
-            "expired" if t["expired"] else "retained",
-        ]
-        for t in report["tombstones"]
-    ]
-    if rows:
-        _table(rows, ["path", "size", "deletion time", "state"], out)
-
-
-def _show_history(body: dict[str, Any], out: TextIO) -> None:
-    rows = [
-        [
-            str(e["version"]),
-            format_ms(e["timestamp"]),
-            format_ms(e["file_modification_time"]),
-            str(e.get("operation") or "-"),
-            str(e.get("engineInfo") or "-"),
-        ]
-        for e in body["history"]
-    ]
-    _table(rows, ["version", "commit time", "file time", "operation", "engine"], out)
-
-
-def _show_changes(body: dict[str, Any], out: TextIO) -> None:
-    for c in body["changes"]:
-        kinds: dict[str, int] = {}
-        for a in c["actions"]:
-            name = next(iter(a))
-            kinds[name] = kinds.get(name, 0) + 1
-        out.write(f"{c['version']}: " + ", ".join(f"{n} {k}" for k, n in kinds.items()) + "\n")
-
-
 def _lease_args(args: argparse.Namespace) -> dict[str, Any]:
     return {"storage_options": _storage_options(args), "location": args.location}
 
 
 def cmd_lease_add(args: argparse.Namespace, out: TextIO) -> None:
     """Pin a version (`delta.maintenance.leases.add_lease`): this library's VACUUM and log cleanup keep it."""
-    from .delta.maintenance.leases import add_lease
+    from ..delta.maintenance.leases import add_lease
 
     lease = add_lease(args.path, args.version, args.ttl, args.owner, **_lease_args(args))
     if args.json:
-        _print_json(lease.to_dict(lease.created_ms), out)
+        print_json(lease.to_dict(lease.created_ms), out)
         return
     out.write(
         f"leased version {lease.version} of {lease.table} to {lease.owner} until {lease.to_dict()['expires_at']}: "
@@ -312,14 +228,14 @@ def cmd_lease_add(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def cmd_lease_list(args: argparse.Namespace, out: TextIO) -> None:
-    from .delta.delta_log import system_clock
-    from .delta.maintenance.leases import list_leases
-    from .delta.storage import normalize_table_uri
+    from ..delta.delta_log import system_clock
+    from ..delta.maintenance.leases import list_leases
+    from ..delta.storage import normalize_table_uri
 
     leases = list_leases(args.path, include_expired=args.all, **_lease_args(args))
     now = system_clock()
     if args.json:
-        _print_json({"table": normalize_table_uri(args.path), "leases": [le.to_dict(now) for le in leases]}, out)
+        print_json({"table": normalize_table_uri(args.path), "leases": [le.to_dict(now) for le in leases]}, out)
         return
     if not leases:
         out.write("no live leases\n" if not args.all else "no leases\n")
@@ -328,299 +244,63 @@ def cmd_lease_list(args: argparse.Namespace, out: TextIO) -> None:
         [le.id, str(le.version), le.owner, le.to_dict()["expires_at"], "live" if le.is_live(now) else "expired"]
         for le in leases
     ]
-    _table(rows, ["lease", "version", "owner", "expires", "status"], out)
+    write_table(rows, ["lease", "version", "owner", "expires", "status"], out)
 
 
 def cmd_lease_release(args: argparse.Namespace, out: TextIO) -> None:
-    from .delta.maintenance.leases import release_lease
+    from ..delta.maintenance.leases import release_lease
 
     lease = release_lease(args.path, args.lease_id, **_lease_args(args))
     lease_id = args.lease_id.strip().lower()
     if args.json:
-        _print_json({"released": lease_id, "lease": None if lease is None else lease.to_dict()}, out)
+        print_json({"released": lease_id, "lease": None if lease is None else lease.to_dict()}, out)
         return
     what = "" if lease is None else f" (version {lease.version}, owner {lease.owner})"
     out.write(f"released lease {lease_id}{what}\n")
 
 
-def _show_checkpoint(done: dict[str, Any], out: TextIO) -> None:
-    if not done["written"]:
-        out.write(f"a checkpoint at version {done['version']} already exists: nothing written\n")
-        return
-    out.write(
-        f"wrote a {done['kind']} checkpoint at version {done['version']}: {done['num_add_files']} files, "
-        f"{done['num_tombstones']} tombstones, {human_bytes(done['size_in_bytes'])}"
-        + (f", {len(done['sidecars'])} sidecars" if done["sidecars"] else "")
-        + ("; _last_checkpoint updated" if done["last_checkpoint_updated"] else "")
-        + "\n"
-    )
-
-
-def _show_cleanup_log(result: dict[str, Any], out: TextIO) -> None:
-    verb = "deleted" if not result["dry_run"] else "would delete (dry run: --apply deletes)"
-    out.write(
-        f"log cleanup, cutoff {result['cutoff']}: {verb} {result['num_files']} files ({human_bytes(result['bytes'])}); "
-        f"versions from {result['earliest_readable_version']} stay readable"
-        + (f" ({result['reason']})" if result.get("reason") else "")
-        + "\n"
-    )
-    for name in result["files"]:
-        out.write(f"  {name}\n")
-    _write_leases(result, out)
-
-
-def _show_vacuum(result: dict[str, Any], out: TextIO) -> None:
-    q = result.get("quarantine")
-    head = f"vacuum{' dry run' if result['dry_run'] else ''} ({result['mode']}), cutoff {result['cutoff']}:"
-    cost = (
-        "" if q is None else f"by {q['method']}: {q['requests']} storage calls, {human_bytes(q['bytes_copied'])} copied"
-    )
-    planned = f"{result['num_files']} files ({human_bytes(result['bytes'])})"
-    if result["dry_run"] and q is not None:
-        out.write(f"{head} would quarantine {planned} {cost}; --apply moves them\n")
-    elif result["dry_run"]:
-        out.write(f"{head} would delete {planned}; --apply deletes\n")
-    elif q is not None:
-        out.write(
-            f"{head} moved {q.get('moved', 0)} files ({human_bytes(q.get('moved_bytes', 0))}) {cost} to quarantine "
-            f"{result['quarantine_id']} (`deltalog vacuum undo {result['table']} {result['quarantine_id']}` puts "
-            "them back)\n"
-        )
-    else:
-        out.write(
-            f"{head} deleted {result['deleted']} files ({human_bytes(result['deleted_bytes'])}), "
-            f"{result['directories']} directories\n"
-        )
-    for f in result["files"]:
-        out.write(f"  {f['path']}  {human_bytes(f['size'])}\n")
-    _write_leases(result, out)
-
-
-def _show_vacuum_undo(result: dict[str, Any], out: TextIO) -> None:
-    out.write(
-        f"quarantine {result['quarantine_id']} {result['state']}: {result['moved']} files moved back, "
-        f"{result['already_in_place']} already in place"
-        + (f", {result['finished']} left-over copies deleted" if result["finished"] else "")
-        + "\n"
-    )
-    for path in result["missing"]:
-        out.write(f"  missing (at neither path): {path}\n")
-
-
-def _show_vacuum_purge(result: dict[str, Any], out: TextIO) -> None:
-    verb = "would purge (dry run: --apply deletes)" if result["dry_run"] else "purged"
-    out.write(
-        f"{verb} {result['num_purged']} quarantines ({result['deleted_files']} files, "
-        f"{human_bytes(result['deleted_bytes'])})\n"
-    )
-    for p in result["purged"]:
-        out.write(f"  {p['quarantine_id']}  {p['state']}  {p['files']} files\n")
-    for p in result["skipped"]:
-        out.write(f"  kept {p['quarantine_id']}: {p['reason']}\n")
-
-
 def cmd_vacuum_list(args: argparse.Namespace, out: TextIO) -> None:
     """The table's VACUUM quarantines (`delta.maintenance.quarantine.list_quarantines`)."""
-    from .delta.maintenance.quarantine import list_quarantines
-    from .delta.storage import normalize_table_uri
+    from ..delta.maintenance.quarantine import list_quarantines
+    from ..delta.storage import normalize_table_uri
 
     found = [q.to_dict() for q in list_quarantines(args.path, storage_options=_storage_options(args))]
     if args.json:
-        _print_json({"table": normalize_table_uri(args.path), "quarantines": found}, out)
+        print_json({"table": normalize_table_uri(args.path), "quarantines": found}, out)
         return
     if not found:
         out.write("no quarantines\n")
         return
     rows = [[q["id"], q["state"], q["created_at"], str(q["num_files"]), human_bytes(q["bytes"])] for q in found]
-    _table(rows, ["quarantine", "state", "created", "files", "size"], out)
-
-
-def _write_leases(result: Mapping[str, Any], out: TextIO) -> None:
-    """The version leases a maintenance result honoured (`deltalog lease`)."""
-    for le in result.get("leases") or ():
-        out.write(f"kept for lease {le['id']}: version {le['version']}, {le['owner']}, until {le['expires_at']}\n")
-
-
-def _show_optimize(result: dict[str, Any], out: TextIO) -> None:
-    removed = f"{result['num_files_removed']} files ({human_bytes(result['bytes_removed'])})"
-    if result["dry_run"]:
-        out.write(
-            f"optimize dry run at version {result['read_version']}: would compact {removed} into "
-            f"{result['num_files_added']}; --apply compacts\n"
-        )
-    elif result["version"] is None:
-        out.write(f"optimize: nothing to compact at version {result['read_version']}\n")
-    else:
-        out.write(
-            f"optimize committed version {result['version']}: {removed} compacted into {result['num_files_added']} "
-            f"({human_bytes(result['bytes_added'])})\n"
-        )
-    for name, p in result["partitions"].items():
-        out.write(f"  {name or '(unpartitioned)'}  {json.dumps(p)}\n")
-
-
-def _show_restore(result: dict[str, Any], out: TextIO) -> None:
-    m = result["metrics"]
-    change = (
-        f"add back {m['numRestoredFiles']} files ({human_bytes(m['restoredFilesSize'])}), "
-        f"remove {m['numRemovedFiles']} ({human_bytes(m['removedFilesSize'])}); "
-        f"{m['numOfFilesAfterRestore']} files ({human_bytes(m['tableSizeAfterRestore'])}) after"
-    )
-    if result["dry_run"]:
-        out.write(
-            f"restore dry run at version {result['read_version']} to version {result['target_version']}: would "
-            f"{change}; --apply commits\n"
-        )
-    else:
-        out.write(f"restore committed version {result['version']} (version {result['target_version']}): {change}\n")
-    if result["missing_files"]:
-        out.write(f"left out {len(result['missing_files'])} files gone from storage:\n")
-        for path in result["missing_files"]:
-            out.write(f"  {path}\n")
-    if result["beyond_file_retention"]:
-        out.write("note: the restored version is older than the table's deleted-file retention\n")
-
-
-def _show_repair(result: dict[str, Any], out: TextIO) -> None:
-    missing = f"{result['num_missing']} of {result['num_files_checked']} active files missing from storage"
-    if result["dry_run"]:
-        verb = "; --apply removes them" if result["num_missing"] else ""
-        out.write(f"repair dry run at version {result['read_version']}: {missing}{verb}\n")
-    elif result["version"] is None:
-        out.write(f"repair: nothing to remove at version {result['read_version']} ({missing})\n")
-    else:
-        out.write(f"repair committed version {result['version']}: removed {result['num_missing']} missing files\n")
-    for path in result["files_removed"]:
-        out.write(f"  {path}\n")
+    write_table(rows, ["quarantine", "state", "created", "files", "size"], out)
 
 
 def cmd_completion(args: argparse.Namespace, out: TextIO) -> None:
     out.write((bash_completion if args.shell == "bash" else zsh_completion)(build_parser()))
 
 
-# -- shell completion, generated from the parser (argparse has no public API to walk it: `_actions`) ----
-
-_BASH = """\
-# bash completion for deltalog: generated by `deltalog completion bash` from its parser
-_deltalog() {
-    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" cmd="" i
-    for ((i = 1; i < COMP_CWORD; i++)); do
-        if [[ "${COMP_WORDS[i]}" != -* ]]; then cmd="${COMP_WORDS[i]}"; break; fi
-    done
-    case "$cmd" in
-    "") COMPREPLY=($(compgen -W "%(top)s" -- "$cur")) ;;
-%(cases)s    esac
-}
-complete -o filenames -F _deltalog deltalog
-"""
-_BASH_CASE = """\
-    %(name)s)
-        case "$prev" in
-%(values)s        esac
-        if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "%(options)s" -- "$cur"))
-        else COMPREPLY=($(%(positional)s -- "$cur")); fi ;;
-"""
-_ZSH = """\
-#compdef deltalog
-# zsh completion for deltalog: generated by `deltalog completion zsh` from its parser
-_deltalog() {
-  local line state
-  _arguments -C %(top)s '1:command:->command' '*::arg:->args'
-  case $state in
-    command)
-      local -a commands=(%(commands)s)
-      _describe command commands ;;
-    args)
-      case $line[1] in
-%(cases)s      esac ;;
-  esac
-}
-if [[ "$funcstack[1]" == "_deltalog" ]]; then _deltalog "$@"; else compdef _deltalog deltalog; fi
-"""
-
-
-def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    return next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # type: ignore[return-value]
-
-
-def _options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    return [a for a in parser._actions if a.option_strings]
-
-
-def _choices(parser: argparse.ArgumentParser) -> list[str]:
-    """The positional argument's choices (`completion bash|zsh`); empty for a table path."""
-    return [str(c) for a in parser._actions if not a.option_strings for c in a.choices or ()]
-
-
-def bash_completion(parser: argparse.ArgumentParser) -> str:
-    """A bash completion script: commands, options, option choices, table paths (directories)."""
-    cases = []
-    for name, p in _commands(parser).items():
-        values = "".join(
-            f"        {'|'.join(a.option_strings)}) COMPREPLY=("
-            + (f'$(compgen -W "{" ".join(map(str, a.choices))}" -- "$cur")' if a.choices else "")
-            + "); return ;;\n"
-            for a in _options(p)
-            if a.nargs != 0
-        )
-        choices = _choices(p)
-        positional = f'compgen -W "{" ".join(choices)}"' if choices else "compgen -d"
-        options = " ".join(o for a in _options(p) for o in a.option_strings)
-        cases.append(_BASH_CASE % {"name": name, "values": values, "options": options, "positional": positional})
-    top = " ".join([*(o for a in _options(parser) for o in a.option_strings), *_commands(parser)])
-    return _BASH % {"top": top, "cases": "".join(cases)}
-
-
-def _zsh_quote(text: str) -> str:
-    """`text` for an `_arguments` description inside single quotes."""
-    for char in "\\[]:":
-        text = text.replace(char, "\\" + char)
-    return " ".join(text.replace("'", "'\\''").split())
-
-
-def _zsh_spec(a: argparse.Action) -> str:
-    """`_arguments` specs for option `a`: `'(--a -b)*--a[help]:dest:(choices)'`."""
-    value = "" if a.nargs == 0 else f":{a.dest}:" + (f"({' '.join(map(str, a.choices))})" if a.choices else " ")
-    repeat = "*" if isinstance(a, argparse._AppendAction) else ""
-    excl = f"({' '.join(a.option_strings)})" if len(a.option_strings) > 1 else ""
-    return " ".join(f"'{excl}{repeat}{o}[{_zsh_quote(a.help or '')}]{value}'" for o in a.option_strings)
-
-
-def zsh_completion(parser: argparse.ArgumentParser) -> str:
-    """A zsh completion script (`_arguments` specs): commands, options, option choices, table paths."""
-    cases = []
-    for name, p in _commands(parser).items():
-        choices = _choices(p)
-        first = f"'1:argument:({' '.join(choices)})'" if choices else "'1:table path:_files -/'"
-        specs = " \\\n            ".join([first, *(_zsh_spec(a) for a in _options(p))])
-        cases.append(f"        {name})\n          _arguments \\\n            {specs} ;;\n")
-    commands = " ".join(f"'{n}:{_zsh_quote(p.description or '')}'" for n, p in _commands(parser).items())
-    top = " ".join(_zsh_spec(a) for a in _options(parser))
-    return _ZSH % {"top": top, "commands": commands, "cases": "".join(cases)}
-
-
 _OPTIMIZE_JSON = ("version", "num_files_removed", "num_files_added", "bytes_removed", "bytes_added", "partitions")
 cmd_version = _action("version", lambda b, out: out.write(f"{b['version']}\n"), lambda b: {"version": b["version"]})
-cmd_snapshot = _action("snapshot", _show_snapshot, fields=lambda args: {"include_files": args.json})
-cmd_files = _action("files", _show_files, lambda b: {k: b[k] for k in ("table", "version", "files", "engine")})
-cmd_tombstones = _action("tombstones", _show_tombstones, fields=lambda args: {"include_files": True})
-cmd_history = _action("history", _show_history, lambda b: b["history"])
-cmd_changes = _action("changes", _show_changes, lambda b: b["changes"], lambda args: {"version": args.start})
-cmd_checkpoint = _action("checkpoint", _show_checkpoint)
-cmd_cleanup_log = _action("cleanup_log", _show_cleanup_log)
-cmd_vacuum = _action("vacuum", _show_vacuum)
-cmd_vacuum_undo = _action("vacuum_undo", _show_vacuum_undo)
+cmd_snapshot = _action("snapshot", show_snapshot, fields=lambda args: {"include_files": args.json})
+cmd_files = _action("files", show_files, lambda b: {k: b[k] for k in ("table", "version", "files", "engine")})
+cmd_tombstones = _action("tombstones", show_tombstones, fields=lambda args: {"include_files": True})
+cmd_history = _action("history", show_history, lambda b: b["history"])
+cmd_changes = _action("changes", show_changes, lambda b: b["changes"], lambda args: {"version": args.start})
+cmd_checkpoint = _action("checkpoint", show_checkpoint)
+cmd_cleanup_log = _action("cleanup_log", show_cleanup_log)
+cmd_vacuum = _action("vacuum", show_vacuum)
+cmd_vacuum_undo = _action("vacuum_undo", show_vacuum_undo)
 cmd_vacuum_purge = _action(
-    "vacuum_purge", _show_vacuum_purge, fields=lambda args: {"older_than_hours": args.older_than.total_seconds() / 3600}
+    "vacuum_purge", show_vacuum_purge, fields=lambda args: {"older_than_hours": args.older_than.total_seconds() / 3600}
 )
 cmd_optimize = _action(
     "optimize",
-    _show_optimize,
+    show_optimize,
     lambda b: {k: b[k] for k in _OPTIMIZE_JSON} | {"dry_run": b["dry_run"]},
     lambda args: {"target_size": None if args.target_size_mb is None else max(1, int(args.target_size_mb * 2**20))},
 )
-cmd_restore = _action("restore", _show_restore, lambda b: {k: v for k, v in b.items() if k != "plan"})
-cmd_repair = _action("repair", _show_repair)
+cmd_restore = _action("restore", show_restore, lambda b: {k: v for k, v in b.items() if k != "plan"})
+cmd_repair = _action("repair", show_repair)
 #: argparse types of the options, each calling the one parser of its kind (`commands.arguments`).
 VERSION = cli_type(parse_count, "--version")
 

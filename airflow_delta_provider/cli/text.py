@@ -1,0 +1,247 @@
+"""`deltalog`'s output: stable JSON, and for a person one text rendering per action's result."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+from ..commands.reports import human_bytes
+from ..delta.protocol.history import format_ms
+
+
+def print_json(obj: Any, out: TextIO) -> None:
+    """Indented for a person at a terminal; one compact line otherwise (a pipe or a file: a 333k-file VACUUM
+    plan took longer to pretty-print than to make)."""
+    if getattr(out, "isatty", lambda: False)():
+        json.dump(obj, out, indent=2, default=str)
+    else:
+        json.dump(obj, out, separators=(",", ":"), default=str)
+    out.write("\n")
+
+
+def write_table(rows: list[list[str]], headers: list[str], out: TextIO) -> None:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    for r in [headers, *rows]:
+        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
+
+
+def show_snapshot(s: dict[str, Any], out: TextIO) -> None:
+    p = s["protocol"]
+    proto = f"reader {p['min_reader_version']}, writer {p['min_writer_version']}"
+    features = sorted(set(p["reader_features"] or []) | set(p["writer_features"] or []))
+    if features:
+        proto += f" ({', '.join(features)})"
+    lines = [
+        ("table", s["table"]),
+        ("version", str(s["version"])),
+        ("commit time", f"{s['timestamp']} ({s['timestamp_ms']})"),
+        ("operation", s["operation"] or "-"),
+        ("protocol", proto),
+        ("partition columns", ", ".join(s["partition_columns"]) or "-"),
+        ("files", f"{s['num_files']}"),
+        ("size", f"{human_bytes(s['size_bytes'])} ({s['size_bytes']} bytes)"),
+        ("tombstones", f"{s['num_tombstones']} within retention"),
+        ("checkpoint", "-" if s["checkpoint_version"] is None else str(s["checkpoint_version"])),
+    ]
+    if s["set_transactions"]:
+        lines.append(("app transactions", ", ".join(f"{k}={v}" for k, v in s["set_transactions"].items())))
+    lines += [(f"check {c['name']}", ("ok" if c["passed"] else "FAILED: ") + c["message"]) for c in s.get("checks", [])]
+    width = max(len(k) for k, _ in lines)
+    for k, v in lines:
+        out.write(f"{k.ljust(width)}  {v}\n")
+
+
+def show_files(body: dict[str, Any], out: TextIO) -> None:
+    files = body["files"]
+    rows = [
+        [
+            a["path"],
+            str(a["size"]),
+            ",".join(f"{k}={v}" for k, v in a["partition_values"].items()) or "-",
+            format_ms(a["modification_time"]),
+            "yes" if a["deletion_vector"] else "-",
+        ]
+        for a in files
+    ]
+    write_table(rows, ["path", "size", "partition", "file time", "dv"], out)
+    out.write(f"{len(files)} of {body['num_files']} files at version {body['version']}\n")
+
+
+def show_tombstones(report: dict[str, Any], out: TextIO) -> None:
+    r = report["retention"]
+    out.write(
+        f"version {report['version']}: {report['num_tombstones']} tombstones; retention {r['hours']:g} h "
+        f"({r['source']}), cutoff {r['cutoff']}\n"
+        f"retained {report['retained']} ({human_bytes(report['retained_bytes'])}), "
+        f"past retention (safe for VACUUM) {report['expired']} ({human_bytes(report['reclaimable_bytes'])})\n"
+    )
+    rows = [
+        [
+            t["path"],
+            "-" if t["size"] is None else str(t["size"]),
+            "-" if t["deletion_timestamp"] is None else format_ms(t["deletion_timestamp"]),
+            "expired" if t["expired"] else "retained",
+        ]
+        for t in report["tombstones"]
+    ]
+    if rows:
+        write_table(rows, ["path", "size", "deletion time", "state"], out)
+
+
+def show_history(body: dict[str, Any], out: TextIO) -> None:
+    rows = [
+        [
+            str(e["version"]),
+            format_ms(e["timestamp"]),
+            format_ms(e["file_modification_time"]),
+            str(e.get("operation") or "-"),
+            str(e.get("engineInfo") or "-"),
+        ]
+        for e in body["history"]
+    ]
+    write_table(rows, ["version", "commit time", "file time", "operation", "engine"], out)
+
+
+def show_changes(body: dict[str, Any], out: TextIO) -> None:
+    for c in body["changes"]:
+        kinds: dict[str, int] = {}
+        for a in c["actions"]:
+            name = next(iter(a))
+            kinds[name] = kinds.get(name, 0) + 1
+        out.write(f"{c['version']}: " + ", ".join(f"{n} {k}" for k, n in kinds.items()) + "\n")
+
+
+def show_checkpoint(done: dict[str, Any], out: TextIO) -> None:
+    if not done["written"]:
+        out.write(f"a checkpoint at version {done['version']} already exists: nothing written\n")
+        return
+    out.write(
+        f"wrote a {done['kind']} checkpoint at version {done['version']}: {done['num_add_files']} files, "
+        f"{done['num_tombstones']} tombstones, {human_bytes(done['size_in_bytes'])}"
+        + (f", {len(done['sidecars'])} sidecars" if done["sidecars"] else "")
+        + ("; _last_checkpoint updated" if done["last_checkpoint_updated"] else "")
+        + "\n"
+    )
+
+
+def show_cleanup_log(result: dict[str, Any], out: TextIO) -> None:
+    verb = "deleted" if not result["dry_run"] else "would delete (dry run: --apply deletes)"
+    out.write(
+        f"log cleanup, cutoff {result['cutoff']}: {verb} {result['num_files']} files ({human_bytes(result['bytes'])}); "
+        f"versions from {result['earliest_readable_version']} stay readable"
+        + (f" ({result['reason']})" if result.get("reason") else "")
+        + "\n"
+    )
+    for name in result["files"]:
+        out.write(f"  {name}\n")
+    write_leases(result, out)
+
+
+def show_vacuum(result: dict[str, Any], out: TextIO) -> None:
+    q = result.get("quarantine")
+    head = f"vacuum{' dry run' if result['dry_run'] else ''} ({result['mode']}), cutoff {result['cutoff']}:"
+    cost = (
+        "" if q is None else f"by {q['method']}: {q['requests']} storage calls, {human_bytes(q['bytes_copied'])} copied"
+    )
+    planned = f"{result['num_files']} files ({human_bytes(result['bytes'])})"
+    if result["dry_run"] and q is not None:
+        out.write(f"{head} would quarantine {planned} {cost}; --apply moves them\n")
+    elif result["dry_run"]:
+        out.write(f"{head} would delete {planned}; --apply deletes\n")
+    elif q is not None:
+        out.write(
+            f"{head} moved {q.get('moved', 0)} files ({human_bytes(q.get('moved_bytes', 0))}) {cost} to quarantine "
+            f"{result['quarantine_id']} (`deltalog vacuum undo {result['table']} {result['quarantine_id']}` puts "
+            "them back)\n"
+        )
+    else:
+        out.write(
+            f"{head} deleted {result['deleted']} files ({human_bytes(result['deleted_bytes'])}), "
+            f"{result['directories']} directories\n"
+        )
+    for f in result["files"]:
+        out.write(f"  {f['path']}  {human_bytes(f['size'])}\n")
+    write_leases(result, out)
+
+
+def show_vacuum_undo(result: dict[str, Any], out: TextIO) -> None:
+    out.write(
+        f"quarantine {result['quarantine_id']} {result['state']}: {result['moved']} files moved back, "
+        f"{result['already_in_place']} already in place"
+        + (f", {result['finished']} left-over copies deleted" if result["finished"] else "")
+        + "\n"
+    )
+    for path in result["missing"]:
+        out.write(f"  missing (at neither path): {path}\n")
+
+
+def show_vacuum_purge(result: dict[str, Any], out: TextIO) -> None:
+    verb = "would purge (dry run: --apply deletes)" if result["dry_run"] else "purged"
+    out.write(
+        f"{verb} {result['num_purged']} quarantines ({result['deleted_files']} files, "
+        f"{human_bytes(result['deleted_bytes'])})\n"
+    )
+    for p in result["purged"]:
+        out.write(f"  {p['quarantine_id']}  {p['state']}  {p['files']} files\n")
+    for p in result["skipped"]:
+        out.write(f"  kept {p['quarantine_id']}: {p['reason']}\n")
+
+
+def write_leases(result: Mapping[str, Any], out: TextIO) -> None:
+    """The version leases a maintenance result honoured (`deltalog lease`)."""
+    for le in result.get("leases") or ():
+        out.write(f"kept for lease {le['id']}: version {le['version']}, {le['owner']}, until {le['expires_at']}\n")
+
+
+def show_optimize(result: dict[str, Any], out: TextIO) -> None:
+    removed = f"{result['num_files_removed']} files ({human_bytes(result['bytes_removed'])})"
+    if result["dry_run"]:
+        out.write(
+            f"optimize dry run at version {result['read_version']}: would compact {removed} into "
+            f"{result['num_files_added']}; --apply compacts\n"
+        )
+    elif result["version"] is None:
+        out.write(f"optimize: nothing to compact at version {result['read_version']}\n")
+    else:
+        out.write(
+            f"optimize committed version {result['version']}: {removed} compacted into {result['num_files_added']} "
+            f"({human_bytes(result['bytes_added'])})\n"
+        )
+    for name, p in result["partitions"].items():
+        out.write(f"  {name or '(unpartitioned)'}  {json.dumps(p)}\n")
+
+
+def show_restore(result: dict[str, Any], out: TextIO) -> None:
+    m = result["metrics"]
+    change = (
+        f"add back {m['numRestoredFiles']} files ({human_bytes(m['restoredFilesSize'])}), "
+        f"remove {m['numRemovedFiles']} ({human_bytes(m['removedFilesSize'])}); "
+        f"{m['numOfFilesAfterRestore']} files ({human_bytes(m['tableSizeAfterRestore'])}) after"
+    )
+    if result["dry_run"]:
+        out.write(
+            f"restore dry run at version {result['read_version']} to version {result['target_version']}: would "
+            f"{change}; --apply commits\n"
+        )
+    else:
+        out.write(f"restore committed version {result['version']} (version {result['target_version']}): {change}\n")
+    if result["missing_files"]:
+        out.write(f"left out {len(result['missing_files'])} files gone from storage:\n")
+        for path in result["missing_files"]:
+            out.write(f"  {path}\n")
+    if result["beyond_file_retention"]:
+        out.write("note: the restored version is older than the table's deleted-file retention\n")
+
+
+def show_repair(result: dict[str, Any], out: TextIO) -> None:
+    missing = f"{result['num_missing']} of {result['num_files_checked']} active files missing from storage"
+    if result["dry_run"]:
+        verb = "; --apply removes them" if result["num_missing"] else ""
+        out.write(f"repair dry run at version {result['read_version']}: {missing}{verb}\n")
+    elif result["version"] is None:
+        out.write(f"repair: nothing to remove at version {result['read_version']} ({missing})\n")
+    else:
+        out.write(f"repair committed version {result['version']}: removed {result['num_missing']} missing files\n")
+    for path in result["files_removed"]:
+        out.write(f"  {path}\n")
