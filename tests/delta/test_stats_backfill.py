@@ -43,6 +43,7 @@ from airflow_delta_provider.delta.protocol.stats_backfill import (  # noqa: E402
     plan_stats_backfill,
     stats_reason,
 )
+from airflow_delta_provider.delta.storage import LocalLogStore  # noqa: E402
 
 # -- the rules --------------------------------------------------------------------------------------------
 
@@ -435,3 +436,33 @@ def test_an_append_only_table_is_backfilled(tmp_path: Path) -> None:
     strip_stats(path)
     assert len(backfill_stats(str(path), dry_run=False).committed) == 2
     assert our_files(path, "id = 1") == 1
+
+
+class RaceBeforeCommit:
+    """The local store, but before its `n`-th commit put another writer commits (`race` runs once)."""
+
+    def __init__(self, n: int, race: Any) -> None:
+        self._inner, self._n, self._race = LocalLogStore(), n, race
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        if "_delta_log" in path and path.endswith(".json"):
+            self._n -= 1
+            if self._n == 0:
+                self._race()
+        self._inner.put_if_absent(path, data)
+
+
+def test_a_conflict_in_a_later_batch_keeps_the_earlier_ones_and_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    ten_files(path)
+    strip_stats(path)
+    dlog = DeltaLog(str(path), store=RaceBeforeCommit(2, lambda: DeltaTable(str(path)).delete()))
+    first = len(log_versions(path))
+    with pytest.raises(ConcurrentDeleteReadError, match=rf"versions \[{first}\] were committed before"):
+        backfill_stats(dlog, dry_run=False, files_per_commit=5)
+    history = DeltaTable(str(path)).history(2)
+    assert [h["operation"] for h in history] == ["DELETE", "COMPUTE STATS"]
+    assert rows(path) == []

@@ -13,6 +13,7 @@ latest one for its path and DV, only `stats` and `dataChange` changed. No data f
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import os
@@ -21,7 +22,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..delta_log import DeltaLog
-from ..errors import InvalidArgumentError, MetadataChangedError, ProtocolChangedError, check_bool, check_int
+from ..errors import (
+    ConcurrentModificationError,
+    InvalidArgumentError,
+    MetadataChangedError,
+    ProtocolChangedError,
+    check_bool,
+    check_int,
+)
 from ..protocol.actions import AddFile
 from ..protocol.predicate import parse_predicate
 from ..protocol.stats import stats_columns
@@ -115,11 +123,47 @@ def _latest_adds(snapshot: Snapshot, batch: list[PlannedFile]) -> dict[str, AddF
     return {a.key: a for a in snapshot.all_files(with_stats=False) if a.key in keys}
 
 
+def _after(exc: ConcurrentModificationError, committed: list[int]) -> ConcurrentModificationError:
+    """The same conflict (class and fields), saying which versions earlier batches committed (they stay)."""
+    if not committed:
+        return exc
+    out = copy.copy(exc)
+    out.message = f"{exc.message} (versions {committed} were committed before; rerun for the rest)"
+    out.args = (out._render(),)  # the message with the error's table/version/file, as DeltaError writes it
+    return out
+
+
 def _batches(files: list[PlannedFile], size: int | None) -> list[list[PlannedFile]]:
     if not files:
         return []
     step = size or len(files)
     return [files[i : i + step] for i in range(0, len(files), step)]
+
+
+def _commit(
+    dlog: DeltaLog,
+    planned: Snapshot,
+    batch: list[PlannedFile],
+    stats: list[str],
+    params: Mapping[str, Any],
+    clock: Callable[[], int] | None,
+    result: StatsBackfillResult,
+) -> tuple[int | None, list[PlannedFile]]:
+    """Re-validate `batch` on the latest snapshot (gone files go to `result.dropped`) and commit what is left;
+    the version (None: nothing left) and the files committed."""
+    snapshot = dlog.update()
+    _require_unchanged(snapshot, planned)
+    latest = _latest_adds(snapshot, batch)
+    kept = [(p, s) for p, s in zip(batch, stats, strict=True) if p.add.key in latest]
+    result.dropped.extend(p.add.path for p in batch if p.add.key not in latest)
+    if not kept:
+        return None, []
+    adds = [dataclasses.replace(latest[p.add.key], stats=s, data_change=False) for p, s in kept]
+    txn = snapshot.transaction(COMPUTE_STATS_OPERATION, params, clock=clock or dlog.clock)
+    txn.read_files(adds).add(*adds)
+    committed = [p for p, _ in kept]
+    metrics = operation_metrics(committed, dropped=len(batch) - len(kept), over_budget=result.plan.num_over_budget)
+    return txn.commit(operation_metrics=metrics), committed
 
 
 def backfill_stats(
@@ -180,22 +224,15 @@ def backfill_stats(
     params = operation_parameters([where] if where else [])
     for batch in _batches(plan.files, files_per_commit):
         stats = run(layout, [p.add for p in batch], store=dlog.store)
-        snapshot = dlog.update()
-        _require_unchanged(snapshot, planned)
-        latest = _latest_adds(snapshot, batch)
-        kept = [(p, s) for p, s in zip(batch, stats, strict=True) if p.add.key in latest]
-        result.dropped.extend(p.add.path for p in batch if p.add.key not in latest)
-        if not kept:
+        try:
+            version, committed = _commit(dlog, planned, batch, stats, params, clock, result)
+        except ConcurrentModificationError as exc:
+            raise _after(exc, result.versions) from exc
+        if version is None:
             continue
-        adds = [dataclasses.replace(latest[p.add.key], stats=s, data_change=False) for p, s in kept]
-        txn = snapshot.transaction(COMPUTE_STATS_OPERATION, params, clock=clock or dlog.clock)
-        txn.read_files(adds).add(*adds)
-        committed = [p for p, _ in kept]
-        metrics = operation_metrics(committed, dropped=len(batch) - len(kept), over_budget=plan.num_over_budget)
-        version = txn.commit(operation_metrics=metrics)
         result.versions.append(version)
         result.committed.extend(committed)
-        log.info("COMPUTE STATS of %s: version %d re-added %d files with new stats", table, version, len(adds))
+        log.info("COMPUTE STATS of %s: version %d re-added %d files with new stats", table, version, len(committed))
     return result
 
 
