@@ -173,11 +173,16 @@ def plan_purge(
     if max_files is None and max_bytes is None:
         return plan
     ranked, plan.bins = sorted(plan.bins, key=lambda b: -dead_bytes(b.files)), []
+    taken_files = taken_bytes = 0
     for b in ranked:
-        fits = (max_files is None or len(plan.files) + len(b.files) <= max_files) and (
-            max_bytes is None or sum(f.size for f in plan.files) + b.num_bytes <= max_bytes
+        fits = (max_files is None or taken_files + len(b.files) <= max_files) and (
+            max_bytes is None or taken_bytes + b.num_bytes <= max_bytes
         )
-        (plan.bins if fits or not plan.bins else plan.over_budget).append(b)
+        if plan.bins and not fits:
+            plan.over_budget.append(b)
+            continue
+        plan.bins.append(b)
+        taken_files, taken_bytes = taken_files + len(b.files), taken_bytes + b.num_bytes
     return plan
 
 
