@@ -202,3 +202,39 @@ def test_deletion_vector_heavy_files_are_compacted_even_alone():
     assert by_part["p=1"].cost.bytes_written == 500  # the hidden rows are not rewritten
     assert (by_part["p=4"].gain.files_removed, by_part["p=4"].gain.dv_rows_purged) == (3, 20)
     assert by_part["p=4"].cost.bytes_read == 80 and by_part["p=4"].cost.bytes_written == 40
+
+
+def test_an_optimize_task_runs_as_planned_and_then_nothing_is_planned(tmp_path):
+    """The task's `where` selects exactly its partitions (ints, nulls, quotes, `/` and `=` in values); our OPTIMIZE
+    run with it and the policy's thresholds leaves delta-rs reading the same rows, and a rescan plans nothing."""
+    from airflow_delta_provider.delta import DeltaLog
+    from airflow_delta_provider.delta.maintenance.optimize import optimize
+
+    path = tmp_path / "t"
+    values = [(1, "a b"), (None, "c/=d"), (2, "x'y"), (3, "one")]
+    for n, s in values:
+        for i in range(4 if n != 3 else 1):
+            data = pa.table({"n": pa.array([n], pa.int32()), "s": [s], "v": [i]})
+            write_deltalake(str(path), data, partition_by=["n", "s"], mode="append")
+
+    def rows() -> list[str]:
+        return sorted(repr(r) for r in DeltaTable(str(path)).to_pyarrow_table().to_pylist())
+
+    before = rows()
+    policy = parse_policy({"defaults": {"min_small_files": 3}})
+    tasks = plan(scan([str(path)], policy=policy).healths).tasks
+    assert sorted(t.operation for t in tasks) == ["checkpoint", "optimize"]  # 13 commits, no checkpoint
+    task = next(t for t in tasks if t.operation == "optimize")
+    assert set(task.partitions) == {"n=1/s=a b", "n=__HIVE_DEFAULT_PARTITION__/s=c/=d", "n=2/s=x'y"}
+    chosen = DeltaLog(str(path)).snapshot.files(task.where)
+    assert len(chosen) == 12 and {f.partition_values["s"] for f in chosen} == {"a b", "c/=d", "x'y"}
+    p = task.parts[0]
+    assert p.values and task.where.count(" OR ") == 2
+
+    tp = scan([str(path)], policy=policy).healths[0].policy
+    result = optimize(
+        str(path), where=task.where, target_size=tp.target_file_size, small_file_bytes=tp.small_file_bytes
+    )
+    assert len(result.removed) == 12 and len(result.added) == 3
+    assert rows() == before and len(before) == 13
+    assert [t.operation for t in plan(scan([str(path)], policy=policy).healths).tasks] == ["checkpoint"]

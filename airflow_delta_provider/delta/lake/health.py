@@ -58,8 +58,10 @@ def _active_files(snapshot: Any, physical: Mapping[str, str]) -> Iterable[Active
     stats = table.column("stats").to_pylist()
     dvs = table.column("deletionVector").to_pylist()
     for pv, size, st, dv in zip(pvs, sizes, stats, dvs, strict=True):
-        key = partition_key(dict(pv or ()), columns, physical) if columns else ""
-        yield ActiveFile(key, size or 0, _records(st), (dv or {}).get("cardinality") or 0)
+        raw = dict(pv or ())
+        key = partition_key(raw, columns, physical) if columns else ""
+        values = tuple((c, raw.get(physical.get(c, c))) for c in columns)
+        yield ActiveFile(key, size or 0, _records(st), (dv or {}).get("cardinality") or 0, values)
 
 
 def _tombstones(snapshot: Any, physical: Mapping[str, str]) -> Iterable[Tombstone]:

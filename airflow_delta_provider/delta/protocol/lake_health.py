@@ -31,12 +31,14 @@ def size_bucket(size: int) -> str:
 
 
 class ActiveFile(NamedTuple):
-    """What health needs of one active file; `records` None when it has no `numRecords` stat."""
+    """What health needs of one active file; `records` None when it has no `numRecords` stat; `values` its
+    partition values as logged, by logical column."""
 
     partition: str
     size: int
     records: int | None
     dv_rows: int
+    values: tuple[tuple[str, str | None], ...] = ()
 
 
 class Tombstone(NamedTuple):
@@ -50,6 +52,8 @@ class PartitionHealth:
     """One partition's files (`partition` is `a=1/b=x`, "" for an unpartitioned table)."""
 
     partition: str
+    #: Partition values as logged, by logical column.
+    values: tuple[tuple[str, str | None], ...] = ()
     num_files: int = 0
     bytes: int = 0
     small_files: int = 0
@@ -97,6 +101,7 @@ def summarize_partitions(
 
     for f in files:
         p = get(f.partition)
+        p.values = p.values or f.values
         p.num_files += 1
         p.bytes += f.size
         bucket = size_bucket(f.size)

@@ -148,6 +148,26 @@ class PartitionWork:
     files_before: int
     cost: Cost
     gain: Gain
+    values: tuple[tuple[str, str | None], ...] = ()
+
+
+def partition_predicate(partitions: Sequence[tuple[tuple[str, str | None], ...]]) -> str | None:
+    """A `protocol.predicate` text selecting exactly these partitions (values as logged: string literals, which
+    the predicate coerces to the column's type; null or empty is `IS NULL`); None for an unpartitioned table."""
+
+    def one(values: tuple[tuple[str, str | None], ...]) -> str:
+        terms = []
+        for column, value in values:
+            name = "`" + column.replace("`", "``") + "`"
+            terms.append(
+                f"{name} IS NULL" if value in (None, "") else f"{name} = '{value.replace(chr(39), chr(39) * 2)}'"
+            )
+        return " AND ".join(terms)
+
+    clauses = [one(v) for v in partitions if v]
+    if not clauses:
+        return None
+    return clauses[0] if len(clauses) == 1 else " OR ".join(f"({c})" for c in clauses)
 
 
 @dataclass(frozen=True)
@@ -160,6 +180,8 @@ class Task:
     needs_approval: bool = False
     reason: str = ""
     parts: tuple[PartitionWork, ...] = ()
+    #: The `where` an OPTIMIZE runs with (`maintenance.optimize(where=...)`): exactly its partitions.
+    where: str | None = None
 
     @property
     def value(self) -> float:
@@ -172,6 +194,7 @@ class Task:
             "partitions": list(self.partitions),
             "cost": self.cost.to_dict(),
             "gain": self.gain.to_dict(),
+            "where": self.where,
             "needs_approval": self.needs_approval,
             "reason": self.reason,
         }
@@ -200,7 +223,7 @@ def optimize_partition(p: PartitionHealth, health: TableHealth, rates: Rates) ->
     cost = Cost(read, live, 0, requests, rates.seconds(read + live, 2 * files + puts))
     after = p.num_files - removed
     gain = Gain(removed, 0, p.num_files / after if after else 0.0, dv_rows, dead_bytes_removed=read - live)
-    return PartitionWork(p.partition, p.num_files, cost, gain)
+    return PartitionWork(p.partition, p.num_files, cost, gain, p.values)
 
 
 def _commit_cost(rates: Rates, puts: int = 1) -> Cost:
@@ -244,7 +267,9 @@ def _optimize_task(table: str, parts: Sequence[PartitionWork], cost: Cost) -> Ta
     before = sum(w.files_before for w in parts)
     gain = replace(gain, read_amplification_removed=before / max(before - gain.files_removed, 1))
     reason = f"{gain.files_removed} files fewer, {gain.dv_rows_purged} deleted rows purged in {len(parts)} partition(s)"
-    return Task(table, "optimize", tuple(w.partition for w in parts), cost, gain, reason=reason, parts=tuple(parts))
+    where = partition_predicate([w.values for w in parts])
+    partitions = tuple(w.partition for w in parts)
+    return Task(table, "optimize", partitions, cost, gain, reason=reason, parts=tuple(parts), where=where)
 
 
 def _vacuum(health: TableHealth, rates: Rates) -> Task | None:
