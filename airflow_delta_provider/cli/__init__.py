@@ -56,24 +56,9 @@ from ..delta.errors import (
 )
 from ..delta.protocol.history import to_epoch_ms
 from ..delta.protocol.leases import MAX_TTL_MS
+from . import text
 from .completion import bash_completion, zsh_completion
-from .text import (
-    print_json,
-    show_changes,
-    show_checkpoint,
-    show_cleanup_log,
-    show_files,
-    show_history,
-    show_optimize,
-    show_repair,
-    show_restore,
-    show_snapshot,
-    show_tombstones,
-    show_vacuum,
-    show_vacuum_purge,
-    show_vacuum_undo,
-    write_table,
-)
+from .text import print_json, write_table
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_UNSUPPORTED, EXIT_STORAGE, EXIT_CHECK_FAILED = range(7)
 EXIT_INTERNAL = 70
@@ -281,26 +266,28 @@ def cmd_completion(args: argparse.Namespace, out: TextIO) -> None:
 
 _OPTIMIZE_JSON = ("version", "num_files_removed", "num_files_added", "bytes_removed", "bytes_added", "partitions")
 cmd_version = _action("version", lambda b, out: out.write(f"{b['version']}\n"), lambda b: {"version": b["version"]})
-cmd_snapshot = _action("snapshot", show_snapshot, fields=lambda args: {"include_files": args.json})
-cmd_files = _action("files", show_files, lambda b: {k: b[k] for k in ("table", "version", "files", "engine")})
-cmd_tombstones = _action("tombstones", show_tombstones, fields=lambda args: {"include_files": True})
-cmd_history = _action("history", show_history, lambda b: b["history"])
-cmd_changes = _action("changes", show_changes, lambda b: b["changes"], lambda args: {"version": args.start})
-cmd_checkpoint = _action("checkpoint", show_checkpoint)
-cmd_cleanup_log = _action("cleanup_log", show_cleanup_log)
-cmd_vacuum = _action("vacuum", show_vacuum)
-cmd_vacuum_undo = _action("vacuum_undo", show_vacuum_undo)
+cmd_snapshot = _action("snapshot", text.show_snapshot, fields=lambda args: {"include_files": args.json})
+cmd_files = _action("files", text.show_files, lambda b: {k: b[k] for k in ("table", "version", "files", "engine")})
+cmd_tombstones = _action("tombstones", text.show_tombstones, fields=lambda args: {"include_files": True})
+cmd_history = _action("history", text.show_history, lambda b: b["history"])
+cmd_changes = _action("changes", text.show_changes, lambda b: b["changes"], lambda args: {"version": args.start})
+cmd_checkpoint = _action("checkpoint", text.show_checkpoint)
+cmd_cleanup_log = _action("cleanup_log", text.show_cleanup_log)
+cmd_vacuum = _action("vacuum", text.show_vacuum)
+cmd_vacuum_undo = _action("vacuum_undo", text.show_vacuum_undo)
 cmd_vacuum_purge = _action(
-    "vacuum_purge", show_vacuum_purge, fields=lambda args: {"older_than_hours": args.older_than.total_seconds() / 3600}
+    "vacuum_purge",
+    text.show_vacuum_purge,
+    fields=lambda args: {"older_than_hours": args.older_than.total_seconds() / 3600},
 )
 cmd_optimize = _action(
     "optimize",
-    show_optimize,
+    text.show_optimize,
     lambda b: {k: b[k] for k in _OPTIMIZE_JSON} | {"dry_run": b["dry_run"]},
     lambda args: {"target_size": None if args.target_size_mb is None else max(1, int(args.target_size_mb * 2**20))},
 )
-cmd_restore = _action("restore", show_restore, lambda b: {k: v for k, v in b.items() if k != "plan"})
-cmd_repair = _action("repair", show_repair)
+cmd_restore = _action("restore", text.show_restore, lambda b: {k: v for k, v in b.items() if k != "plan"})
+cmd_repair = _action("repair", text.show_repair)
 #: argparse types of the options, each calling the one parser of its kind (`commands.arguments`).
 VERSION = cli_type(parse_count, "--version")
 
