@@ -10,18 +10,22 @@ removed after the plan is dropped; a remove racing the commit is a typed conflic
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
+import random
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 
 deltalake = pytest.importorskip("deltalake")
 from conftest import CORPUS, copy_table  # noqa: E402
 from deltalake import DeltaTable, QueryBuilder, write_deltalake  # noqa: E402
 from support.faults import RacingStore  # noqa: E402
+from support.predicate_eval import evaluate_row  # noqa: E402
 
 from airflow_delta_provider.delta.delta_log import DeltaLog  # noqa: E402
 from airflow_delta_provider.delta.errors import (  # noqa: E402
@@ -33,7 +37,8 @@ from airflow_delta_provider.delta.errors import (  # noqa: E402
 )
 from airflow_delta_provider.delta.maintenance.checkpoint import write_checkpoint  # noqa: E402
 from airflow_delta_provider.delta.maintenance.stats_backfill import backfill_stats  # noqa: E402
-from airflow_delta_provider.delta.protocol.actions import AddFile  # noqa: E402
+from airflow_delta_provider.delta.protocol.actions import AddFile, decode_path  # noqa: E402
+from airflow_delta_provider.delta.protocol.predicate import parse_predicate  # noqa: E402
 from airflow_delta_provider.delta.protocol.stats import StatsColumn  # noqa: E402
 from airflow_delta_provider.delta.protocol.stats_backfill import (  # noqa: E402
     MISSING,
@@ -466,3 +471,87 @@ def test_a_conflict_in_a_later_batch_keeps_the_earlier_ones_and_says_so(tmp_path
     history = DeltaTable(str(path)).history(2)
     assert [h["operation"] for h in history] == ["DELETE", "COMPUTE STATS"]
     assert rows(path) == []
+
+
+def random_rows(rng: random.Random, n: int) -> pa.Table:
+    def maybe(value: Any) -> Any:
+        return None if rng.random() < 0.15 else value
+
+    base = rng.randrange(-50, 50)
+    t0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    return pa.table(
+        {
+            "i": pa.array([maybe(base + rng.randrange(20)) for _ in range(n)], pa.int64()),
+            "f": pa.array([maybe(round(rng.uniform(-5, 5) + base, 2)) for _ in range(n)], pa.float64()),
+            "s": pa.array([maybe(rng.choice(WORDS) + "x" * rng.choice([0, 0, 40])) for _ in range(n)]),
+            "d": pa.array([maybe(dt.date(2024, 1, 1) + dt.timedelta(days=base + rng.randrange(9))) for _ in range(n)]),
+            "ts": pa.array(
+                [
+                    maybe(t0 + dt.timedelta(seconds=base * 10 + rng.randrange(60), microseconds=rng.randrange(10**6)))
+                    for _ in range(n)
+                ],
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "n": pa.array([{"x": maybe(rng.randrange(10))} for _ in range(n)], pa.struct([("x", pa.int32())])),
+            "part": pa.array([rng.choice(["a", "b"]) for _ in range(n)]),
+        }
+    )
+
+
+WORDS = ["apple", "Apple", "banana", "cherry", "date", "é-clair", "zeta", ""]
+
+
+def random_predicate(rng: random.Random, data: list[dict[str, Any]]) -> str:
+    def leaf() -> str:
+        column = rng.choice(["i", "f", "s", "d", "ts", "n.x", "part"])
+        values = [v for r in data if (v := (r["n"] or {}).get("x") if column == "n.x" else r[column]) is not None]
+        if rng.random() < 0.15 or not values:
+            return f"{column} is {rng.choice(['', 'not '])}null"
+        value, op = rng.choice(values), rng.choice(["=", "!=", "<", "<=", ">", ">="])
+        if column in ("s", "part"):
+            text = f"'{value}'"
+        elif column == "d":
+            text = f"'{value + dt.timedelta(days=rng.choice([0, 0, 1, -1]))}'"
+        elif column == "ts":
+            text = f"TIMESTAMP '{(value + dt.timedelta(milliseconds=rng.choice([0, 1, -1]))).isoformat()}'"
+        else:
+            text = str(value + rng.choice([0, 0, 1, -1]))
+        return f"{column} {op} {text}"
+
+    shape = rng.random()
+    if shape < 0.5:
+        return leaf()
+    if shape < 0.8:
+        return f"{leaf()} {rng.choice(['AND', 'OR'])} {leaf()}"
+    return f"NOT ({leaf()})"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pruning_with_recomputed_stats_never_drops_a_matching_file(seed: int, tmp_path: Path) -> None:
+    """Randomized: after the backfill our file index keeps every file holding a row a predicate matches, and
+    prunes some files it kept without stats."""
+    rng = random.Random(seed)
+    path = tmp_path / "t"
+    for _ in range(rng.randint(5, 8)):
+        write_deltalake(str(path), random_rows(rng, rng.randint(3, 30)), mode="append", partition_by=["part"])
+    DeltaTable(str(path)).delete(f"i < {rng.randrange(-40, 0)}")
+    strip_stats(path)
+    backfill_stats(str(path), dry_run=False)
+    snapshot = DeltaLog(str(path)).update()
+    files = {
+        f.path: [
+            {**r, "part": f.partition_values["part"]} for r in pq.read_table(path / decode_path(f.path)).to_pylist()
+        ]
+        for f in snapshot.all_files()
+    }
+    everything = [r for rows_ in files.values() for r in rows_]
+    pruned = 0
+    for _ in range(40):
+        text = random_predicate(rng, everything)
+        kept = {f.path for f in snapshot.files(text)}
+        expr = parse_predicate(text)
+        for file, rows_ in files.items():
+            if any(evaluate_row(expr, r) is True for r in rows_):
+                assert file in kept, (text, file)
+        pruned += len(files) - len(kept)
+    assert pruned > 0
