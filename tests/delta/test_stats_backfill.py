@@ -104,6 +104,9 @@ def test_plan_budget_takes_the_first_files_and_counts_the_rest() -> None:
     plan = plan_stats_backfill(files[2:], [ID], table="t", version=3, max_bytes=1)
     assert [f.add.path for f in plan.files] == ["c"]  # the first file always: a run progresses
     assert plan.summary()["by_reason"] == {MISSING: 1, STALE: 0, WIDE: 0}
+    plan = plan_stats_backfill(files, [ID], table="t", version=3)
+    summary = plan.summary(listed=2)
+    assert (summary["num_files"], summary["files_listed"], [f["path"] for f in summary["files"]]) == (4, 2, ["a", "c"])
 
 
 def test_operation_parameters_are_sparks() -> None:

@@ -24,6 +24,8 @@ from .stats import StatsColumn
 COMPUTE_STATS_OPERATION = "COMPUTE STATS"
 MISSING, STALE, WIDE = "missing", "stale", "wide"
 REASONS = (MISSING, STALE, WIDE)
+#: Files a plan's summary lists (the counts cover all; a dry run's JSON stays small on a huge table).
+LISTED_FILES = 1000
 
 
 def _covered(stats: Mapping[str, Any], path: Sequence[str]) -> bool:
@@ -99,7 +101,8 @@ class StatsBackfillPlan:
             out[f.reason] += 1
         return out
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, listed: int = LISTED_FILES) -> dict[str, Any]:
+        """The plan as JSON: counts of all files, and the first `listed` files with their reason."""
         return {
             "table": self.table,
             "read_version": self.version,
@@ -110,7 +113,8 @@ class StatsBackfillPlan:
             "by_reason": self.counts(),
             "num_files_over_budget": self.num_over_budget,
             "bytes_over_budget": self.bytes_over_budget,
-            "files": [{"path": f.add.path, "reason": f.reason, "size": f.add.size} for f in self.files],
+            "files": [{"path": f.add.path, "reason": f.reason, "size": f.add.size} for f in self.files[:listed]],
+            "files_listed": min(listed, len(self.files)),
         }
 
 
@@ -170,6 +174,7 @@ def operation_metrics(committed: Sequence[PlannedFile], *, dropped: int, over_bu
 
 __all__ = [
     "COMPUTE_STATS_OPERATION",
+    "LISTED_FILES",
     "MISSING",
     "REASONS",
     "STALE",
