@@ -10,6 +10,8 @@ with nothing written; a racing append rebased, a racing delete of an input refus
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import itertools
 import json
 import logging
@@ -311,8 +313,13 @@ def test_rows_decoding_over_the_limit_are_refused_while_read(tmp_path: Path):
 def test_clustered_table_refused(tmp_path: Path):
     path = make_table(tmp_path / "t", files=2, rows=20)
     version = DeltaTable(str(path)).version() + 1
-    domain = {"domainMetadata": {"domain": "delta.clustering", "configuration": '{"clusteringColumns":[["x"]]}',
-                                 "removed": False}}  # fmt: skip
+    domain = {
+        "domainMetadata": {
+            "domain": "delta.clustering",
+            "configuration": '{"clusteringColumns":[["x"]]}',
+            "removed": False,
+        }
+    }
     info = {"commitInfo": {"timestamp": 1, "operation": "CLUSTER BY"}}
     (path / "_delta_log" / f"{version:020d}.json").write_text(json.dumps(domain) + "\n" + json.dumps(info) + "\n")
     logs = log_files(path)
@@ -413,3 +420,44 @@ def test_kill_9_mid_zorder_leaves_the_table_readable_as_before(tmp_path: Path, p
     active = {f.path for f in DeltaLog(str(path)).update().all_files()}
     leftovers = data_files(path) - files
     assert leftovers and not leftovers & active, "what the killed run wrote is unreferenced (VACUUM's)"
+
+
+def test_every_orderable_type_and_where(tmp_path: Path):
+    """Timestamps, dates, decimals, strings, booleans, floats and a nested field as z-columns; `where` keeps
+    the other partition's files as they were."""
+    rng = random.Random(9)
+    path = tmp_path / "t"
+    for _ in range(4):
+        n = 200
+        data = pa.table(
+            {
+                "ts": pa.array(
+                    [
+                        dt.datetime(2024, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=rng.randrange(10**13))
+                        for _ in range(n)
+                    ],
+                    pa.timestamp("us", tz="UTC"),
+                ),
+                "d": [dt.date(2000, 1, 1) + dt.timedelta(days=rng.randrange(9000)) for _ in range(n)],
+                "dec": pa.array(
+                    [decimal.Decimal(rng.randrange(-(10**9), 10**9)) / 100 for _ in range(n)], pa.decimal128(12, 2)
+                ),
+                "s": [rng.choice([None, "é", "😀", "abc" * rng.randrange(20)]) for _ in range(n)],
+                "flag": [rng.random() < 0.5 for _ in range(n)],
+                "f": [rng.choice([float("nan"), rng.uniform(-1, 1)]) for _ in range(n)],
+                "st": [{"a": rng.randrange(1000)} for _ in range(n)],
+                "part": [rng.choice("ab") for _ in range(n)],
+            }
+        )
+        write_deltalake(str(path), data, mode="append", partition_by=["part"])
+    before = rows(path)
+    untouched = {f.path for f in DeltaLog(str(path)).update().all_files() if f.partition_values["part"] == "b"}
+    result = optimize(
+        str(path), zorder_by=["ts", "d", "dec", "s", "flag", "f", "st.a"], where="part = 'a'", target_size=4000
+    )
+    assert result.version is not None and rows(path) == before
+    assert {f.partition_values["part"] for f in result.removed} == {"a"}
+    assert untouched <= {f.path for f in DeltaLog(str(path)).update().all_files()}
+    params = DeltaTable(str(path)).history(1)[0]["operationParameters"]
+    assert json.loads(params["zOrderBy"]) == ["ts", "d", "dec", "s", "flag", "f", "st.a"]
+    assert json.loads(params["predicate"]) == ["part = 'a'"]
