@@ -27,7 +27,7 @@ from ..errors import (
     check_bool,
     check_int,
 )
-from ..protocol.actions import AddFile, canonical_path
+from ..protocol.actions import AddFile, RemoveFile, canonical_path
 from ..protocol.optimize import commit_batches, num_records, operation_metrics, target_file_size
 from ..protocol.predicate import parse_predicate
 from ..protocol.purge import REORG_OPERATION, PurgePlan, expected_rows, operation_parameters, plan_purge, revalidate
@@ -211,8 +211,8 @@ def purge(
         except DeltaError as exc:
             raise _batch_failed(exc, _FILES_WRITTEN.format(len(new)), result.versions) from exc
         txn = snapshot.transaction(REORG_OPERATION, params, clock=clock)
-        removed_at = clock()
         txn.read_files(batch.files).remove(*batch.files, data_change=False).add(*new)
+        removed_at = max(a.del_timestamp for a in txn.actions if isinstance(a, RemoveFile))
         try:
             version = txn.commit(operation_metrics=operation_metrics(batch.files, new))
         except ConcurrentModificationError as exc:
