@@ -164,3 +164,23 @@ def test_untracked_files_on_request(events):
     assert h.requests["list"] == 2  # the log's listing and one page of the table's
     vacuum = [t for t in plan([h]).tasks if t.operation == "vacuum"]
     assert [(t.cost.files_deleted, t.gain.bytes_reclaimed) for t in vacuum] == [(1, 100)]
+
+
+def test_vacuum_cost_matches_our_vacuum_dry_run(tmp_path):
+    """Tombstones past retention plus old untracked files: exactly the files and bytes VACUUM's dry run plans."""
+    import os
+
+    from airflow_delta_provider.delta.maintenance.vacuum import vacuum
+
+    path = copy_table("delta-golden/dv-partitioned-with-checkpoint", tmp_path)
+    orphan = path / "part=0" / "orphan.parquet"
+    orphan.write_bytes(b"o" * 42)
+    old = time.time() - 30 * 86_400
+    for f in path.rglob("*"):
+        if "_delta_log" not in f.parts:
+            os.utime(f, (old, old))
+    h = table_health(str(path), untracked=True)
+    (task,) = [t for t in plan([h]).tasks if t.operation == "vacuum"]
+    dry = vacuum(str(path), dry_run=True).plan
+    assert task.cost.files_deleted == len(dry.files) > h.untracked["reclaimable_files"] >= 1
+    assert task.gain.bytes_reclaimed == sum(f.size for f in dry.files)

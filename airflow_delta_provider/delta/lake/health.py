@@ -22,7 +22,7 @@ from ..protocol.lake_policy import LakePolicy
 from ..protocol.log_cleanup import checkpoint_protection_version, expired_log_cleanup_enabled, plan_log_cleanup
 from ..protocol.optimize import partition_key
 from ..protocol.table_features import check_can_write
-from ..protocol.vacuum import deletable, normalize_relative
+from ..protocol.vacuum import deletable, normalize_relative, protected_from_logged, relative_to_root
 from ..read.commits import read_commit
 from ..read.protected_files import protected_set
 from ..storage import store_for
@@ -64,15 +64,47 @@ def _active_files(snapshot: Any, physical: Mapping[str, str]) -> Iterable[Active
         yield ActiveFile(key, size or 0, _records(st), (dv or {}).get("cardinality") or 0, values)
 
 
-def _tombstones(snapshot: Any, physical: Mapping[str, str]) -> Iterable[Tombstone]:
+def _dv_file_size(dv: Mapping[str, Any]) -> int:
+    """A DV file's size from its descriptor: the version byte up to `offset`, then the DV's 4-byte length, its
+    `sizeInBytes` and a 4-byte checksum (PROTOCOL.md "Deletion Vector Format"); a file holding more DVs is larger."""
+    return (dv.get("offset") or 0) + 4 + (dv.get("sizeInBytes") or 0) + 4
+
+
+def _tombstones(snapshot: Any, physical: Mapping[str, str]) -> list[Tombstone]:
+    """One entry per file VACUUM may delete once its tombstones expire: a removed path still active (a deletion
+    vector update removes and re-adds it) is none; a path removed twice counts once, at its latest removal;
+    the DV files of removed files count too, when no active file uses them."""
+    root = snapshot.table
+    adds = snapshot.add_files_table
+    live_dvs = [(d["storageType"], d["pathOrInlineDv"]) for d in adds.column("deletionVector").to_pylist() if d]
+    live = protected_from_logged(adds.column("path").to_pylist(), live_dvs, table_root=root)
     table = snapshot.remove_files_table
     columns = snapshot.partition_columns
-    pvs = table.column("partitionValues").to_pylist()
-    sizes = table.column("size").to_pylist()
-    times = table.column("deletionTimestamp").to_pylist()
-    for pv, size, ts in zip(pvs, sizes, times, strict=True):
+    found: dict[str, Tombstone] = {}
+
+    def keep(rel: str | None, partition: str, size: int, ts: int) -> None:
+        if rel is None or rel in live:
+            return
+        seen = found.get(rel)
+        if seen is not None:
+            size, ts = max(size, seen.size), max(ts, seen.deletion_timestamp)
+        found[rel] = Tombstone(partition, size, ts)
+
+    rows = zip(
+        table.column("path").to_pylist(),
+        table.column("partitionValues").to_pylist(),
+        table.column("size").to_pylist(),
+        table.column("deletionTimestamp").to_pylist(),
+        table.column("deletionVector").to_pylist(),
+        strict=True,
+    )
+    for path, pv, size, ts, dv in rows:
         key = partition_key(dict(pv or ()), columns, physical) if columns else ""
-        yield Tombstone(key, size or 0, ts or 0)
+        keep(relative_to_root(path, root), key, size or 0, ts or 0)
+        if dv and dv["storageType"] in ("u", "p"):
+            for dv_rel in protected_from_logged([], [(dv["storageType"], dv["pathOrInlineDv"])], table_root=root):
+                keep(dv_rel, key, _dv_file_size(dv), ts or 0)
+    return list(found.values())
 
 
 def _partitions_of(
@@ -185,7 +217,7 @@ def table_health(
     tp = (policy or LakePolicy()).for_table(dlog.table_uri, conf)
     physical = snapshot.physical_partition_columns
     cutoff = now - tp.deleted_file_retention_ms
-    tombstones = list(_tombstones(snapshot, physical))
+    tombstones = _tombstones(snapshot, physical)
     partitions = summarize_partitions(
         _active_files(snapshot, physical),
         tombstones,
