@@ -12,6 +12,7 @@ import pytest
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
 from airflow_delta_provider.delta.lake import parse_policy, plan, scan, table_health
+from airflow_delta_provider.delta.maintenance.log_cleanup import cleanup_log
 from tests.conftest import copy_table
 
 DAY = 86_400_000
@@ -78,13 +79,24 @@ def test_checkpoint_tail_and_requests(events):
 
 def test_log_files_past_retention(tmp_path):
     path = tmp_path / "t"
-    write_deltalake(str(path), pa.table({"x": [1]}), configuration={"delta.logRetentionDuration": "interval 1 day"})
+    retention = {"delta.logRetentionDuration": "interval 1 day", "delta.deletedFileRetentionDuration": "interval 1 day"}
+    write_deltalake(str(path), pa.table({"x": [1]}), configuration=retention)
     for i in range(4):
         write_deltalake(str(path), pa.table({"x": [i]}), mode="append")
     DeltaTable(str(path)).create_checkpoint()  # at version 4
     assert table_health(str(path)).log_files_past_retention == 0
-    h = table_health(str(path), now_ms=int(time.time() * 1000) + 3 * DAY)
+    now = int(time.time() * 1000) + 3 * DAY
+    h = table_health(str(path), now_ms=now)
     assert h.log_files_past_retention == 4 and h.log_bytes_past_retention > 0  # commits 0..3
+    dry = cleanup_log(str(path), clock=lambda: now)  # what our log cleanup would delete
+    assert (dry.num_files, dry.num_bytes) == (h.log_files_past_retention, h.log_bytes_past_retention)
+    assert [t.operation for t in plan([h]).tasks] == ["log_cleanup"]
+    # a log retention shorter than the file retention: our log cleanup refuses it, so the plan skips it
+    DeltaTable(str(path)).alter.set_table_properties({"delta.deletedFileRetentionDuration": "interval 7 days"})
+    h = table_health(str(path), now_ms=now)
+    assert h.refused["log_cleanup"]["error_class"] == "RetentionConflictError"
+    lake_plan = plan([h])
+    assert lake_plan.tasks == [] and [s["operation"] for s in lake_plan.skipped] == ["log_cleanup"]
 
 
 def test_last_optimize_and_what_changed_since(events):

@@ -35,7 +35,8 @@ def lake(tmp_path):
     DeltaTable(str(root / "gone" / "tombstones")).delete("x < 1")
     for _ in range(12):
         _append(root / "deep" / "er" / "longlog")
-    _append(root / "old", configuration={"delta.logRetentionDuration": "interval 1 day"})
+    day = "interval 1 day"
+    _append(root / "old", configuration={"delta.logRetentionDuration": day, "delta.deletedFileRetentionDuration": day})
     for _ in range(3):
         _append(root / "old")
     DeltaTable(str(root / "old")).create_checkpoint()

@@ -19,7 +19,12 @@ from ..protocol.actions import Action, AddFile, CommitInfo, RemoveFile
 from ..protocol.filenames import LogFileKind, parse_log_path
 from ..protocol.lake_health import ActiveFile, LastOperation, TableHealth, Tombstone, summarize_partitions
 from ..protocol.lake_policy import LakePolicy
-from ..protocol.log_cleanup import checkpoint_protection_version, expired_log_cleanup_enabled, plan_log_cleanup
+from ..protocol.log_cleanup import (
+    check_retention_compatibility,
+    checkpoint_protection_version,
+    expired_log_cleanup_enabled,
+    plan_log_cleanup,
+)
 from ..protocol.optimize import partition_key
 from ..protocol.table_features import check_can_write
 from ..protocol.vacuum import deletable, normalize_relative, protected_from_logged, relative_to_root
@@ -236,6 +241,8 @@ def table_health(
     for op, checks in WRITE_CHECKS.items():
         try:
             check_can_write(snapshot.protocol, snapshot.metadata, checks, table=dlog.table_uri, version=version)
+            if op == "log_cleanup":  # what our log cleanup refuses on a table's own retention settings
+                check_retention_compatibility(conf, table=dlog.table_uri)
             refused[op] = None
         except DeltaError as exc:
             refused[op] = error_dict(exc)
