@@ -78,6 +78,17 @@ def test_interleave_is_msb_first_round_robin():
     assert column_bits(2, 1_000_000) == 20 and column_bits(1, 10**12) == 32 and column_bits(5, 10**9) == 12
 
 
+def test_interleave_equals_the_bit_by_bit_definition():
+    rng = random.Random(5)
+    for k in range(1, 6):
+        bits = column_bits(k, 10**9)
+        ids = [[rng.randrange(1 << bits) for _ in range(50)] for _ in range(k)]
+        expected = [
+            sum(((ids[c][r] >> j) & 1) << (j * k + k - 1 - c) for j in range(bits) for c in range(k)) for r in range(50)
+        ]
+        assert interleave([pa.array(col, pa.uint64()) for col in ids], bits).to_pylist() == expected
+
+
 def test_zorder_key_on_a_grid_is_the_z_curve():
     xs, ys = zip(*itertools.product(range(4), range(4)), strict=True)
     key = zorder_key([pa.array(xs), pa.array(ys)]).to_pylist()

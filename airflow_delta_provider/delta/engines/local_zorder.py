@@ -33,8 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..write.data_files import TableLayout
     from . import ZOrderRewriter
 
-#: Copies of a partition's decoded rows its sort holds at once (read, then sorted by `take`); one output
-#: file's rows and encoding come on top, bounded by the target size.
+#: Copies of a partition's decoded rows its sort is allowed: it holds them once (plus one column twice, as
+#: columns are sorted one at a time) and one output file's encoding, bounded by the target size.
 MEMORY_FACTOR = 2
 
 
@@ -116,8 +116,13 @@ def zorder_bin(
         if data.num_rows == 0:
             return []
         order = pc.sort_indices(zorder_key([_values(data, c.physical_path) for c in columns]))
-        data = data.take(order)  # the only copy of the rows from here on
-        del order
+        schema, unsorted = data.schema, data.columns
+        del data
+        for i, column in enumerate(unsorted):  # a column at a time: one column held twice, never the rows
+            unsorted[i] = column.take(order)
+            del column
+        data = pa.Table.from_arrays(unsorted, schema=schema)
+        del order, unsorted
     except pa.ArrowException as exc:
         raise LogCorruptedError(
             f"Cannot sort the {len(bin_.files)} files of partition {bin_.partition or '(unpartitioned)'} by "

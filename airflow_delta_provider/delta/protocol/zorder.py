@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import json
 import math
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -218,6 +219,17 @@ def column_bits(num_columns: int, num_rows: int) -> int:
     return max(1, min(MAX_COLUMN_BITS, KEY_BITS // num_columns, max(1, num_rows - 1).bit_length()))
 
 
+def _u64(value: int) -> pa.Scalar:
+    """A uint64 scalar built from its bytes (`pa.scalar` of a Python int imports pandas)."""
+    return pa.Array.from_buffers(pa.uint64(), 1, [None, pa.py_buffer(struct.pack("<Q", value))])[0]
+
+
+def _u64_array(values: Sequence[int]) -> pa.Array:
+    return pa.Array.from_buffers(
+        pa.uint64(), len(values), [None, pa.py_buffer(struct.pack(f"<{len(values)}Q", *values))]
+    )
+
+
 def range_ids(values: pa.Array | pa.ChunkedArray, bits: int) -> pa.Array:
     """Each value's dense rank (nulls first, with the smallest values' range as Spark puts them in range 0)
     scaled to [0, 2^bits): equal values share an id, distinct ones spread evenly over the range."""
@@ -226,24 +238,32 @@ def range_ids(values: pa.Array | pa.ChunkedArray, bits: int) -> pa.Array:
     if pa.types.is_dictionary(values.type):
         values = values.dictionary_decode()
     if len(values) == 0:
-        return pa.array([], pa.uint64())
+        return _u64_array([])
     # 1-based dense ranks with nulls (and NaN) last, then nulls to 0 (RankOptions' null_placement is
     # deprecated in pyarrow 25 and its per-key replacement is not in pyarrow 17)
     rank = pc.rank(values, tiebreaker="dense").cast(pa.uint64())
-    rank = pc.if_else(pc.is_null(values, nan_is_null=True), pa.scalar(0, pa.uint64()), rank)
+    rank = pc.if_else(pc.is_null(values, nan_is_null=True), _u64(0), rank)
     distinct = pc.max(rank).as_py() + 1  # rank < 2^32 rows and bits <= 32: the product fits in 64 bits
-    return pc.divide(pc.shift_left(rank, pa.scalar(bits, pa.uint64())), pa.scalar(distinct, pa.uint64()))
+    return pc.divide(pc.shift_left(rank, _u64(bits)), _u64(distinct))
+
+
+def _spread(k: int) -> pa.Array:
+    """For each byte value, its bits `k` apart (bit i at i*k): one `take` spreads a byte of an id."""
+    return _u64_array([sum(((v >> i) & 1) << (i * k) for i in range(8)) for v in range(256)])
 
 
 def interleave(ids: Sequence[pa.Array], bits: int) -> pa.Array:
-    """The z-value: bits MSB first, round robin over the columns (the first column's bit leads)."""
+    """The z-value: bits MSB first, round robin over the columns (the first column's bit leads): bit j of
+    column c lands at j*k + (k-1-c). Spread a byte at a time through a lookup table."""
     k = len(ids)
-    key = pa.array([0] * len(ids[0]), pa.uint64()) if k else pa.array([], pa.uint64())
-    one = pa.scalar(1, pa.uint64())
-    for j in range(bits - 1, -1, -1):
-        for c, column in enumerate(ids):
-            bit = pc.bit_wise_and(pc.shift_right(column, pa.scalar(j, pa.uint64())), one)
-            key = pc.bit_wise_or(key, pc.shift_left(bit, pa.scalar(j * k + (k - 1 - c), pa.uint64())))
+    n = len(ids[0]) if k else 0
+    key = pa.Array.from_buffers(pa.uint64(), n, [None, pa.py_buffer(bytes(8 * n))])
+    table, mask = _spread(k), _u64(0xFF)
+    for c, column in enumerate(ids):
+        for m in range((bits + 7) // 8):
+            byte = pc.bit_wise_and(pc.shift_right(column, _u64(8 * m)), mask)
+            spread = pc.shift_left(table.take(byte), _u64(8 * m * k + k - 1 - c))
+            key = pc.bit_wise_or(key, spread)
     return key
 
 
