@@ -196,3 +196,28 @@ def test_vacuum_cost_matches_our_vacuum_dry_run(tmp_path):
     dry = vacuum(str(path), dry_run=True).plan
     assert task.cost.files_deleted == len(dry.files) > h.untracked["reclaimable_files"] >= 1
     assert task.gain.bytes_reclaimed == sum(f.size for f in dry.files)
+
+
+def test_a_racing_writer_never_breaks_a_scan(events):
+    """Health read while delta-rs appends: every health is one consistent version, as delta-rs reads it."""
+    import threading
+
+    done = threading.Event()
+
+    def writer() -> None:
+        for i in range(15):
+            _append(events, "c" if i % 2 else "a", start=100 + i)
+        done.set()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    seen = []
+    while not done.is_set() or not seen:
+        seen.append(table_health(str(events), policy=POLICY, history_commits=0))
+    thread.join()
+    seen.append(table_health(str(events), policy=POLICY, history_commits=0))
+    for h in seen:
+        dt = DeltaTable(str(events), version=h.version)
+        assert h.num_files == len(dt.file_uris())
+        assert h.to_dict()["totals"]["rows"] == dt.to_pyarrow_table().num_rows
+    assert seen[-1].version == 21

@@ -93,6 +93,11 @@ def test_the_plan_picks_exactly_the_work_with_a_gain(lake):
     assert [(e["table"], e["error_class"]) for e in lake_plan.errors] == [
         (_uri(lake, "corrupt"), "MalformedCommitError")
     ]
+    # a budget that fits the most valuable half takes exactly it and defers the rest
+    ranked = rank(lake_plan.tasks)
+    half = Budget(requests=sum(t.cost.total_requests for t in ranked[:2]))
+    halved = plan(result.healths, half)
+    assert halved.tasks == ranked[:2] and halved.deferred == ranked[2:]
     out = json.loads(json.dumps(lake_plan.to_dict()))  # the `deltalog lake plan --json` shape, plain JSON
     assert {"tasks", "skipped", "errors"} <= set(out)
     assert {"table", "operation", "partitions", "cost", "gain"} <= set(out["tasks"][0])
