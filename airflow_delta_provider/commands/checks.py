@@ -80,14 +80,16 @@ _TYPES: dict[str, type] = {
 }
 
 
-def spec_mapping(spec: Mapping[str, Any] | str | None) -> Mapping[str, Any]:
-    """A check spec given as a mapping or its JSON; `{}` for None."""
+def spec_mapping(spec: Mapping[str, Any] | str | None, *, null_json: bool = False) -> Mapping[str, Any]:
+    """A check spec given as a mapping or its JSON; `{}` for None (and, with `null_json`, for JSON `null`)."""
+    if spec is None:
+        return {}
     if isinstance(spec, str):
         try:
             spec = json.loads(spec)
         except ValueError as exc:
             raise InvalidArgumentError(f"checks are not valid JSON: {exc}") from None
-    if spec is None:
+    if spec is None and null_json:
         return {}
     if not isinstance(spec, Mapping):
         raise InvalidArgumentError(f"checks must be a mapping, got {type(spec).__name__}")

@@ -86,7 +86,7 @@ _CHOICES = {"protocol_changes": ("none", "upgrades"), "schema_changes": ("none",
 # -- the spec -------------------------------------------------------------------------------------------
 def validate_commit_checks(spec: Mapping[str, Any] | str | None, *, allow_templates: bool = False) -> dict[str, Any]:
     """A spec of state checks (`checks.KNOWN_CHECKS`) and per-commit checks (`COMMIT_CHECKS`), validated."""
-    spec = spec_mapping(spec)
+    spec = spec_mapping(spec, null_json=True)
     known = [*KNOWN_CHECKS, *COMMIT_CHECKS, INCLUDE_MAINTENANCE]
     unknown = sorted(set(spec) - set(known))
     if unknown:
