@@ -90,7 +90,9 @@ def test_log_files_past_retention(tmp_path):
     assert h.log_files_past_retention == 4 and h.log_bytes_past_retention > 0  # commits 0..3
     dry = cleanup_log(str(path), clock=lambda: now)  # what our log cleanup would delete
     assert (dry.num_files, dry.num_bytes) == (h.log_files_past_retention, h.log_bytes_past_retention)
-    assert [t.operation for t in plan([h]).tasks] == ["log_cleanup"]
+    (task,) = plan([h]).tasks
+    assert task.operation == "log_cleanup" and task.options == {"retention_hours": 24.0}
+    assert cleanup_log(str(path), clock=lambda: now, **task.options).num_files == task.cost.files_deleted
     # a log retention shorter than the file retention: our log cleanup refuses it, so the plan skips it
     DeltaTable(str(path)).alter.set_table_properties({"delta.deletedFileRetentionDuration": "interval 7 days"})
     h = table_health(str(path), now_ms=now)
@@ -193,7 +195,8 @@ def test_vacuum_cost_matches_our_vacuum_dry_run(tmp_path):
             os.utime(f, (old, old))
     h = table_health(str(path), untracked=True)
     (task,) = [t for t in plan([h]).tasks if t.operation == "vacuum"]
-    dry = vacuum(str(path), dry_run=True).plan
+    assert task.options == {"retention_hours": 168.0}
+    dry = vacuum(str(path), dry_run=True, **task.options).plan
     assert task.cost.files_deleted == len(dry.files) > h.untracked["reclaimable_files"] >= 1
     assert task.gain.bytes_reclaimed == sum(f.size for f in dry.files)
 

@@ -164,7 +164,12 @@ def _health(files, policy=None):
 
     tp = policy or TablePolicy(target_file_size=100, small_file_bytes=50, min_small_files=3)
     parts = summarize_partitions(
-        files, [], small_file_bytes=tp.small_file_bytes, max_deleted_rows_ratio=0.05, retention_cutoff_ms=0
+        files,
+        [],
+        small_file_bytes=tp.small_file_bytes,
+        target_file_size=tp.target_file_size,
+        max_deleted_rows_ratio=0.05,
+        retention_cutoff_ms=0,
     )
     refused = dict.fromkeys(("optimize", "vacuum", "checkpoint", "log_cleanup"))
     return TableHealth(
@@ -237,10 +242,8 @@ def test_an_optimize_task_runs_as_planned_and_then_nothing_is_planned(tmp_path):
     p = task.parts[0]
     assert p.values and task.where.count(" OR ") == 2
 
-    tp = scan([str(path)], policy=policy).healths[0].policy
-    result = optimize(
-        str(path), where=task.where, target_size=tp.target_file_size, small_file_bytes=tp.small_file_bytes
-    )
+    assert task.options == {"where": task.where, "target_size": 100 * 2**20, "max_deleted_rows_ratio": 0.05}
+    result = optimize(str(path), **task.options)  # the driver runs with the task's own options
     assert len(result.removed) == 12 and len(result.added) == 3
     assert rows() == before and len(before) == 13
     assert [t.operation for t in plan(scan([str(path)], policy=policy).healths).tasks] == ["checkpoint"]

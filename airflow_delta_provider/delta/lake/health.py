@@ -227,6 +227,7 @@ def table_health(
         _active_files(snapshot, physical),
         tombstones,
         small_file_bytes=tp.small_file_bytes,
+        target_file_size=tp.target_file_size,
         max_deleted_rows_ratio=tp.max_deleted_rows_ratio,
         retention_cutoff_ms=cutoff,
     )

@@ -58,14 +58,14 @@ class PartitionHealth:
     bytes: int = 0
     small_files: int = 0
     small_bytes: int = 0
-    #: Of the small files: their rows (numRecords) and the rows their deletion vectors hide.
-    small_rows: int = 0
-    small_dv_rows: int = 0
-    #: Files not small but over the deleted-rows ratio (compaction candidates whatever their size).
+    #: Files with more rows deleted by their deletion vector than the ratio (any size).
     dv_heavy_files: int = 0
-    dv_heavy_bytes: int = 0
-    dv_heavy_rows: int = 0
-    dv_heavy_dv_rows: int = 0
+    #: What an OPTIMIZE of the partition rewrites (`protocol.optimize.is_candidate`, as `maintenance.optimize`
+    #: selects: under the target size, or over the deleted-rows ratio): files, bytes, rows and rows DVs hide.
+    rewrite_files: int = 0
+    rewrite_bytes: int = 0
+    rewrite_rows: int = 0
+    rewrite_dv_rows: int = 0
     rows: int = 0
     dv_rows: int = 0
     files_without_stats: int = 0
@@ -87,6 +87,7 @@ def summarize_partitions(
     tombstones: Iterable[Tombstone],
     *,
     small_file_bytes: int,
+    target_file_size: int,
     max_deleted_rows_ratio: float,
     retention_cutoff_ms: int,
 ) -> dict[str, PartitionHealth]:
@@ -113,16 +114,15 @@ def summarize_partitions(
             p.rows += f.records
         # Spark `OptimizeTableCommand`: a DV file without numRecords is always a candidate
         dv_heavy = f.dv_rows > 0 and (f.records is None or f.dv_rows > max_deleted_rows_ratio * f.records)
+        p.dv_heavy_files += dv_heavy
         if f.size < small_file_bytes:
             p.small_files += 1
             p.small_bytes += f.size
-            p.small_rows += f.records or 0
-            p.small_dv_rows += f.dv_rows
-        elif dv_heavy:
-            p.dv_heavy_files += 1
-            p.dv_heavy_bytes += f.size
-            p.dv_heavy_rows += f.records or 0
-            p.dv_heavy_dv_rows += f.dv_rows
+        if f.size < target_file_size or dv_heavy:
+            p.rewrite_files += 1
+            p.rewrite_bytes += f.size
+            p.rewrite_rows += f.records or 0
+            p.rewrite_dv_rows += f.dv_rows
     for t in tombstones:
         p = get(t.partition)
         if t.deletion_timestamp <= retention_cutoff_ms:

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import InvalidArgumentError
 from .lake_health import PartitionHealth, TableHealth
-from .lake_policy import LAKE_OPERATIONS
+from .lake_policy import LAKE_OPERATIONS, TablePolicy
 
 BYTES_PER_UNIT = 64 * 2**20
 #: Objects per listing page and per batched delete (S3 ListObjectsV2 / DeleteObjects).
@@ -182,6 +182,8 @@ class Task:
     parts: tuple[PartitionWork, ...] = ()
     #: The `where` an OPTIMIZE runs with (`maintenance.optimize(where=...)`): exactly its partitions.
     where: str | None = None
+    #: The keyword arguments the operation's maintenance driver runs with, so it does what was priced.
+    options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def value(self) -> float:
@@ -195,6 +197,7 @@ class Task:
             "cost": self.cost.to_dict(),
             "gain": self.gain.to_dict(),
             "where": self.where,
+            "options": dict(self.options),
             "needs_approval": self.needs_approval,
             "reason": self.reason,
         }
@@ -205,16 +208,12 @@ def optimize_partition(p: PartitionHealth, health: TableHealth, rates: Rates) ->
     policy = health.policy
     if not p.changed_since_optimize:
         return None
-    small = p.small_files >= policy.min_small_files
-    if not (small or p.dv_heavy_files):
+    if p.small_files < policy.min_small_files and not p.dv_heavy_files:
         return None
-    # without enough small files only the DV-heavy ones are rewritten, each alone if need be (delta #5781)
-    files = p.dv_heavy_files + (p.small_files if small else 0)
-    read = p.dv_heavy_bytes + (p.small_bytes if small else 0)
-    rows = p.dv_heavy_rows + (p.small_rows if small else 0)
-    dv_rows = p.dv_heavy_dv_rows + (p.small_dv_rows if small else 0)
+    # what the OPTIMIZE rewrites there: every candidate, a DV-heavy file alone too (delta #5781)
+    files, read, rows, dv_rows = p.rewrite_files, p.rewrite_bytes, p.rewrite_rows, p.rewrite_dv_rows
     live = int(read * (1 - min(1.0, dv_rows / rows))) if rows else read  # rows hidden by DVs are not rewritten
-    outputs = min(files, max(1, math.ceil(live / policy.target_file_size))) if small else files
+    outputs = min(files, max(1, math.ceil(live / policy.target_file_size)))
     removed = files - outputs
     if removed <= 0 and dv_rows == 0:
         return None
@@ -249,8 +248,22 @@ def plan_table(health: TableHealth, rates: Rates = Rates()) -> tuple[list[Task],
         if refusal is not None:
             skipped.append({"table": health.table, "operation": op, "reason": refusal.get("message"), **refusal})
             continue
-        tasks.append(replace(task, needs_approval=op in health.policy.never_unattended))
+        approval = op in health.policy.never_unattended
+        tasks.append(replace(task, needs_approval=approval, options=driver_options(task, health.policy)))
     return tasks, skipped
+
+
+def driver_options(task: Task, policy: TablePolicy) -> dict[str, Any]:
+    """`maintenance.optimize`, `vacuum` and `cleanup_log` keywords for `task` under `policy` (retentions are the
+    policy's, never shorter than the table's); a checkpoint needs none."""
+    if task.operation == "optimize":
+        ratio = policy.max_deleted_rows_ratio
+        return {"where": task.where, "target_size": policy.target_file_size, "max_deleted_rows_ratio": ratio}
+    if task.operation == "vacuum":
+        return {"retention_hours": policy.deleted_file_retention_ms / 3_600_000}
+    if task.operation == "log_cleanup":
+        return {"retention_hours": policy.log_retention_ms / 3_600_000}
+    return {}
 
 
 def _optimize(health: TableHealth, rates: Rates) -> Task | None:
@@ -341,6 +354,12 @@ def rank(tasks: Iterable[Task]) -> list[Task]:
     return sorted(tasks, key=lambda t: (-t.value, t.cost.seconds, t.table, order.get(t.operation, 99)))
 
 
+def _part_of(task: Task, parts: Sequence[PartitionWork], cost: Cost) -> Task:
+    """The OPTIMIZE `task` cut to `parts` (its approval and driver options kept, the `where` narrowed)."""
+    split = _optimize_task(task.table, parts, cost)
+    return replace(split, needs_approval=task.needs_approval, options={**task.options, "where": split.where})
+
+
 def within_budget(tasks: Iterable[Task], budget: Budget, rates: Rates = Rates()) -> tuple[list[Task], list[Task]]:
     """(taken, deferred): tasks in value order while they fit; an OPTIMIZE that does not fit whole keeps its most
     valuable partitions that do (the rest deferred)."""
@@ -361,9 +380,9 @@ def within_budget(tasks: Iterable[Task], budget: Budget, rates: Rates = Rates())
                     kept.append(w)
             if kept:
                 spent.take(cost)
-                taken.append(_optimize_task(task.table, kept, cost))
                 rest = [w for w in task.parts if w not in kept]
-                deferred.append(_optimize_task(task.table, rest, sum((w.cost for w in rest), _commit_cost(rates))))
+                taken.append(_part_of(task, kept, cost))
+                deferred.append(_part_of(task, rest, sum((w.cost for w in rest), _commit_cost(rates))))
                 continue
         deferred.append(task)
     return taken, deferred
