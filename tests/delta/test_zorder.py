@@ -4,8 +4,9 @@ read back by delta-rs.
 What must hold: the same rows after (delta-rs reads them), every version before still readable, stats
 on the new files, the files' [min, max] ranges on the columns far less overlapping and a 1 % range query on
 either column keeping at most 45 % of 200+ files on values spanning 2^40 (delta-rs's own z_order on the same
-table is measured beside it); bad columns, clustered tables and partitions over the memory limit refused
-with nothing written; a racing append rebased, a racing delete of an input refused with nothing lost.
+table is measured beside it); bad columns, clustered tables and partitions whose keys exceed the memory limit refused
+with nothing written, a partition over the memory limit sorted through spill files into the same files;
+a racing append rebased, a racing delete of an input refused with nothing lost; kill -9 leaves the table.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import logging
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 deltalake = pytest.importorskip("deltalake")
@@ -40,7 +43,7 @@ from airflow_delta_provider.delta.errors import (  # noqa: E402
     ResourceLimitError,
 )
 from airflow_delta_provider.delta.maintenance.optimize import optimize  # noqa: E402
-from airflow_delta_provider.delta.protocol.actions import DomainMetadata  # noqa: E402
+from airflow_delta_provider.delta.protocol.actions import DomainMetadata, decode_path  # noqa: E402
 from airflow_delta_provider.delta.protocol.schema import StructType  # noqa: E402
 from airflow_delta_provider.delta.protocol.zorder import (  # noqa: E402
     check_not_clustered,
@@ -303,22 +306,71 @@ def test_refusals_leave_the_table_untouched(tmp_path: Path, caplog: pytest.LogCa
     assert "no statistics" in caplog.text and "'f'" in caplog.text
 
 
-def test_rows_decoding_over_the_limit_are_refused_while_read(tmp_path: Path):
-    """A dictionary-encoded column makes tiny files decode large: the check on decoded rows refuses the
-    partition although its files' bytes fit, before any file is written."""
+def test_rows_decoding_over_the_limit_spill_and_keys_over_it_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A dictionary-encoded column makes tiny files decode large: the check on decoded rows sends the
+    partition to the spilling sort although its files' bytes fit; a limit under even its keys refuses it,
+    before any file is written."""
+    import airflow_delta_provider.delta.engines.local_zorder as local_zorder
+
     path = tmp_path / "t"
     wide = pa.table({"x": pa.array(range(20_000), pa.int64()), "s": pa.array(["w" * 200] * 20_000)})
     write_deltalake(str(path), wide)
     write_deltalake(str(path), wide, mode="append")
     file_bytes = sum(f.size for f in DeltaLog(str(path)).update().all_files())
     logs, files = log_files(path), data_files(path)
-    limit = 4 * file_bytes  # the up-front check (2x the files) passes; 2x the decoded rows (~8 MB) does not
-    assert 2 * wide.nbytes > limit
+    keys = 2 * (8 + 32) * 40_000  # the z-column and the key, order and output file of each row, twice
     with pytest.raises(ResourceLimitError, match="Spark engine"):
-        optimize(str(path), zorder_by=["x"], executor=local_zorder_rewriter(memory_limit_bytes=limit))
+        optimize(str(path), zorder_by=["x"], executor=local_zorder_rewriter(memory_limit_bytes=keys // 2))
     assert log_files(path) == logs and data_files(path) == files
-    optimize(str(path), zorder_by=["x"], executor=local_zorder_rewriter(memory_limit_bytes=10 * 2 * wide.nbytes))
+    limit = 2 * keys  # the up-front check (2x the files) passes, 2x the decoded rows (~8.5 MB) does not
+    assert 2 * file_bytes < limit < 2 * wide.nbytes
+    spills: list[str] = []
+    spill = local_zorder._zorder_spilled
+    monkeypatch.setattr(
+        local_zorder,
+        "_zorder_spilled",
+        lambda s, la, b, *a, **k: spills.append(b.partition) or spill(s, la, b, *a, **k),
+    )
+    optimize(str(path), zorder_by=["x"], executor=local_zorder_rewriter(memory_limit_bytes=limit))
+    assert spills == [""]
     assert rows(path) == Counter(json.dumps(r, sort_keys=True, default=str) for r in wide.to_pylist() * 2)
+
+
+def test_a_partition_over_the_limit_is_sorted_through_spill_files_to_the_same_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Spilled (keys in memory, rows bucketed per output file on disk, several passes of at most
+    SPILL_STREAMS buckets) and in memory, the same rows land in the same files in the same order."""
+    import airflow_delta_provider.delta.engines.local_zorder as local_zorder
+
+    rng, base = random.Random(4), tmp_path / "base"
+    for _ in range(6):  # wide rows: the keys of the z-columns fit where the rows do not
+        data = batch(rng, 300).append_column("pad", pa.array([rng.randbytes(150).hex() for _ in range(300)]))
+        write_deltalake(str(base), data, mode="append", partition_by=["part"])
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(base, a)
+    shutil.copytree(base, b)
+    in_memory = optimize(str(a), zorder_by=["x", "name"], target_size=20_000, executor=local_zorder_rewriter(1))
+    limit = 2 * max(sum(f.size for f in bin_.files) for bin_ in in_memory.plan.bins) - 1
+    monkeypatch.setattr(local_zorder, "SPILL_STREAMS", 3)
+    spills: list[str] = []
+    spill = local_zorder._zorder_spilled
+    monkeypatch.setattr(
+        local_zorder,
+        "_zorder_spilled",
+        lambda s, la, b, *a, **k: spills.append(b.partition) or spill(s, la, b, *a, **k),
+    )
+    spilled = optimize(
+        str(b), zorder_by=["x", "name"], target_size=20_000, executor=local_zorder_rewriter(1, memory_limit_bytes=limit)
+    )
+    assert spills == [max(in_memory.plan.bins, key=lambda b: b.num_bytes).partition], "the largest partition spilled"
+    assert len(spilled.added) == len(in_memory.added) > 2 * 3
+    for x, y in zip(in_memory.added, spilled.added, strict=True):
+        assert x.partition_values == y.partition_values and x.stats == y.stats
+        assert pq.read_table(a / decode_path(x.path)).equals(pq.read_table(b / decode_path(y.path)))
+    assert rows(b) == rows(base)
 
 
 def test_clustered_table_refused(tmp_path: Path):

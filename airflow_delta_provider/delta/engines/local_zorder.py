@@ -1,16 +1,19 @@
-"""The local engine's ZORDER executor: each partition read whole, sorted by its z-order key and cut into
+"""The local engine's ZORDER executor: each partition's rows sorted by their z-order key and cut into
 files of about the target size (rules: `protocol.zorder`; file checks and encoding: `write.data_files`).
 
-A partition is sorted in memory, so it is held to the memory limit twice: before anything is read, on its
-files' bytes (decoded rows are never smaller than their Parquet); while its files are read, on the decoded
-rows (which a dictionary-encoded column can make 100x the file). Over it, a `ResourceLimitError` names the
-Spark engine before any file is written, never leaving the worker to run out of memory. Partitions run
-concurrently only as far as the limit allows, each within its share.
+A partition is held to the memory limit twice: before anything is read, on its files' bytes (decoded rows
+are never smaller than their Parquet); while its files are read, on the decoded rows (which a
+dictionary-encoded column can make 100x the file). Over it, the partition is sorted through spill files
+instead (`_zorder_spilled`), which holds only its z-columns' keys, one input and one output file; when even
+the keys would not fit, a `ResourceLimitError` names the Spark engine before any file is written, never
+leaving the worker to run out of memory. Partitions run concurrently only as far as the limit allows.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
+import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
@@ -21,7 +24,7 @@ import pyarrow.parquet as pq
 
 from ..errors import LogCorruptedError, ResourceLimitError, StorageError
 from ..protocol.actions import AddFile, decode_path
-from ..protocol.zorder import ZOrderColumn, output_count, row_slices, zorder_key
+from ..protocol.zorder import ZOrderColumn, output_count, row_slices, u64_scalar, zorder_key
 from ..read.deletion_vectors import read_data_file
 from ..write.data_files import encode_parquet, new_file_name, output_dir, physical_table
 from ..write.file_schema import check_file_schema, shredding_allowed
@@ -46,8 +49,8 @@ def memory_needed(bin_: Bin) -> int:
 def _over_limit(layout: TableLayout, bin_: Bin, needed: int, limit: int, what: str) -> ResourceLimitError:
     mib = 1024 * 1024
     return ResourceLimitError(
-        f"ZORDER sorts a partition in memory: partition {bin_.partition or '(unpartitioned)'} "
-        f"({bin_.num_bytes / mib:,.1f} MiB in {len(bin_.files)} files) needs {what} {needed / mib:,.1f} MiB, "
+        f"ZORDER of partition {bin_.partition or '(unpartitioned)'} ({bin_.num_bytes / mib:,.1f} MiB in "
+        f"{len(bin_.files)} files) needs {what} {needed / mib:,.1f} MiB in this process, "
         f"over the {limit / mib:,.1f} MiB the local engine's memory limit leaves it. Use the Spark engine "
         "(engine='spark', --engine spark), select fewer partitions with where, or raise "
         "LocalEngine(memory_limit_bytes=...); no file was written for it",
@@ -71,6 +74,72 @@ def _values(data: pa.Table, path: Sequence[str]) -> pa.Array:
     return array
 
 
+def _read(store: LogStore, layout: TableLayout, bin_: Bin, f: AddFile, in_files: bool) -> pa.Table:
+    """A file's rows through its deletion vector, in the table's physical schema."""
+    data = read_data_file(store, layout.table_uri, f)
+    return physical_table(
+        data, layout, partition_values=bin_.partition_values, partition_columns_in_files=in_files, file=f.path
+    )
+
+
+def _sort_failed(layout: TableLayout, bin_: Bin, exc: Exception) -> LogCorruptedError:
+    return LogCorruptedError(
+        f"Cannot sort the {len(bin_.files)} files of partition {bin_.partition or '(unpartitioned)'} by "
+        f"their z-order: {type(exc).__name__}: {exc}",
+        table=layout.table_uri,
+        file=bin_.files[0].path,
+    )
+
+
+def _write(store: LogStore, layout: TableLayout, bin_: Bin, rows: pa.Table, now_ms: Callable[[], int]) -> AddFile:
+    """`rows` as one new file of the partition, its footer checked against the table schema first."""
+    table = layout.table_uri
+    stats = stats_json(
+        rows, layout.schema, layout.configuration, layout.partition_columns, tight_bounds=layout.tight_bounds
+    )
+    payload = encode_parquet(rows)
+    prefix = output_dir(bin_, layout.partition_keys)
+    rel = f"{prefix}/{new_file_name()}" if prefix else new_file_name()
+    check_file_schema(
+        pq.read_schema(pa.BufferReader(payload)),
+        layout.schema,
+        column_mapping_mode=layout.column_mapping_mode,
+        partition_columns=layout.partition_columns,
+        allow_shredded_variants=shredding_allowed(layout.configuration),
+        table=table,
+        version=layout.version,
+        file=rel,
+        note="; the file was not written",
+    )
+    try:
+        store.write_new(store.join(table, *decode_path(rel).split("/")), payload)
+    except OSError as exc:
+        raise StorageError(
+            f"Cannot write z-ordered file: {type(exc).__name__}: {exc}",
+            table=table,
+            file=rel,
+            transient=not isinstance(exc, PermissionError | FileExistsError),
+        ) from exc
+    return AddFile(
+        path=rel,
+        partition_values=dict(bin_.partition_values),
+        size=len(payload),
+        modification_time=now_ms(),
+        data_change=False,
+        stats=stats,
+    )
+
+
+def _take(data: pa.Table, order: pa.Array) -> pa.Table:
+    """`data` in `order`, a column at a time: one column held twice, never all the rows."""
+    schema, columns = data.schema, data.columns
+    del data
+    for i, column in enumerate(columns):
+        columns[i] = column.take(order)
+        del column
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
 def zorder_bin(
     store: LogStore,
     layout: TableLayout,
@@ -82,99 +151,143 @@ def zorder_bin(
     memory_limit: int | None = None,
 ) -> list[AddFile]:
     """Rewrite every file of `bin_` (one partition) sorted by the z-order key of `columns`, as files of about
-    `target_size` (`dataChange=false`; none when deletion vectors deleted every row).
+    `target_size` (`dataChange=false`; none when deletion vectors deleted every row). Rows that would not
+    fit in `memory_limit` are sorted through spill files instead (`_zorder_spilled`).
 
     :raises LogCorruptedError: an input unreadable, or not holding the table's schema (named).
     :raises SchemaMismatchError: a new file's footer does not hold the table schema (that file not written).
     :raises StorageError: a new file could not be written.
-    :raises ResourceLimitError: the decoded rows, twice, would not fit in `memory_limit` (nothing written).
+    :raises ResourceLimitError: even the z-order keys would not fit in `memory_limit` (nothing written).
     """
-    table = layout.table_uri
+    if memory_limit is not None and memory_needed(bin_) > memory_limit:
+        return _zorder_spilled(store, layout, bin_, columns, target_size=target_size, now_ms=now_ms, limit=memory_limit)
     in_files = False
     tables: list[pa.Table] = []
     decoded = 0
     for f in bin_.files:
-        data = read_data_file(store, table, f)
+        data = _read(store, layout, bin_, f, in_files)
         if layout.partition_columns and not in_files and _materialized(data, layout):
             in_files = True  # then every file's rows carry them (filled from partition values where absent)
-            values = bin_.partition_values
+            values = bin_.partition_values  # a partition's value is the same in every row
             tables = [
-                physical_table(t, layout, partition_values=values, partition_columns_in_files=True) for t in tables
+                physical_table(t, layout, partition_values=values, partition_columns_in_files=True)
+                for t in [*tables, data]
             ]
-        tables.append(
-            physical_table(
-                data, layout, partition_values=bin_.partition_values, partition_columns_in_files=in_files, file=f.path
-            )
-        )
+        else:
+            tables.append(data)
         del data
         decoded += tables[-1].nbytes
         if memory_limit is not None and MEMORY_FACTOR * decoded > memory_limit:
-            raise _over_limit(layout, bin_, MEMORY_FACTOR * decoded, memory_limit, "at least")
+            del tables
+            return _zorder_spilled(
+                store, layout, bin_, columns, target_size=target_size, now_ms=now_ms, limit=memory_limit
+            )
     try:
         data = pa.concat_tables(tables)
         del tables
         if data.num_rows == 0:
             return []
-        order = pc.sort_indices(zorder_key([_values(data, c.physical_path) for c in columns]))
-        schema, unsorted = data.schema, data.columns
-        del data
-        for i, column in enumerate(unsorted):  # a column at a time: one column held twice, never the rows
-            unsorted[i] = column.take(order)
-            del column
-        data = pa.Table.from_arrays(unsorted, schema=schema)
-        del order, unsorted
+        data = _take(data, pc.sort_indices(zorder_key([_values(data, c.physical_path) for c in columns])))
     except pa.ArrowException as exc:
-        raise LogCorruptedError(
-            f"Cannot sort the {len(bin_.files)} files of partition {bin_.partition or '(unpartitioned)'} by "
-            f"their z-order: {type(exc).__name__}: {exc}",
-            table=table,
-            file=bin_.files[0].path,
-        ) from None
-    prefix = output_dir(bin_, layout.partition_keys)
-    added = []
-    for offset, length in row_slices(data.num_rows, output_count(bin_.num_bytes, target_size)):
-        rows = data.slice(offset, length)
-        stats = stats_json(
-            rows, layout.schema, layout.configuration, layout.partition_columns, tight_bounds=layout.tight_bounds
-        )
-        payload = encode_parquet(rows)
-        rel = f"{prefix}/{new_file_name()}" if prefix else new_file_name()
-        check_file_schema(
-            pq.read_schema(pa.BufferReader(payload)),
-            layout.schema,
-            column_mapping_mode=layout.column_mapping_mode,
-            partition_columns=layout.partition_columns,
-            allow_shredded_variants=shredding_allowed(layout.configuration),
-            table=table,
-            version=layout.version,
-            file=rel,
-            note="; the file was not written",
-        )
-        try:
-            store.write_new(store.join(table, *decode_path(rel).split("/")), payload)
-        except OSError as exc:
-            raise StorageError(
-                f"Cannot write z-ordered file: {type(exc).__name__}: {exc}",
-                table=table,
-                file=rel,
-                transient=not isinstance(exc, PermissionError | FileExistsError),
-            ) from exc
-        added.append(
-            AddFile(
-                path=rel,
-                partition_values=dict(bin_.partition_values),
-                size=len(payload),
-                modification_time=now_ms(),
-                data_change=False,
-                stats=stats,
-            )
-        )
+        raise _sort_failed(layout, bin_, exc) from None
+    parts = output_count(bin_.num_bytes, target_size)
+    return [_write(store, layout, bin_, data.slice(o, n), now_ms) for o, n in row_slices(data.num_rows, parts)]
+
+
+#: Spill files a pass over a partition's files writes at once (one open stream per output file).
+SPILL_STREAMS = 128
+_KEY = "__zorder_key"
+
+
+def _zorder_spilled(
+    store: LogStore,
+    layout: TableLayout,
+    bin_: Bin,
+    columns: Sequence[ZOrderColumn],
+    *,
+    target_size: int,
+    now_ms: Callable[[], int],
+    limit: int,
+) -> list[AddFile]:
+    """The same rewrite in bounded memory: a first pass over the files keeps only the z-columns and computes
+    every row's key and output file (`row_slices` of the sorted order); later passes bucket each file's rows
+    into one Arrow IPC spill stream per output file (at most `SPILL_STREAMS` at once, in a temporary
+    directory); then each bucket, about one output file of rows, is sorted and written. Memory holds the
+    z-columns, one input file and one output file; the files are read once per pass."""
+    in_files = False
+    values: list[list[pa.Array]] = [[] for _ in columns]
+    counts: list[int] = []
+    held = 0
+    for f in bin_.files:
+        data = _read(store, layout, bin_, f, False)
+        in_files = in_files or bool(layout.partition_columns and _materialized(data, layout))
+        counts.append(data.num_rows)
+        for i, c in enumerate(columns):
+            values[i].append(_values(data, c.physical_path))
+            held += values[i][-1].nbytes
+        del data
+        needed = MEMORY_FACTOR * (held + 32 * sum(counts))  # the keys, their order and each row's output file
+        if needed > limit:
+            raise _over_limit(layout, bin_, needed, limit, "for its z-order keys alone")
+    total = sum(counts)
+    if total == 0:
+        return []
+    parts = min(output_count(bin_.num_bytes, target_size), total)
+    try:
+        key = zorder_key([pa.chunked_array(v) for v in values])
+        del values
+        # each row's position in the sorted order (the inverse permutation), then its output file
+        position = pc.sort_indices(pc.sort_indices(key)).cast(pa.uint64())
+        target = pc.divide(pc.multiply(position, u64_scalar(parts)), u64_scalar(total))
+        del position
+    except pa.ArrowException as exc:
+        raise _sort_failed(layout, bin_, exc) from None
+    offsets = [0, *itertools.accumulate(counts)]
+    added: list[AddFile] = []
+    with tempfile.TemporaryDirectory(prefix="zorder-") as spill:
+        for first in range(0, parts, SPILL_STREAMS):
+            last = min(parts, first + SPILL_STREAMS)
+            writers: dict[int, pa.ipc.RecordBatchStreamWriter] = {}
+            sinks: list[pa.NativeFile] = []
+            try:
+                for j, f in enumerate(bin_.files):
+                    lo, n = offsets[j], counts[j]
+                    if not n:
+                        continue
+                    ids, keys = target.slice(lo, n), key.slice(lo, n)
+                    wanted = pc.and_(pc.greater_equal(ids, u64_scalar(first)), pc.less(ids, u64_scalar(last)))
+                    data = _read(store, layout, bin_, f, in_files).append_column(_KEY, keys).filter(wanted)
+                    ids = ids.filter(wanted)
+                    order = pc.sort_indices(ids)
+                    data, ids = data.take(order), ids.take(order)
+                    start = 0
+                    for run in pc.value_counts(ids):
+                        s, count = run["values"].as_py(), run["counts"].as_py()
+                        if s not in writers:
+                            sinks.append(pa.OSFile(os.path.join(spill, f"{s}.arrows"), "wb"))
+                            writers[s] = pa.ipc.new_stream(sinks[-1], data.schema)
+                        writers[s].write_table(data.slice(start, count))
+                        start += count
+                    del data, ids
+            except pa.ArrowException as exc:
+                raise _sort_failed(layout, bin_, exc) from None
+            finally:
+                for w in writers.values():
+                    w.close()
+                for sink in sinks:
+                    sink.close()
+            for s in range(first, last):
+                with pa.OSFile(os.path.join(spill, f"{s}.arrows"), "rb") as source:
+                    rows = pa.ipc.open_stream(source).read_all()
+                rows = _take(rows, pc.sort_indices(rows.column(_KEY))).drop_columns([_KEY])
+                added.append(_write(store, layout, bin_, rows, now_ms))
+                os.remove(os.path.join(spill, f"{s}.arrows"))
     return added
 
 
 def local_zorder_rewriter(max_workers: int | None = None, memory_limit_bytes: int | None = None) -> ZOrderRewriter:
     """Partitions on a thread pool of at most `max_workers`, no more at once than the memory limit holds for
-    the largest, each within its share of the limit; a partition over it alone is refused before any is read."""
+    the largest, each within its share of the limit (sorted through spill files when over it)."""
 
     def run(
         layout: TableLayout,
@@ -190,10 +303,8 @@ def local_zorder_rewriter(max_workers: int | None = None, memory_limit_bytes: in
         workers = min(len(bins), max_workers or os.cpu_count() or 1)
         share = None
         if memory_limit_bytes is not None:
-            largest = max(bins, key=memory_needed)
-            if memory_needed(largest) > memory_limit_bytes:
-                raise _over_limit(layout, largest, memory_needed(largest), memory_limit_bytes, "at least")
-            workers = max(1, min(workers, memory_limit_bytes // max(1, memory_needed(largest))))
+            largest = memory_needed(max(bins, key=memory_needed))
+            workers = max(1, min(workers, memory_limit_bytes // max(1, largest)))
             share = memory_limit_bytes // workers
 
         def one(b: Bin) -> list[AddFile]:

@@ -274,7 +274,8 @@ def optimize(
     :raises InvalidArgumentError: a ZORDER BY column absent, a partition column, repeated or not primitive.
     :raises OperationNotAllowedError: ZORDER BY on a table with liquid clustering, or on an engine without
         a ZORDER executor.
-    :raises ResourceLimitError: a partition too large to sort within the local engine's memory limit.
+    :raises ResourceLimitError: a partition whose z-order keys alone exceed the local engine's memory limit
+        (larger rows are sorted through spill files).
     """
     check_bool(dry_run, "dry_run")
     if max_commit_bytes is not None:

@@ -12,6 +12,7 @@ size, so the files' [min, max] ranges on the columns stop overlapping and each f
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import math
 import struct
@@ -219,7 +220,7 @@ def column_bits(num_columns: int, num_rows: int) -> int:
     return max(1, min(MAX_COLUMN_BITS, KEY_BITS // num_columns, max(1, num_rows - 1).bit_length()))
 
 
-def _u64(value: int) -> pa.Scalar:
+def u64_scalar(value: int) -> pa.Scalar:
     """A uint64 scalar built from its bytes (`pa.scalar` of a Python int imports pandas)."""
     return pa.Array.from_buffers(pa.uint64(), 1, [None, pa.py_buffer(struct.pack("<Q", value))])[0]
 
@@ -242,9 +243,9 @@ def range_ids(values: pa.Array | pa.ChunkedArray, bits: int) -> pa.Array:
     # 1-based dense ranks with nulls (and NaN) last, then nulls to 0 (RankOptions' null_placement is
     # deprecated in pyarrow 25 and its per-key replacement is not in pyarrow 17)
     rank = pc.rank(values, tiebreaker="dense").cast(pa.uint64())
-    rank = pc.if_else(pc.is_null(values, nan_is_null=True), _u64(0), rank)
+    rank = pc.if_else(pc.is_null(values, nan_is_null=True), u64_scalar(0), rank)
     distinct = pc.max(rank).as_py() + 1  # rank < 2^32 rows and bits <= 32: the product fits in 64 bits
-    return pc.divide(pc.shift_left(rank, _u64(bits)), _u64(distinct))
+    return pc.divide(pc.shift_left(rank, u64_scalar(bits)), u64_scalar(distinct))
 
 
 def _spread(k: int) -> pa.Array:
@@ -258,11 +259,11 @@ def interleave(ids: Sequence[pa.Array], bits: int) -> pa.Array:
     k = len(ids)
     n = len(ids[0]) if k else 0
     key = pa.Array.from_buffers(pa.uint64(), n, [None, pa.py_buffer(bytes(8 * n))])
-    table, mask = _spread(k), _u64(0xFF)
+    table, mask = _spread(k), u64_scalar(0xFF)
     for c, column in enumerate(ids):
         for m in range((bits + 7) // 8):
-            byte = pc.bit_wise_and(pc.shift_right(column, _u64(8 * m)), mask)
-            spread = pc.shift_left(table.take(byte), _u64(8 * m * k + k - 1 - c))
+            byte = pc.bit_wise_and(pc.shift_right(column, u64_scalar(8 * m)), mask)
+            spread = pc.shift_left(table.take(byte), u64_scalar(8 * m * k + k - 1 - c))
             key = pc.bit_wise_or(key, spread)
     return key
 
@@ -278,15 +279,11 @@ def zorder_key(columns: Sequence[pa.Array | pa.ChunkedArray]) -> pa.Array:
 
 
 def row_slices(num_rows: int, parts: int) -> list[tuple[int, int]]:
-    """(offset, length) of `parts` near-equal consecutive slices (fewer when there are fewer rows)."""
+    """(offset, length) of `parts` near-equal consecutive slices (fewer when there are fewer rows): sorted
+    position p goes to slice p * parts // num_rows, as the spilling sort assigns rows."""
     parts = max(1, min(parts, num_rows))
-    base, extra = divmod(num_rows, parts)
-    out, offset = [], 0
-    for i in range(parts):
-        length = base + (i < extra)
-        out.append((offset, length))
-        offset += length
-    return out
+    offsets = [-(-s * num_rows // parts) for s in range(parts + 1)]
+    return [(a, b - a) for a, b in itertools.pairwise(offsets)]
 
 
 # -- how well it clusters ---------------------------------------------------------------------------------
