@@ -83,15 +83,14 @@ CHECKPOINT_TABLES = [
 
 @pytest.mark.skipif(not ORACLE, reason="reference corpus not found")
 @pytest.mark.parametrize("root", CHECKPOINT_TABLES)
-def test_plain_spark_path_equals_fast_path(engine, root: str) -> None:
-    """`plain=True` shuffles and replays every checkpoint row: the reference for the JVM fast path,
-    whose touched keys come from the driver (default) or from the executors (`driver_keys_max_bytes=0`)."""
+def test_checkpoint_rows_in_the_jvm_equal_the_local_engine(engine, root: str) -> None:
+    """The local engine is the reference for the JVM path over checkpoint rows, whose touched keys come
+    from the driver (default) or from the executors (`driver_keys_max_bytes=0`)."""
     from airflow_delta_provider.delta.engines.spark import SparkEngine
 
     assert root in ORACLE
-    plain = SparkEngine(engine.spark, snapshot_partitions=4, plain=True)
     executor_keys = SparkEngine(engine.spark, snapshot_partitions=4, driver_keys_max_bytes=0)
-    assert _fingerprint(root, plain) == _fingerprint(root, engine) == _fingerprint(root, None)
+    assert _fingerprint(root, engine) == _fingerprint(root, None)
     assert _fingerprint(root, executor_keys) == _fingerprint(root, None)
 
 
@@ -99,7 +98,7 @@ def test_plain_spark_path_equals_fast_path(engine, root: str) -> None:
 def test_driver_keys_equal_the_executors_keys_on_corpus(engine) -> None:
     """The keys the driver reads from the commits after the checkpoint are exactly the ones the
     executors' replay keys (same multiset), on every corpus table with a checkpoint and commits."""
-    from airflow_delta_provider.delta.engines.spark.tasks import key_by_file, parse_line
+    from pyspark.sql import functions as F
 
     compared = 0
     for root in sorted(ORACLE):
@@ -111,10 +110,9 @@ def test_driver_keys_equal_the_executors_keys_on_corpus(engine) -> None:
         if segment.checkpoint is None or not segment.commits:
             continue
         driver = engine._driver_keys(log.store, segment)
-        lines = engine._commit_lines(segment)
-        executors = lines.map(parse_line).filter(lambda p: p[0] in ("add", "remove")).map(key_by_file).keys()
+        executors = engine._parsed(segment).where(F.col("name").isin("add", "remove")).select("key")
         assert driver is not None, root
-        assert sorted(driver) == sorted(executors.collect()), root
+        assert sorted(driver) == sorted(r[0] for r in executors.collect()), root
         compared += 1
     assert compared >= 20
 
@@ -208,7 +206,7 @@ def test_prefetched_digest_is_used_only_for_its_partition_columns(engine) -> Non
 
 
 def test_update_uncaches_the_snapshot_it_replaces(engine, tmp_path) -> None:
-    """As Delta's SnapshotManagement: the replaced snapshot's persisted RDDs are released; it stays usable."""
+    """As Delta's SnapshotManagement: the replaced snapshot's persisted frames are released; it stays usable."""
     from airflow_delta_provider.testing import DeltaLogBuilder
 
     b = DeltaLogBuilder(tmp_path / "t", schema={"id": "long"})
@@ -233,12 +231,12 @@ def test_fast_path_keeps_checkpoint_rows_in_the_jvm(engine) -> None:
     snap = DeltaLog(str(table), engine=engine).update()
     files = snap.state.files
     assert files.checkpoint is not None
-    replayed = files.replayed.map(lambda row: next(iter(row))).countByValue()
+    replayed = files.replayed.count()
     untouched = files.checkpoint.flat.count()
     local = DeltaLog(str(table)).update()
     assert local.log_segment.checkpoint_version is not None and local.log_segment.commits and untouched > 0
     # every reconciled action is either replayed (touched by a commit) or an untouched checkpoint row
-    assert sum(replayed.values()) + untouched == local.num_files + len(list(local.tombstones(include_expired=True)))
+    assert replayed + untouched == local.num_files + len(list(local.tombstones(include_expired=True)))
 
 
 def test_key_column_equals_file_key(engine) -> None:
@@ -272,11 +270,10 @@ def test_reconstruct_aggregates_without_collecting(engine):
 
     log = DeltaLog(str(CORPUS / "delta-golden" / "checkpoint"))
     segment = build_log_segment(log.table_uri, log.list_log(0))
-    plain = type(engine)(engine.spark, snapshot_partitions=4, plain=True)
-    state = plain.reconstruct(log.table_uri, log.log_dir, log.store, segment)
+    state = engine.reconstruct(log.table_uri, log.log_dir, log.store, segment)
     assert state.version == 14 and state.protocol is not None and state.metadata is not None
-    counts = state.files.rdd.map(lambda row: next(iter(row))).countByValue()
-    assert dict(counts) == {"add": 1, "remove": 14}
+    counts = state.files.flat.groupBy("is_add").count().collect()
+    assert {("add" if r["is_add"] else "remove"): r["count"] for r in counts} == {"add": 1, "remove": 14}
     # counts aggregate on the executors: nothing was collected to the driver
     assert state.files.num_files == 1 and state.files.count_tombstones_after(0) == 14
     assert state.files._adds is None and state.files._removes is None

@@ -1,12 +1,9 @@
-"""The Spark engine: the table's state replayed on a cluster and the operations' heavy work on its executors.
+"""The Spark engine: the table's state replayed on a cluster and the operations' heavy work on its executors,
+with the DataFrame API only (`mapInArrow`, joins, aggregations), so it also runs over Spark Connect.
 
-- `state.py`: state reconstruction (`SparkReplay`, `DistributedFileState`), with `frames.py` (the
-  checkpoint's rows as DataFrames) and `tasks.py` (what runs in each partition);
-- `checkpoint.py`, `vacuum.py`, `optimize.py`: the executors `SparkEngine` hands to the operations
-  (`maintenance/<op>.py` decides, plans and commits on the driver).
-
-`engine.py` holds `SparkEngine`. Names are imported on first use: a Spark worker that imports
-`tasks` (the standard library only) does not load pyarrow through this package.
+`state.py` reconstructs the state (`frames.py`: the JVM side, `tasks.py`: what executors run);
+`checkpoint.py`, `vacuum.py` and `optimize.py` are the executors `engine.SparkEngine` hands to the
+operations. Names are imported on first use: a Spark worker importing `tasks` does not load pyarrow.
 """
 
 from __future__ import annotations

@@ -1,47 +1,23 @@
-"""Checkpoints written from Spark executors: the file list never reaches the driver (issue 16).
+"""Checkpoints written from Spark executors: the file list never reaches the driver.
 
-`SparkCheckpointExecutor` is the Spark engine's `CheckpointWriter` (`SparkEngine.checkpoint_writer()`):
-`write_checkpoint(log)` on a log (or snapshot) the Spark engine loads writes through it. The driver
-keeps what is small: the checks and the plan, protocol, metadata, txns and domains, V2's top-level
-file and the verdict of the verification (`maintenance.checkpoint` then writes `_last_checkpoint`).
-The file actions stay on the cluster:
+`SparkCheckpointExecutor` is the Spark engine's `CheckpointWriter`. The driver keeps the checks, the plan,
+the non-file actions, V2's top-level file and the verdict of the verification; the snapshot's reconciled
+file actions (`DistributedFileState.json_frame`) are hash-partitioned into n = ceil(file actions /
+`actions_per_sidecar`) partitions (Spark's `checkpoint.partSize` rule) and each `mapInArrow` task writes
+one file with `write.checkpoint_file.checkpoint_parquet`, the local writer's code: a V2 sidecar per
+partition with rows, else part i of n (an empty one included: PROTOCOL.md "Multi-part checkpoint" needs
+all n parts), the non-file actions in part 1; n = 1 is the classic `N.checkpoint.parquet`.
 
-* The snapshot's reconciled file actions (`DistributedFileState`: the replayed commits, an RDD, and the
-  checkpoint rows no commit touched, DataFrames) become one DataFrame of JSON rows, hash-partitioned
-  into n = ceil(file actions / `actions_per_sidecar`) partitions (Spark's `checkpoint.partSize` rule;
-  expired tombstones not counted).
-* `mapInArrow`: each task turns its rows into the Arrow tables the local writer builds and writes one
-  file with `write.checkpoint_file.checkpoint_parquet` (so both engines write the same schemas):
-
-  - `v2Checkpoint` table: one sidecar `_delta_log/_sidecars/N.checkpoint.<i>.<n>.<uuid>.parquet` per
-    partition holding rows; the driver then writes the UUID-named top-level file (checkpointMetadata,
-    non-file actions, a `sidecar` row per sidecar) as the local writer's V2 path does.
-  - other tables: part `N.checkpoint.<i>.<n>.parquet` per partition, an empty partition included (a
-    multi-part checkpoint exists only with all n parts), the non-file actions in part 1 (the spec lets
-    them sit in any part). n = 1 is the classic `N.checkpoint.parquet`.
-  - few file actions on a V2 table (or `classic_name`): one task writes the single file, rows inline.
-
-  Each task builds its store from the table URI and the storage options (inside the closure, never in a
-  DataFrame), creates its file with `put_if_absent`, reads it back (length and CRC-32 of the bytes it
-  produced) and returns one row: name, size, mtime, counts and an order-independent digest of its rows.
-* A complete classic-named or multi-part checkpoint of that version already there is kept and nothing is
-  written (the local writer's rule for the classic name); a UUID-named V2 checkpoint is always new.
-* Atomicity: each file appears whole or not at all; readers take a multi-part checkpoint only when all
-  n parts exist, and `_last_checkpoint` (with `parts`) is written after all of them are verified. Parts
-  carry this write's id in their Parquet footer; n is raised past any leftover parts of that version,
-  so an earlier attempt's files are never mixed in; a part another writer created meanwhile is a
-  `ConcurrentModificationError` (ours are deleted first). A task retried after its file landed finds
-  its own id there and keeps the file (Spark's zombie-task rule).
-* Verification: the written checkpoint alone is loaded again with the Spark engine. Protocol, metadata,
-  txns and domains compare on the driver; adds and tombstones compare by count and by the sum of
-  128-bit hashes of each row's key, size, DV and the other fields written (`rows_digest`), against the
-  digests the writing tasks took of the replayed rows; the adds written must number the snapshot's files
-  (Spark's `checkpointMismatchWithSnapshot`). On a difference, or any failure, the files this call
-  created are deleted (on a failed job: those of the planned names with this write's id) and
-  `CheckpointMismatchError` (or the failure) is raised.
-
-DataFrame API for the new Spark work (`mapInArrow`, `repartition`, `unionByName`); the replayed RDD is
-only converted to a DataFrame. Executors need pyarrow and this package.
+* Atomicity: each file is created with `put_if_absent`, read back (length, CRC-32) and carries this
+  write's id in its footer; n is raised past leftover parts of that version so an earlier attempt's files
+  are never mixed in; a part another writer created is a `ConcurrentModificationError`; a retried task
+  that finds its own id keeps the file (Spark's zombie-task rule). `_last_checkpoint` is written by
+  `maintenance.checkpoint` after everything is verified.
+* Verification: the written checkpoint alone is loaded again with the Spark engine; non-file actions
+  compare on the driver, file actions by count and by a sum of 128-bit row hashes (`rows_digest`) taken by
+  the writing tasks and by tasks over the re-read rows; the adds must number the snapshot's files (Spark's
+  `checkpointMismatchWithSnapshot`). On a difference or any failure, the files this call created are
+  deleted and `CheckpointMismatchError` (or the failure) is raised.
 """
 
 from __future__ import annotations
@@ -52,24 +28,24 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...errors import CheckpointMismatchError, ConcurrentModificationError, DeltaError, InvalidArgumentError
-from ...protocol.actions import Action, AddFile, RemoveFile, action_from_json, action_to_json
+from ...protocol.actions import Action, action_from_json, action_to_json
 from ...protocol.checkpoints import CheckpointPlan, non_file_state, sidecar_name, v2_checkpoint_name
 from ...protocol.filenames import (
     SIDECAR_DIR_NAME,
-    FileInfo,
     LogFileKind,
     ParsedLogPath,
     multipart_checkpoint_name,
+    parse_log_path,
     version_prefix,
 )
 from ...protocol.log_segment import CheckpointInstance, LogSegment, complete_checkpoints, parse_listing
-from ...read.file_state import ADD_SCHEMA, REMOVE_SCHEMA, adds_to_table, empty_table, removes_to_table
+from ...read.file_state import ADD_SCHEMA, REMOVE_SCHEMA, empty_table
 from ...storage import LogStore, store_for
 from ...write.checkpoint_file import (
     CheckpointResult,
@@ -78,25 +54,22 @@ from ...write.checkpoint_file import (
     kept_tombstones,
     stored_digest,
 )
-from .state import DistributedFileState, SparkReplay, run_spark
+from .state import DistributedFileState, SparkReplay, json_file_tables, run_spark
+from .tasks import ddl
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from ...snapshot import Snapshot
 
 #: Footer entry naming the write that created a checkpoint file (readers ignore footer entries).
 WRITE_ID_KEY = "delta.checkpoint.writeId"
-JSON_SCHEMA = "json string"
-_DIGEST_FIELDS = [("adds", pa.int64()), ("removes", pa.int64()), ("add_digest", pa.string())]
-_DIGEST_FIELDS += [("remove_digest", pa.string())]
-_DIGEST_ARROW = pa.schema(_DIGEST_FIELDS)
-_RESULT_FIELDS = [("part", pa.int64()), ("path", pa.string()), ("size", pa.int64()), ("mtime", pa.int64())]
-_RESULT_ARROW = pa.schema([*_RESULT_FIELDS, ("status", pa.string()), *_DIGEST_FIELDS])
-#: `mapInArrow` output of a write task (one row per partition; digests as decimal text: 128-bit sums).
-RESULT_SCHEMA = ", ".join(f"{f.name} {'long' if f.type == pa.int64() else 'string'}" for f in _RESULT_ARROW)
-#: `mapInArrow` output of a digest task.
-DIGEST_SCHEMA = ", ".join(f"{f.name} {'long' if f.type == pa.int64() else 'string'}" for f in _DIGEST_ARROW)
+_L, _S = pa.int64(), pa.string()
+_DIGEST_FIELDS = [("adds", _L), ("removes", _L), ("add_digest", _S), ("remove_digest", _S)]
+_RESULT_FIELDS = [("part", _L), ("path", _S), ("size", _L), ("mtime", _L), ("status", _S), *_DIGEST_FIELDS]
+_DIGEST_ARROW, _RESULT_ARROW = pa.schema(_DIGEST_FIELDS), pa.schema(_RESULT_FIELDS)
+#: `mapInArrow` outputs: a write task's row per partition, a digest task's (digests: 128-bit sums as text).
+RESULT_SCHEMA, DIGEST_SCHEMA = ddl(_RESULT_FIELDS), ddl(_DIGEST_FIELDS)
 _MOD = 1 << 128
 _ADD_DIGEST = ("path", "partitionValues", "size", "modificationTime", "tags", "deletionVector", "baseRowId")
 _ADD_DIGEST += ("defaultRowCommitVersion", "clusteringProvider")
@@ -113,23 +86,9 @@ LayoutKind = Literal["single", "parts", "sidecars"]
 # -- rows and digests (executor side) ----------------------------------------------------------------------
 
 
-def json_row(row: Mapping[str, Any]) -> tuple[str]:
-    """A reconciled `{"add": ...}` / `{"remove": ...}` row of the replayed RDD as one JSON column."""
-    return (json.dumps(row, separators=(",", ":")),)
-
-
 def file_tables(batches: Iterable[pa.RecordBatch]) -> tuple[pa.Table, pa.Table]:
     """The ADD_SCHEMA and REMOVE_SCHEMA tables of batches of JSON file-action rows."""
-    adds: list[AddFile] = []
-    removes: list[RemoveFile] = []
-    for batch in batches:
-        for text in batch.column(0).to_pylist():
-            action = action_from_json(json.loads(text))
-            if isinstance(action, AddFile):
-                adds.append(action)
-            elif isinstance(action, RemoveFile):
-                removes.append(action)
-    return adds_to_table(adds), removes_to_table(removes)
+    return json_file_tables(text for batch in batches for text in batch.column(0).to_pylist())
 
 
 def _canonical(value: Any) -> Any:
@@ -146,31 +105,54 @@ def _sum_of_hashes(table: pa.Table, columns: Sequence[str]) -> int:
     return total % _MOD
 
 
-def rows_digest(adds: pa.Table, removes: pa.Table, plan: CheckpointPlan) -> tuple[int, int, int, int]:
-    """(adds, sum of their row hashes, tombstones, sum of theirs): equal for equal sets of rows in any order.
+def digest_row(adds: pa.Table, removes: pa.Table, plan: CheckpointPlan) -> dict[str, Any]:
+    """Counts and sums of 128-bit row hashes (`_DIGEST_FIELDS`): equal for equal sets of rows in any order.
 
     A row's hash covers what a checkpoint keeps of it: path and DV (the file key), size, partition
     values, times, row tracking, tags and clustering (adds), `extendedFileMetadata` (tombstones) and the
     JSON stats when the table writes them; not `dataChange`, which a checkpoint always writes false.
     """
     add_columns = (*_ADD_DIGEST, "stats") if plan.stats_as_json else _ADD_DIGEST
-    return (
-        adds.num_rows,
-        _sum_of_hashes(adds, add_columns),
-        removes.num_rows,
-        _sum_of_hashes(removes, _REMOVE_DIGEST),
-    )
+    add_sum, remove_sum = _sum_of_hashes(adds, add_columns), _sum_of_hashes(removes, _REMOVE_DIGEST)
+    return {
+        "adds": adds.num_rows,
+        "removes": removes.num_rows,
+        "add_digest": str(add_sum),
+        "remove_digest": str(remove_sum),
+    }
 
 
 def digest_task(plan: CheckpointPlan) -> ArrowTask:
     """`mapInArrow` function: one `DIGEST_SCHEMA` row per partition of JSON file-action rows."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        n_adds, add_sum, n_removes, remove_sum = rows_digest(*file_tables(batches), plan)
-        row = {"adds": n_adds, "removes": n_removes, "add_digest": str(add_sum), "remove_digest": str(remove_sum)}
-        yield pa.RecordBatch.from_pylist([row], schema=_DIGEST_ARROW)
+        yield pa.RecordBatch.from_pylist([digest_row(*file_tables(batches), plan)], schema=_DIGEST_ARROW)
 
     return run
+
+
+class _Totals(NamedTuple):
+    """Counts and row-hash sums of a checkpoint's file actions (as written or as read back)."""
+
+    adds: int
+    add_digest: int
+    removes: int
+    remove_digest: int
+
+    @classmethod
+    def of(cls, rows: Iterable[Any]) -> _Totals:
+        rows = list(rows)
+        return cls(*(sum(int(r[k]) for r in rows) % _MOD for k in cls._fields))
+
+    def differences(self, written: _Totals) -> list[str]:
+        """What the checkpoint read back (`self`) says differently from what was `written`."""
+        problems = []
+        for name, count, digest in (("add", 0, 1), ("remove", 2, 3)):
+            if self[count] != written[count]:
+                problems.append(f"{name} count ({self[count]} read, {written[count]} written)")
+            elif self[digest] != written[digest]:
+                problems.append(f"{name} rows")
+        return problems
 
 
 # -- layout ----------------------------------------------------------------------------------------------
@@ -239,6 +221,12 @@ def _write_id(store: LogStore, path: str) -> str | None:
     return value.decode() if value is not None else None
 
 
+def _check_stored(store: LogStore, path: str, data: bytes, message: str, table: str, plan: CheckpointPlan) -> None:
+    """`CheckpointMismatchError` unless the file at `path` has the length and CRC-32 of `data`."""
+    if stored_digest(store, path) != (len(data), zlib.crc32(data)):
+        raise CheckpointMismatchError(message, table=table, version=plan.version, file=path.rsplit("/", 1)[-1])
+
+
 def _result_batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist(rows, schema=_RESULT_ARROW)
 
@@ -265,11 +253,9 @@ def write_task(
         part = context.partitionId() if context is not None else 0
         adds, removes = file_tables(batches)
         removes = kept_tombstones(removes, plan)
-        n_adds, add_sum, n_removes, remove_sum = rows_digest(adds, removes, plan)
-        row: dict[str, Any] = {"part": part, "adds": n_adds, "removes": n_removes, "size": 0, "mtime": 0}
-        row.update(add_digest=str(add_sum), remove_digest=str(remove_sum), path=None)
+        row = {"part": part, "size": 0, "mtime": 0, "path": None, **digest_row(adds, removes, plan)}
         sidecar = layout.kind == "sidecars"
-        if sidecar and not n_adds + n_removes:
+        if sidecar and not row["adds"] + row["removes"]:
             yield _result_batch([{**row, "status": EMPTY}])
             return
         non_file = [action_from_json(a) for a in actions] if part == 0 and not sidecar else None
@@ -288,12 +274,9 @@ def write_task(
                 return
             created = False  # this write's earlier attempt of the task: same rows, kept as it is
         try:
-            if created and stored_digest(store, path) != (len(data), zlib.crc32(data)):
-                raise CheckpointMismatchError(
-                    "The checkpoint file stored differs from the one written",
-                    table=table_uri,
-                    version=plan.version,
-                    file=path.rsplit("/", 1)[-1],
+            if created:
+                _check_stored(
+                    store, path, data, "The checkpoint file stored differs from the one written", table_uri, plan
                 )
             info = store.head(path)
         except BaseException:
@@ -307,37 +290,6 @@ def write_task(
 
 
 # -- the driver ------------------------------------------------------------------------------------------
-
-
-def file_rows_frame(spark: SparkSession, files: DistributedFileState) -> DataFrame:
-    """Every reconciled file action of a Spark-engine state as one `json` column (nothing collected)."""
-    frame = spark.createDataFrame(files.replayed.map(json_row), JSON_SCHEMA)
-    if files.checkpoint is not None:
-        for other in files.checkpoint.json_frames():
-            frame = frame.unionByName(other)
-    return frame
-
-
-@dataclass(frozen=True)
-class _Totals:
-    """Counts and row-hash sums of the file actions of a checkpoint (as written or as read back)."""
-
-    adds: int = 0
-    add_digest: int = 0
-    removes: int = 0
-    remove_digest: int = 0
-
-    @classmethod
-    def of(cls, rows: Iterable[Any]) -> _Totals:
-        out = cls()
-        for r in rows:
-            out = _Totals(
-                out.adds + r["adds"],
-                (out.add_digest + int(r["add_digest"])) % _MOD,
-                out.removes + r["removes"],
-                (out.remove_digest + int(r["remove_digest"])) % _MOD,
-            )
-        return out
 
 
 class SparkCheckpointExecutor:
@@ -421,7 +373,7 @@ class SparkCheckpointExecutor:
         from pyspark.sql import functions as F
 
         assert isinstance(snapshot.state.files, DistributedFileState)
-        frame = file_rows_frame(self.spark, snapshot.state.files)
+        frame = snapshot.state.files.json_frame()
         n = layout.num_partitions
         frame = frame.repartition(n, F.col("json")) if n > 1 else frame.repartition(1)
         task = write_task(
@@ -498,13 +450,8 @@ class SparkCheckpointExecutor:
             plan, empty_table(ADD_SCHEMA), empty_table(REMOVE_SCHEMA), actions=actions, sidecars=entries
         )
         store.put_if_absent(path, data)
-        if stored_digest(store, path) != (len(data), zlib.crc32(data)):
-            raise CheckpointMismatchError(
-                "The checkpoint stored differs from the one written; it was deleted",
-                table=snapshot.table,
-                version=plan.version,
-                file=path.rsplit("/", 1)[-1],
-            )
+        why = "The checkpoint stored differs from the one written; it was deleted"
+        _check_stored(store, path, data, why, snapshot.table, plan)
         return len(data)
 
     def _verify(
@@ -544,7 +491,7 @@ class SparkCheckpointExecutor:
             }
             want = non_file_state(actions)
             problems = [key for key in want if got[key] != want[key]]
-            frame = file_rows_frame(self.spark, files)
+            frame = files.json_frame()
             read = _Totals.of(
                 run_spark(
                     lambda: frame.mapInArrow(digest_task(plan), DIGEST_SCHEMA).collect(),
@@ -554,7 +501,7 @@ class SparkCheckpointExecutor:
             )
         finally:
             files.uncache()
-        problems += _differences(read, written)
+        problems += read.differences(written)
         if problems:
             raise CheckpointMismatchError(
                 f"The checkpoint read back differs from the replayed state in {', '.join(problems)}; it was deleted",
@@ -582,47 +529,14 @@ class SparkCheckpointExecutor:
             store.delete_many(doomed[::-1])
 
 
-def _differences(read: _Totals, written: _Totals) -> list[str]:
-    problems = []
-    if read.adds != written.adds:
-        problems.append(f"add count ({read.adds} read, {written.adds} written)")
-    elif read.add_digest != written.add_digest:
-        problems.append("add rows")
-    if read.removes != written.removes:
-        problems.append(f"remove count ({read.removes} read, {written.removes} written)")
-    elif read.remove_digest != written.remove_digest:
-        problems.append("remove rows")
-    return problems
-
-
 def _instance(store: LogStore, log_dir: str, version: int, layout: Layout, top_path: str | None) -> CheckpointInstance:
-    """The checkpoint just written, as the log segment of a reader would name it."""
-
-    def info(path: str) -> FileInfo:
+    """The checkpoint just written, as a reader's log segment names it."""
+    paths = [top_path] if top_path else [layout.path(store, log_dir, i) for i in range(layout.num_partitions)]
+    parsed = []
+    for path in paths:
         found = store.head(path)
         if found is None:
-            raise CheckpointMismatchError(
-                "A checkpoint file written is missing", version=version, file=path.rsplit("/", 1)[-1]
-            )
-        return found
-
-    if layout.kind == "parts":
-        n = layout.num_partitions
-        parsed = tuple(
-            ParsedLogPath(
-                info(layout.path(store, log_dir, i)),
-                version,
-                LogFileKind.CHECKPOINT_MULTIPART,
-                part=i + 1,
-                num_parts=n,
-                extension="parquet",
-            )
-            for i in range(n)
-        )
-        return CheckpointInstance(version, LogFileKind.CHECKPOINT_MULTIPART, parsed)
-    path = top_path or layout.path(store, log_dir, 0)
-    name = path.rstrip("/").rsplit("/", 1)[-1]
-    is_uuid = name.count(".") == 3
-    kind = LogFileKind.CHECKPOINT_UUID if is_uuid else LogFileKind.CHECKPOINT_CLASSIC
-    uid = name.split(".")[2] if is_uuid else None
-    return CheckpointInstance(version, kind, (ParsedLogPath(info(path), version, kind, uid, extension="parquet"),))
+            name = path.rsplit("/", 1)[-1]
+            raise CheckpointMismatchError("A checkpoint file written is missing", version=version, file=name)
+        parsed.append(parse_log_path(found))
+    return CheckpointInstance(version, parsed[0].kind, tuple(parsed))

@@ -1,26 +1,20 @@
-"""Checkpoint file actions as Spark DataFrames: identity, projection and summaries in the JVM.
+"""Checkpoint file actions as Spark DataFrames, and the reports' aggregations, in the JVM.
 
-A checkpoint holds reconciled state: each of its file actions is the last one for its key (path +
-DV id) at the checkpoint version. So a checkpoint row whose key no later commit touches is final
-and needs neither a shuffle nor `InMemoryLogReplay` (the local engine's columnar fast path rests
-on the same fact). The Spark engine anti-joins the checkpoint's file actions with the keys the
-commits touch and summarizes what remains here, with DataFrame expressions that mirror the Python
-code: `actions.file_key` for identity, `aggregates.FileSummary` / `TombstoneSummary` for the
-summaries, whose results merge with the ones the executors compute for the replayed commits.
-
-Needs `pyspark`; imported only by the Spark engine.
+A checkpoint is reconciled state (PROTOCOL.md "Checkpoints"): each file action in it is the last one for
+its key (path + DV id) at that version, so a row no later commit touches is final and needs neither a
+shuffle nor a replay. The expressions mirror the Python code: `key_column` is `actions.file_key`, the
+summaries are `read.aggregates`' over the `state.FLAT_COLUMNS` of every reconciled file action.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
-import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 from pyspark.sql.types import DataType, StructType
 
 from ...protocol.actions import KEY_SEPARATOR
@@ -32,8 +26,7 @@ from ...read.aggregates import (
     PartitionTombstones,
     TombstoneSummary,
 )
-
-FILE_ACTIONS = ("add", "remove")
+from .tasks import FILE_ACTIONS
 
 
 def _struct(schema: StructType, name: str) -> StructType | None:
@@ -80,61 +73,6 @@ def key_column(action: str, struct: StructType) -> Column:
     return F.when(storage.isNull(), path).otherwise(F.concat(path, F.lit(KEY_SEPARATOR), uid))
 
 
-#: The file-action fields the summaries and the anti-join read (everything else stays on disk).
-_SUMMARY_FIELDS = {
-    "add": ("path", "size", "partitionValues", "deletionVector"),
-    "remove": ("path", "size", "partitionValues", "deletionVector", "deletionTimestamp"),
-}
-
-
-def spark_type(t: pa.DataType) -> DataType | None:
-    """The Spark type of an Arrow type read from a parquet footer; `None` when not mapped here."""
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return T.StringType()
-    simple = {
-        pa.int8(): T.ByteType(),
-        pa.int16(): T.ShortType(),
-        pa.int32(): T.IntegerType(),
-        pa.int64(): T.LongType(),
-        pa.bool_(): T.BooleanType(),
-        pa.binary(): T.BinaryType(),
-    }
-    if t in simple:
-        return simple[t]
-    if pa.types.is_map(t):
-        key, value = spark_type(t.key_type), spark_type(t.item_type)
-        return None if key is None or value is None else T.MapType(key, value)
-    if pa.types.is_struct(t):
-        fields = [(f.name, spark_type(f.type)) for f in t]
-        if any(ft is None for _, ft in fields):
-            return None
-        return T.StructType([T.StructField(name, ft) for name, ft in fields])  # type: ignore[arg-type]
-    return None
-
-
-def summary_read_schema(schema: pa.Schema) -> StructType | None:
-    """A Spark read schema with only the fields the summaries need, from a parquet footer's Arrow
-    schema: reading with it skips Spark's schema-inference job and every other column. `None` when
-    the footer has something unexpected (then Spark infers, and refuses what it cannot read)."""
-    fields = []
-    for name, wanted in _SUMMARY_FIELDS.items():
-        idx = schema.get_field_index(name)
-        if idx < 0:
-            continue
-        struct = schema.field(idx).type
-        if not pa.types.is_struct(struct):
-            return None
-        sub = []
-        for f in struct:
-            if f.name in wanted:
-                ft = spark_type(f.type)
-                if ft is None:
-                    return None
-                sub.append(T.StructField(f.name, ft))
-        fields.append(T.StructField(name, T.StructType(sub)))
-    return T.StructType(fields) if fields else None
-
-
 def _untouched(df: DataFrame, name: str, struct: StructType, touched: DataFrame | None) -> DataFrame:
     """`(key, <name>)` rows of one action type with a path, minus the keys in `touched`."""
     rows = df.where(F.col(name).getField("path").isNotNull()).select(key_column(name, struct).alias("key"), F.col(name))
@@ -150,14 +88,11 @@ def _file_structs(df: DataFrame) -> Iterator[tuple[str, StructType]]:
 
 @dataclass
 class CheckpointFiles:
-    """The checkpoint's file actions that no later commit touches.
-
-    `flat` is the small projection the summaries read (one row per file action); the whole actions (for
-    file lists) are read from `full_sources` only when asked, by `json_rows`.
-    """
+    """The checkpoint's file actions that no later commit touches: `flat`, the summary columns
+    (`state.FLAT_COLUMNS`, one row per file action), and the whole actions as JSON (`json_frames`)."""
 
     flat: DataFrame
-    full_sources: Callable[[], list[DataFrame]]
+    sources: Sequence[DataFrame]
     touched: DataFrame | None
 
     def json_rows(self) -> Iterator[str]:
@@ -167,50 +102,35 @@ class CheckpointFiles:
                 yield row[0]
 
     def json_frames(self) -> list[DataFrame]:
-        """One-column DataFrames of the rows as JSON text."""
+        """One-column (`json`) DataFrames of the rows as JSON text."""
         return [
             _untouched(df, name, struct, self.touched).select(F.to_json(F.struct(F.col(name))).alias("json"))
-            for df in self.full_sources()
+            for df in self.sources
             for name, struct in _file_structs(df)
         ]
 
 
-def checkpoint_files(
-    sources: Sequence[DataFrame], full_sources: Callable[[], list[DataFrame]], touched: DataFrame | None
-) -> CheckpointFiles | None:
-    """Untouched file actions of the checkpoint DataFrames `sources` (parts, sidecars).
-
-    `touched` holds one `key` per file action in the commits after the checkpoint (duplicates
-    allowed); it is broadcast, so the checkpoint's rows are filtered where they are read, without
-    a shuffle. `sources` may be read with `summary_read_schema`; `full_sources` reads every column.
-    """
-    flats: list[DataFrame] = []
+def checkpoint_files(sources: Sequence[DataFrame], touched: DataFrame | None) -> CheckpointFiles | None:
+    """Untouched file actions of the checkpoint DataFrames `sources` (parts, sidecars). `touched` holds one
+    `key` per file action in the commits after the checkpoint (duplicates allowed); it is broadcast, so
+    the checkpoint's rows are filtered where they are read, without a shuffle."""
+    flats = []
     for df in sources:
         for name, struct in _file_structs(df):
-            rows = _untouched(df, name, struct, touched)
-            pv = (
-                F.col(name).getField("partitionValues").cast("map<string,string>")
-                if "partitionValues" in struct.fieldNames()
-                else F.lit(None).cast("map<string,string>")
-            )
-            deleted = (
-                _field(name, struct, "deletionTimestamp", "long") if name == "remove" else F.lit(None).cast("long")
-            )
+            pv = _field(name, struct, "partitionValues", "map<string,string>")
+            deleted = _field(name, struct, "deletionTimestamp", "long") if name == "remove" else F.lit(None)
             flats.append(
-                rows.select(
+                _untouched(df, name, struct, touched).select(
                     F.lit(name == "add").alias("is_add"),
                     F.col(name).getField("path").cast("string").alias("path"),
                     _field(name, struct, "size", "long").alias("size"),
                     pv.alias("partition_values"),
-                    deleted.alias("deletion_ts"),
+                    deleted.cast("long").alias("deletion_ts"),
                 )
             )
     if not flats:
         return None
-    flat = flats[0]
-    for other in flats[1:]:
-        flat = flat.unionByName(other)
-    return CheckpointFiles(flat, full_sources, touched)
+    return CheckpointFiles(reduce(DataFrame.unionByName, flats), sources, touched)
 
 
 def _int(value: Any) -> int:
@@ -317,6 +237,7 @@ def file_digest(
             *_file_aggregates(small_file_bytes),
             F.sum(F.when(F.col("size").isNull(), 1).otherwise(0)).alias("no_size"),
         )
+        .orderBy(F.desc("is_add"))  # the adds' group first: the limit never drops it
         .limit(max_groups + 2)  # one group of adds, up to max_groups of removes, one more to see overflow
         .collect()
     )

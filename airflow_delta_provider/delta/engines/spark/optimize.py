@@ -1,9 +1,6 @@
-"""OPTIMIZE's bins on Spark executors: a DataFrame of bins, `mapInArrow` runs `write.data_files.compact_bin`
-on each (the same function as the local thread pool), and only the new files' `add` actions come back
-to the driver, which commits them. DataFrame API only, so it also runs over Spark Connect.
-
-Each task builds its own store from the table URI and the storage options (which travel inside the
-task closure, never in a DataFrame or a log line).
+"""OPTIMIZE's bins on Spark executors: `mapInArrow` runs `write.data_files.compact_bin` (the local thread
+pool's function) on each bin, and only the new files' `add` actions come back to the driver, which commits
+them. Each task builds its own store from the table URI and the storage options (inside its closure).
 """
 
 from __future__ import annotations
@@ -16,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ...protocol.actions import AddFile
 from ...protocol.optimize import Bin
 from ...write.data_files import TableLayout
+from .tasks import batch_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -41,7 +39,7 @@ def compact_task(layout: TableLayout, storage_options: Mapping[str, Any]) -> Cal
         clock = lambda: int(time.time() * 1000)  # noqa: E731
         for batch in batches:
             ids, adds = [], []
-            for bin_id, text in zip(batch.column("bin_id").to_pylist(), batch.column("bin").to_pylist(), strict=True):
+            for bin_id, text in batch_rows(batch, ("bin_id", "bin")):
                 add = compact_bin(store, layout, Bin.from_dict(json.loads(text)), now_ms=clock)
                 ids.append(bin_id)
                 adds.append(None if add is None else json.dumps(add.to_json()))

@@ -1,5 +1,5 @@
-"""Functions the Spark engine runs on executors. Pure Python: they import only `actions` and
-`replay`, so a worker with nothing but pyspark (and this package shipped via `--py-files`) runs them."""
+"""What the Spark engine's executors run (`mapInArrow` functions). The module imports only the standard
+library, `actions` and `replay`; pyarrow is imported inside the tasks, which `mapInArrow` needs anyway."""
 
 from __future__ import annotations
 
@@ -9,14 +9,6 @@ from typing import Any
 
 from ...protocol.actions import INVALID_ACTION_ERRORS, AddFile, RemoveFile, action_from_json
 from ...protocol.replay import InMemoryLogReplay
-from ...read.aggregates import (
-    FileDigest,
-    FileSummary,
-    TombstoneSummary,
-    digest_file_rows,
-    summarize_file_rows,
-    summarize_tombstone_rows,
-)
 
 FILE_ACTIONS = ("add", "remove")
 STATE_ACTIONS = ("protocol", "metaData", "txn", "domainMetadata", "commitInfo")
@@ -26,29 +18,39 @@ _KNOWN = (*FILE_ACTIONS, *STATE_ACTIONS, "sidecar", "checkpointMetadata")
 
 #: (action name, version, position, body, file key: "" unless a file action)
 Parsed = tuple[str, int, int, dict[str, Any], str]
+#: `parse_task`'s output: one row per log line (`body` as JSON text).
+PARSED_SCHEMA = "name string, version long, pos long, body string, key string"
+_PARSED = ("name", "version", "pos", "body", "key")
+_SQL_TYPES = {"string": "string", "int64": "long", "bool": "boolean"}
+#: `reconcile_task`'s output: one row per reconciled file action, the summary columns beside its JSON.
+FILES_SCHEMA = (
+    "is_add boolean, path string, size long, partition_values map<string,string>, deletion_ts long, json string"
+)
 
 
-def tagger(version: int) -> Any:
-    """`mapPartitionsWithIndex` function tagging each line with (version, position)."""
+def ddl(fields: Iterable[tuple[str, Any]]) -> str:
+    """The Spark DDL schema of (name, Arrow type) pairs (strings, int64s and booleans)."""
+    return ", ".join(f"{name} {_SQL_TYPES[str(t)]}" for name, t in fields)
 
-    def tag(index: int, rows: Iterator[tuple[str, ...]]) -> Iterator[tuple[int, int, str]]:
-        for pos, row in enumerate(rows):
-            line = row[0]
-            if line and line.strip():
-                # position = partition index, then row index: keeps log order within one file
-                yield (version, (index << 40) + pos, line)
 
-    return tag
+def batch_rows(batch: Any, names: Iterable[str]) -> Iterator[tuple[Any, ...]]:
+    """The rows of an Arrow batch's columns `names`, as tuples."""
+    return zip(*(batch.column(n).to_pylist() for n in names), strict=True)
+
+
+def log_version(path: str) -> int:
+    """The version a log file's name starts with (`<version>.json`, `<version>.checkpoint...`)."""
+    return int(path.rstrip("/").rsplit("/", 1)[-1].split(".", 1)[0])
 
 
 def commit_file_lines(item: tuple[str, str]) -> Iterator[tuple[int, int, str]]:
-    """(version, position, line) of each line of one whole commit file (`wholeTextFiles` record).
+    """(version, position, line) of each line of one whole commit file.
 
     Lines end at `\n` only (a trailing `\r` is blank space to JSON): `str.splitlines` would also
     split inside a JSON string holding U+2028 or another Unicode line boundary.
     """
     path, text = item
-    version = int(path.rstrip("/").rsplit("/", 1)[-1].split(".", 1)[0])
+    version = log_version(path)
     for pos, line in enumerate(text.split("\n")):
         if line.strip():
             yield (version, pos, line)
@@ -56,24 +58,21 @@ def commit_file_lines(item: tuple[str, str]) -> Iterator[tuple[int, int, str]]:
 
 def commit_file_keys(path: str, text: str) -> Iterator[str]:
     """The keys of one commit file's file actions, exactly as the executors key them (`parse_line`);
-    `ValueError` at a line that is not a valid action (the driver then leaves the keys to the
-    executors, whose replay reports the line)."""
+    `ValueError` at a line that is not a valid action (the executors then report it)."""
     for record in commit_file_lines((path, text)):
         parsed = parse_line(record)
         if parsed[0] == BAD_LINE:
             raise ValueError(f"{path}: {parsed[3]['message']}")
-        if is_file_action(parsed):
+        if parsed[0] in FILE_ACTIONS:
             yield parsed[4]
 
 
 def parse_line(record: tuple[int, int, str]) -> Parsed:
     """(action name, version, position, body, file key) of one log line; unknown actions give ("", ...).
 
-    Every known action is validated here (`action_from_json`), and a file action's key (path + DV id,
-    `actions.file_key`) kept. A line that is not a JSON object, or an action that is not valid (an
-    add without a size, ...), gives (BAD_LINE, ..., {"message": ...}, ""): executors do not raise,
-    the driver collects these with the state actions and raises the typed error naming the version,
-    as the local engine does.
+    Known actions are validated (`action_from_json`). A line that is not a JSON object or not a valid
+    action gives (BAD_LINE, ..., {"message": ...}, ""): executors do not raise, the driver collects
+    these with the state actions and raises the typed error naming the version, as the local engine does.
     """
     version, pos, line = record
     try:
@@ -93,89 +92,45 @@ def parse_line(record: tuple[int, int, str]) -> Parsed:
     return "", version, pos, {}, ""
 
 
-def is_file_action(p: Parsed) -> bool:
-    return p[0] in FILE_ACTIONS
+def parse_task(batches: Iterator[Any]) -> Iterator[Any]:
+    """`mapInArrow` over (path, pos, value) rows: a whole commit file (pos 0) or one line of a JSON
+    checkpoint (pos: its row id), as `PARSED_SCHEMA` rows, the version taken from the file name."""
+    import pyarrow as pa
+
+    for batch in batches:
+        rows = []
+        for path, start, text in batch_rows(batch, ("path", "pos", "value")):
+            for version, pos, line in commit_file_lines((path, text or "")):
+                name, _, _, body, key = parse_line((version, start + pos, line))
+                rows.append(dict(zip(_PARSED, (name, version, start + pos, json.dumps(body), key), strict=True)))
+        schema = pa.schema([(n, pa.string() if n in ("name", "body", "key") else pa.int64()) for n in _PARSED])
+        yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
 
-def is_state_action(p: Parsed) -> bool:
-    """Actions the driver reconciles (and malformed lines, which it reports)."""
-    return p[0] in STATE_ACTIONS or p[0] == BAD_LINE
+def reconcile_task(batches: Iterator[Any]) -> Iterator[Any]:
+    """`mapInArrow` over one partition of file actions (hash-partitioned by file key): replayed in
+    (version, position) order with `InMemoryLogReplay`, the local engine's replay; `FILES_SCHEMA` rows."""
+    import pyarrow as pa
 
-
-def key_by_file(p: Parsed) -> tuple[str, tuple[int, int, str, dict[str, Any]]]:
-    name, version, pos, body, key = p
-    return key, (version, pos, name, body)
-
-
-def reconcile_partition(items: Iterable[tuple[str, tuple[int, int, str, dict[str, Any]]]]) -> Iterator[dict[str, Any]]:
-    """Replay one partition's file actions in (version, position) order with `InMemoryLogReplay`."""
-    ordered = sorted((v for _, v in items), key=lambda t: (t[0], t[1]))
+    rows = [r for b in batches for r in batch_rows(b, _PARSED)]
+    rows.sort(key=lambda r: (r[1], r[2]))
     replay = InMemoryLogReplay()
-    replay.append(0, (a for a in (action_from_json({n: b}) for _, _, n, b in ordered) if a is not None))
-    for add in replay.active_files.values():
-        yield {"add": add.to_json()}
-    for remove in replay.tombstones.values():
-        yield {"remove": remove.to_json()}
+    replay.append(0, (a for a in (action_from_json({r[0]: json.loads(r[3])}) for r in rows) if a is not None))
+    out = [file_row(a) for a in (*replay.active_files.values(), *replay.tombstones.values())]
+    pv = pa.map_(pa.string(), pa.string())
+    types = {"is_add": pa.bool_(), "path": pa.string(), "size": pa.int64(), "partition_values": pv}
+    schema = pa.schema([*types.items(), ("deletion_ts", pa.int64()), ("json", pa.string())])
+    yield pa.RecordBatch.from_pylist(out, schema=schema)
 
 
-def file_summary_task(small_file_bytes: int) -> Any:
-    """`mapPartitions` function: one `FileSummary` per partition of reconciled file actions."""
-
-    def run(rows: Iterator[dict[str, Any]]) -> Iterator[FileSummary]:
-        yield summarize_file_rows(rows, small_file_bytes)
-
-    return run
-
-
-def digest_task(small_file_bytes: int, partition_columns: tuple[str, ...], max_groups: int) -> Any:
-    """`mapPartitions` function: one `FileDigest` per partition of reconciled file actions."""
-
-    def run(rows: Iterator[dict[str, Any]]) -> Iterator[FileDigest]:
-        yield digest_file_rows(rows, small_file_bytes, partition_columns, max_groups)
-
-    return run
-
-
-def tombstone_summary_task(cutoff_ms: int, partition_columns: tuple[str, ...]) -> Any:
-    """`mapPartitions` function: one `TombstoneSummary` per partition of reconciled file actions."""
-
-    def run(rows: Iterator[dict[str, Any]]) -> Iterator[TombstoneSummary]:
-        yield summarize_tombstone_rows(rows, cutoff_ms, partition_columns)
-
-    return run
-
-
-def is_add(row: dict[str, Any]) -> bool:
-    return "add" in row
-
-
-def is_remove(row: dict[str, Any]) -> bool:
-    return "remove" in row
-
-
-def add_path(row: dict[str, Any]) -> str:
-    return row["add"]["path"]
-
-
-def add_path_row(row: dict[str, Any]) -> tuple[str]:
-    return (row["add"]["path"],)
-
-
-def key_row(item: tuple[str, Any]) -> tuple[str]:
-    """The file key of a `key_by_file` pair, as a one-column row."""
-    return (item[0],)
-
-
-def first_json(row: Any) -> dict[str, Any]:
-    """The JSON text in a row's first column, parsed."""
-    return json.loads(row[0])
-
-
-def removed_after(cutoff_ms: int) -> Any:
-    """Filter: tombstones deleted after `cutoff_ms` (missing timestamps count as 0)."""
-
-    def keep(row: dict[str, Any]) -> bool:
-        rm = row.get("remove")
-        return rm is not None and (rm.get("deletionTimestamp") or 0) > cutoff_ms
-
-    return keep
+def file_row(action: AddFile | RemoveFile) -> dict[str, Any]:
+    """A `FILES_SCHEMA` row of a reconciled file action."""
+    is_add = isinstance(action, AddFile)
+    return {
+        "is_add": is_add,
+        "path": action.path,
+        "size": action.size,
+        "partition_values": None if action.partition_values is None else dict(action.partition_values),
+        "deletion_ts": None if is_add else action.deletion_timestamp,  # type: ignore[union-attr]
+        "json": json.dumps({action.action_name: action.to_json()}, separators=(",", ":")),
+    }

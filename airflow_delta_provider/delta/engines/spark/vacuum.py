@@ -1,58 +1,37 @@
 """VACUUM on Spark executors: the listing split by directory, the plan joined in Spark, deletes on the executors.
 
-`SparkVacuumExecutor` is the Spark engine's `VacuumExecutor` (`SparkEngine.vacuum_executor()`)
-keeps the checks, the retention rules and the `VACUUM START`/`END` commits on the driver and runs these here:
+`SparkVacuumExecutor` is the Spark engine's `VacuumExecutor`: the checks, the retention rules and the
+`VACUUM START`/`END` commits stay on the driver (`maintenance.vacuum`); the rules are `protocol.vacuum`'s.
 
-* **Listing** (as Delta's `DeltaFileOperations.recursiveListDirs`): one task lists the table root one level
-  (`store.list_level`; `_delta_log` and hidden directories pruned, as `protocol.vacuum.is_hidden` says);
-  the entries are spread round-robin over `parallelism` tasks, each listing its directories recursively
-  (`store.list_recursive`). The per-file rules (`protocol.vacuum.listed_candidate`: mtime before the
-  cutoff, no hidden part, ...) run where the files are listed, so only candidates leave the executors.
-* **Plan**: the candidates anti-joined with the protected paths (`protocol.vacuum.protected_paths`: active
-  files, tombstones within retention, their DV files) on the path and on its DV alias (`dv_alias_key`).
-  When the grace period for untracked files reaches back past the cutoff (`protocol.vacuum.grace_matters`:
-  a retention shorter than the grace), the candidates are also left-joined with the expired tombstones
-  (`expired_tombstone_paths`, built as the protected paths are): an untracked candidate `within_grace`
-  is left out of the plan and counted (`grace_kept_files`, `grace_kept_bytes`).
-  The protected paths come from the Spark engine's state when the snapshot was replayed on Spark, else
-  from the driver's snapshot (`read.protected_files.protected_set`); they are persisted and counted first
-  (one job builds the cache both joins read) and, when at most `broadcast_limit`, broadcast to the joins,
-  which then shuffle nothing.
-* **Partitions**: nothing here leaves a partition count to `spark.sql.shuffle.partitions` where it would
-  stick: the protected paths are de-duplicated into at most `parallelism` partitions, every frame that is
-  persisted or feeds the delete tasks is coalesced to at most `parallelism` partitions, and a plan carried
-  inline is re-validated and deleted in one task per 1000 files (at most `parallelism`). A cached plan
-  keeps its shuffles' partition count (`spark.sql.optimizer.canChangeCachedPlanOutputPartitioning` is off
-  by default, so adaptive execution does not coalesce it): a tiny table's VACUUM otherwise ran every scan
-  of its caches, and its `mapInArrow` deletes, as 200 tasks. The session's settings are never changed.
-* **Dry run**: with `plan_dir`, the executors write the file list there as JSON lines (`{"path", "size"}`,
-  one directory per plan, never overwritten) and the plan records it in `files_uri`; the driver gets counts
-  and bytes per directory from a DataFrame aggregation, and the file list itself only when it holds at most
-  `collect_limit` files (the plan's dict then has them as the local engine's does). A larger plan carries
-  counts only (`VacuumPlan.totals`): it is applied from `files_uri` or, without `plan_dir`, only by the
-  same executor, from its file list kept cached on the cluster until then (`release()` frees it unapplied).
-* **Apply**: the plan's files (inline, else read from `files_uri` or the cache, and checked against the
-  plan's count) are re-validated against the latest snapshot and storage: hash-partitioned by path, each
-  task runs the per-row rules (`protocol.vacuum.refused_entry`, which refuses the whole plan;
-  `plan_entry_relative`; duplicates; `storage.batch.stat_entries` and `protocol.vacuum.recheck`: the
-  file as it is now must match the plan's listed size and mtime, be a regular file older than the cutoff),
-  then the same joins (protected paths; expired tombstones for the grace period), each dropped entry with
-  its reason, the missing ones apart; the executors delete what stays in batches (`storage.batch.delete_relative`:
-  `batch_size` files per `delete_many`, one S3 DeleteObjects each, retried), returning files and bytes per
-  directory that the driver sums. Directories left empty are removed by the driver on local stores.
+* Listing (Delta's `DeltaFileOperations.recursiveListDirs`): one task lists the table root one level,
+  its directories spread over `parallelism` tasks that list them recursively; the per-file rules
+  (`listed_candidate`) run where files are listed, so only candidates leave the executors.
+* Plan: the candidates anti-joined with the protected paths (`protected_paths`) on the path and on its DV
+  alias (`dv_alias_key`); when the grace period for untracked files matters (`grace_matters`) they are
+  left-joined with the expired tombstones too and untracked young files are counted, not planned. The
+  protected paths are persisted and counted first and broadcast when at most `broadcast_limit`.
+* Partitions: every persisted frame, and the delete tasks, get at most `parallelism` partitions, never
+  `spark.sql.shuffle.partitions` (a cached plan keeps its shuffles' partition count, so a tiny table's
+  VACUUM otherwise ran 200 tasks per stage). The session's settings are never changed.
+* Dry run: with `plan_dir` the file list is written there as JSON lines and the plan records it in
+  `files_uri`; the driver gets counts per directory, and the file list only when at most `collect_limit`
+  files. A larger plan without `plan_dir` carries counts only; its files stay cached for this executor's
+  apply (`release()` frees them).
+* Apply: the plan's files, hash-partitioned by path, are re-validated on the executors against storage
+  (`refused_entry`, `plan_entry_relative`, duplicates, `recheck`) and the same joins, each dropped entry
+  with its reason; the rest are deleted in batches (`storage.batch.delete_relative`).
 
-DataFrame API only (`mapInArrow`, joins, aggregations, the JSON reader and writer), so it also runs over
-Spark Connect, except the protected paths of a snapshot the Spark engine replayed (its state is an RDD).
-Executors need pyarrow (`mapInArrow`), this package (`--py-files`) and, for object stores, fsspec and
-s3fs: each task builds its store from the table URI and the storage options, which travel inside the
-task's closure, never in a DataFrame.
+DataFrame API only, so it also runs over Spark Connect. Each task builds its store from the table URI and
+the storage options, which travel inside the task's closure, never in a DataFrame.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -88,6 +67,7 @@ from ...read.protected_files import expired_set, protected_set
 from ...storage import LogStore, store_for
 from ...storage.batch import delete_relative, remove_empty_dirs, stat_entries
 from .. import Deleted, Revalidation
+from .tasks import batch_rows, ddl
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -107,48 +87,30 @@ _FILES_PER_TASK = 1000
 #: Rows per Arrow batch the executors yield.
 _BATCH_ROWS = 8192
 
-LISTED_SCHEMA = "path string, size long, modification_time long, directory boolean"
-CANDIDATE_SCHEMA = "path string, size long, modification_time long, rel string, alias string, partition string"
-PLAN_FILE_SCHEMA = "path string, size long, modification_time long"
+_S, _L, _B = pa.string(), pa.int64(), pa.bool_()
+_LISTED = (("path", _S), ("size", _L), ("modification_time", _L), ("directory", _B))
+_PLAN_FILE = (("path", _S), ("size", _L), ("modification_time", _L))
+_CANDIDATE = (*_PLAN_FILE, ("rel", _S), ("alias", _S), ("partition", _S))
 #: a plan entry after the per-row rules: `reason` (null: so far deletable; `REFUSED:<why>` refuses the
 #: plan), `young` (within the grace period, if untracked)
-ENTRY_SCHEMA = f"{CANDIDATE_SCHEMA}, reason string, young boolean"
-DELETED_SCHEMA = "partition string, files long, bytes long"
+_ENTRY = (*_CANDIDATE, ("reason", _S), ("young", _B))
+_DELETED = (("partition", _S), ("files", _L), ("bytes", _L))
+LISTED_SCHEMA, CANDIDATE_SCHEMA, PLAN_FILE_SCHEMA = ddl(_LISTED), ddl(_CANDIDATE), ddl(_PLAN_FILE)
+ENTRY_SCHEMA, DELETED_SCHEMA = ddl(_ENTRY), ddl(_DELETED)
 #: `ENTRY_SCHEMA.reason` of an entry that refuses the whole plan (`protocol.vacuum.refused_entry`)
 REFUSED = "refused:"
-_LISTED = (("path", pa.string()), ("size", pa.int64()), ("modification_time", pa.int64()), ("directory", pa.bool_()))
-_CANDIDATE = (
-    ("path", pa.string()),
-    ("size", pa.int64()),
-    ("modification_time", pa.int64()),
-    ("rel", pa.string()),
-    ("alias", pa.string()),
-    ("partition", pa.string()),
-)
-_ENTRY = (*_CANDIDATE, ("reason", pa.string()), ("young", pa.bool_()))
-_DELETED = (("partition", pa.string()), ("files", pa.int64()), ("bytes", pa.int64()))
 
 Row = tuple[Any, ...]
 ArrowTask = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 
-# -- executor side: listing ------------------------------------------------------------------------------
+# -- executor side ---------------------------------------------------------------------------------------
 def _batches(rows: Iterable[Row], fields: Sequence[tuple[str, pa.DataType]]) -> Iterator[pa.RecordBatch]:
     """`rows` as Arrow batches of at most `_BATCH_ROWS` rows."""
-    chunk: list[Row] = []
-
-    def flush() -> pa.RecordBatch:
-        columns = list(zip(*chunk, strict=True)) if chunk else [() for _ in fields]
-        arrays = [pa.array(list(c), t) for c, (_, t) in zip(columns, fields, strict=True)]
-        return pa.RecordBatch.from_arrays(arrays, [n for n, _ in fields])
-
-    for row in rows:
-        chunk.append(row)
-        if len(chunk) >= _BATCH_ROWS:
-            yield flush()
-            chunk = []
-    if chunk:
-        yield flush()
+    rows = iter(rows)
+    while chunk := list(islice(rows, _BATCH_ROWS)):
+        arrays = [pa.array(list(c), t) for c, (_, t) in zip(zip(*chunk, strict=True), fields, strict=True)]
+        yield pa.RecordBatch.from_arrays(arrays, [n for n, _ in fields])
 
 
 def _root(store: LogStore, table_uri: str) -> str:
@@ -192,7 +154,7 @@ def expand_task(table_uri: str, options: Mapping[str, Any], cutoff_ms: int, colu
     def rows(store: LogStore, batches: Iterator[pa.RecordBatch]) -> Iterator[Row]:
         root = _root(store, table_uri)
         for batch in batches:
-            for path, size, mtime, directory in zip(*(batch.column(n).to_pylist() for n, _ in _LISTED), strict=True):
+            for path, size, mtime, directory in batch_rows(batch, (n for n, _ in _LISTED)):
                 if not directory:
                     found = _candidate(path, size, mtime, cutoff_ms, columns)
                     if found is not None:
@@ -212,42 +174,28 @@ def expand_task(table_uri: str, options: Mapping[str, Any], cutoff_ms: int, colu
     return run
 
 
-# -- executor side: protected paths, plan entries, deletes ----------------------------------------------
-def protected_task(table_uri: str, cutoff_ms: int) -> Callable[[Iterable[Mapping[str, Any]]], Iterator[Row]]:
-    """`mapPartitions` over reconciled file actions (`{"add": ...}` / `{"remove": ...}` rows of the Spark
-    engine's state): the protected relative paths (`protocol.vacuum.protected_paths`), one per row."""
+def paths_task(table_uri: str, cutoff_ms: int, *, expired: bool) -> ArrowTask:
+    """`mapInArrow` over reconciled file actions (`json` column of the Spark engine's state): one `rel` row
+    per protected relative path (`protocol.vacuum.protected_paths`) or, `expired`, per expired tombstone
+    path and its DV file (`protocol.vacuum.expired_tombstone_paths`)."""
 
-    def run(rows: Iterable[Mapping[str, Any]]) -> Iterator[Row]:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         active: list[LoggedFile] = []
         tombstones: list[LoggedFile] = []
-        for row in rows:
-            action = action_from_json(row)
-            if isinstance(action, AddFile):
-                active.append(LoggedFile(action.path, action.deletion_vector))
-            elif isinstance(action, RemoveFile):
-                tombstones.append(
-                    LoggedFile(action.path, action.deletion_vector, action.deletion_timestamp, action.size)
-                )
-        for rel in protected_paths(active, tombstones, cutoff_ms=cutoff_ms, table_root=table_uri):
-            yield (rel,)
-
-    return run
-
-
-def expired_task(table_uri: str, cutoff_ms: int) -> Callable[[Iterable[Mapping[str, Any]]], Iterator[Row]]:
-    """`mapPartitions` over reconciled file actions: the relative paths of the tombstones deleted at or
-    before `cutoff_ms` and of their DV files (`protocol.vacuum.expired_tombstone_paths`), one per row."""
-
-    def run(rows: Iterable[Mapping[str, Any]]) -> Iterator[Row]:
-        tombstones: list[LoggedFile] = []
-        for row in rows:
-            action = action_from_json(row)
-            if isinstance(action, RemoveFile):
-                tombstones.append(
-                    LoggedFile(action.path, action.deletion_vector, action.deletion_timestamp, action.size)
-                )
-        for rel in expired_tombstone_paths(tombstones, cutoff_ms=cutoff_ms, table_root=table_uri):
-            yield (rel,)
+        for batch in batches:
+            for text in batch.column("json").to_pylist():
+                action = action_from_json(json.loads(text))
+                if isinstance(action, AddFile) and not expired:
+                    active.append(LoggedFile(action.path, action.deletion_vector))
+                elif isinstance(action, RemoveFile):
+                    tombstones.append(
+                        LoggedFile(action.path, action.deletion_vector, action.deletion_timestamp, action.size)
+                    )
+        if expired:
+            paths = expired_tombstone_paths(tombstones, cutoff_ms=cutoff_ms, table_root=table_uri)
+        else:
+            paths = protected_paths(active, tombstones, cutoff_ms=cutoff_ms, table_root=table_uri)
+        yield from _batches(((rel,) for rel in paths), (("rel", pa.string()),))
 
     return run
 
@@ -263,18 +211,14 @@ def entry_task(
 ) -> ArrowTask:
     """`mapInArrow` over plan entries (`PLAN_FILE_SCHEMA`, hash-partitioned by path so that repeats meet in
     one task): `ENTRY_SCHEMA` rows, `reason` set by the per-row rules in `protocol.vacuum.revalidate`'s
-    order: `REFUSED:<why>` (`refused_entry`: the driver refuses the plan), `HIDDEN` (`plan_entry_relative`;
-    `rel` null), `DUPLICATE`, then what `recheck` finds in storage now (`storage.batch.stat_entries`),
-    the grace period aside: `young` says whether the file is `within_grace`, which only drops it when the
-    driver's join finds it untracked. The protected paths are the driver's join too."""
+    order: `REFUSED:<why>` (the driver refuses the plan), `HIDDEN`, `DUPLICATE`, then what `recheck` finds
+    in storage now. `young` (`within_grace`) drops an entry only when the driver's join finds it untracked."""
     options, columns = dict(options), list(columns)
 
     def rows(store: Any, batches: Iterator[pa.RecordBatch]) -> Iterator[Row]:
         seen: set[str] = set()
         for batch in batches:
-            names = ("path", "size", "modification_time")
-            cols = (batch.column(n).to_pylist() for n in names)
-            entries = [PlannedFile(p, s or 0, m) for p, s, m in zip(*cols, strict=True)]
+            entries = [PlannedFile(p, s or 0, m) for p, s, m in batch_rows(batch, (n for n, _ in _PLAN_FILE))]
             out: list[list[Any]] = []
             pending: list[int] = []
             for f in entries:
@@ -328,8 +272,7 @@ def delete_task(table_uri: str, options: Mapping[str, Any], batch_size: int) -> 
             pending.clear()
 
         for batch in batches:
-            cols = (batch.column(n).to_pylist() for n in ("path", "size", "partition"))
-            for row in zip(*cols, strict=True):
+            for row in batch_rows(batch, ("path", "size", "partition")):
                 pending.append(row)
                 if len(pending) >= batch_size:
                     flush()
@@ -360,10 +303,11 @@ def _by_partition(rows: Iterable[Any]) -> dict[str, dict[str, int]]:
 
 
 def _default_parallelism(spark: SparkSession) -> int:
-    try:
-        return max(1, int(spark.sparkContext.defaultParallelism))
-    except Exception:  # Spark Connect has no SparkContext
-        return max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 200))
+    """Spark's default parallelism: the partitions of a range given no count (`leafNodeDefaultParallelism`)."""
+    from pyspark.sql import functions as F
+
+    row = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).agg(F.max("p")).first()
+    return max(1, int(row[0]) + 1 if row is not None and row[0] is not None else 1)
 
 
 class SparkVacuumExecutor:
@@ -417,80 +361,66 @@ class SparkVacuumExecutor:
             expand_task(table, options, cutoff_ms, partition_columns), CANDIDATE_SCHEMA
         )
 
-    def protected(self, snapshot: Snapshot, *, cutoff_ms: int, table_uri: str) -> DataFrame:
-        """The snapshot's protected relative paths (`rel`, each once): on the cluster when the Spark engine
-        replayed it, else from the driver's snapshot (`read.protected_files.protected_set`, its Arrow fast path).
+    def _lookups(
+        self, snapshot: Snapshot, table_uri: str, cutoff_ms: int, now_ms: int, grace_ms: int
+    ) -> tuple[Callable[[str], DataFrame], Callable[[str], DataFrame] | None, list[DataFrame]]:
+        """Join sides over the snapshot's protected paths and, when the grace period matters
+        (`grace_matters`), its expired tombstones: each `side(name)` is the paths as column `name`,
+        broadcast when at most `broadcast_limit`; and the frames to unpersist when done.
 
-        Lazy: the plan and the re-validation persist it and count it first (`_protected_side`), since it feeds
-        two joins (the path's and the DV alias's; `.explain()` shows two scans of it, so the state's
-        protected-path task would run twice). De-duplicated by a shuffle into at most `parallelism`
-        partitions (the state's count when smaller), not `spark.sql.shuffle.partitions`: it is cached."""
-        return self._paths(snapshot, protected_task(table_uri, cutoff_ms), protected_set, cutoff_ms, table_uri)
+        Each is persisted and counted first: it feeds two joins (the path's and the DV alias's), so the
+        state's task would run twice. Each path once: a left join keeps one row per entry."""
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
 
-    def expired(self, snapshot: Snapshot, *, cutoff_ms: int, table_uri: str) -> DataFrame:
-        """The snapshot's expired tombstones and their DV files (`rel`, each once): tracked files the grace
-        period does not apply to; made as `protected` makes its paths (lazy, persisted by the caller)."""
-        return self._paths(snapshot, expired_task(table_uri, cutoff_ms), expired_set, cutoff_ms, table_uri)
+        frames = [self._paths(snapshot, table_uri, cutoff_ms, expired=False)]
+        if grace_matters(cutoff_ms=cutoff_ms, now_ms=now_ms, grace_ms=grace_ms):
+            frames.append(self._paths(snapshot, table_uri, cutoff_ms, expired=True))
+        sides = []
+        for frame in frames:
+            small = frame.persist(StorageLevel.MEMORY_AND_DISK).count() <= self.broadcast_limit
 
-    def _paths(
-        self,
-        snapshot: Snapshot,
-        task: Callable[..., Any],
-        local: Callable[..., set[str]],
-        cutoff_ms: int,
-        table_uri: str,
-    ) -> DataFrame:
-        """One `rel` column: from the Spark state's partitions (`task`), else from the driver's snapshot (`local`)."""
+            def side(name: str, frame: DataFrame = frame, small: bool = small) -> DataFrame:
+                paths = frame.select(F.col("rel").alias(name))
+                return F.broadcast(paths) if small else paths
+
+            sides.append(side)
+        return sides[0], sides[1] if len(sides) > 1 else None, frames
+
+    def _paths(self, snapshot: Snapshot, table_uri: str, cutoff_ms: int, *, expired: bool) -> DataFrame:
+        """The protected relative paths (`protocol.vacuum.protected_paths`) or, `expired`, the expired
+        tombstones and their DV files (tracked files the grace period does not apply to), in a `rel`
+        column, each once: from the Spark engine's state when it replayed the snapshot, else from the
+        driver's snapshot (`read.protected_files`)."""
         from .state import DistributedFileState
 
         files = snapshot.state.files
         if isinstance(files, DistributedFileState):
-            rows = files.rdd.mapPartitions(task)
-            parts = max(1, min(rows.getNumPartitions(), self.parallelism))
+            rows = files.json_frame().mapInArrow(paths_task(table_uri, cutoff_ms, expired=expired), "rel string")
             # distinct: a DV file two state partitions share; hash-partitioned first, so no second shuffle
-            return self.spark.createDataFrame(rows, "rel string").repartition(parts, "rel").distinct()
+            return rows.repartition(self.parallelism, "rel").distinct()
+        local = expired_set if expired else protected_set
         paths = sorted(local(snapshot, cutoff_ms=cutoff_ms, table_root=table_uri))
         if not paths:
             return self.spark.createDataFrame([], "rel string")
         return self.spark.createDataFrame(pa.table({"rel": pa.array(paths, pa.string())}))
 
-    def _protected_side(self, protected: DataFrame) -> bool:
-        """Persist `protected` (the caller unpersists it), build its cache in one job, and say whether it is
-        small enough (`broadcast_limit`) to broadcast to the joins."""
-        from pyspark import StorageLevel
-
-        protected.persist(StorageLevel.MEMORY_AND_DISK)
-        return protected.count() <= self.broadcast_limit
-
-    @staticmethod
-    def _side(frame: DataFrame, broadcast: bool) -> DataFrame:
-        from pyspark.sql import functions as F
-
-        return F.broadcast(frame) if broadcast else frame
-
     def _flag(
-        self,
-        entries: DataFrame,
-        protected: DataFrame,
-        broadcast: bool,
-        tracked: tuple[DataFrame, bool] | None = None,
+        self, entries: DataFrame, protected: Callable[[str], DataFrame], tracked: Callable[[str], DataFrame] | None
     ) -> DataFrame:
         """(path, size, modification_time, partition, reason) for `ENTRY_SCHEMA` rows: `reason` null when the
         entry may be deleted. In `protocol.vacuum.revalidate`'s order: the per-row name reasons (refused,
-        hidden, duplicate) first, then `PROTECTED` when the path or its DV alias is protected (`protected`
-        holds each path once, as `protected` makes it: a left join keeps one row per entry), then what the
-        row found in storage, then `UNTRACKED_GRACE` for a `young` entry `tracked` (the expired tombstones,
-        and whether to broadcast them) does not hold. In at most `parallelism` partitions."""
+        hidden, duplicate), then `PROTECTED` (the path or its DV alias), then what the row found in storage,
+        then `UNTRACKED_GRACE` for a `young` entry the expired tombstones (`tracked`) do not hold."""
         from pyspark.sql import functions as F
 
-        by_rel = self._side(protected.select(F.col("rel").alias("_rel_hit")), broadcast)
-        by_alias = self._side(protected.select(F.col("rel").alias("_alias_hit")), broadcast)
+        by_rel, by_alias = protected("_rel_hit"), protected("_alias_hit")
         joined = entries.join(by_rel, entries["rel"] == by_rel["_rel_hit"], "left").join(
             by_alias, entries["alias"] == by_alias["_alias_hit"], "left"
         )
         untracked = F.lit(True)
         if tracked is not None:
-            side = self._side(tracked[0].select(F.col("rel").alias("_tracked")), tracked[1])
+            side = tracked("_tracked")
             joined = joined.join(side, joined["rel"] == side["_tracked"], "left")
             untracked = F.col("_tracked").isNull()
         name_reason = F.col("reason").startswith(REFUSED) | F.col("reason").isin(HIDDEN, DUPLICATE)
@@ -526,9 +456,6 @@ class SparkVacuumExecutor:
 
         table = dlog.table_uri
         cands = self.candidates(dlog, cutoff_ms=cutoff_ms, partition_columns=partition_columns)
-        protected = self.protected(snapshot, cutoff_ms=cutoff_ms, table_uri=table)
-        grace = grace_matters(cutoff_ms=cutoff_ms, now_ms=now_ms, grace_ms=untracked_grace_ms)
-        tracked = self.expired(snapshot, cutoff_ms=cutoff_ms, table_uri=table) if grace else None
         plan = VacuumPlan(
             table,
             snapshot.version,
@@ -540,27 +467,26 @@ class SparkVacuumExecutor:
             untracked_grace_ms=untracked_grace_ms,
             table_id=snapshot.metadata.id,
         )
-        flagged: DataFrame | None = None
+        lookups: list[DataFrame] = []
+        flagged: list[DataFrame] = []  # the grace period's flagged candidates
 
         def run() -> VacuumPlan:
-            nonlocal flagged
-            small = self._protected_side(protected)
-            by_rel = self._side(protected, small)
-            by_alias = self._side(protected.withColumnRenamed("rel", "alias"), small)
-            planned = cands.join(by_rel, "rel", "left_anti").join(by_alias, "alias", "left_anti")
+            protected, tracked, frames = self._lookups(snapshot, table, cutoff_ms, now_ms, untracked_grace_ms)
+            lookups.extend(frames)
+            planned = cands.join(protected("rel"), "rel", "left_anti").join(protected("alias"), "alias", "left_anti")
             if tracked is not None:  # untracked candidates within the grace period: counted, not planned
-                side = self._side(tracked.select(F.col("rel").alias("_tracked")), self._protected_side(tracked))
+                side = tracked("_tracked")
                 young = F.col("modification_time") > F.lit(now_ms - untracked_grace_ms)
-                flagged = (
+                flagged.append(
                     planned.join(side, planned["rel"] == side["_tracked"], "left")
                     .select("path", "size", "modification_time", (young & F.col("_tracked").isNull()).alias("_young"))
                     .coalesce(self.parallelism)
                     .persist(StorageLevel.MEMORY_AND_DISK)
                 )
-                kept = flagged.where(F.col("_young")).agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("b"))
+                kept = flagged[0].where(F.col("_young")).agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("b"))
                 row = kept.collect()[0]
                 plan.grace_kept_files, plan.grace_kept_bytes = int(row["n"] or 0), int(row["b"] or 0)
-                planned = flagged.where(~F.col("_young"))
+                planned = flagged[0].where(~F.col("_young"))
             return self._materialize(
                 plan, planned.select("path", "size", "modification_time").coalesce(self.parallelism)
             )
@@ -568,14 +494,13 @@ class SparkVacuumExecutor:
         try:
             return self._run(run, dlog, snapshot.version)
         finally:
-            protected.unpersist()
-            if tracked is not None:
-                tracked.unpersist()
-            if flagged is not None:
-                if self._unlisted is not None and self._unlisted[0] is plan:
-                    self._unlisted_inputs.append(flagged)  # the cached list is made from it: freed with it
-                else:
-                    flagged.unpersist()
+            for frame in lookups:
+                frame.unpersist()
+            if self._unlisted is not None and self._unlisted[0] is plan:
+                self._unlisted_inputs.extend(flagged)  # the cached list is made from it: freed with it
+            else:
+                for frame in flagged:
+                    frame.unpersist()
 
     def _materialize(self, plan: VacuumPlan, planned: DataFrame) -> VacuumPlan:
         """Write (with `plan_dir`) and summarize the planned files; collect them when few enough. Without
@@ -671,99 +596,76 @@ class SparkVacuumExecutor:
         now_ms: int,
         untracked_grace_ms: int,
     ) -> Revalidation:
-        return self._run(
-            lambda: self._revalidate(dlog, snapshot, plan, cutoff_ms, partition_columns, now_ms, untracked_grace_ms),
-            dlog,
-            snapshot.version,
-        )
-
-    def _revalidate(
-        self,
-        dlog: DeltaLog,
-        snapshot: Snapshot,
-        plan: VacuumPlan,
-        cutoff_ms: int,
-        partition_columns: list[str],
-        now_ms: int,
-        grace_ms: int,
-    ) -> Revalidation:
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
-        task = entry_task(
-            plan.table,
-            self.storage_options,
-            partition_columns,
-            cutoff_ms=cutoff_ms,
-            now_ms=now_ms,
-            grace_ms=grace_ms,
-        )
-        entries = self._plan_files(plan).mapInArrow(task, ENTRY_SCHEMA)
-        protected = self.protected(snapshot, cutoff_ms=cutoff_ms, table_uri=plan.table)
-        grace = grace_matters(cutoff_ms=cutoff_ms, now_ms=now_ms, grace_ms=grace_ms)
-        tracked = self.expired(snapshot, cutoff_ms=cutoff_ms, table_uri=plan.table) if grace else None
-        flagged: DataFrame | None = None
+        grace_ms = untracked_grace_ms
+        options = self.storage_options
+        task = entry_task(plan.table, options, partition_columns, cutoff_ms=cutoff_ms, now_ms=now_ms, grace_ms=grace_ms)
+        cached: list[DataFrame] = []
 
         def release() -> None:
-            if flagged is not None:
-                flagged.unpersist()
-            protected.unpersist()
-            if tracked is not None:
-                tracked.unpersist()
+            for frame in cached:
+                frame.unpersist()
             self._release_plan(plan)
 
-        try:
-            small = self._protected_side(protected)
-            tracked_side = None if tracked is None else (tracked, self._protected_side(tracked))
-            flagged = self._flag(entries, protected, small, tracked_side).persist(StorageLevel.MEMORY_AND_DISK)
-            rows = (
-                flagged.groupBy("reason", "partition")
-                .agg(F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"))
-                .collect()
+        def run() -> Revalidation:
+            entries = self._plan_files(plan).mapInArrow(task, ENTRY_SCHEMA)
+            try:
+                protected, tracked, frames = self._lookups(snapshot, plan.table, cutoff_ms, now_ms, grace_ms)
+                cached.extend(frames)
+                flagged = self._flag(entries, protected, tracked).persist(StorageLevel.MEMORY_AND_DISK)
+                cached.append(flagged)
+                rows = (
+                    flagged.groupBy("reason", "partition")
+                    .agg(F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"))
+                    .collect()
+                )
+                refused = [r for r in rows if (r["reason"] or "").startswith(REFUSED)]
+                if refused:
+                    first = flagged.where(F.col("reason").startswith(REFUSED)).select("path", "reason").first()
+                    path, why = (first["path"], first["reason"][len(REFUSED) :]) if first else ("?", "refused")
+                    raise VacuumPlanRefusedError(
+                        f"The vacuum plan names {path!r}: {why}. No planner writes such an entry; nothing was deleted",
+                        argument="plan",
+                        table=plan.table,
+                        file=path,
+                    )
+                kept = _by_partition(r for r in rows if r["reason"] is None)
+                num_kept = sum(p["files"] for p in kept.values())
+                num_missing = sum(int(r["files"]) for r in rows if r["reason"] == MISSING)
+                num_dropped = sum(int(r["files"]) for r in rows if r["reason"] not in (None, MISSING))
+                if not plan.files_inline and num_kept + num_dropped + num_missing != plan.num_files:
+                    where = f"at {plan.files_uri}" if plan.files_uri else "cached by this executor"
+                    raise OperationNotAllowedError(
+                        f"The vacuum plan's file list {where} holds {num_kept + num_dropped + num_missing} files, "
+                        f"the plan {plan.num_files}: plan again",
+                        table=plan.table,
+                        version=plan.version,
+                    )
+                is_dropped = F.col("reason").isNotNull() & (F.col("reason") != MISSING)
+                dropped = self._collect(flagged.where(is_dropped), num_dropped, with_reason=True)
+                missing = self._collect(flagged.where(F.col("reason") == MISSING), num_missing)
+                checked = plan.with_files([])
+                if num_kept <= self.collect_limit:
+                    checked.files = self._collect(flagged.where(F.col("reason").isNull()), num_kept)
+                else:
+                    checked.totals = PlanTotals(num_kept, sum(p["bytes"] for p in kept.values()), kept)
+            except BaseException:
+                release()
+                raise
+            return Revalidation(
+                checked,
+                [f for f, _ in dropped],
+                num_dropped,
+                flagged.where(F.col("reason").isNull()),
+                release,
+                reasons=[why for _, why in dropped],
+                missing=missing,
+                num_missing=num_missing,
             )
-            refused = [r for r in rows if (r["reason"] or "").startswith(REFUSED)]
-            if refused:
-                first = flagged.where(F.col("reason").startswith(REFUSED)).select("path", "reason").first()
-                path, why = (first["path"], first["reason"][len(REFUSED) :]) if first else ("?", "refused")
-                raise VacuumPlanRefusedError(
-                    f"The vacuum plan names {path!r}: {why}. No planner writes such an entry; nothing was deleted",
-                    argument="plan",
-                    table=plan.table,
-                    file=path,
-                )
-            kept = _by_partition(r for r in rows if r["reason"] is None)
-            num_kept = sum(p["files"] for p in kept.values())
-            num_missing = sum(int(r["files"]) for r in rows if r["reason"] == MISSING)
-            num_dropped = sum(int(r["files"]) for r in rows if r["reason"] not in (None, MISSING))
-            if not plan.files_inline and num_kept + num_dropped + num_missing != plan.num_files:
-                where = f"at {plan.files_uri}" if plan.files_uri else "cached by this executor"
-                raise OperationNotAllowedError(
-                    f"The vacuum plan's file list {where} holds {num_kept + num_dropped + num_missing} files, "
-                    f"the plan {plan.num_files}: plan again",
-                    table=plan.table,
-                    version=plan.version,
-                )
-            is_dropped = F.col("reason").isNotNull() & (F.col("reason") != MISSING)
-            dropped = self._collect(flagged.where(is_dropped), num_dropped, with_reason=True)
-            missing = self._collect(flagged.where(F.col("reason") == MISSING), num_missing)
-            checked = plan.with_files([])
-            if num_kept <= self.collect_limit:
-                checked.files = self._collect(flagged.where(F.col("reason").isNull()), num_kept)
-            else:
-                checked.totals = PlanTotals(num_kept, sum(p["bytes"] for p in kept.values()), kept)
-        except BaseException:
-            release()
-            raise
-        return Revalidation(
-            checked,
-            [f for f, _ in dropped],
-            num_dropped,
-            flagged.where(F.col("reason").isNull()),
-            release,
-            reasons=[why for _, why in dropped],
-            missing=missing,
-            num_missing=num_missing,
-        )
+
+        return self._run(run, dlog, snapshot.version)
 
     def _collect(self, frame: DataFrame, count: int, *, with_reason: bool = False) -> list[Any]:
         """At most `collect_limit` of `frame`'s entries, by path: `PlannedFile`s, or (`PlannedFile`, reason)."""
