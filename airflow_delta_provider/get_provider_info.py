@@ -30,4 +30,6 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [{"integration-name": "Delta Lake", "python-modules": ["airflow_delta_provider.triggers.delta"]}],
         "hooks": [{"integration-name": "Delta Lake", "python-modules": ["airflow_delta_provider.hooks.delta"]}],
         "extra-links": ["airflow_delta_provider.operators.delta.DeltaResultLink"],
+        # The report pages the extra link opens, served by the API server (a FastAPI app).
+        "plugins": [{"name": "delta_reports", "plugin-class": "airflow_delta_provider.plugin.DeltaReportsPlugin"}],
     }

@@ -100,6 +100,7 @@ from airflow_delta_provider.operators.delta import (
     DeltaVacuumOperator,
     DeltaVacuumPurgeOperator,
     SnapshotReplayOperator,
+    report_page,
 )
 from airflow_delta_provider.version_watch import since_last
 
@@ -174,8 +175,9 @@ def approval_of(asked: bool | None, approval: Mapping[str, Any] | None) -> dict[
     return {"approved": True, "by": by.get("name"), "at": str(approval.get("responded_at"))}
 
 
-def vacuum_approval_body(plan: Mapping[str, Any]) -> str:
-    """The approval request's body (Markdown): what approving moves to a quarantine, from vacuum_plan's XCom."""
+def vacuum_approval_body(plan: Mapping[str, Any], dag_id: str | None = None, run_id: str | None = None) -> str:
+    """The approval request's body (Markdown): what approving moves to a quarantine, from vacuum_plan's XCom,
+    with a link to vacuum_plan's report page (served by the provider's plugin in the API server)."""
     result_uri = plan.get("result_uri")
     html = (plan.get("reports") or {}).get("html")
     if not html and isinstance(result_uri, str) and result_uri.endswith(".json"):
@@ -191,7 +193,9 @@ def vacuum_approval_body(plan: Mapping[str, Any]) -> str:
             "references older than it)",
             f"- moves: {moves}",
             f"- kept for live version leases: {plan.get('lease_kept_files') or 0} files",
-            f"- report: {html or 'none kept'}",
+            f"- report: [open the plan's report]({report_page(dag_id, run_id, 'vacuum_plan')})"
+            if html and dag_id and run_id
+            else f"- report: {html or 'none kept'}",
             f"- plan (the exact file list): {result_uri or 'none kept'}",
             "",
             "Approve moves exactly these files to a quarantine in the table (`_delta_quarantine/`), after "
@@ -347,7 +351,7 @@ def delta_table_maintenance() -> None:
             task_id="approve_vacuum",
             subject="VACUUM {{ params.table_uri }}: quarantine "
             "{{ ti.xcom_pull(task_ids='vacuum_plan')['num_files'] }} files?",
-            body="{{ vacuum_approval_body(ti.xcom_pull(task_ids='vacuum_plan')) }}",
+            body="{{ vacuum_approval_body(ti.xcom_pull(task_ids='vacuum_plan'), dag.dag_id, run_id) }}",
             defaults="Reject",
             response_timeout=APPROVAL_TIMEOUT,
         )

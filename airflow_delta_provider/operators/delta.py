@@ -58,13 +58,31 @@ def result_link(summary: Any) -> str:
     return "file://" + local_path(target) if is_local(target) else target
 
 
+#: Where the provider plugin (`airflow_delta_provider.plugin`) serves reports in the API server.
+REPORT_PAGES = "/delta/reports"
+
+
+def report_page(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
+    """The plugin's page for a task's report, on the UI's origin (under `[api] base_url`'s path)."""
+    from urllib.parse import quote, urlsplit
+
+    from airflow.configuration import conf
+
+    base = urlsplit(conf.get("api", "base_url", fallback="") or "").path.rstrip("/")
+    page = "/".join(quote(part, safe="") for part in (dag_id, run_id, task_id))
+    return f"{base}{REPORT_PAGES}/{page}" + (f"?map_index={map_index}" if map_index >= 0 else "")
+
+
 class DeltaResultLink(BaseOperatorLink):
-    """The "Delta report" link (`result_link` of the task's XCom); hidden when the task kept no result."""
+    """The "Delta report" link: the plugin's page for the task's report (the HTML report, else the full JSON
+    result, read from where the task wrote it); hidden when the task kept no result."""
 
     name = "Delta report"
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        return result_link(XCom.get_value(ti_key=ti_key, key="return_value"))
+        if not result_link(XCom.get_value(ti_key=ti_key, key="return_value")):
+            return ""
+        return report_page(ti_key.dag_id, ti_key.run_id, ti_key.task_id, getattr(ti_key, "map_index", -1))
 
 
 class DeltaJobOperator(SparkSubmitOperator):

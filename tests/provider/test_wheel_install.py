@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +32,12 @@ def _run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(REPO)])
+    # Built from a copy: building in the checkout leaves build/ and an egg-info there, whose entry points
+    # a process started in the checkout would then see twice.
+    source = tmp_path_factory.mktemp("source") / "src"
+    skip = (".venv", ".git", "bench", "demo", "serve", "build", "dist", "*.egg-info", "__pycache__", "node_modules")
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(*skip))
+    _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(source)])
     (whl,) = out.glob("airflow_delta_provider-*.whl")
     return whl
 

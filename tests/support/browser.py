@@ -67,6 +67,7 @@ class PageLoad:
     console_errors: list[str] = field(default_factory=list)
     dom: Any = None  # the JSON value of the `inspect` expression
     screenshot: Path | None = None
+    status: int | None = None  # the HTTP status of the page itself (http(s) URLs)
 
 
 class DevToolsError(RuntimeError):
@@ -219,21 +220,27 @@ class Browser:
         inspect: str = "null",
         screenshot: str | os.PathLike[str] | None = None,
         width: int = 1200,
+        cookies: list[dict[str, Any]] | None = None,
     ) -> PageLoad:
-        """Open the local file `path` in a new tab and wait for its load event.
+        """Open the local file `path` (or an `http(s)://` URL) in a new tab and wait for its load event.
+
+        `cookies` (DevTools `Network.setCookie` parameters, e.g. `{"name", "value", "url"}`) are set first.
 
         `inspect` is a JavaScript expression evaluated in the loaded page; its JSON value is `dom`.
         `screenshot` (a .png path) gets a full-page screenshot `width` CSS pixels wide.
         """
         pipe = self._pipe
-        url = Path(path).resolve().as_uri()
+        text = os.fspath(path)
+        url = text if text.startswith(("http://", "https://")) else Path(path).resolve().as_uri()
         result = PageLoad(url)
         first_event = len(pipe.events)
         target = pipe.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = pipe.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         try:
-            for domain in ("Page", "Runtime", "Log"):
+            for domain in ("Page", "Runtime", "Log", "Network"):
                 pipe.send(f"{domain}.enable", session=session)
+            for cookie in cookies or ():
+                pipe.send("Network.setCookie", cookie, session=session)
             pipe.send(
                 "Emulation.setDeviceMetricsOverride",
                 {"width": width, "height": 800, "deviceScaleFactor": 1, "mobile": False},
@@ -266,4 +273,10 @@ class Browser:
                 pass  # the browser is gone: the error that got us here says why
         mine = [e for e in pipe.events[first_event:] if e.get("sessionId") == session]
         result.console_errors = _console_errors(mine)
+        documents = [
+            e["params"]["response"]["status"]
+            for e in mine
+            if e.get("method") == "Network.responseReceived" and e["params"].get("type") == "Document"
+        ]
+        result.status = documents[0] if documents else None
         return result

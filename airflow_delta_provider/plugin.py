@@ -1,0 +1,151 @@
+"""The "Delta report" pages, served by Airflow's API server on the UI's own origin (a provider plugin: a
+FastAPI app mounted at `/delta`), so the task's extra link opens in the browser whatever the report's store.
+
+`GET /delta/reports/{dag_id}/{run_id}/{task_id}?map_index=-1&kind=html|md|json` answers only a user Airflow
+lets read that DAG's task instances (the API server's own authentication: the UI's token cookie or a bearer
+token; 401 without one, 403 for a user who may not see the DAG). What it serves is named by the task
+itself: the report URI in its XCom summary (`reports[kind]`, or `result_uri` for `json`), which must lie
+under the task's rendered `result_uri` and end with the kind's extension; it is read through the task's
+`storage_conn_id` as the task wrote it. Reports are self-contained (inline SVG, no script), and are served
+with a content security policy that keeps it so.
+
+Loaded once whatever `[core] lazy_discover_providers` says: declared in the provider info (`plugins`, which
+Airflow loads only when provider discovery is eager) and as an `airflow.plugins` entry point
+(`ENTRY_POINT`, the plugin when discovery is lazy, else None, which Airflow skips). The API server's modules
+are imported only when the API server builds the app, not in workers that load plugins.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the route's annotations, which name modules
+# imported inside `build_app`.
+from functools import cached_property
+from typing import Any
+
+from airflow.plugins_manager import AirflowPlugin
+
+from .delta.storage import is_local, local_path
+from .operators.delta import REPORT_PAGES
+
+URL_PREFIX = REPORT_PAGES.rpartition("/")[0]  # the app is mounted here; its route adds /reports
+MEDIA_TYPES = {
+    "html": "text/html; charset=utf-8",
+    "md": "text/markdown; charset=utf-8",
+    "json": "application/json",
+}
+#: Reports are inline HTML and SVG: no script, no fetch, nothing from elsewhere.
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; img-src data:; style-src 'unsafe-inline'",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "private, no-store",
+}
+
+
+def _read(uri: str, storage_conn_id: str | None) -> bytes:
+    if is_local(uri):
+        with open(local_path(uri), "rb") as fh:
+            return fh.read()
+    import fsspec
+
+    options: dict[str, Any] = {}
+    if storage_conn_id:
+        from .hooks.delta import DeltaTableHook
+
+        options = DeltaTableHook(uri, storage_conn_id).storage_options
+    fs, path = fsspec.core.url_to_fs(uri, **options)
+    return fs.cat_file(path)
+
+
+def report_uri(summary: Any, rendered: dict[str, Any], kind: str) -> tuple[str, str]:
+    """(uri, kind) of the report to serve, from the task's XCom summary and rendered fields; raises
+    `LookupError` (404) when the task kept none, `PermissionError` (403) for a URI outside its result_uri."""
+    if not isinstance(summary, dict):
+        raise LookupError("this task instance kept no Delta result")
+    reports = summary.get("reports") if isinstance(summary.get("reports"), dict) else {}
+    uri = summary.get("result_uri") if kind == "json" else reports.get(kind)
+    if not uri and kind == "html":  # no HTML report for this action: its full result
+        uri, kind = summary.get("result_uri"), "json"
+    if not isinstance(uri, str) or not uri:
+        raise LookupError(f"this task instance kept no {kind} report")
+    root = rendered.get("result_uri")
+    inside = isinstance(root, str) and root and uri.startswith(root.rstrip("/")) and ".." not in uri.split("/")
+    if not inside or not uri.endswith(f".{kind}"):
+        raise PermissionError("the report is not under the task's result_uri")
+    return uri, kind
+
+
+def build_app() -> Any:
+    """The FastAPI app (imports the API server's modules: call it in the API server only)."""
+    from typing import Annotated
+
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+    from airflow.api_fastapi.common.db.common import SessionDep
+    from airflow.api_fastapi.core_api.security import requires_access_dag
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields as Rendered
+    from airflow.models.xcom import XComModel
+    from fastapi import Depends, FastAPI, HTTPException, Query
+    from fastapi.responses import Response
+    from sqlalchemy import select
+
+    app = FastAPI(title="Delta reports", docs_url=None, redoc_url=None, openapi_url=None)
+    access = requires_access_dag(method="GET", access_entity=DagAccessEntity.TASK_INSTANCE)
+
+    @app.get(REPORT_PAGES[len(URL_PREFIX) :] + "/{dag_id}/{run_id}/{task_id}", dependencies=[Depends(access)])
+    def report(
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        session: SessionDep,
+        map_index: Annotated[int, Query()] = -1,
+        kind: Annotated[str, Query(pattern="^(html|md|json)$")] = "html",
+    ) -> Response:
+        """The task's report of `kind` (the HTML one by default; `json`: the full result)."""
+        value = session.scalar(
+            select(XComModel.value).where(
+                XComModel.dag_id == dag_id,
+                XComModel.run_id == run_id,
+                XComModel.task_id == task_id,
+                XComModel.map_index == map_index,
+                XComModel.key == "return_value",
+            )
+        )
+        summary = None if value is None else XComModel.deserialize_value(type("Row", (), {"value": value}))
+        rendered = session.scalar(
+            select(Rendered.rendered_fields).where(
+                Rendered.dag_id == dag_id,
+                Rendered.run_id == run_id,
+                Rendered.task_id == task_id,
+                Rendered.map_index == map_index,
+            )
+        )
+        rendered = rendered if isinstance(rendered, dict) else {}
+        try:
+            uri, kind = report_uri(summary, rendered, kind)
+            data = _read(uri, rendered.get("storage_conn_id") or None)
+        except PermissionError as err:
+            raise HTTPException(403, str(err)) from None
+        except FileNotFoundError:
+            raise HTTPException(404, "the report is gone from where the task wrote it") from None
+        except LookupError as err:
+            raise HTTPException(404, str(err)) from None
+        return Response(data, media_type=MEDIA_TYPES[kind], headers=HEADERS)
+
+    return app
+
+
+class DeltaReportsPlugin(AirflowPlugin):
+    """Mounts the report pages in the API server."""
+
+    name = "delta_reports"
+
+    @cached_property
+    def fastapi_apps(self) -> list[dict[str, Any]]:  # type: ignore[override]
+        return [{"app": build_app(), "url_prefix": URL_PREFIX, "name": "Delta reports"}]
+
+
+def _entry_point() -> type[AirflowPlugin] | None:
+    from airflow import settings
+
+    return DeltaReportsPlugin if getattr(settings, "LAZY_LOAD_PROVIDERS", True) else None
+
+
+#: The `airflow.plugins` entry point: the plugin unless the provider info already loads it.
+ENTRY_POINT = _entry_point()

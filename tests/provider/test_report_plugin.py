@@ -1,0 +1,183 @@
+"""The "Delta report" link opens in a browser through Airflow's own API server (the provider plugin).
+
+Real components: `airflow db migrate`, `airflow dags test` of a DAG with the three operators that write HTML
+reports (jobs in the worker process), then a real `airflow api-server` on 127.0.0.1 with the simple auth
+manager (passwords from a file) and a headless Chromium carrying the UI's token cookie. Each report kind
+answers 200 to a logged-in user, renders (its charts are inline SVG, no image missing, no console error) and
+is screenshotted; without a token the answer is 401, with a forged one 403; the link Airflow stored for the
+task is the plugin's page.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pyarrow as pa
+import pytest
+from support.browser import find_chromium
+
+pytest.importorskip("airflow")
+from deltalake import DeltaTable, write_deltalake
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+DAG_ID = "delta_report_plugin_test"
+REPORT_TASKS = ("replay", "tombstones", "vacuum_plan")
+DAG_FILE = """
+import pendulum
+from airflow.sdk import dag
+
+from airflow_delta_provider.operators.delta import (
+    DeltaVacuumOperator, SnapshotReplayOperator, TombstoneReportOperator,
+)
+
+COMMON = dict(table_uri={table!r}, submit=False, result_uri={results!r})
+
+
+@dag(dag_id={dag_id!r}, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False)
+def reports():
+    replay = SnapshotReplayOperator(task_id="replay", checks={{"min_files": 1}}, **COMMON)
+    tombstones = TombstoneReportOperator(task_id="tombstones", retention_hours=0, **COMMON)
+    plan = DeltaVacuumOperator(task_id="vacuum_plan", dry_run=True, retention_hours=0,
+                               enforce_retention_duration=False, untracked_grace_hours=0, **COMMON)
+    replay >> tombstones >> plan
+
+
+reports()
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _http(url: str, token: str | None = None, data: dict | None = None) -> tuple[int, bytes]:
+    headers = {"Content-Type": "application/json"} if data is not None else {}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    body = None if data is None else json.dumps(data).encode()
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, body, headers), timeout=30) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+    except (urllib.error.URLError, ConnectionError) as err:  # not listening yet
+        return 0, str(err).encode()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("plugin")
+    table = root / "table"
+    for i in range(3):
+        batch = pa.table({"id": list(range(i * 10, i * 10 + 10)), "part": [f"p{i % 2}"] * 10})
+        write_deltalake(str(table), batch, partition_by=["part"], mode="append")
+    DeltaTable(str(table)).delete("id < 5")  # a tombstone, and a file VACUUM may delete
+    dags = root / "dags"
+    dags.mkdir()
+    (dags / "reports.py").write_text(DAG_FILE.format(table=str(table), results=f"{root / 'results'}/", dag_id=DAG_ID))
+    passwords = root / "passwords.json"
+    passwords.write_text(json.dumps({"admin": "admin-pw", "viewer": "viewer-pw"}))
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(
+        AIRFLOW_HOME=str(root / "home"),
+        AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{root / 'airflow.db'}",
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin,viewer:viewer",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(passwords),
+        AIRFLOW__API__HOST="127.0.0.1",
+        AIRFLOW__API__PORT=str(port),
+        AIRFLOW__API__WORKERS="1",
+        AIRFLOW__API_AUTH__JWT_SECRET="a-report-plugin-test-only-secret-" + "x" * 40,
+    )
+    airflow = [sys.executable, "-m", "airflow"]
+    subprocess.run([*airflow, "db", "migrate"], env=env, check=True, capture_output=True)
+    ran = subprocess.run([*airflow, "dags", "test", DAG_ID], env=env, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr[-4000:]
+    log = open(root / "api-server.log", "wb")
+    proc = subprocess.Popen(
+        [*airflow, "api-server"], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    log.close()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while _http(f"{base}/api/v2/monitor/health")[0] != 200:
+            assert proc.poll() is None, (root / "api-server.log").read_text()[-4000:]
+            assert time.monotonic() < deadline, "api-server did not answer within 120 s"
+            time.sleep(0.5)
+        status, body = _http(f"{base}/auth/token", data={"username": "viewer", "password": "viewer-pw"})
+        assert status in (200, 201), body
+        run_id = json.loads(_http(f"{base}/api/v2/dags/{DAG_ID}/dagRuns", json.loads(body)["access_token"])[1])[
+            "dag_runs"
+        ][0]["dag_run_id"]
+        yield base, json.loads(body)["access_token"], run_id, root
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def test_the_stored_link_is_the_plugin_page(served):
+    base, token, run_id, _ = served
+    from urllib.parse import quote
+
+    for task_id in REPORT_TASKS:
+        status, body = _http(
+            f"{base}/api/v2/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}/links", token
+        )
+        assert status == 200, body
+        links = json.loads(body)["extra_links"]
+        link = links["Delta report"]
+        assert link == f"/delta/reports/{DAG_ID}/{quote(run_id, safe='')}/{task_id}", link
+
+
+def test_each_report_opens_for_a_logged_in_user_and_renders(served):
+    base, token, run_id, root = served
+    if find_chromium() is None:
+        pytest.skip("no Chromium (apt-get install chromium-headless-shell; .ci/run installs it)")
+    from urllib.parse import quote
+
+    from support.browser import Browser
+
+    images = "[...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).length"
+    inspect = f"({{missing: {images}, svgs: document.querySelectorAll('svg').length, title: document.title}})"
+    with Browser() as browser:
+        for task_id in REPORT_TASKS:
+            url = f"{base}/delta/reports/{DAG_ID}/{quote(run_id, safe='')}/{task_id}"
+            shot = root / "screenshots" / f"{task_id}.png"
+            page = browser.load(
+                url, inspect=inspect, screenshot=shot, cookies=[{"name": "_token", "value": token, "url": base}]
+            )
+            assert page.status == 200, (task_id, page.status)
+            assert page.console_errors == [], (task_id, page.console_errors)
+            assert page.dom["missing"] == 0 and page.dom["svgs"] >= 1, (task_id, page.dom)
+            assert page.dom["title"], task_id
+            assert shot.stat().st_size > 10_000, f"{task_id}: a blank screenshot?"
+    with Browser() as fresh:  # a browser that never logged in: no token cookie
+        anonymous = fresh.load(f"{base}/delta/reports/{DAG_ID}/{quote(run_id, safe='')}/replay")
+        assert anonymous.status == 401
+
+
+def test_no_report_without_a_valid_token_and_nothing_outside_the_result(served):
+    base, token, run_id, _ = served
+    from urllib.parse import quote
+
+    page = f"{base}/delta/reports/{DAG_ID}/{quote(run_id, safe='')}/replay"
+    assert _http(page)[0] == 401
+    assert _http(page, token="not-a-token")[0] == 403
+    assert _http(page, token)[0] == 200
+    assert _http(page + "?kind=json", token)[0] == 200
+    assert _http(page + "?kind=../../etc/passwd", token)[0] == 422  # only html, md, json
+    assert _http(f"{base}/delta/reports/{DAG_ID}/{quote(run_id, safe='')}/nope", token)[0] == 404
