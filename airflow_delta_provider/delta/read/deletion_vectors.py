@@ -226,7 +226,7 @@ def read_data_file(
     )
     with _open(store, path, table=table, name=add.path, what="Data file") as fh:
         try:
-            parquet = pq.ParquetFile(fh)
+            parquet = pq.ParquetFile(fh, coerce_int96_timestamp_unit="us")  # INT96 past 2262 stays exact
             if columns is not None:
                 missing = sorted(set(columns) - set(parquet.schema_arrow.names))
                 if missing:
