@@ -288,6 +288,26 @@ cmd_optimize = _action(
 )
 cmd_restore = _action("restore", text.show_restore, lambda b: {k: v for k, v in b.items() if k != "plan"})
 cmd_repair = _action("repair", text.show_repair)
+cmd_purge = _action("purge", text.show_purge)
+cmd_stats_backfill = _action("stats_backfill", text.show_stats_backfill)
+
+
+def _lake_command(action: str, show: Show) -> Callable[[argparse.Namespace, TextIO], None]:
+    """`deltalog lake scan|plan`: the request's table labels the lake (its first prefix, else first --table)."""
+    run_action = _action(action, show)
+
+    def command(args: argparse.Namespace, out: TextIO) -> None:
+        args.prefixes, args.tables = tuple(args.prefixes or ()), tuple(args.tables or ())
+        if not args.prefixes and not args.tables:
+            raise InvalidArgumentError("give at least one PREFIX or --table", argument="PREFIX")
+        args.path = (args.prefixes or args.tables)[0]
+        run_action(args, out)
+
+    return command
+
+
+cmd_lake_scan = _lake_command("lake_scan", text.show_lake_scan)
+cmd_lake_plan = _lake_command("lake_plan", text.show_lake_plan)
 #: argparse types of the options, each calling the one parser of its kind (`commands.arguments`).
 VERSION = cli_type(parse_count, "--version")
 
@@ -299,10 +319,14 @@ def _option_flags(p: argparse.ArgumentParser, action: str) -> None:
         doc = f.metadata["doc"]
         if doc is None:
             continue
+        shape = {k: f.metadata[k] for k in ("nargs", "action", "metavar") if k in f.metadata}
         if f.metadata.get("positional"):
-            p.add_argument(f.name, help=doc)
+            p.add_argument(f.name, help=doc, **shape)
             continue
         flag = f.metadata.get("flag", "--" + f.name.replace("_", "-"))
+        if shape.get("action") == "append":
+            p.add_argument(flag, dest=f.name, help=doc, **shape)
+            continue
         if isinstance(f.default, bool):
             p.add_argument(flag, dest=f.name, action="store_false" if f.default else "store_true", help=doc)
             continue
@@ -413,6 +437,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     command("restore", "put the table back to an older version (dry run unless --apply)", cmd_restore, _restore_to)
     command("repair", "remove active files missing from storage, FSCK (dry run unless --apply)", cmd_repair)
+    command(
+        "purge",
+        "rewrite files with deletion vectors so deleted rows are physically gone, REORG PURGE (dry run unless --apply)",
+        cmd_purge,
+    )
+    command(
+        "stats-backfill",
+        "recompute missing or stale file statistics, COMPUTE STATS (dry run unless --apply; rewrites no data)",
+        cmd_stats_backfill,
+    )
+    lake_help = "scan a lake's tables for their health, or plan their maintenance within a budget (reads only)"
+    lake = sub.add_parser("lake", help=lake_help, description=lake_help)
+    lake = lake.add_subparsers(dest="lake_command", required=True, metavar="ACTION")
+    for name, help_text, fn in (
+        ("scan", "discover the tables under the prefixes and report each one's health", cmd_lake_scan),
+        ("plan", "rank the maintenance worth doing on the lake's tables, cut to a budget", cmd_lake_plan),
+    ):
+        p = lake.add_parser(name, help=help_text, description=help_text)
+        p.prog = f"deltalog lake {name}"
+        p.add_argument("--storage-option", type=KEY_VALUE, action="append", metavar="KEY=VALUE", help="fsspec option")
+        p.add_argument("--json", action="store_true", help="print stable JSON (see docs/lake.md); errors as JSON")
+        _option_flags(p, f"lake_{name}")
+        p.set_defaults(fn=fn)
     p = sub.add_parser("completion", help="print a shell completion script", description="print a completion script")
     p.add_argument("shell", choices=("bash", "zsh"))
     p.set_defaults(fn=cmd_completion, json=False)

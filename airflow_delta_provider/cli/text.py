@@ -245,3 +245,96 @@ def show_repair(result: dict[str, Any], out: TextIO) -> None:
         out.write(f"repair committed version {result['version']}: removed {result['num_missing']} missing files\n")
     for path in result["files_removed"]:
         out.write(f"  {path}\n")
+
+
+def show_purge(result: dict[str, Any], out: TextIO) -> None:
+    plan = result["plan"]
+    removed = f"{result['num_files_removed']} files ({human_bytes(result['bytes_removed'])})"
+    rows = f"{result['num_deleted_rows_purged']} deleted rows"
+    over = f"; {plan['num_files_over_budget']} files over the budget" if plan["num_files_over_budget"] else ""
+    if result["dry_run"]:
+        verb = "; --apply rewrites them" if result["num_files_removed"] else ""
+        out.write(
+            f"purge dry run at version {result['read_version']}: would rewrite {removed} to drop {rows}{verb}{over}\n"
+        )
+    elif result["version"] is None:
+        out.write(f"purge: nothing to rewrite at version {result['read_version']}{over}\n")
+    else:
+        erasable = result["erasable_after_ms"]
+        after = "" if erasable is None else f"; VACUUM may delete the old files after {format_ms(erasable)}"
+        out.write(
+            f"purge committed version {result['version']}: {removed} rewritten into {result['num_files_added']} "
+            f"({human_bytes(result['bytes_added'])}), {rows} gone{after}{over}\n"
+        )
+    for d in result["dropped"]:
+        out.write(f"  dropped {d['path']}: {d['reason']}\n")
+
+
+def show_stats_backfill(result: dict[str, Any], out: TextIO) -> None:
+    plan, m = result["plan"], result["metrics"]
+    reasons = ", ".join(f"{n} {reason}" for reason, n in plan["by_reason"].items() if n) or "none"
+    found = f"{plan['num_files']} of {plan['num_files_checked']} files need stats ({reasons})"
+    over = f"; {plan['num_files_over_budget']} over the budget" if plan["num_files_over_budget"] else ""
+    if result["dry_run"]:
+        verb = "; --apply recomputes them" if plan["num_files"] else ""
+        out.write(f"stats backfill dry run at version {result['read_version']}: {found}{verb}{over}\n")
+        for f in plan["files"]:
+            out.write(f"  {f['path']}  {f['reason']}\n")
+    elif result["version"] is None:
+        out.write(f"stats backfill: nothing committed at version {result['read_version']} ({found}){over}\n")
+    else:
+        out.write(
+            f"stats backfill committed version {result['version']}: recomputed {m['numFilesRecomputed']} files "
+            f"({human_bytes(m['numBytesRead'])} read){over}\n"
+        )
+    for path in result["files_dropped"]:
+        out.write(f"  dropped {path}\n")
+
+
+def _lake_errors(result: dict[str, Any], out: TextIO) -> None:
+    for e in [*result["discovery"]["errors"], *result["errors"]]:
+        where = e.get("table") or e.get("prefix")
+        out.write(f"error {where}: {e.get('error_class')}: {e.get('message')}\n")
+
+
+def show_lake_scan(result: dict[str, Any], out: TextIO) -> None:
+    rows = [
+        [
+            h["table"],
+            str(h["version"]),
+            str(h["totals"]["num_files"]),
+            human_bytes(h["totals"]["bytes"]),
+            f"{h['totals']['small_file_share']:.0%}",
+            str(h["totals"]["tombstone_files_now"]),
+            str(h["commits_since_checkpoint"]),
+        ]
+        for h in result["tables"]
+    ]
+    write_table(rows, ["table", "version", "files", "size", "small", "vacuumable", "since checkpoint"], out)
+    found = result["discovery"]
+    out.write(f"{len(result['tables'])} tables read in {found['requests']} listings\n")
+    for folder in found["truncated"]:
+        out.write(f"not walked below {folder} (--max-depth)\n")
+    _lake_errors(result, out)
+
+
+def show_lake_plan(result: dict[str, Any], out: TextIO) -> None:
+    rows = [
+        [
+            t["table"],
+            t["operation"],
+            f"{t['gain']['value']:.3g}" if isinstance(t["gain"].get("value"), int | float) else "-",
+            human_bytes(t["cost"]["bytes_read"] + t["cost"]["bytes_written"]),
+            "approval" if t["needs_approval"] else "",
+            t["reason"],
+        ]
+        for t in result["tasks"]
+    ]
+    write_table(rows, ["table", "operation", "value", "bytes", "", "why"], out)
+    totals = result["totals"]
+    out.write(
+        f"{totals['tasks']} tasks: {human_bytes(totals['bytes'])}, {totals['requests']} requests, about "
+        f"{totals['estimated_seconds']:g} s; {len(result['deferred'])} deferred by the budget, "
+        f"{len(result['skipped'])} skipped\n"
+    )
+    _lake_errors(result, out)

@@ -113,6 +113,31 @@ def parse_count(value: Any, argument: str, *, minimum: int = 0, table: str | Non
     return number
 
 
+#: The units `parse_bytes` reads (case-insensitive): decimal (kB, MB, ...) and binary (KiB, MiB, ...).
+BYTE_UNITS: dict[str, int] = {
+    "": 1,
+    "b": 1,
+    **{f"{p}b": 1000 ** (i + 1) for i, p in enumerate("kmgtp")},
+    **{f"{p}ib": 1024 ** (i + 1) for i, p in enumerate("kmgtp")},
+}
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", re.IGNORECASE)
+
+
+def parse_bytes(value: Any, argument: str, *, table: str | None = None) -> int:
+    """A number of bytes >= 1: an integer, or a text with a unit (`500MB`, `10GiB`, `1.5TB`)."""
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        number = int(value)
+    else:
+        found = _SIZE.fullmatch(value) if isinstance(value, str) else None
+        unit = BYTE_UNITS.get(found[2].lower()) if found else None
+        if found is None or unit is None:
+            raise refuse(argument, "a number of bytes, e.g. 1048576, 500MB or 10GiB", value, table=table)
+        number = int(float(found[1]) * unit)
+    if number < 1:
+        raise refuse(argument, "a number of bytes >= 1", value, table=table)
+    return number
+
+
 def optional(parse: Callable[..., _T]) -> Callable[..., _T | None]:
     """`parse` for an optional argument: None for a value meaning "not given" (`is_absent`), else `parse`'s."""
 

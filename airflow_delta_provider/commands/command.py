@@ -316,6 +316,50 @@ class _Run:
         done = repair(self._local_log(), dry_run=not self.request.options.apply, clock=self._clock())
         return {"table": self.request.table, **done.to_dict()}
 
+    def purge(self) -> dict[str, Any]:
+        """PURGE (REORG ... APPLY (PURGE)): files with deletion vectors rewritten where the engine runs bins."""
+        from ..delta.maintenance.purge import purge
+
+        plan = self._plan("purge", within="plan")
+        done = purge(self._engine_log(), clock=self._clock(), **{**self._kwargs("plan_uri"), "plan": plan})
+        return {"table": self.request.table, **done.to_dict()}
+
+    def stats_backfill(self) -> dict[str, Any]:
+        """COMPUTE STATS of the files lacking them, in this process (`Request` refuses the Spark engine)."""
+        from ..delta.maintenance.stats_backfill import backfill_stats
+
+        done = backfill_stats(self._local_log(), clock=self._clock(), **self._kwargs())
+        return {"table": self.request.table, **done.to_dict()}
+
+    def _lake(self) -> tuple[Any, Any, Any]:
+        """The lake's discovery, its policy and the scan of the tables found (`delta.lake`), from this process."""
+        from ..delta.lake import discover, load_policy, scan
+
+        r, o = self.request, self.request.options
+        prefixes = list(o.prefixes) or ([] if o.tables else [r.table])
+        policy = load_policy(o.policy, self.options)  # a bad policy fails before any listing
+        with self._timed("discover_s"):
+            found = discover(prefixes, tables=o.tables, max_depth=o.max_depth, storage_options=self.options)
+        with self._timed("scan_s"):
+            scanned = scan(found.tables, policy=policy, storage_options=self.options, now_ms=r.now_ms)
+        return found, policy, scanned
+
+    def lake_scan(self) -> dict[str, Any]:
+        found, _, scanned = self._lake()
+        return {"table": self.request.table, "discovery": found.to_dict(), **scanned.to_dict()}
+
+    def lake_plan(self) -> dict[str, Any]:
+        """The lake's maintenance within the budget; `by_table` groups the tasks per table in running order."""
+        from ..delta.lake import Budget, plan
+
+        o = self.request.options
+        found, _, scanned = self._lake()
+        budget = Budget(bytes=o.budget_bytes, requests=o.budget_requests, seconds=o.budget_seconds)
+        planned = plan(scanned.healths, budget, errors=[*found.errors, *scanned.errors])
+        tables = sorted({t.table for t in planned.tasks})
+        by_table = [{"table": t, "tasks": [x.to_dict() for x in planned.for_table(t)]} for t in tables]
+        return {"table": self.request.table, "discovery": found.to_dict(), **planned.to_dict(), "by_table": by_table}
+
     def snapshot_report(self) -> dict[str, Any]:
         o = self.request.options
         if o.since_version is not None:
@@ -399,6 +443,10 @@ ACTIONS: dict[str, Callable[[_Run], dict[str, Any]]] = {
     "optimize": _Run.optimize,
     "restore": _Run.restore,
     "repair": _Run.repair,
+    "purge": _Run.purge,
+    "stats_backfill": _Run.stats_backfill,
+    "lake_scan": _Run.lake_scan,
+    "lake_plan": _Run.lake_plan,
 }
 assert set(ACTIONS) == set(OPTIONS), "every action has a handler and an options class"
 #: Actions that read a whole table state (the ones `engine="auto"` sizes by their log segment).

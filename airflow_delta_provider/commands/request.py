@@ -18,11 +18,12 @@ from functools import partial
 from typing import Any
 
 from ..delta.errors import InvalidArgumentError, check_bool, check_int, check_number
+from ..delta.lake.discover import DEFAULT_MAX_DEPTH
 from ..delta.protocol.history import to_epoch_ms
 from ..delta.protocol.optimize import DEFAULT_MIN_NUM_FILES, DEFAULT_SMALL_FILE_MB
 from ..delta.protocol.predicate import parse_predicate
 from ..delta.protocol.quarantine import check_quarantine_id
-from .arguments import parse_choice, parse_count, parse_hours, parse_ratio
+from .arguments import parse_bytes, parse_choice, parse_count, parse_hours, parse_location, parse_number, parse_ratio
 
 ENGINES = ("auto", "local", "spark")
 #: VACUUM's modes: list the table (`full`) or the files removed in the log only (`lite`).
@@ -62,6 +63,11 @@ def _plan(value: Any, name: str) -> None:
 def _mode(value: Any, name: str) -> None:
     if value not in VACUUM_MODES:
         raise InvalidArgumentError(f"mode must be one of {', '.join(VACUUM_MODES)}, got {value!r}", argument="mode")
+
+
+def _uris(value: Any, name: str) -> None:
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise InvalidArgumentError(f"{name} must be a list of paths or URIs, got {value!r}", argument=name)
 
 
 def _opt(
@@ -219,6 +225,78 @@ class RepairOptions(_Options):
     apply: bool = _opt(False, _flag, "commit the removes (default: a dry run that writes nothing)")
 
 
+@dataclass(frozen=True)
+class PurgeOptions(_Options):
+    min_deleted_ratio: float = _opt(
+        0.0,
+        _number(maximum=1, optional=False),
+        "rewrite only files whose deletion vector hides at least this share of rows (default 0: every one)",
+        parse=parse_ratio,
+    )
+    where: str | None = _opt(None, _where, "partition predicate, e.g. \"date >= '2024-01-01'\"")
+    max_files: int | None = _opt(
+        None,
+        _count(minimum=1),
+        "rewrite at most N files (most dead bytes first)",
+        parse=partial(parse_count, minimum=1),
+    )
+    max_bytes: int | None = _opt(
+        None, _count(minimum=1), "read at most this many bytes (e.g. 10GiB)", parse=parse_bytes
+    )
+    apply: bool = _opt(False, _flag, "rewrite and commit (default: a dry run that writes nothing)")
+    #: apply this plan (a dry run's `plan`), re-validated, or the one kept at `plan_uri`
+    plan: Mapping[str, Any] | None = _opt(None, _plan)
+    plan_uri: str | None = _opt()
+    #: bytes per output file (default: delta.targetFileSize, else OPTIMIZE's default)
+    target_size: int | None = _opt(None, _count(minimum=1))
+    #: commit after each batch of bins of about this many input bytes
+    max_commit_bytes: int | None = _opt(None, _count(minimum=1))
+
+
+@dataclass(frozen=True)
+class StatsBackfillOptions(_Options):
+    where: str | None = _opt(None, _where, "partition predicate selecting the files")
+    max_files: int | None = _opt(
+        None, _count(minimum=1), "recompute at most N files", parse=partial(parse_count, minimum=1)
+    )
+    max_bytes: int | None = _opt(
+        None, _count(minimum=1), "read at most about this many bytes (e.g. 10GiB)", parse=parse_bytes
+    )
+    tighten: bool = _opt(False, _flag, "also recompute wide stats (tightBounds=false, left by deletion vectors)")
+    apply: bool = _opt(False, _flag, "re-add the files with their stats (default: a dry run that writes nothing)")
+    #: commit after each batch of this many files
+    files_per_commit: int | None = _opt(None, _count(minimum=1))
+
+
+_PREFIXES = "prefixes to walk for tables (a prefix may itself be a table)"
+
+
+@dataclass(frozen=True)
+class LakeScanOptions(_Options):
+    """The request's `table` labels the lake (its first prefix or table); `prefixes` and `tables` are scanned."""
+
+    prefixes: tuple[str, ...] = _opt((), _uris, _PREFIXES, positional=True, nargs="*", metavar="PREFIX")
+    tables: tuple[str, ...] = _opt(
+        (), _uris, "a table to scan as well (repeatable)", flag="--table", action="append", metavar="URI"
+    )
+    policy: str | None = _opt(None, _location, "lake policy file (JSON or YAML)", parse=parse_location)
+    max_depth: int = _opt(
+        DEFAULT_MAX_DEPTH,
+        _count(optional=False),
+        f"look for tables at most N folders below a prefix (default {DEFAULT_MAX_DEPTH})",
+        parse=parse_count,
+    )
+
+
+@dataclass(frozen=True)
+class LakePlanOptions(LakeScanOptions):
+    budget_bytes: int | None = _opt(
+        None, _count(), "read and write at most this many bytes (e.g. 500GiB)", parse=parse_bytes
+    )
+    budget_requests: int | None = _opt(None, _count(), "make at most N storage requests", parse=parse_count)
+    budget_seconds: float | None = _opt(None, _number(), "take at most about this many seconds", parse=parse_number)
+
+
 #: Each action's options class (the command layer's `ACTIONS` maps the same names to their handlers).
 OPTIONS: dict[str, type] = {
     "version": NoOptions,
@@ -235,7 +313,13 @@ OPTIONS: dict[str, type] = {
     "optimize": OptimizeOptions,
     "restore": RestoreOptions,
     "repair": RepairOptions,
+    "purge": PurgeOptions,
+    "stats_backfill": StatsBackfillOptions,
+    "lake_scan": LakeScanOptions,
+    "lake_plan": LakePlanOptions,
 }
+#: Actions the Spark engine cannot run yet, and why (refused before any I/O, naming the engine).
+LOCAL_ONLY = {"stats_backfill": "the Spark engine has no stats_recomputer yet"}
 
 
 def option_names(action: str) -> tuple[str, ...]:
@@ -275,6 +359,13 @@ class Request:
         if self.engine not in ENGINES:
             raise InvalidArgumentError(
                 f"engine must be one of {ENGINES}, got {self.engine!r}", argument="engine", table=self.table
+            )
+        if self.engine == "spark" and self.action in LOCAL_ONLY:
+            raise InvalidArgumentError(
+                f"{self.action} runs on the local engine only ({LOCAL_ONLY[self.action]}): "
+                "use engine 'local' or 'auto'",
+                argument="engine",
+                table=self.table,
             )
         if self.version is not None and self.timestamp is not None:
             raise InvalidArgumentError("give version or timestamp, not both", argument="version", table=self.table)
