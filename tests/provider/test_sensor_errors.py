@@ -55,15 +55,21 @@ def _table_at_v5(path: Path) -> DeltaLogBuilder:
     return b
 
 
-def _recreate(path: Path, versions: int = 2) -> DeltaLogBuilder:
-    """Delete the table and create a new one at the same path with versions 0..versions-1."""
-    shutil.rmtree(path, ignore_errors=True)
-    DeltaLog.clear_cache()
-    b = DeltaLogBuilder(path, schema={"id": "long", "name": "string"})
+def _recreate(path: Path, versions: int = 2) -> None:
+    """Replace the table with a new one at the same path with versions 0..versions-1. The new table is built
+    beside it and renamed in, so a poll sees the old table, no table, or the new one, never a half-deleted
+    log (`rmtree` in place let a 20 ms watcher poll read version 4 of a log being deleted)."""
+    staging = path.with_name(path.name + ".new")
+    b = DeltaLogBuilder(staging, schema={"id": "long", "name": "string"})
     b.create()
     for i in range(versions - 1):
         b.append([f"new-{i}.parquet"], size=20)
-    return b
+    old = path.with_name(path.name + ".old")
+    if path.exists():
+        path.rename(old)
+    staging.rename(path)
+    shutil.rmtree(old, ignore_errors=True)
+    DeltaLog.clear_cache()
 
 
 def test_recreated_table_fires_with_allow_recreation_and_fails_clearly_without(tmp_path: Path) -> None:
