@@ -321,6 +321,8 @@ class _Run:
         from ..delta.maintenance.purge import purge
 
         plan = self._plan("purge", within="plan")
+        if plan is not None and "bins" not in plan and isinstance(plan.get("plan"), Mapping):
+            plan = plan["plan"]  # a whole dry-run result given as the plan
         done = purge(self._engine_log(), clock=self._clock(), **{**self._kwargs("plan_uri"), "plan": plan})
         return {"table": self.request.table, **done.to_dict()}
 

@@ -26,6 +26,7 @@ from ..commands.commit_checks import validate_commit_checks, version_ranges
 from ..commands.reports import REPORT_KINDS
 from ..commands.request import Request, option_names
 from ..delta.errors import InvalidArgumentError
+from ..delta.lake.discover import DEFAULT_MAX_DEPTH
 from ..delta.protocol.optimize import DEFAULT_MIN_NUM_FILES, DEFAULT_SMALL_FILE_MB
 from ..hooks.job import SUBMIT_CONF_DEFAULTS, DeltaJobError, DeltaJobHook, spark_target  # noqa: F401 (re-exported)
 from ..jobs import job_script
@@ -614,3 +615,184 @@ class DeltaRepairOperator(DeltaJobOperator):
     def describe(self, result: dict[str, Any]) -> str:
         done = "would remove" if result["dry_run"] else f"removed (version {result['version']})"
         return f"{result['table']}: repair {done} {result.get('num_missing')} missing files"
+
+
+class DeltaPurgeOperator(DeltaJobOperator):
+    """PURGE (Delta's `REORG TABLE ... APPLY (PURGE)`): rewrite the files whose deletion vector hides at least
+    `min_deleted_ratio` of their rows so those rows are physically gone (a `REORG` commit, `dataChange=false`).
+    **Dry run by default**: `dry_run=False` applies `plan` (a dry run's result, its `plan`, or its `result_uri`),
+    re-validated, or a fresh plan. The old files stay until VACUUM deletes them after the table's retention."""
+
+    action = "purge"
+    request_arguments = ("dry_run", "min_deleted_ratio", "where", "max_files", "max_bytes", "target_size")
+    request_arguments += ("max_commit_bytes", "plan")
+    summary_keys = (
+        *("dry_run", "read_version", "version", "versions", "num_files_removed", "num_files_added"),
+        *("bytes_removed", "bytes_added", "num_deleted_rows_purged", "erasable_after_ms"),
+    )
+    summary_counts = (("num_dropped", "dropped"),)
+    template_fields: Sequence[str] = (
+        *DeltaJobOperator.template_fields,
+        *("dry_run", "where", "min_deleted_ratio", "max_files", "max_bytes", "plan"),
+    )
+
+    def __init__(
+        self,
+        *,
+        dry_run: bool | str = True,
+        min_deleted_ratio: float | str = 0.0,
+        where: str | None = None,
+        max_files: int | str | None = None,
+        max_bytes: int | str | None = None,
+        target_size: int | None = None,
+        max_commit_bytes: int | None = None,
+        plan: Mapping[str, Any] | str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.set_arguments(dry_run=dry_run, min_deleted_ratio=min_deleted_ratio, max_files=max_files)
+        self.set_arguments(max_bytes=max_bytes, target_size=target_size, max_commit_bytes=max_commit_bytes)
+        self.where = where
+        self.plan = plan
+
+    def describe(self, result: dict[str, Any]) -> str:
+        done = "would rewrite" if result["dry_run"] else f"rewrote (version {result['version']})"
+        files = f"{result.get('num_files_removed')} files ({result.get('bytes_removed')} bytes)"
+        return f"{result['table']}: purge {done} {files}, {result.get('num_deleted_rows_purged')} deleted rows"
+
+
+class DeltaStatsBackfillOperator(DeltaJobOperator):
+    """Statistics backfill (Delta's `COMPUTE STATS`): recompute `add.stats` of the files that lack them, or whose
+    stats miss columns the table now names (`tighten=True`: also wide ones), re-added with `dataChange=false`.
+    **Dry run by default**. Runs in the worker process: the Spark engine has no stats recomputer yet, so
+    `engine="spark"` is refused before anything runs."""
+
+    action = "stats_backfill"
+    request_arguments = ("dry_run", "where", "max_files", "max_bytes", "tighten", "files_per_commit")
+    summary_keys = ("dry_run", "read_version", "version", "versions", "metrics")
+    summary_counts = (("num_dropped", "files_dropped"),)
+    template_fields: Sequence[str] = (
+        *DeltaJobOperator.template_fields,
+        *("dry_run", "where", "max_files", "max_bytes"),
+    )
+
+    def __init__(
+        self,
+        *,
+        dry_run: bool | str = True,
+        where: str | None = None,
+        max_files: int | str | None = None,
+        max_bytes: int | str | None = None,
+        tighten: bool | str = False,
+        files_per_commit: int | str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.set_arguments(dry_run=dry_run, max_files=max_files, max_bytes=max_bytes, tighten=tighten)
+        self.set_arguments(files_per_commit=files_per_commit)
+        self.where = where
+
+    def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
+        summary = super().summarize(result, context, result_uri)
+        plan = result.get("plan") or {}
+        summary.update({k: plan.get(k) for k in ("num_files_checked", "num_files", "num_files_over_budget")})
+        return summary
+
+    def describe(self, result: dict[str, Any]) -> str:
+        plan = result.get("plan") or {}
+        found = f"{plan.get('num_files')} of {plan.get('num_files_checked')} files need stats"
+        done = "dry run" if result["dry_run"] else f"committed version {result['version']}"
+        return f"{result['table']}: stats backfill {done}: {found}"
+
+
+class _LakeOperator(DeltaJobOperator):
+    """A lake action over `prefixes` (walked for tables) and `tables`; the task's `table_uri` is the first of
+    them (it labels the result). Runs in the worker process: a lake scan reads logs only."""
+
+    request_arguments = ("prefixes", "tables", "policy", "max_depth")
+    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "prefixes", "tables", "policy")
+
+    def __init__(
+        self,
+        *,
+        prefixes: Sequence[str] | str = (),
+        tables: Sequence[str] | str = (),
+        policy: str | None = None,
+        max_depth: int | str = DEFAULT_MAX_DEPTH,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("table_uri", "")  # set from the rendered prefixes and tables (`lake_label`)
+        super().__init__(**kwargs)
+        self.set_arguments(prefixes=prefixes, tables=tables, policy=policy, max_depth=max_depth)
+        if not any(arg.is_template(v) for v in (prefixes, tables)):
+            self.lake_label()  # neither given: fail at parse time
+
+    def lake_label(self) -> str:
+        """The first prefix, else the first table: the lake's name in the result and its storage options."""
+        found = self.argument("prefixes") or self.argument("tables")
+        if not found:
+            raise InvalidArgumentError("give at least one of prefixes or tables", argument="prefixes")
+        return found[0]
+
+    def _storage_options(self) -> dict[str, Any]:
+        return storage_options(self.lake_label(), self.storage_conn_id)
+
+    def build_request(self, storage_options: Mapping[str, Any]) -> Request:
+        self.table_uri = self.lake_label()
+        return super().build_request(storage_options)
+
+
+class DeltaLakeScanOperator(_LakeOperator):
+    """Discover the Delta tables under `prefixes` (plus `tables`) and read each one's health from its log
+    (`delta.lake.scan`), with `policy`'s thresholds. The full scan is written to `result_uri`; the XCom is a
+    summary: the tables read and the errors (a table that cannot be read never fails the task)."""
+
+    action = "lake_scan"
+
+    def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
+        summary = super().summarize(result, context, result_uri)
+        errors = [*result["discovery"]["errors"], *result["errors"]]
+        summary.update(
+            tables=[{"table": h["table"], "version": h["version"]} for h in result["tables"]],
+            num_tables=len(result["tables"]),
+            errors=[{"table": e.get("table") or e.get("prefix"), "error_class": e.get("error_class")} for e in errors],
+            requests=result["discovery"]["requests"],
+        )
+        return summary
+
+    def describe(self, result: dict[str, Any]) -> str:
+        errors = len(result["discovery"]["errors"]) + len(result["errors"])
+        return f"lake scan of {result['table']}: {len(result['tables'])} tables read, {errors} errors"
+
+
+class DeltaLakePlanOperator(_LakeOperator):
+    """Plan the lake's maintenance (`delta.lake.plan`): each table's candidate tasks ranked, cut to the budget
+    (`budget_bytes`, `budget_requests`, `budget_seconds`; None: unlimited). The full plan is written to
+    `result_uri`; the XCom is the tasks grouped per table, `[{"table_uri": ..., "tasks": [...]}]` in running
+    order, ready for `.expand()` (a table with nothing to do is left out)."""
+
+    action = "lake_plan"
+    request_arguments = (*_LakeOperator.request_arguments, "budget_bytes", "budget_requests", "budget_seconds")
+    template_fields: Sequence[str] = (
+        *_LakeOperator.template_fields,
+        *("budget_bytes", "budget_requests", "budget_seconds"),
+    )
+
+    def __init__(
+        self,
+        *,
+        budget_bytes: int | str | None = None,
+        budget_requests: int | str | None = None,
+        budget_seconds: float | str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.set_arguments(budget_bytes=budget_bytes, budget_requests=budget_requests, budget_seconds=budget_seconds)
+
+    def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> list[dict[str, Any]]:  # type: ignore[override]
+        return [{"table_uri": group["table"], "tasks": group["tasks"]} for group in result["by_table"]]
+
+    def describe(self, result: dict[str, Any]) -> str:
+        totals = result["totals"]
+        left = f"{len(result['deferred'])} deferred by the budget, {len(result['errors'])} errors"
+        return f"lake plan of {result['table']}: {totals['tasks']} tasks on {len(result['by_table'])} tables; {left}"

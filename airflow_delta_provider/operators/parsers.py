@@ -29,6 +29,21 @@ def _plan(plan: Mapping[str, Any] | str | None, argument: str) -> dict[str, Any]
     return {"plan": json.loads(text)} if text.lstrip().startswith("{") else {"plan_uri": text}
 
 
+def _uris(value: Any, argument: str) -> tuple[str, ...]:
+    """A list of paths or URIs: a list, one URI, or a list's JSON (a template rendered as text); none: ()."""
+    if arg.is_absent(value):
+        return ()
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise arg.refuse(argument, "a list of paths or URIs", value) from None
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not all(isinstance(v, str) and v.strip() for v in items):
+        raise arg.refuse(argument, "a list of paths or URIs", value)
+    return tuple(v.strip() for v in items)
+
+
 #: Each argument's parser (`commands.arguments`), called as `parse(value, name)`: at `__init__` (a bad literal
 #: fails the DAG at parse time; a template waits), and again once templates are rendered (`argument`).
 PARSERS: dict[str, Callable[[Any, str], Any]] = {
@@ -50,8 +65,19 @@ PARSERS: dict[str, Callable[[Any, str], Any]] = {
     "min_small_file_ratio": arg.optional(arg.parse_ratio),
     "small_file_mb": partial(arg.parse_size, unit="MiB"),
     "where": lambda value, argument: value or None,
+    "min_deleted_ratio": arg.parse_ratio,
+    "max_files": partial(arg.optional(arg.parse_count), minimum=1),
+    "files_per_commit": partial(arg.optional(arg.parse_count), minimum=1),
+    "max_bytes": arg.optional(arg.parse_bytes),
+    "prefixes": _uris,
+    "tables": _uris,
+    "policy": parse_location,
+    "max_depth": arg.parse_count,
+    "budget_bytes": arg.optional(arg.parse_bytes),
+    "budget_requests": arg.optional(arg.parse_count),
+    "budget_seconds": arg.optional(arg.parse_number),
     "plan": _plan,
     **dict.fromkeys(("submit", "ship_library", "include_files", "fail_on_data_loss", "apply"), arg.parse_flag),
     **dict.fromkeys(("write_checkpoint_first", "dry_run", "enforce_retention_duration"), arg.parse_flag),
-    **dict.fromkeys(("allow_partial", "quarantine"), arg.parse_flag),
+    **dict.fromkeys(("allow_partial", "quarantine", "tighten"), arg.parse_flag),
 }
