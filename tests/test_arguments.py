@@ -132,6 +132,7 @@ def test_the_request_takes_only_real_booleans():
     """The command layer's own check, under every face: a truthy stand-in never reaches an action."""
     pairs = [("vacuum", "apply"), ("vacuum", "enforce_retention_duration"), ("snapshot", "include_files")]
     pairs += [("snapshot", "fail_on_data_loss"), ("changes", "fail_on_data_loss"), ("optimize", "apply")]
+    pairs += [("purge", "apply"), ("stats_backfill", "apply"), ("stats_backfill", "tighten")]
     for action, name in pairs:
         for bad in ("false", "", None, 0):
             _refused(lambda a=action, n=name, b=bad: Request.make(table="/t", action=a, **{n: b}), name)
@@ -156,6 +157,9 @@ OPERATOR_FLAGS = [
     ("DeltaVacuumOperator", "quarantine"),
     ("DeltaVacuumPurgeOperator", "dry_run"),
     ("DeltaOptimizeOperator", "dry_run"),
+    ("DeltaPurgeOperator", "dry_run"),
+    ("DeltaStatsBackfillOperator", "dry_run"),
+    ("DeltaStatsBackfillOperator", "tighten"),
 ]
 #: (operator, argument, bad values) for the other kinds.
 OPERATOR_VALUES = [
@@ -178,6 +182,32 @@ OPERATOR_VALUES = [
     ("DeltaVacuumOperator", "lease_location", [1, True, ["/x"]]),
     ("DeltaLogCleanupOperator", "lease_location", [1, False]),
     ("DeltaVacuumPurgeOperator", "older_than_hours", ["abc", "-1", True, None, "", math.inf]),
+    ("DeltaPurgeOperator", "min_deleted_ratio", [None, "", 0.0 - 1, "false", "no", "bogus", 1.5, True]),
+    ("DeltaPurgeOperator", "max_files", [0, "0", "false", "no", "bogus", 1.5, True]),
+    ("DeltaPurgeOperator", "max_bytes", [0, "0", "false", "no", "bogus", "-1", "5XB", True]),
+    ("DeltaPurgeOperator", "target_size", [0, "no", True]),
+    ("DeltaStatsBackfillOperator", "max_files", [0, "false", "no", "bogus"]),
+    ("DeltaStatsBackfillOperator", "max_bytes", [0, "false", "no", "bogus"]),
+    ("DeltaStatsBackfillOperator", "files_per_commit", [0, "false", "no", "bogus", True]),
+    ("DeltaLakeScanOperator", "prefixes", [0, True, [""], ["/x", 1], "[1]", "[not json"]),
+    ("DeltaLakeScanOperator", "tables", [0, False, [None]]),
+    ("DeltaLakeScanOperator", "max_depth", [None, "", "false", "no", "bogus", -1, True, 1.5]),
+    ("DeltaLakeScanOperator", "policy", [1, True]),
+    ("DeltaLakePlanOperator", "budget_bytes", [0, "false", "no", "bogus", True]),
+    ("DeltaLakePlanOperator", "budget_requests", ["false", "no", "bogus", -1, True, 1.5]),
+    ("DeltaLakePlanOperator", "budget_seconds", ["false", "no", "bogus", -1, True, "nan"]),
+]
+#: Optional arguments of the new operators: None and "" (what a template renders for nothing) are not given.
+OPERATOR_OPTIONAL = [
+    ("DeltaPurgeOperator", "max_files"),
+    ("DeltaPurgeOperator", "max_bytes"),
+    ("DeltaStatsBackfillOperator", "max_files"),
+    ("DeltaStatsBackfillOperator", "max_bytes"),
+    ("DeltaStatsBackfillOperator", "files_per_commit"),
+    ("DeltaLakeScanOperator", "policy"),
+    ("DeltaLakePlanOperator", "budget_bytes"),
+    ("DeltaLakePlanOperator", "budget_requests"),
+    ("DeltaLakePlanOperator", "budget_seconds"),
 ]
 
 
@@ -190,6 +220,8 @@ def ops():
 
 
 def _op(ops: Any, cls: str, **kwargs: Any) -> Any:
+    if cls.startswith("DeltaLake"):  # a lake's operators take prefixes (and tables), not one table
+        return getattr(ops, cls)(task_id="t", **{"prefixes": ["/nowhere/lake"], **kwargs})
     return getattr(ops, cls)(task_id="t", table_uri="/nowhere/t", **kwargs)
 
 
@@ -209,6 +241,7 @@ READ_BACK = {
     "dry_run": lambda request, op: not request.options.apply,
     "enforce_retention_duration": lambda request, op: request.options.enforce_retention_duration,
     "quarantine": lambda request, op: request.options.quarantine,
+    "tighten": lambda request, op: request.options.tighten,
     "fail_on_data_loss": lambda request, op: op.fail_on_data_loss,
     "ship_library": lambda request, op: op.ship_library,
 }
@@ -229,6 +262,8 @@ def test_every_operator_flag_reads_the_words(ops, cls, flag, value, expected):
         ("DeltaLogCleanupOperator", "apply"),
         ("DeltaOptimizeOperator", "dry_run"),
         ("DeltaVacuumPurgeOperator", "dry_run"),
+        ("DeltaPurgeOperator", "dry_run"),
+        ("DeltaStatsBackfillOperator", "dry_run"),
     ],
 )
 @pytest.mark.parametrize("value", ["", "0", "1", "None", "bogus"])
@@ -245,6 +280,24 @@ def test_every_operator_argument_is_a_typed_error(ops, cls, argument, values):
         error = _refused(lambda value=value: _op(ops, cls, **{argument: value}), argument)
         if argument == "mode":
             assert "full, lite" in error.message
+
+
+@pytest.mark.airflow
+@pytest.mark.parametrize(("cls", "argument"), OPERATOR_OPTIONAL)
+@pytest.mark.parametrize("value", [None, "", "None"])
+def test_an_optional_argument_given_nothing_is_not_given(ops, cls, argument, value):
+    assert getattr(_op(ops, cls, **{argument: value}).build_request({}).options, argument) is None
+
+
+@pytest.mark.airflow
+def test_the_new_operators_read_their_arguments_into_the_request(ops):
+    purge = _op(ops, "DeltaPurgeOperator", min_deleted_ratio="0.25", max_files="3", max_bytes="1MiB", where="p = 1")
+    o = purge.build_request({}).options
+    assert (o.min_deleted_ratio, o.max_files, o.max_bytes, o.where, o.apply) == (0.25, 3, 2**20, "p = 1", False)
+    lake = _op(ops, "DeltaLakePlanOperator", prefixes='["/a", "/b"]', tables="/c", budget_bytes="10GB")
+    request = lake.build_request({})
+    assert request.table == "/a" and request.options.prefixes == ("/a", "/b") and request.options.tables == ("/c",)
+    assert request.options.budget_bytes == 10**10 and request.options.max_depth == 4
 
 
 @pytest.mark.airflow
@@ -370,6 +423,27 @@ CLI_BAD = [
     (["optimize", "{T}", "--min-small-file-ratio", "abc"], "--min-small-file-ratio"),
     (["optimize", "{T}", "--min-num-files", "0"], "--min-num-files"),
     (["snapshot", "{T}", "--version", "true"], "--version"),
+    (["purge", "{T}", "--apply=no"], "--apply"),
+    (["purge", "{T}", "--min-deleted-ratio", ""], "--min-deleted-ratio"),
+    (["purge", "{T}", "--min-deleted-ratio", "bogus"], "--min-deleted-ratio"),
+    (["purge", "{T}", "--min-deleted-ratio", "1.5"], "--min-deleted-ratio"),
+    (["purge", "{T}", "--max-files", "0"], "--max-files"),
+    (["purge", "{T}", "--max-files", "no"], "--max-files"),
+    (["purge", "{T}", "--max-bytes", ""], "--max-bytes"),
+    (["purge", "{T}", "--max-bytes", "false"], "--max-bytes"),
+    (["stats-backfill", "{T}", "--tighten=false", "--apply"], "--tighten"),
+    (["stats-backfill", "{T}", "--apply=yes"], "--apply"),
+    (["stats-backfill", "{T}", "--max-files", "bogus"], "--max-files"),
+    (["stats-backfill", "{T}", "--max-bytes", "0"], "--max-bytes"),
+    (["stats-backfill", "{T}", "--engine", "spark", "--apply"], "--engine"),
+    (["lake", "scan", "{T}", "--max-depth", ""], "--max-depth"),
+    (["lake", "scan", "{T}", "--max-depth", "no"], "--max-depth"),
+    (["lake", "scan"], "PREFIX"),
+    (["lake", "plan", "{T}", "--budget-bytes", "bogus"], "--budget-bytes"),
+    (["lake", "plan", "{T}", "--budget-bytes", "0"], "--budget-bytes"),
+    (["lake", "plan", "{T}", "--budget-requests", "-1"], "--budget-requests"),
+    (["lake", "plan", "{T}", "--budget-seconds", "false"], "--budget-seconds"),
+    (["lake", "plan", "{T}", "--budget-seconds", ""], "--budget-seconds"),
 ]
 
 
@@ -398,6 +472,13 @@ JOB_BAD = [
     ({"action": "snapshot", "engine": ""}, "engine"),
     ({"action": "files", "options": {"retention_hours": 1}}, "retention_hours"),
     ({"action": "bogus"}, "action"),
+    ({"action": "purge", "options": {"apply": "false"}}, "apply"),
+    ({"action": "purge", "options": {"min_deleted_ratio": 2}}, "min_deleted_ratio"),
+    ({"action": "purge", "options": {"max_bytes": 0}}, "max_bytes"),
+    ({"action": "stats_backfill", "engine": "spark", "options": {"apply": True}}, "engine"),
+    ({"action": "stats_backfill", "options": {"tighten": "no"}}, "tighten"),
+    ({"action": "lake_scan", "options": {"prefixes": "/one/string"}}, "prefixes"),
+    ({"action": "lake_plan", "options": {"budget_requests": -1}}, "budget_requests"),
 ]
 
 
