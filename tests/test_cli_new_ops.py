@@ -128,3 +128,17 @@ def test_help_and_completion_list_the_new_commands(tmp_path: Path) -> None:
     assert code == 0 and all(f in out for f in ("PREFIX", "--table", "--policy", "--budget-bytes", "--max-depth"))
     code, script, _ = run("completion", "bash")
     assert code == 0 and all(name in script for name in ("purge", "stats-backfill", "lake", "--tighten"))
+
+
+def test_the_new_requests_travel_to_the_job_and_back(tmp_path: Path) -> None:
+    from airflow_delta_provider.commands.request import Request
+    from airflow_delta_provider.jobs import runner
+
+    for request in (
+        Request.make(table="/a", action="lake_plan", prefixes=["/a", "/b"], tables=["/c"], budget_bytes=10**9),
+        Request.make(table="/t", action="purge", min_deleted_ratio=0.5, max_files=3, where="p = 1", apply=True),
+        Request.make(table="/t", action="stats_backfill", tighten=True, max_bytes=2**20),
+    ):
+        argv = runner.job_argv(request, str(tmp_path / "r.json"))
+        back = runner.request_from_job(runner.build_parser().parse_args(argv).request, str(tmp_path / "r.json"), {})
+        assert back == request

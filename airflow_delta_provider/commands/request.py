@@ -287,6 +287,11 @@ class LakeScanOptions(_Options):
         parse=parse_count,
     )
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("prefixes", "tables"):  # JSON gives lists: one request reads back equal
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+
 
 @dataclass(frozen=True)
 class LakePlanOptions(LakeScanOptions):
