@@ -283,7 +283,11 @@ cmd_vacuum_purge = _action(
 cmd_optimize = _action(
     "optimize",
     text.show_optimize,
-    lambda b: {k: b[k] for k in _OPTIMIZE_JSON} | {"dry_run": b["dry_run"]},
+    lambda b: (
+        {k: b[k] for k in _OPTIMIZE_JSON}
+        | {"dry_run": b["dry_run"]}
+        | {k: b[k] for k in ("zorder_by", "zorder_overlap") if k in b}
+    ),
     lambda args: {"target_size": None if args.target_size_mb is None else max(1, int(args.target_size_mb * 2**20))},
 )
 cmd_restore = _action("restore", text.show_restore, lambda b: {k: v for k, v in b.items() if k != "plan"})
@@ -432,7 +436,9 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_optimize,
         lambda p: _spark(p, "rewrite here or on Spark executors"),
         lambda p: p.add_argument(
-            "--target-size-mb", type=target, help="output file size (default: delta.targetFileSize, else 256 MiB)"
+            "--target-size-mb",
+            type=target,
+            help="output file size (default: delta.targetFileSize, else 100 MiB, delta-rs's default)",
         ),
     )
     command("restore", "put the table back to an older version (dry run unless --apply)", cmd_restore, _restore_to)

@@ -196,16 +196,17 @@ def write_leases(result: Mapping[str, Any], out: TextIO) -> None:
 
 def show_optimize(result: dict[str, Any], out: TextIO) -> None:
     removed = f"{result['num_files_removed']} files ({human_bytes(result['bytes_removed'])})"
+    verb = "z-order" if result.get("zorder_by") else "compact"
     if result["dry_run"]:
         out.write(
-            f"optimize dry run at version {result['read_version']}: would compact {removed} into "
-            f"{result['num_files_added']}; --apply compacts\n"
+            f"optimize dry run at version {result['read_version']}: would {verb} {removed} into "
+            f"{result['num_files_added']}; --apply {verb}s\n"
         )
     elif result["version"] is None:
         out.write(f"optimize: nothing to compact at version {result['read_version']}\n")
     else:
         out.write(
-            f"optimize committed version {result['version']}: {removed} compacted into {result['num_files_added']} "
+            f"optimize committed version {result['version']}: {removed} {verb}ed into {result['num_files_added']} "
             f"({human_bytes(result['bytes_added'])})\n"
         )
     for name, p in result["partitions"].items():

@@ -55,6 +55,11 @@ def _where(value: str | None, name: str) -> None:
         parse_predicate(value, label="--where")  # syntax errors before any I/O
 
 
+def _columns(value: Any, name: str) -> None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise InvalidArgumentError(f"{name} must name columns (comma-separated), got {value!r}", argument=name)
+
+
 def _plan(value: Any, name: str) -> None:
     if value is not None and not isinstance(value, Mapping):
         raise InvalidArgumentError(f"plan must be a JSON object, got {type(value).__name__}", argument="plan")
@@ -187,7 +192,7 @@ class VacuumPurgeOptions(_Options):
 
 @dataclass(frozen=True)
 class OptimizeOptions(_Options):
-    #: bytes per output file (default: delta.targetFileSize, else 256 MiB)
+    #: bytes per output file (default: delta.targetFileSize, else 100 MiB, delta-rs's default)
     target_size: int | None = _opt(None, _count(minimum=1))
     min_num_files: int = _opt(
         DEFAULT_MIN_NUM_FILES,
@@ -207,6 +212,12 @@ class OptimizeOptions(_Options):
     #: commit after each batch of bins of about this many input bytes
     max_commit_bytes: int | None = _opt(None, _count(minimum=1))
     small_file_mb: float = _opt(DEFAULT_SMALL_FILE_MB, _number(minimum=1e-6, maximum=math.inf, optional=False))
+    zorder_by: str | None = _opt(
+        None,
+        _columns,
+        "Z-order by these columns (comma-separated): every file of the selected partitions is rewritten",
+        metavar="COL[,COL...]",
+    )
 
 
 @dataclass(frozen=True)

@@ -533,18 +533,22 @@ class DeltaOptimizeOperator(DeltaJobOperator):
 
     action = "optimize"
     request_arguments = ("dry_run", "where", "target_size", "min_num_files", "min_small_file_ratio")
-    request_arguments += ("small_file_mb", "max_commit_bytes")
+    request_arguments += ("small_file_mb", "max_commit_bytes", "zorder_by")
     summary_keys = (
         *("dry_run", "read_version", "version", "versions", "num_files_removed", "num_files_added"),
-        *("bytes_removed", "bytes_added"),
+        *("bytes_removed", "bytes_added", "zorder_by", "zorder_overlap"),
     )
     summary_counts = (("num_partitions", "partitions"),)
-    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "where", "dry_run", "min_small_file_ratio")
+    template_fields: Sequence[str] = (
+        *DeltaJobOperator.template_fields,
+        *("where", "dry_run", "min_small_file_ratio", "zorder_by"),
+    )
 
     def __init__(
         self,
         *,
         dry_run: bool | str = False,
+        zorder_by: str | Sequence[str] | None = None,
         target_size: int | None = None,
         min_num_files: int = DEFAULT_MIN_NUM_FILES,
         where: str | None = None,
@@ -557,9 +561,12 @@ class DeltaOptimizeOperator(DeltaJobOperator):
         self.set_arguments(dry_run=dry_run, min_small_file_ratio=min_small_file_ratio, target_size=target_size)
         self.set_arguments(min_num_files=min_num_files, small_file_mb=small_file_mb, max_commit_bytes=max_commit_bytes)
         self.where = where
+        self.zorder_by = zorder_by if zorder_by is None or isinstance(zorder_by, str) else ",".join(zorder_by)
 
     def describe(self, result: dict[str, Any]) -> str:
-        done = f"{'would compact' if result['dry_run'] else 'compacted'} {result.get('num_files_removed')} files"
+        verb = ("would z-order" if result["dry_run"] else "z-ordered") if result.get("zorder_by") else None
+        verb = verb or ("would compact" if result["dry_run"] else "compacted")
+        done = f"{verb} {result.get('num_files_removed')} files"
         into = f"({result.get('bytes_removed')} bytes) into {result.get('num_files_added')}"
         at = f" at version {result['version']}" if result.get("version") is not None else ""
         return f"{result['table']}: optimize {done} {into}{at}"

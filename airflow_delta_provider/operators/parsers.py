@@ -65,6 +65,7 @@ PARSERS: dict[str, Callable[[Any, str], Any]] = {
     "min_small_file_ratio": arg.optional(arg.parse_ratio),
     "small_file_mb": partial(arg.parse_size, unit="MiB"),
     "where": lambda value, argument: value or None,
+    "zorder_by": lambda value, argument: value or None,
     "min_deleted_ratio": arg.parse_ratio,
     "max_files": partial(arg.optional(arg.parse_count), minimum=1),
     "files_per_commit": partial(arg.optional(arg.parse_count), minimum=1),
