@@ -129,9 +129,8 @@ def show_cleanup_log(result: dict[str, Any], out: TextIO) -> None:
     verb = "deleted" if not result["dry_run"] else "would delete (dry run: --apply deletes)"
     out.write(
         f"log cleanup, cutoff {result['cutoff']}: {verb} {result['num_files']} files ({human_bytes(result['bytes'])}); "
-        f"versions from {result['earliest_readable_version']} stay readable"
-        + (f" ({result['reason']})" if result.get("reason") else "")
-        + "\n"
+        f"the log keeps versions from {result['earliest_readable_version']} (time travel to one also needs its "
+        "data files, which VACUUM may have deleted)" + (f" ({result['reason']})" if result.get("reason") else "") + "\n"
     )
     for name in result["files"]:
         out.write(f"  {name}\n")
