@@ -1,0 +1,179 @@
+"""The lake autopilot's maintenance history: a Delta table, partitioned by date, one row per (run, table,
+operation), written through our own commit path so that delta-rs, Spark and DuckDB read it.
+
+The table is created on first use (a version 0 of protocol and metaData, put-if-absent: of two first recorders
+one creates it and both append). Each `record_runs` is a blind append (a WRITE commit that read nothing, so two
+recorders never conflict: PROTOCOL.md "Delta Log Entries"; the loser of a version retries at the next one).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+import pyarrow as pa
+
+from ..delta_log import DeltaLog, system_clock
+from ..errors import InvalidArgumentError, StorageError
+from ..protocol.actions import action_from_json
+from ..protocol.commit_info import build_commit_info, commit_bytes
+from ..protocol.filenames import commit_name
+from ..protocol.optimize import Bin
+from ..txn.transaction import Transaction, engine_info
+from ..write.data_files import TableLayout, physical_table, write_data_file
+
+PARTITION = "date"
+#: (name, Delta type): the history's columns, `date` (the run's start, UTC) the partition column.
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("date", "date"),
+    ("run_id", "string"),
+    ("dag_id", "string"),
+    ("started", "timestamp"),
+    ("ended", "timestamp"),
+    ("table", "string"),
+    ("operation", "string"),
+    ("status", "string"),
+    ("version", "long"),
+    ("files_removed", "long"),
+    ("files_added", "long"),
+    ("bytes_removed", "long"),
+    ("bytes_added", "long"),
+    ("rows_before", "long"),
+    ("rows_after", "long"),
+    ("proof", "string"),
+    ("est_bytes", "long"),
+    ("est_requests", "long"),
+    ("est_seconds", "double"),
+    ("est_files_removed", "long"),
+    ("est_bytes_reclaimed", "long"),
+    ("est_value", "double"),
+    ("actual_seconds", "double"),
+    ("actual_files_removed", "long"),
+    ("actual_bytes_reclaimed", "long"),
+    ("error_class", "string"),
+    ("error_message", "string"),
+)
+_NAMES = {name for name, _ in COLUMNS}
+_ARROW = {
+    "date": pa.date32(),
+    "string": pa.string(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "long": pa.int64(),
+    "double": pa.float64(),
+}
+
+
+def schema_json() -> dict[str, Any]:
+    return {
+        "type": "struct",
+        "fields": [{"name": n, "type": t, "nullable": n != "run_id", "metadata": {}} for n, t in COLUMNS],
+    }
+
+
+def _timestamp(value: Any, name: str) -> dt.datetime | None:
+    if value is None or isinstance(value, dt.datetime):
+        out = value
+    elif isinstance(value, str):
+        out = dt.datetime.fromisoformat(value)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        out = dt.datetime.fromtimestamp(value / 1000, tz=dt.UTC)  # epoch milliseconds
+    else:
+        raise InvalidArgumentError(f"history {name} must be a datetime, ISO text or epoch ms", argument=name)
+    return out if out is None or out.tzinfo else out.replace(tzinfo=dt.UTC)
+
+
+def _normalized(row: Mapping[str, Any], index: int) -> dict[str, Any]:
+    unknown = sorted(set(row) - _NAMES)
+    if unknown:
+        raise InvalidArgumentError(f"history row {index} has unknown column(s) {unknown}", argument=f"rows[{index}]")
+    if not row.get("run_id"):
+        raise InvalidArgumentError(f"history row {index} has no run_id", argument=f"rows[{index}].run_id")
+    out = {name: row.get(name) for name, _ in COLUMNS}
+    for name in ("started", "ended"):
+        out[name] = _timestamp(out[name], name)
+    if out["date"] is None:
+        start = out["started"] or dt.datetime.now(dt.UTC)
+        out["date"] = start.astimezone(dt.UTC).date()
+    elif isinstance(out["date"], str):
+        out["date"] = dt.date.fromisoformat(out["date"])
+    return out
+
+
+def _create(dlog: DeltaLog, clock: Callable[[], int]) -> None:
+    """Version 0 (CREATE TABLE: protocol 1/2, metaData), unless another recorder made it first."""
+    now = clock()
+    metadata = {
+        "id": str(uuid.uuid4()),
+        "name": "delta_lake_autopilot_history",
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": json.dumps(schema_json()),
+        "partitionColumns": [PARTITION],
+        "configuration": {"delta.appendOnly": "true"},
+        "createdTime": now,
+    }
+    info = build_commit_info(
+        timestamp=now,
+        operation="CREATE TABLE",
+        parameters={"isManaged": "false", "partitionBy": json.dumps([PARTITION]), "properties": "{}"},
+        read_version=None,
+        isolation_level="Serializable",
+        is_blind_append=True,
+        txn_id=str(uuid.uuid4()),
+        engine_info=engine_info(),
+    )
+    actions = [info, action_from_json({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}})]
+    actions.append(action_from_json({"metaData": metadata}))
+    try:
+        dlog.store.put_if_absent(dlog.store.join(dlog.log_dir, commit_name(0)), commit_bytes(actions))  # type: ignore[arg-type]
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise StorageError(
+            f"Cannot create the history table: {type(exc).__name__}: {exc}", table=dlog.table_uri, version=0
+        ) from exc
+
+
+def record_runs(
+    history_uri: str | os.PathLike[str],
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    clock: Callable[[], int] | None = None,
+) -> int | None:
+    """Append `rows` (columns of `COLUMNS`; missing ones null, `date` from `started`) in one commit, one
+    Parquet file per date; returns the version committed (None: no rows). Creates the table on first use."""
+    normalized = [_normalized(r, i) for i, r in enumerate(rows)]
+    if not normalized:
+        return None
+    clock = clock or system_clock
+    dlog = DeltaLog.of(history_uri, storage_options)
+    if not dlog.table_exists():
+        _create(dlog, clock)
+    snapshot = dlog.update()
+    table = dlog.table_uri
+    layout = TableLayout(
+        table_uri=table,
+        schema_json=snapshot.metadata.schema_json,
+        configuration=dict(snapshot.metadata.configuration),
+        partition_columns=tuple(snapshot.partition_columns),
+        version=snapshot.version,
+    )
+    txn = Transaction(snapshot, "WRITE", {"mode": "Append", "partitionBy": json.dumps([PARTITION])}, clock=clock)
+    by_date: dict[dt.date, list[dict[str, Any]]] = {}
+    for row in normalized:
+        by_date.setdefault(row[PARTITION], []).append(row)
+    files = 0
+    for day, day_rows in sorted(by_date.items()):
+        data = pa.table({n: pa.array([r[n] for r in day_rows], _ARROW[t]) for n, t in COLUMNS})
+        values = {PARTITION: day.isoformat()}
+        rows_ = physical_table(data, layout, partition_values=values)
+        bin_ = Bin(partition=f"{PARTITION}={day.isoformat()}", partition_values=values, files=())
+        add = write_data_file(dlog.store, layout, bin_, rows_, f"{PARTITION}={day.isoformat()}", clock, "history")
+        txn.add(replace(add, data_change=True))  # new rows: a data change, unlike a rewrite's file
+        files += 1
+    return txn.commit(operation_metrics={"numFiles": files, "numOutputRows": len(normalized)})
