@@ -317,3 +317,102 @@ def checks_chart(result: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -
     ax.legend(frameon=False, fontsize="small", loc="upper left")
     description = "How many checks failed at each version of the range (state checks and commit checks)."
     return _chart(fig, "chart-checks", "Check results per version", description)
+
+
+def health_chart(health: Mapping[str, Any], before: Mapping[str, Any] | None = None) -> Chart | None:
+    """Files per partition (small ones in red), with the count before a rewrite as a grey bar beside."""
+    ranked = sorted((health.get("partitions") or {}).items(), key=lambda kv: (-kv[1]["files"], kv[0]))
+    if not ranked:
+        return None
+    shown = ranked[:MAX_CHART_PARTITIONS]
+    prior = (before or {}).get("partitions") or {}
+    fig, ax = _axes(1.2 + (0.5 if prior else 0.32) * len(shown))
+    labels = [short(k or "(unpartitioned)") for k, _ in shown][::-1]
+    y = list(range(len(shown)))
+    height = 0.4 if prior else 0.8
+    small = [p["small_files"] for _, p in shown][::-1]
+    other = [p["files"] - p["small_files"] for _, p in shown][::-1]
+    after_y = [i - height / 2 for i in y] if prior else y
+    ax.barh(after_y, small, height=height, color=_RED, label="small files (after)" if prior else "small files")
+    ax.barh(after_y, other, height=height, left=small, color=_BLUE, label="other files (after)" if prior else "other")
+    if prior:
+        ax.barh([i + height / 2 for i in y], [prior.get(k, {}).get("files", 0) for k, _ in shown][::-1],
+                height=height, color=_GREY, label="files before")  # fmt: skip
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_yticks(y, labels)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("files")
+    ax.grid(axis="x", color="#dddddd")
+    ax.legend(loc="lower right", frameon=False, fontsize="small")
+    description = "Active files per partition, small ones in red"
+    description += ", beside the count before the rewrite" if prior else ""
+    description += _of_largest(len(shown), len(ranked), "partitions")
+    return _chart(fig, "chart-health", "Files per partition", description)
+
+
+def runs_chart(points: Sequence[Mapping[str, Any]]) -> Chart | None:
+    """Files and bytes of the table after each of the last runs of this task (oldest first)."""
+    points = [p for p in points if p.get("files") is not None]
+    if not points:
+        return None
+    from matplotlib.ticker import MaxNLocator
+
+    xs = list(range(1, len(points) + 1))
+    divisor, unit = byte_unit(max(p["bytes"] or 0 for p in points))
+    fig = _figure(4.2)
+    files_ax, bytes_ax = fig.subplots(2, 1, sharex=True)
+    for ax in (files_ax, bytes_ax):
+        _style(ax)
+        ax.grid(color="#eeeeee")
+    files_ax.plot(xs, [p["files"] for p in points], color=_BLUE, marker="o", label="active files")
+    files_ax.plot(xs, [p["small_files"] for p in points], color=_RED, marker="o", linestyle="--", label="small files")
+    files_ax.set_ylabel("files")
+    files_ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    files_ax.set_ylim(0, max(max(p["files"] for p in points), 1) * 1.1)
+    files_ax.legend(frameon=False, fontsize="small")
+    bytes_ax.plot(xs, [(p["bytes"] or 0) / divisor for p in points], color=_GREEN, marker="o")
+    bytes_ax.set_ylabel(f"size ({unit})")
+    bytes_ax.set_ylim(0, max(max((p["bytes"] or 0) for p in points) / divisor, 1) * 1.1)
+    labels = [f"v{p['version']}" + ("\n(this run)" if i == len(points) - 1 else "") for i, p in enumerate(points)]
+    bytes_ax.set_xticks(xs, labels, fontsize="small")
+    bytes_ax.set_xlabel("run (table version after it)")
+    if len(xs) == 1:
+        bytes_ax.set_xlim(0, 2)
+    n = len(points)
+    description = (
+        f"Active files and bytes after each of the last {n} runs of this task, oldest first."
+        if n > 1
+        else "First run: one point; the next runs of this task add theirs."
+    )
+    return _chart(fig, "chart-runs", "Files and bytes across runs", description)
+
+
+def zorder_chart(overlap: Mapping[str, Mapping[str, int | None]] | None) -> Chart | None:
+    """Per Z-ORDER column, how many pairs of files' [min, max] ranges overlap before and after."""
+    if not overlap:
+        return None
+    columns = list(overlap)
+    xs = range(len(columns))
+    fig, ax = _axes(3.0)
+    before = [overlap[c]["before"] or 0 for c in columns]
+    bars = ax.bar([x - 0.2 for x in xs], before, width=0.4, color=_GREY, label="before")
+    ax.bar_label(bars, fontsize="x-small", padding=2)
+    if all(overlap[c]["after"] is not None for c in columns):
+        bars = ax.bar([x + 0.2 for x in xs], [overlap[c]["after"] for c in columns], width=0.4, color=_GREEN,
+                      label="after")  # fmt: skip
+        ax.bar_label(bars, fontsize="x-small", padding=2)
+    ax.set_xticks(list(xs), [short(c) for c in columns])
+    from matplotlib.ticker import MaxNLocator
+
+    top = max([*before, *(overlap[c]["after"] or 0 for c in columns), 1])
+    ax.set_ylim(0, top * 1.15)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("overlapping file ranges")
+    ax.grid(axis="y", color="#dddddd")
+    ax.legend(frameon=False, fontsize="small")
+    description = (
+        "Per Z-ORDER column, the sum over the rewritten files of how many other files' [min, max] ranges "
+        "intersect theirs: fewer means queries filtering on the column skip more files."
+    )
+    return _chart(fig, "chart-zorder", "Z-ORDER: overlapping ranges before and after", description)

@@ -17,9 +17,20 @@ from ..delta.delta_log import DeltaLog
 from ..delta.errors import BucketNotFoundError, DeltaError, InvalidArgumentError, ResourceLimitError, TableNotFoundError
 from ..delta.protocol.actions import AddFile, action_to_json
 from ..delta.protocol.predicate import parse_predicate
+from ..delta.protocol.table_properties import DEFAULT_SMALL_FILE_BYTES
 from ..delta.storage import is_local, local_path
 from .checks import KNOWN_CHECKS, evaluate_checks, failed_checks_message, small_file_bytes, validate_checks
-from .reports import RENDERERS, REPORT_KINDS, file_size_histogram, tombstone_age_histogram
+from .reports import (
+    HEALTH_KINDS,
+    MAX_RUNS,
+    RENDERERS,
+    REPORT_KINDS,
+    REWRITE_KINDS,
+    file_size_histogram,
+    run_point,
+    snapshot_health,
+    tombstone_age_histogram,
+)
 from .request import OPTIONS, Request
 from .results import file_dict, snapshot_dict, tombstone_report
 
@@ -414,6 +425,24 @@ class _Run:
             return {"deletion_age_histogram": tombstone_age_histogram(snap, now_ms=body["now_ms"], cutoff_ms=cutoff)}
         return {}
 
+    def health_extras(self, body: Mapping[str, Any], result_uri: str) -> dict[str, Any]:
+        """A maintenance report's table health (before and after a rewrite; files with their stats, read in
+        this process) and the earlier runs of the same task beside `result_uri`."""
+        action, o = self.request.action, self.request.options
+        mb = getattr(o, "small_file_mb", None)
+        small = DEFAULT_SMALL_FILE_BYTES if mb is None else int(mb * 1024 * 1024)
+        log = self._local_log()
+        target = (body.get("plan") or {}).get("target_size") if action == "optimize" else None
+        health: dict[str, Any] = {}
+        if action in REWRITE_KINDS:
+            health["before"] = snapshot_health(log.snapshot_at(version=body["read_version"]), small, target)
+            if not body.get("dry_run", True) and body.get("version") is not None:
+                health["after"] = snapshot_health(log.snapshot_at(version=body["version"]), small, target)
+        else:
+            snap = log.snapshot_at(version=body["version"]) if action == "checkpoint" else log.snapshot
+            health["after"] = snapshot_health(snap, small)
+        return {"health": health, "runs": previous_runs(result_uri, action, self.request.table, self.options)}
+
     def _commit_checks(self, version: int, spec: Mapping[str, Any]) -> dict[str, Any]:
         """`since_version`'s part of a snapshot result: every version and commit in (since, version]."""
         from .commit_checks import check_commits, xcom_fields
@@ -486,6 +515,8 @@ def execute(
         result: dict[str, Any] = {"status": "success", "action": request.action, **body}
         if result_uri and request.action in REPORT_KINDS and formats:
             extras = state.report_extras(body)
+            if request.action in HEALTH_KINDS:
+                extras = {**extras, **state.health_extras(body, result_uri)}
             body, result = {**body, **extras}, {**result, **extras}
             for fmt in formats:
                 uri = sibling(result_uri, fmt)
@@ -541,6 +572,48 @@ def read_result(uri: str, storage_options: Mapping[str, Any] | None = None) -> d
         return json.loads(fs.cat_file(path))
     except (FileNotFoundError, ValueError):
         return None
+
+
+def _table_key(uri: str) -> str:
+    """A table URI compared across results (some name a local table as a path, some as `file://`)."""
+    return uri.removeprefix("file://").rstrip("/")
+
+
+def previous_runs(
+    result_uri: str, action: str, table: str, storage_options: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The chart points (`reports.run_point`) of the earlier successful results of `action` on `table` in
+    `result_uri`'s folder (an operator's `dag/task/` folder holds one task's runs), oldest first, the last
+    `MAX_RUNS`; none when the folder cannot be listed."""
+    target = result_uri[len("file://") :] if result_uri.startswith("file://") else result_uri
+    folder, own = target.rsplit("/", 1) if "/" in target else (".", target)
+    try:
+        if is_local(result_uri):
+            path = local_path(folder)
+            entries = [(e.name, e.stat().st_mtime) for e in os.scandir(path) if e.is_file()]
+        else:
+            import fsspec
+
+            fs, path = fsspec.core.url_to_fs(folder, **dict(storage_options or {}))
+            entries = []
+            for info in fs.ls(path, detail=True):
+                stamp = info.get("mtime") or info.get("LastModified") or info.get("updated") or 0
+                stamp = stamp.timestamp() if hasattr(stamp, "timestamp") else float(stamp or 0)
+                entries.append((info["name"].rsplit("/", 1)[-1], stamp))
+    except (FileNotFoundError, NotADirectoryError, ValueError):
+        return []
+    names = sorted((mtime, name) for name, mtime in entries if name.endswith(".json") and name != own)
+    points = []
+    for mtime, name in names[-MAX_RUNS * 2 :]:  # a folder shared with other actions may hold others
+        result = read_result(f"{folder}/{name}", storage_options)
+        if not isinstance(result, dict) or result.get("status") != "success" or result.get("action") != action:
+            continue
+        if _table_key(str(result.get("table"))) != _table_key(table):
+            continue
+        point = run_point(result, name=name, finished_ms=int(mtime * 1000))
+        if point is not None:
+            points.append(point)
+    return points[-MAX_RUNS:]
 
 
 def write_text(uri: str, text: str, storage_options: Mapping[str, Any] | None = None) -> None:

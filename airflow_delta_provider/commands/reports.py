@@ -8,32 +8,43 @@ client. jinja2 and matplotlib are imported only for HTML; Markdown needs neither
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..delta.protocol.history import format_ms
+from ..delta.protocol.optimize import num_records, partition_key
 from .charts import (
     age_chart,
     checks_chart,
+    health_chart,
     human_bytes,
     human_hours,
     partition_chart,
+    runs_chart,
     short,
     size_chart,
     tombstone_partitions,
     vacuum_chart,
     vacuum_partitions,
     versions_chart,
+    zorder_chart,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
     import jinja2
     import pyarrow as pa
 
+    from ..delta.protocol.actions import AddFile
     from ..delta.snapshot import Snapshot
 
 #: The result kinds these renderings know.
-REPORT_KINDS = ("tombstones", "snapshot", "vacuum")
+REPORT_KINDS = ("tombstones", "snapshot", "vacuum", "optimize", "purge", "checkpoint", "cleanup_log")
+#: Rewrites: the table's health is read before (at `read_version`) and after (at `version`).
+REWRITE_KINDS = ("optimize", "purge")
+#: Kinds whose report shows the table's health, what changed since the previous run and the runs' chart.
+HEALTH_KINDS = (*REWRITE_KINDS, "checkpoint", "cleanup_log")
+#: Most earlier runs the charts across runs show.
+MAX_RUNS = 30
 #: Most rows an HTML table shows (largest first where there is an order); the JSON has them all.
 MAX_TABLE_ROWS = 500
 
@@ -185,6 +196,92 @@ def tombstone_age_histogram(snap: Snapshot, *, now_ms: int, cutoff_ms: int) -> d
     )
 
 
+# -- table health and runs (pure: file actions and result dicts in, JSON-able dicts out) --------------------
+def table_health(
+    files: Iterable[AddFile],
+    partition_columns: Sequence[str],
+    *,
+    small_file_bytes: int,
+    target_bytes: int,
+    physical_names: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Per partition and in total: `files`, `bytes`, `small_files` (under `small_file_bytes`), `rows` (stats'
+    `numRecords` less deletion vectors; None when a file has no stats) and `compacted`: at most one file under
+    `target_bytes` is left, so OPTIMIZE has no bin to make there (a bin needs two files), however small they are."""
+    parts: dict[str, dict[str, Any]] = {}
+    for f in files:
+        key = partition_key(f.partition_values, partition_columns, physical_names)
+        p = parts.setdefault(key, {"files": 0, "bytes": 0, "small_files": 0, "rows": 0, "_under_target": 0})
+        p["files"] += 1
+        p["bytes"] += f.size
+        p["small_files"] += f.size < small_file_bytes
+        p["_under_target"] += f.size < target_bytes
+        n = num_records(f)
+        if p["rows"] is not None:
+            deleted = f.deletion_vector.cardinality if f.deletion_vector else 0
+            p["rows"] = None if n is None else p["rows"] + n - deleted
+    for p in parts.values():
+        p["small_file_ratio"] = p["small_files"] / p["files"] if p["files"] else None
+        p["compacted"] = p.pop("_under_target") <= 1
+    rows = [p["rows"] for p in parts.values()]
+    total = {k: sum(p[k] for p in parts.values()) for k in ("files", "bytes", "small_files")}
+    total["rows"] = None if None in rows else sum(rows)  # type: ignore[arg-type]
+    total["small_file_ratio"] = total["small_files"] / total["files"] if total["files"] else None
+    return {
+        "small_file_bytes": int(small_file_bytes),
+        "target_bytes": int(target_bytes),
+        "num_partitions": len(parts),
+        "totals": total,
+        "partitions": dict(sorted(parts.items())),
+    }
+
+
+def snapshot_health(snap: Snapshot, small_file_bytes: int, target_bytes: int | None = None) -> dict[str, Any]:
+    """`table_health` of a snapshot's active files with their stats (the table's target file size unless given)."""
+    from ..delta.protocol.optimize import target_file_size
+
+    target = target_bytes or target_file_size(snap.metadata.configuration)
+    names = snap.physical_partition_columns
+    return {
+        "version": snap.version,
+        **table_health(
+            snap.all_files(with_stats=True),
+            snap.partition_columns,
+            small_file_bytes=small_file_bytes,
+            target_bytes=target,
+            physical_names=names,
+        ),
+    }
+
+
+def run_point(result: Mapping[str, Any], *, name: str = "", finished_ms: int | None = None) -> dict[str, Any] | None:
+    """One run's point on the charts across runs: the table after the run (a plan's: as it stands), or None."""
+    health = result.get("health") or {}
+    after = health.get("after") or health.get("before")
+    if not after:
+        return None
+    t = after["totals"]
+    return {
+        "name": name,
+        "finished_ms": finished_ms,
+        "version": after.get("version"),
+        "dry_run": result.get("dry_run"),
+        **{k: t.get(k) for k in ("files", "bytes", "small_files", "rows")},
+    }
+
+
+def changes_since(previous: Mapping[str, Any] | None, current: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What changed in the table between the previous run and this one (None: first run, or no health)."""
+    if previous is None or current is None:
+        return None
+    delta = {
+        k: None if previous.get(k) is None or current.get(k) is None else current[k] - previous[k]
+        for k in ("files", "bytes", "small_files", "rows")
+    }
+    return {"previous": dict(previous), "from_version": previous.get("version"), "to_version": current.get("version"),
+            **delta}  # fmt: skip
+
+
 # -- Markdown ------------------------------------------------------------------------------------------
 _Section = tuple[str, Sequence[str], Sequence[Sequence[Any]]]  # heading, column headers, rows
 
@@ -325,10 +422,165 @@ def _vacuum_markdown(result: Mapping[str, Any]) -> tuple[str, list[str], list[_S
     return f"VACUUM report: {result['table']}", lines, [("Per directory", ["directory", "files", "bytes"], rows)]
 
 
+def _runs(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The earlier runs of this task (`runs`, oldest first) and this one, as chart points."""
+    current = run_point(result, name="this run")
+    return [*(result.get("runs") or ())][-MAX_RUNS:] + ([current] if current else [])
+
+
+def _changes(result: Mapping[str, Any]) -> dict[str, Any] | None:
+    previous = (result.get("runs") or [None])[-1]
+    return changes_since(previous, run_point(result))
+
+
+def _signed(n: int | None, fmt: Callable[[int], str] = "{:,}".format) -> str:
+    if n is None:
+        return "-"
+    return ("+" if n > 0 else "-" if n < 0 else "±") + fmt(abs(n))
+
+
+def _changes_text(result: Mapping[str, Any]) -> str:
+    """What changed in the table since the previous run of this task, or that this is the first."""
+    if run_point(result) is None:
+        return "unknown (no table health in this result)"
+    c = _changes(result)
+    if c is None:
+        return "first run (no earlier result of this task beside this one)"
+    return (
+        f"version {c['from_version']} -> {c['to_version']}: files {_signed(c['files'])}, "
+        f"bytes {_signed(c['bytes'], human_bytes)}, small files {_signed(c['small_files'])}, rows {_signed(c['rows'])}"
+    )
+
+
+def _rows(health: Mapping[str, Any] | None) -> int | None:
+    return None if not health else health["totals"]["rows"]
+
+
+def _health_status(p: Mapping[str, Any]) -> str:
+    """A partition's small-file state in words; one left with only small files it cannot compact is not "100 %"."""
+    if not p["small_files"]:
+        return "no small files"
+    if p["compacted"]:
+        return "compacted as far as the target allows"
+    return f"{_percent(p['small_file_ratio'])} small"
+
+
+def _health_rows(health: Mapping[str, Any] | None, before: Mapping[str, Any] | None = None) -> list[list[Any]]:
+    if not health:
+        return []
+    prior = (before or {}).get("partitions") or {}
+    rows = []
+    for key, p in sorted(health["partitions"].items(), key=lambda kv: (-kv[1]["bytes"], kv[0]))[:MAX_TABLE_ROWS]:
+        was = prior.get(key)
+        rows.append([
+            key or "(unpartitioned)",
+            *([was["files"] if was else 0] if before else []),
+            p["files"], human_bytes(p["bytes"]), p["small_files"], _health_status(p),
+            "-" if p["rows"] is None else p["rows"],
+        ])  # fmt: skip
+    return rows
+
+
+def _health_headers(before: bool) -> list[str]:
+    return ["partition", *(["files before"] if before else []), "files", "bytes", "small files", "state", "rows"]
+
+
+def _rewrite_name(result: Mapping[str, Any]) -> str:
+    if "num_deleted_rows_purged" in result:
+        return "PURGE"
+    return f"OPTIMIZE ZORDER BY ({', '.join(result['zorder_by'])})" if result.get("zorder_by") else "OPTIMIZE"
+
+
+def _rewrite_markdown(result: Mapping[str, Any]) -> tuple[str, list[str], list[_Section]]:
+    name = _rewrite_name(result)
+    health = result.get("health") or {}
+    before, after = health.get("before"), health.get("after")
+    dry_run = result.get("dry_run", True)
+    lines = [f"Table: {result['table']}", f"Read version: {result['read_version']}"]
+    if dry_run:
+        lines.append(f"Dry run: nothing was written. {result['num_files_removed']} files "
+                     f"({human_bytes(result['bytes_removed'])}) would be rewritten.")  # fmt: skip
+    else:
+        lines.append(
+            f"Committed version {result['version']}: {result['num_files_removed']} files "
+            f"({human_bytes(result['bytes_removed'])}) rewritten into {result['num_files_added']} "
+            f"({human_bytes(result['bytes_added'])})"
+        )
+    if before and after:
+        note = " (equal: a rewrite changes no data)" if _rows(before) == _rows(after) else ""
+        lines.append(f"Rows before: {_count(_rows(before))}; after: {_count(_rows(after))}{note}")
+    elif before:
+        lines.append(f"Rows (from stats): {_count(_rows(before))}")
+    for col, o in (result.get("zorder_overlap") or {}).items():
+        lines.append(f"Z-ORDER overlap on {col}: {_count(o['before'])} before, {_count(o['after'])} after")
+    if "num_deleted_rows_purged" in result:
+        lines.append(f"Deleted rows purged: {result['num_deleted_rows_purged']}")
+    lines.append(f"Since the previous run: {_changes_text(result)}")
+    sections: list[_Section] = [
+        (
+            "Per partition",
+            _health_headers(bool(before and after)),
+            _health_rows(after or before, before if after else None),
+        ),
+    ]
+    return f"{name} report: {result['table']}", lines, sections
+
+
+def _count(n: int | None) -> str:
+    return "-" if n is None else f"{n:,}"
+
+
+def _checkpoint_markdown(result: Mapping[str, Any]) -> tuple[str, list[str], list[_Section]]:
+    after = (result.get("health") or {}).get("after")
+    lines = [
+        f"Table: {result['table']}",
+        f"Version: {result['version']}",
+        f"Checkpoint: {result['kind']}, {'written' if result.get('written') else 'not written (already there)'}: "
+        f"{result['path']}",
+        f"Actions: {result['num_actions']} ({result['num_add_files']} files, {result['num_tombstones']} tombstones); "
+        f"{human_bytes(result.get('size_in_bytes'))}",
+        f"Parts: {len(result.get('parts') or ()) or 1}; sidecars: {len(result.get('sidecars') or ())}",
+        f"Rows (from stats): {_count(_rows(after))}",
+        f"Since the previous run: {_changes_text(result)}",
+    ]
+    sections: list[_Section] = [("Per partition", _health_headers(False), _health_rows(after))]
+    return f"Checkpoint report: {result['table']}", lines, sections
+
+
+def _cleanup_markdown(result: Mapping[str, Any]) -> tuple[str, list[str], list[_Section]]:
+    after = (result.get("health") or {}).get("after")
+    dry_run = result.get("dry_run", True)
+    n, size = result["num_files"], human_bytes(result["bytes"])
+    lines = [
+        f"Table: {result['table']}",
+        f"Retention: {human_hours(result['retention_ms'] / _HOUR_MS)}; cutoff {_when(result.get('cutoff_ms'))}",
+        f"Dry run: nothing was deleted. {n} log files ({size}) would be." if dry_run
+        else f"Deleted: {result.get('deleted', 0)} of {n} log files ({size})",
+        f"Earliest readable version: {result.get('earliest_readable_version')}",
+        f"Reason: {result.get('reason') or '-'}",
+        f"Rows (from stats): {_count(_rows(after))}",
+        f"Since the previous run: {_changes_text(result)}",
+    ]  # fmt: skip
+    files = [[f] for f in (result.get("files") or ())[:MAX_TABLE_ROWS]]
+    sections: list[_Section] = [
+        ("Log files", ["path"], files),
+        ("Per partition", _health_headers(False), _health_rows(after)),
+    ]
+    return f"Log cleanup report: {result['table']}", lines, sections
+
+
 def render_markdown(kind: str, result: Mapping[str, Any]) -> str:
     """`result` (of the action `kind`, one of `REPORT_KINDS`) as Markdown: a title, a list, then a table per
     section that has rows."""
-    parts = {"tombstones": _tombstone_markdown, "snapshot": _snapshot_markdown, "vacuum": _vacuum_markdown}
+    parts = {
+        "tombstones": _tombstone_markdown,
+        "snapshot": _snapshot_markdown,
+        "vacuum": _vacuum_markdown,
+        "optimize": _rewrite_markdown,
+        "purge": _rewrite_markdown,
+        "checkpoint": _checkpoint_markdown,
+        "cleanup_log": _cleanup_markdown,
+    }
     title, lines, sections = parts[_check_kind(kind)](result)
     out = [f"# {title}", "", *(f"- {line}" for line in lines)]
     for heading, headers, rows in sections:
@@ -360,7 +612,7 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(bytes=human_bytes, hours=human_hours, when=_when, percent=_percent, short=short)
+    env.filters.update(bytes=human_bytes, hours=human_hours, when=_when, percent=_percent, short=short, count=_count)
     return env
 
 
@@ -427,11 +679,68 @@ def _vacuum_context(result: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _health_context(result: Mapping[str, Any]) -> dict[str, Any]:
+    """What every report with a table health shows: partitions (largest first), the change since the
+    previous run, and the charts of the partitions and across runs."""
+    health = result.get("health") or {}
+    before, after = health.get("before"), health.get("after")
+    shown = after or before or {}
+    parts = sorted((shown.get("partitions") or {}).items(), key=lambda kv: (-kv[1]["bytes"], kv[0]))
+    return {
+        "before": before if after else None,
+        "after": shown or None,
+        **_capped("partitions", [(k, p, _health_status(p)) for k, p in parts]),
+        "changes": _changes_text(result),
+        "runs": _runs(result),
+        "charts": [c for c in (health_chart(shown, before if after else None), runs_chart(_runs(result))) if c],
+    }
+
+
+def _rewrite_context(result: Mapping[str, Any]) -> dict[str, Any]:
+    dry_run = result.get("dry_run", True)
+    context = _health_context(result)
+    zorder = zorder_chart(result.get("zorder_overlap"))
+    return {
+        **context,
+        "title": f"{_rewrite_name(result)} {'plan' if dry_run else 'report'}: {result['table']}",
+        "r": result,
+        "dry_run": dry_run,
+        "name": _rewrite_name(result),
+        "rows_before": _rows(context["before"]) if context["before"] else _rows(context["after"]),
+        "rows_after": _rows(context["after"]) if context["before"] else None,
+        "charts": ([zorder] if zorder else []) + context["charts"],
+    }
+
+
+def _checkpoint_context(result: Mapping[str, Any]) -> dict[str, Any]:
+    return {**_health_context(result), "title": f"Checkpoint report: {result['table']}", "r": result}
+
+
+def _cleanup_context(result: Mapping[str, Any]) -> dict[str, Any]:
+    dry_run = result.get("dry_run", True)
+    return {
+        **_health_context(result),
+        "title": f"Log cleanup {'plan' if dry_run else 'report'}: {result['table']}",
+        "r": result,
+        "dry_run": dry_run,
+        "retention_hours": result["retention_ms"] / _HOUR_MS,
+        **_capped("files", list(result.get("files") or ())),
+    }
+
+
 def render_html(kind: str, result: Mapping[str, Any]) -> str:
     """`result` (of the action `kind`, one of `REPORT_KINDS`) as one self-contained HTML page."""
     from .. import __version__
 
-    contexts = {"tombstones": _tombstone_context, "snapshot": _snapshot_context, "vacuum": _vacuum_context}
+    contexts = {
+        "tombstones": _tombstone_context,
+        "snapshot": _snapshot_context,
+        "vacuum": _vacuum_context,
+        "optimize": _rewrite_context,
+        "purge": _rewrite_context,
+        "checkpoint": _checkpoint_context,
+        "cleanup_log": _cleanup_context,
+    }
     context = contexts[_check_kind(kind)](result)
     page = _environment().get_template(f"{kind}.html.j2").render(**context, kind=kind, provider_version=__version__)
     return page if page.endswith("\n") else page + "\n"
