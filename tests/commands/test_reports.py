@@ -9,15 +9,19 @@ drawn; its screenshots go to `tests/.artifacts/` (ignored by git).
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import random
 import re
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from airflow_delta_provider.commands import Request, run
 from airflow_delta_provider.commands.checks import evaluate_checks
+from airflow_delta_provider.commands.command import execute, previous_runs
 from airflow_delta_provider.commands.reports import (
     REPORT_KINDS,
     deletion_age_histogram,
@@ -26,9 +30,11 @@ from airflow_delta_provider.commands.reports import (
     render_html,
     render_markdown,
     size_histogram,
+    table_health,
     tombstone_age_histogram,
 )
 from airflow_delta_provider.delta import DeltaLog
+from airflow_delta_provider.delta.protocol.actions import AddFile
 from airflow_delta_provider.delta.read.arrow_build import int_array
 from airflow_delta_provider.testing import DeltaLogBuilder
 
@@ -191,9 +197,7 @@ def test_markdown_reports(tmp_path: Path) -> None:
     assert f"| 3 | WRITE | 105 | {v3_size} | 101 | max_files, max_small_file_ratio |" in snap
     assert "| 4 | OPTIMIZE | 5 | 209 MiB | 1 | passed |" in snap
     assert "## Failures" in snap and "first failing version 3" in snap
-    with pytest.raises(
-        ValueError, match=r"no report for 'files'; reports exist for \['tombstones', 'snapshot', 'vacuum'\]"
-    ):
+    with pytest.raises(ValueError, match=r"no report for 'files'; reports exist for \['tombstones', 'snapshot', "):
         render_markdown("files", {})
 
 
@@ -275,13 +279,196 @@ def test_every_kind_renders_both_formats_and_unknown_kinds_are_refused(tmp_path:
         "vacuum": _vacuum_results(_tombstone_table(tmp_path / "v"))[1],
         "tombstones": _tombstone_result(_tombstone_table(tmp_path)),
         "snapshot": _snapshot_result(_replay_table(tmp_path)),
+        **{kind: result for kind, (result, _) in _maintenance_results(tmp_path / "m").items()},
     }
     assert set(results) == set(REPORT_KINDS)
     for kind, result in results.items():
         assert render_html(kind, result).startswith("<!doctype html>")
         assert render_markdown(kind, result).startswith("# ")
-    with pytest.raises(ValueError, match="no report for 'optimize'"):
-        render_html("optimize", {})
+    with pytest.raises(ValueError, match="no report for 'restore'"):
+        render_html("restore", {})
+
+
+# -- maintenance reports: real operations on delta-rs tables, through `commands.execute` -------------------
+HOSTILE_DIR = 'lake<&"x>'  # the table's path is shown in the page: it must come out escaped
+
+
+def _small_appends(path: Path, n: int = 8, *, partitioned: bool = True, seed: int = 7) -> Path:
+    """`n` appends by delta-rs of 10 rows with scattered ids (partitions p0/p1 alternating): all small files."""
+    from deltalake import write_deltalake
+
+    rng = random.Random(seed)
+    for i in range(n):
+        ids = rng.sample(range(1000), 10)
+        batch = pa.table({"id": ids, "v": [float(x) for x in ids], "part": [f"p{i % 2}"] * 10})
+        write_deltalake(str(path), batch, partition_by=["part"] if partitioned else None, mode="append")
+    return path
+
+
+def _execute(table: Path, action: str, result_uri: Path, **options: Any) -> dict[str, Any]:
+    request = Request.make(table=str(table), action=action, engine="local", **options)
+    code, result = execute(request, result_uri=str(result_uri), report_formats=["md", "html"])
+    assert code == 0, result
+    assert not result.get("report_errors"), result["report_errors"]
+    return result
+
+
+def _pages(result: dict[str, Any]) -> tuple[str, str]:
+    return Path(result["reports"]["md"]).read_text(), Path(result["reports"]["html"]).read_text()
+
+
+def _deltars_rows(table: Path) -> int:
+    """Rows delta-rs reads (through DataFusion: its `to_pyarrow_table` refuses deletion vectors)."""
+    from deltalake import DeltaTable, QueryBuilder
+
+    reader = QueryBuilder().register("t", DeltaTable(str(table))).execute("SELECT count(*) AS n FROM t")
+    return pa.table(reader.read_all()).column("n")[0].as_py()
+
+
+def _maintenance_results(tmp_path: Path) -> dict[str, tuple[dict[str, Any], Path]]:
+    """One real result of each maintenance kind (applied where it changes the table), with its table."""
+    from conftest import copy_table
+
+    table = _small_appends(tmp_path / "t")
+    results = tmp_path / "results"
+    out = {"optimize": (_execute(table, "optimize", results / "optimize" / "run.json", apply=True), table)}
+    out["checkpoint"] = (_execute(table, "checkpoint", results / "checkpoint" / "run.json"), table)
+    later = NOW + 1000 * HOUR  # every commit is past a zero retention then
+    cleanup = _execute(table, "cleanup_log", results / "cleanup" / "run.json", retention_hours=0, now_ms=later)
+    out["cleanup_log"] = (cleanup, table)
+    dv = copy_table("delta-golden/dv-partitioned-with-checkpoint", tmp_path / "dv")
+    out["purge"] = (_execute(dv, "purge", results / "purge" / "run.json", apply=True), dv)
+    return out
+
+
+def test_optimize_report_rows_partition_health_changes_and_runs(tmp_path: Path) -> None:
+    table = _small_appends(tmp_path / HOSTILE_DIR / "t")
+    folder = tmp_path / "results" / "dag" / "optimize"
+    plan = _execute(table, "optimize", folder / "run-1.json")
+    md, page = _pages(plan)
+    assert plan["health"]["before"]["totals"] == {
+        "files": 8, "bytes": plan["bytes_removed"], "small_files": 8, "rows": 80, "small_file_ratio": 1.0,
+    }  # fmt: skip
+    assert "after" not in plan["health"] and plan["runs"] == []
+    assert "- Rows (from stats): 80" in md
+    assert "- Since the previous run: first run (no earlier result of this task beside this one)" in md
+    assert "| part=p0 | 4 | " in md and "| 4 | 100.0 % small | 40 |" in md  # four files one bin may join
+    assert "<title>OPTIMIZE plan: " in page and "Dry run: nothing was written." in page
+
+    done = _execute(table, "optimize", folder / "run-2.json", apply=True)
+    assert _deltars_rows(table) == 80  # delta-rs reads the rewrite: the same rows
+    health = done["health"]
+    assert health["before"]["version"] == 7 and health["after"]["version"] == done["version"] == 8
+    assert health["before"]["totals"]["rows"] == health["after"]["totals"]["rows"] == 80
+    assert {k: p["files"] for k, p in health["after"]["partitions"].items()} == {"part=p0": 1, "part=p1": 1}
+    assert all(p["compacted"] and p["small_file_ratio"] == 1.0 for p in health["after"]["partitions"].values())
+    assert [(r["version"], r["files"], r["dry_run"]) for r in done["runs"]] == [(7, 8, True)]
+    md, page = _pages(done)
+    assert "- Rows before: 80; after: 80 (equal: a rewrite changes no data)" in md
+    assert "- Since the previous run: version 7 -> 8: files -6, bytes -" in md and "small files -6, rows ±0" in md
+    assert "| part=p0 | 4 | 1 | " in md and "compacted as far as the target allows" in md
+    assert "100.0 %" not in md and "100.0 %" not in page  # only small files left, but nothing more to compact
+    _assert_self_contained(page)
+    assert _charts(page) == ["chart-health", "chart-runs"]
+    assert "after each of the last 2 runs of this task" in page
+    assert ">80 → 80</div>" in page and "equal: a rewrite changes no data" in page
+    assert f"{tmp_path}/lake&lt;&amp;&#34;x&gt;/t" in page and HOSTILE_DIR not in page  # escaped, never raw
+
+
+def test_zorder_report_shows_the_overlap_before_and_after(tmp_path: Path) -> None:
+    table = _small_appends(tmp_path / "z", 6, partitioned=False)
+    done = _execute(table, "optimize", tmp_path / "r" / "z.json", apply=True, zorder_by="id,v")
+    overlap = done["zorder_overlap"]
+    assert overlap["id"]["before"] > 0 and overlap["id"]["after"] == 0  # six scattered files into one
+    assert _deltars_rows(table) == 60
+    md, page = _pages(done)
+    assert md.startswith("# OPTIMIZE ZORDER BY (id, v) report: ")
+    assert f"- Z-ORDER overlap on id: {overlap['id']['before']} before, 0 after" in md
+    assert _charts(page) == ["chart-zorder", "chart-health", "chart-runs"]
+    assert "<h2>Z-ORDER overlap</h2>" in page and "<dt>Z-ORDER by</dt><dd>id, v</dd>" in page
+
+
+def test_checkpoint_and_log_cleanup_reports(tmp_path: Path) -> None:
+    table = _small_appends(tmp_path / "t", 4)
+    folder = tmp_path / "results"
+    first = _execute(table, "checkpoint", folder / "checkpoint" / "1.json")
+    md, page = _pages(first)
+    assert f"- Actions: {first['num_actions']} (4 files, 0 tombstones); " in md
+    assert "- Rows (from stats): 40" in md and "first run" in md
+    assert "| part=p0 | 2 | " in md and "| 2 | 100.0 % small | 20 |" in md
+    assert _charts(page) == ["chart-health", "chart-runs"] and "First run: one point" in page
+    _small_appends(tmp_path / "t", 1, seed=9)  # one more file in p0 before the next run
+    second = _execute(table, "checkpoint", folder / "checkpoint" / "2.json")
+    md, _ = _pages(second)
+    assert "- Since the previous run: version 3 -> 4: files +1, bytes +" in md and "rows +10" in md
+
+    later = NOW + 1000 * HOUR
+    cleanup = _execute(table, "cleanup_log", folder / "cleanup" / "1.json", retention_hours=0, now_ms=later)
+    assert cleanup["dry_run"] and cleanup["num_files"] > 0
+    md, page = _pages(cleanup)
+    assert f"- Dry run: nothing was deleted. {cleanup['num_files']} log files (" in md
+    assert f"- Earliest readable version: {cleanup['earliest_readable_version']}" in md
+    assert "- Rows (from stats): 50" in md
+    assert "<h2>Log files to delete</h2>" in page and all(f in page for f in cleanup["files"])
+    assert (table / "_delta_log" / "00000000000000000000.json").exists()  # a dry run: nothing deleted
+    assert _deltars_rows(table) == 50
+
+
+def test_purge_report_on_a_corpus_table_with_deletion_vectors(tmp_path: Path) -> None:
+    from conftest import copy_table
+
+    table = copy_table("delta-golden/dv-partitioned-with-checkpoint", tmp_path)
+    rows = _deltars_rows(table)
+    done = _execute(table, "purge", tmp_path / "r" / "purge.json", apply=True)
+    assert _deltars_rows(table) == rows
+    before, after = done["health"]["before"]["totals"], done["health"]["after"]["totals"]
+    assert before["rows"] == after["rows"] == rows  # numRecords less the vectors' rows, before and after
+    md, page = _pages(done)
+    assert md.startswith("# PURGE report: ")
+    assert f"- Rows before: {rows}; after: {rows} (equal: a rewrite changes no data)" in md
+    assert f"- Deleted rows purged: {done['num_deleted_rows_purged']}" in md and done["num_deleted_rows_purged"] > 0
+    assert "<title>PURGE report: " in page and "deleted rows purged" in page
+
+
+def test_table_health_counts_rows_and_names_compacted_partitions() -> None:
+    def add(path: str, part: str, size: int, rows: int | None) -> AddFile:
+        stats = None if rows is None else json.dumps({"numRecords": rows})
+        return AddFile(path=path, partition_values={"p": part}, size=size, modification_time=0, stats=stats)
+
+    files = [add("a", "a", 10, 5), *(add(f"b{i}", "b", 10, 1) for i in range(3)), add("c0", "c", 50, 2),
+             add("c1", "c", 60, None)]  # fmt: skip
+    health = table_health(files, ["p"], small_file_bytes=20, target_bytes=100)
+    a, b, c = (health["partitions"][f"p={k}"] for k in "abc")
+    assert (a["small_files"], a["compacted"], a["rows"]) == (1, True, 5)  # one small file: nothing to pack
+    assert (b["small_files"], b["compacted"], b["rows"]) == (3, False, 3)
+    assert (c["small_files"], c["compacted"], c["rows"]) == (0, False, None)  # two files one bin may join
+    assert health["totals"] == {"files": 6, "bytes": 150, "small_files": 4, "rows": None, "small_file_ratio": 4 / 6}
+
+
+def test_previous_runs_are_this_tasks_successes_on_this_table_oldest_first(tmp_path: Path) -> None:
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    health = {"after": {"version": 3, "totals": {"files": 4, "bytes": 40, "small_files": 4, "rows": 9}}}
+    base = {"status": "success", "action": "optimize", "table": "/t", "health": health, "dry_run": False}
+    entries = {
+        "b.json": base,
+        "a.json": {**base, "table": "file:///t"},  # the same table, as a URI
+        "other-action.json": {**base, "action": "checkpoint"},
+        "other-table.json": {**base, "table": "/u"},
+        "failed.json": {**base, "status": "error"},
+        "no-health.json": {k: v for k, v in base.items() if k != "health"},
+        "broken.json": "{not json",
+        "report.html": "<html>",
+        "self.json": base,
+    }
+    for i, (name, body) in enumerate(entries.items()):
+        (folder / name).write_text(body if isinstance(body, str) else json.dumps(body))
+        os.utime(folder / name, (1_000 + i, 1_000 + i))
+    points = previous_runs(str(folder / "self.json"), "optimize", "/t")
+    assert [p["name"] for p in points] == ["b.json", "a.json"]  # by time written, not by name
+    assert points[0] == {"name": "b.json", "finished_ms": 1_000_000, "version": 3, "dry_run": False,
+                         "files": 4, "bytes": 40, "small_files": 4, "rows": 9}  # fmt: skip
+    assert previous_runs(str(tmp_path / "missing" / "x.json"), "optimize", "/t") == []
 
 
 # -- in a real browser ----------------------------------------------------------------------------------------
@@ -339,3 +526,16 @@ def test_the_browser_check_sees_console_errors(tmp_path: Path, browser) -> None:
     assert any("boom" in e for e in errors), errors
     assert any("TypeError" in e for e in errors), errors
     assert any("missing.png" in e or "ERR_FILE_NOT_FOUND" in e for e in errors), errors
+
+
+def test_maintenance_reports_in_a_browser(tmp_path: Path, browser) -> None:
+    charts = ["Files per partition", "Files and bytes across runs"]
+    for kind, (result, _) in _maintenance_results(tmp_path).items():
+        shot = ARTIFACTS / f"report-{kind}.png"
+        loaded = browser.load(Path(result["reports"]["html"]), inspect=_INSPECT, screenshot=shot)
+        assert loaded.console_errors == [], kind
+        assert [c["title"] for c in loaded.dom] == charts, kind
+        for chart in loaded.dom:
+            assert chart["width"] > 300 and chart["height"] > 100, chart
+            assert chart["marks"] > 10 and chart["text"] > 3, chart
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
