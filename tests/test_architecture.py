@@ -116,7 +116,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("delta",),  # the library's public facade (`airflow_delta_provider.delta`)
     ("commands",),
     ("cli", "__main__", "jobs", "hooks", "version_watch", "lineage", "assets", "policies"),
-    ("operators", "sensors", "triggers", "plugin"),  # plugin: the report pages in the API server
+    ("operators", "sensors", "triggers", "plugin", "autopilot"),  # plugin: the report pages in the API server
     ("testing",),  # the testing kit users' tests import
 )
 

@@ -1,0 +1,345 @@
+"""The lake autopilot as one Airflow DAG: discover a lake's Delta tables, plan their maintenance within a budget
+(`delta.lake`), ask a person only about what the policy says needs one, run each table's work in its own mapped
+task group, prove every rewrite changed no row, and append what happened to the maintenance history table.
+
+    discover -> plan -> approval_needed -> approve (HITL, Airflow 3.1+) | no_approval_needed
+             -> approved_work -> table[i]: optimize -> vacuum -> checkpoint -> log_cleanup -> prove  (mapped)
+             -> record (one commit to the history table, whatever the tables' outcome)
+
+A table's tasks run in order and only do what was planned for it (a step with nothing planned returns at once);
+its failure fails that table's tasks only; `record` still writes every table's rows (errors included). VACUUM
+applies exactly the plan it made a moment before (`vacuum(plan=...)`). `params.approve=true` (or a policy
+without `never_unattended`) runs everything unattended.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from airflow.exceptions import AirflowOptionalProviderFeatureException
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.sdk import DAG, Param, get_current_context, task, task_group
+
+from .delta.errors import DeltaError
+from .delta.lake import Budget, LakePolicy, discover, load_policy, parse_policy, plan, scan
+from .delta.lake.history import record_runs
+from .delta.lake.proof import prove_rewrite
+from .delta.maintenance.checkpoint import write_checkpoint
+from .delta.maintenance.log_cleanup import cleanup_log
+from .delta.maintenance.optimize import optimize
+from .delta.maintenance.vacuum import vacuum
+
+try:  # human-in-the-loop operators: Airflow 3.1+ (the module refuses to import before)
+    from airflow.providers.standard.operators.hitl import ApprovalOperator
+except (ImportError, AirflowOptionalProviderFeatureException):  # pragma: no cover - Airflow < 3.1
+    ApprovalOperator = None
+try:
+    from airflow.sdk.exceptions import AirflowSkipException
+except ImportError:  # pragma: no cover - Airflow 3.0
+    from airflow.exceptions import AirflowSkipException
+
+#: The per-table steps, in running order (the plan's operation names).
+STEPS = ("optimize", "vacuum", "checkpoint", "log_cleanup")
+#: Each table task's XCom key for its history row (read by `record` per map index, failed tasks included).
+ROW_KEY = "history_row"
+
+
+def _retry_kwargs(retries: int) -> dict[str, Any]:
+    """Retries read through the Delta retry policy (Airflow 3.3+); none before it."""
+    try:
+        from .policies import delta_retry_policy
+    except ImportError:  # pragma: no cover - Airflow < 3.3
+        return {}
+    return {"retries": retries, "retry_policy": delta_retry_policy()} if retries else {}
+
+
+def _budget(budget: Budget | Mapping[str, Any] | None) -> Budget | None:
+    return Budget(**budget) if isinstance(budget, Mapping) else budget
+
+
+def _now_ms(clock: Callable[[], int] | None) -> int:
+    return clock() if clock else int(time.time() * 1000)
+
+
+def _planned(group: Mapping[str, Any], operation: str) -> dict[str, Any] | None:
+    return next((t for t in group["tasks"] if t["operation"] == operation), None)
+
+
+def _label(group: Mapping[str, Any]) -> None:
+    """Name the mapped task instance after its table (`map_index_template`)."""
+    get_current_context()["table_label"] = group["table_uri"]  # type: ignore[typeddict-unknown-key]
+
+
+def _row(group: Mapping[str, Any], operation: str, planned: Mapping[str, Any] | None) -> dict[str, Any]:
+    cost, gain = (planned or {}).get("cost") or {}, (planned or {}).get("gain") or {}
+    return {
+        "table": group["table_uri"],
+        "operation": operation,
+        "started": dt.datetime.now(dt.UTC).isoformat(),
+        "est_bytes": (cost.get("bytes_read") or 0) + (cost.get("bytes_written") or 0) if planned else None,
+        "est_requests": sum((cost.get("requests") or {}).values()) if planned else None,
+        "est_seconds": cost.get("seconds"),
+        "est_files_removed": gain.get("files_removed"),
+        "est_bytes_reclaimed": gain.get("bytes_reclaimed"),
+        "est_value": gain.get("value"),
+    }
+
+
+def _run_step(
+    group: Mapping[str, Any], operation: str, run: Callable[[Mapping[str, Any]], dict[str, Any]]
+) -> dict[str, Any]:
+    """Run one planned step, pushing its history row (done, or failed with its error) before returning."""
+    _label(group)
+    ti = get_current_context()["ti"]
+    planned = _planned(group, operation)
+    row = _row(group, operation, planned)
+    if planned is None:
+        return {**row, "status": "not_planned"}
+    began = time.monotonic()
+    try:
+        row.update(run(planned), status="done")
+    except DeltaError as exc:
+        row.update(status="failed", error_class=type(exc).__name__, error_message=str(exc)[:2000])
+        raise
+    finally:
+        row.update(ended=dt.datetime.now(dt.UTC).isoformat(), actual_seconds=time.monotonic() - began)
+        ti.xcom_push(key=ROW_KEY, value=row)
+    return row
+
+
+def lake_autopilot_dag(
+    dag_id: str,
+    prefixes: Sequence[str] | str,
+    *,
+    history_uri: str,
+    tables: Sequence[str] = (),
+    policy: LakePolicy | Mapping[str, Any] | str | None = None,
+    budget: Budget | Mapping[str, Any] | None = None,
+    max_depth: int = 4,
+    verify: str = "counts",
+    storage_options: Mapping[str, Any] | None = None,
+    pool: str | None = None,
+    retries: int = 2,
+    approval_timeout: dt.timedelta = dt.timedelta(hours=20),
+    clock: Callable[[], int] | None = None,
+    **dag_kwargs: Any,
+) -> DAG:
+    """The autopilot DAG over the lake under `prefixes` (plus `tables`), its history appended at `history_uri`.
+
+    :param policy: a `LakePolicy`, a policy document (a mapping), a policy file's URI (YAML or JSON), or None
+        (Delta's table properties).
+    :param budget: a `Budget` or its keywords (`bytes`, `requests`, `seconds`, `parallelism`); None: unlimited.
+    :param verify: the row proof of each rewrite: "counts" (from the log) or "content" (reads the rows).
+    :param pool: the Airflow pool the per-table tasks run in (bounds how many tables run at once).
+    :param clock: epoch ms for the plan and the drivers (tests move time; default: the system clock).
+    """
+    prefix_list = [prefixes] if isinstance(prefixes, str) else list(prefixes)
+    options = dict(storage_options or {})
+    budget_ = _budget(budget)
+    dag_kwargs.setdefault("schedule", None)
+    dag_kwargs.setdefault("catchup", False)
+    dag_kwargs.setdefault("max_active_runs", 1)
+    params = {"approve": Param(False, type="boolean", description="run what needs approval without asking")}
+    table_kwargs: dict[str, Any] = {"map_index_template": "{{ table_label }}", **_retry_kwargs(retries)}
+    if pool:
+        table_kwargs["pool"] = pool
+
+    with DAG(dag_id, params=params, **dag_kwargs) as dag:
+
+        @task
+        def discover_tables() -> dict[str, Any]:
+            """The lake's tables (a prefix's or table's error is an entry, never the task's failure)."""
+            found = discover(prefix_list, tables=list(tables), max_depth=max_depth, storage_options=options)
+            return {"tables": list(found.tables), "errors": list(found.errors)}
+
+        @task
+        def plan_work(found: dict[str, Any]) -> dict[str, Any]:
+            """Each table's health from its log, planned within the budget: the work grouped per table."""
+            if isinstance(policy, Mapping):
+                lake_policy = parse_policy(policy)
+            else:
+                lake_policy = policy if isinstance(policy, LakePolicy) else load_policy(policy, options)
+            result = scan(found["tables"], policy=lake_policy, storage_options=options, now_ms=_now_ms(clock))
+            lake_plan = plan(result.healths, budget_, errors=[*found["errors"], *result.errors])
+            tables_ = sorted({t.table for t in lake_plan.tasks})
+            groups = [{"table_uri": t, "tasks": [x.to_dict() for x in lake_plan.for_table(t)]} for t in tables_]
+            return {
+                "groups": groups,
+                "needs_approval": [t.to_dict() for t in lake_plan.tasks if t.needs_approval],
+                "deferred": len(lake_plan.deferred),
+                "errors": lake_plan.errors,
+            }
+
+        @task.branch
+        def approval_needed(planned: dict[str, Any]) -> str:
+            ask = bool(planned["needs_approval"]) and not get_current_context()["params"]["approve"]
+            return "approve" if ask else "no_approval_needed"
+
+        if ApprovalOperator is not None:
+            approve = ApprovalOperator(
+                task_id="approve",
+                subject="Lake autopilot {{ dag.dag_id }}: run "
+                "{{ ti.xcom_pull(task_ids='plan_work')['needs_approval'] | length }} task(s) that need approval?",
+                body="{% for t in ti.xcom_pull(task_ids='plan_work')['needs_approval'] %}"
+                "- {{ t.operation }} of `{{ t.table }}`: {{ t.reason }}\n{% endfor %}",
+                defaults="Reject",
+                response_timeout=approval_timeout,
+            )
+        else:  # pragma: no cover - Airflow < 3.1
+
+            @task(task_id="approve")
+            def approval_unavailable() -> None:
+                raise AirflowSkipException("approval needs Airflow 3.1+: the work that needs it is not run")
+
+            approve = approval_unavailable().operator
+        # a Reject skips the approver's direct downstream only: this gate, not approved_work
+        approval_gate = EmptyOperator(task_id="approval_gate")
+        no_approval = EmptyOperator(task_id="no_approval_needed")
+
+        @task(trigger_rule="none_failed_min_one_success")
+        def approved_work(planned: dict[str, Any]) -> list[dict[str, Any]]:
+            """The groups to run: a task needing approval only when approved (or `params.approve`)."""
+            context = get_current_context()
+            approved = bool(context["params"]["approve"]) or bool(context["ti"].xcom_pull(task_ids="approve"))
+            out = []
+            for group in planned["groups"]:
+                kept = [t for t in group["tasks"] if approved or not t["needs_approval"]]
+                if kept:
+                    out.append({"table_uri": group["table_uri"], "tasks": kept})
+            return out
+
+        @task(**table_kwargs)
+        def optimize_table(group: dict[str, Any]) -> dict[str, Any]:
+            def run(t: Mapping[str, Any]) -> dict[str, Any]:
+                r = optimize(group["table_uri"], clock=clock, storage_options=options, **t["options"])
+                return {
+                    "version": r.version,
+                    "files_removed": len(r.removed),
+                    "files_added": len(r.added),
+                    "bytes_removed": sum(f.size for f in r.removed),
+                    "bytes_added": sum(f.size for f in r.added),
+                    "actual_files_removed": len(r.removed) - len(r.added),
+                    "versions": list(r.versions),
+                }
+
+            return _run_step(group, "optimize", run)
+
+        @task(**table_kwargs)
+        def vacuum_table(group: dict[str, Any], optimized: dict[str, Any]) -> dict[str, Any]:
+            def run(t: Mapping[str, Any]) -> dict[str, Any]:
+                uri, kw = group["table_uri"], {"clock": clock, "storage_options": options, **t["options"]}
+                planned = vacuum(uri, dry_run=True, **kw)
+                done = vacuum(uri, dry_run=False, plan=planned.plan, **kw)  # exactly the plan it made
+                return {
+                    "version": done.plan.version,
+                    "files_removed": done.deleted,
+                    "bytes_removed": done.deleted_bytes,
+                    "actual_files_removed": done.deleted,
+                    "actual_bytes_reclaimed": done.deleted_bytes,
+                }
+
+            return _run_step(group, "vacuum", run)
+
+        @task(**table_kwargs)
+        def checkpoint_table(group: dict[str, Any], vacuumed: dict[str, Any]) -> dict[str, Any]:
+            def run(t: Mapping[str, Any]) -> dict[str, Any]:
+                from .delta.delta_log import DeltaLog
+
+                result = write_checkpoint(DeltaLog.of(group["table_uri"], options), clock=clock)
+                return {"version": getattr(result, "version", None)}
+
+            return _run_step(group, "checkpoint", run)
+
+        @task(**table_kwargs)
+        def log_cleanup_table(group: dict[str, Any], checkpointed: dict[str, Any]) -> dict[str, Any]:
+            def run(t: Mapping[str, Any]) -> dict[str, Any]:
+                r = cleanup_log(group["table_uri"], apply=True, clock=clock, storage_options=options, **t["options"])
+                return {"files_removed": r.deleted, "bytes_removed": r.num_bytes, "actual_files_removed": r.deleted}
+
+            return _run_step(group, "log_cleanup", run)
+
+        @task(**table_kwargs)
+        def prove(group: dict[str, Any], optimized: dict[str, Any], cleaned: dict[str, Any]) -> dict[str, Any]:
+            """The row proof of each OPTIMIZE commit; a mismatch fails the task (and is recorded)."""
+            _label(group)
+            proofs = []
+            try:
+                for version in optimized.get("versions") or []:
+                    p = prove_rewrite(group["table_uri"], version, verify=verify, storage_options=options)
+                    proofs.append(p.to_dict())
+            except DeltaError as exc:
+                proofs.append({"status": "mismatch", "error_class": type(exc).__name__, "error": str(exc)})
+                raise
+            finally:
+                get_current_context()["ti"].xcom_push(key="proofs", value=proofs)
+            return {"table": group["table_uri"], "proofs": proofs}
+
+        @task_group(group_id="table")
+        def table_work(group: dict[str, Any]) -> Any:
+            optimized = optimize_table(group)
+            vacuumed = vacuum_table(group, optimized)
+            checkpointed = checkpoint_table(group, vacuumed)
+            cleaned = log_cleanup_table(group, checkpointed)
+            return prove(group, optimized, cleaned)
+
+        @task(trigger_rule="all_done")
+        def record(planned: dict[str, Any] | None, groups: list[dict[str, Any]] | None) -> dict[str, Any]:
+            """Every table's rows (done, failed, proof status) and the plan's errors: one commit to the history."""
+            context = get_current_context()
+            ti, run_id = context["ti"], context["run_id"]
+            rows: list[dict[str, Any]] = []
+            for i, _group in enumerate(groups or []):
+                proofs = ti.xcom_pull(task_ids="table.prove", key="proofs", map_indexes=i) or []
+                for op in STEPS:
+                    row = ti.xcom_pull(task_ids=f"table.{op}_table", key=ROW_KEY, map_indexes=i)
+                    if not row:
+                        continue
+                    row = dict(row)
+                    if op == "optimize":
+                        row["proof"] = _proof_status(proofs)
+                        rows_before = [p.get("rows_before") for p in proofs if p.get("rows_before") is not None]
+                        row["rows_before"] = sum(rows_before) if rows_before else None
+                        rows_after = [p.get("rows_after") for p in proofs if p.get("rows_after") is not None]
+                        row["rows_after"] = sum(rows_after) if rows_after else None
+                    row.pop("versions", None)
+                    rows.append(row)
+            now = dt.datetime.now(dt.UTC).isoformat()
+            for e in (planned or {}).get("errors") or []:
+                rows.append(
+                    {
+                        "table": e.get("table") or e.get("prefix"),
+                        "operation": "scan",
+                        "status": "failed",
+                        "started": now,
+                        "ended": now,
+                        "error_class": e.get("error_class"),
+                        "error_message": (e.get("message") or e.get("error") or "")[:2000] or None,
+                    }
+                )
+            for row in rows:
+                row.update(run_id=run_id, dag_id=dag.dag_id)
+            version = record_runs(history_uri, rows, storage_options=options)
+            return {"history_version": version, "rows": len(rows)}
+
+        found = discover_tables()
+        planned = plan_work(found)
+        branch = approval_needed(planned)
+        branch >> [approve, no_approval]
+        approve >> approval_gate
+        work = approved_work(planned)
+        [approval_gate, no_approval] >> work
+        table_work.expand(group=work) >> record(planned, work)
+    return dag
+
+
+def _proof_status(proofs: Iterable[Mapping[str, Any]]) -> str | None:
+    statuses = [p.get("status") for p in proofs]
+    if not statuses:
+        return None
+    for status in ("mismatch", "unproven"):
+        if status in statuses:
+            return status
+    return "proven"
