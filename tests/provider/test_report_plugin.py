@@ -1,11 +1,11 @@
 """The "Delta report" link opens in a browser through Airflow's own API server (the provider plugin).
 
-Real components: `airflow db migrate`, `airflow dags test` of a DAG with the three operators that write HTML
-reports (jobs in the worker process), then a real `airflow api-server` on 127.0.0.1 with the simple auth
-manager (passwords from a file) and a headless Chromium carrying the UI's token cookie. Each report kind
-answers 200 to a logged-in user, renders (its charts are inline SVG, no image missing, no console error) and
-is screenshotted; without a token the answer is 401, with a forged one 403; the link Airflow stored for the
-task is the plugin's page.
+Real components: `airflow db migrate`, `airflow dags test` of a DAG with six operators that write HTML
+reports (snapshot, tombstones, VACUUM plan, OPTIMIZE, checkpoint, log cleanup; jobs in the worker process),
+then a real `airflow api-server` on 127.0.0.1 with the simple auth manager (passwords from a file) and a
+headless Chromium carrying the UI's token cookie. Each report kind answers 200 to a logged-in user, renders
+(its charts are inline SVG, no image missing, no console error) and is screenshotted; without a token the
+answer is 401, with a forged one 403; the link Airflow stored for the task is the plugin's page.
 """
 
 from __future__ import annotations
@@ -30,13 +30,14 @@ from deltalake import DeltaTable, write_deltalake
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
 DAG_ID = "delta_report_plugin_test"
-REPORT_TASKS = ("replay", "tombstones", "vacuum_plan")
+REPORT_TASKS = ("replay", "tombstones", "vacuum_plan", "optimize", "checkpoint", "log_cleanup")
 DAG_FILE = """
 import pendulum
 from airflow.sdk import dag
 
 from airflow_delta_provider.operators.delta import (
-    DeltaVacuumOperator, SnapshotReplayOperator, TombstoneReportOperator,
+    DeltaCheckpointOperator, DeltaLogCleanupOperator, DeltaOptimizeOperator, DeltaVacuumOperator,
+    SnapshotReplayOperator, TombstoneReportOperator,
 )
 
 COMMON = dict(table_uri={table!r}, submit=False, result_uri={results!r})
@@ -48,7 +49,10 @@ def reports():
     tombstones = TombstoneReportOperator(task_id="tombstones", retention_hours=0, **COMMON)
     plan = DeltaVacuumOperator(task_id="vacuum_plan", dry_run=True, retention_hours=0,
                                enforce_retention_duration=False, untracked_grace_hours=0, **COMMON)
-    replay >> tombstones >> plan
+    optimize = DeltaOptimizeOperator(task_id="optimize", **COMMON)
+    checkpoint = DeltaCheckpointOperator(task_id="checkpoint", **COMMON)
+    cleanup = DeltaLogCleanupOperator(task_id="log_cleanup", retention_hours=0, **COMMON)
+    replay >> tombstones >> plan >> optimize >> checkpoint >> cleanup
 
 
 reports()
