@@ -427,8 +427,11 @@ class _Run:
 
     def health_extras(self, body: Mapping[str, Any], result_uri: str) -> dict[str, Any]:
         """A maintenance report's table health (before and after a rewrite; files with their stats, read in
-        this process) and the earlier runs of the same task beside `result_uri`."""
+        this process, local engine only) and the earlier runs of the same task beside `result_uri`."""
         action, o = self.request.action, self.request.options
+        runs = previous_runs(result_uri, action, self.request.table, self.options)
+        if self.engine != "local":  # reading every file's stats would collect the table to the driver
+            return {"runs": runs}
         mb = getattr(o, "small_file_mb", None)
         small = DEFAULT_SMALL_FILE_BYTES if mb is None else int(mb * 1024 * 1024)
         log = self._local_log()
@@ -441,7 +444,7 @@ class _Run:
         else:
             snap = log.snapshot_at(version=body["version"]) if action == "checkpoint" else log.snapshot
             health["after"] = snapshot_health(snap, small)
-        return {"health": health, "runs": previous_runs(result_uri, action, self.request.table, self.options)}
+        return {"health": health, "runs": runs}
 
     def _commit_checks(self, version: int, spec: Mapping[str, Any]) -> dict[str, Any]:
         """`since_version`'s part of a snapshot result: every version and commit in (since, version]."""
@@ -516,7 +519,10 @@ def execute(
         if result_uri and request.action in REPORT_KINDS and formats:
             extras = state.report_extras(body)
             if request.action in HEALTH_KINDS:
-                extras = {**extras, **state.health_extras(body, result_uri)}
+                try:
+                    extras = {**extras, **state.health_extras(body, result_uri)}
+                except Exception as exc:  # the operation stands: its report goes without the table's health
+                    extras = {**extras, "report_errors": {"health": f"{type(exc).__name__}: {exc}"}}
             body, result = {**body, **extras}, {**result, **extras}
             for fmt in formats:
                 uri = sibling(result_uri, fmt)
