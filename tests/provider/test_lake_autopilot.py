@@ -1,7 +1,8 @@
 """The lake autopilot DAG (`airflow_delta_provider.autopilot.lake_autopilot_dag`) end to end in `dag.test()` on a
 lake of delta-rs tables: every planned operation happens (delta-rs reads the same rows after, the rewrite's row
-proof passes), the history table holds one row per (table, operation) and delta-rs reads it, and a second run
-plans no new compaction for the compacted table."""
+proof passes), a table whose OPTIMIZE fails fails only its own tasks and is recorded with its error, the history
+table holds one row per (table, operation) and delta-rs reads it, and a second run plans no new compaction for the
+compacted table."""
 
 from __future__ import annotations
 
@@ -65,6 +66,9 @@ def _lake(root: Path) -> Path:
     for _ in range(3):
         _append(root / "old")
     DeltaTable(str(root / "old")).create_checkpoint()
+    for _ in range(4):  # planned from its log, then its OPTIMIZE fails: a data file is gone
+        _append(root / "broken", "a")
+    next((root / "broken" / "p=a").glob("*.parquet")).unlink()
     return root
 
 
@@ -107,18 +111,30 @@ def test_the_autopilot_runs_the_plan_proves_it_and_records_it(airflow_db: str, t
     plan = xcom_return(run.run_id, "plan_work")
     uri = {n: "file://" + str(lake / n) for n in names}
     planned = {(t["table"], t["operation"]) for g in plan["groups"] for t in g["tasks"]}
-    assert planned == {
+    broken = "file://" + str(lake / "broken")
+    assert planned - {(broken, "optimize")} == {
         (uri["sales/small"], "optimize"),
         (uri["gone/tombstones"], "vacuum"),
         (uri["deep/er/longlog"], "checkpoint"),
         (uri["old"], "log_cleanup"),
     }
     assert [t["operation"] for t in plan["needs_approval"]] == ["vacuum"]
+    assert (broken, "optimize") in planned
     states = task_states(run.run_id)
     assert states["approve"] == "skipped" and states["record"] == "success", states
     mapped = _mapped("lake_autopilot_test", run.run_id)
-    assert len(mapped) == 5 * len(plan["groups"]) and {m[3] for m in mapped} == {"success"}, mapped
-    assert {m[2] for m in mapped} == {g["table_uri"] for g in plan["groups"]}  # named after the table
+    index = {g["table_uri"]: i for i, g in enumerate(plan["groups"])}
+    assert len(mapped) == 5 * len(index)
+    # the broken table's tasks fail, and only its tasks (those that ran are named after their table)
+    assert {(m[0], m[3]) for m in mapped if m[1] == index[broken]} == {
+        ("table.optimize_table", "failed"),
+        *(
+            (f"table.{t}", "upstream_failed")
+            for t in ("vacuum_table", "checkpoint_table", "log_cleanup_table", "prove")
+        ),
+    }
+    assert {m[3] for m in mapped if m[1] != index[broken]} == {"success"}, mapped
+    assert {(m[1], m[2]) for m in mapped if m[3] != "upstream_failed"} == {(i, t) for t, i in index.items()}
 
     # every planned operation happened, and delta-rs reads the same rows
     assert {n: _rows(lake / n) for n in names} == before
@@ -136,9 +152,13 @@ def test_the_autopilot_runs_the_plan_proves_it_and_records_it(airflow_db: str, t
     hist = DeltaTable(str(history))
     assert hist.version() == recorded["history_version"] == 1  # version 0 created it
     rows = hist.to_pyarrow_table().to_pylist()
-    assert {(r["table"], r["operation"], r["status"]) for r in rows} == {(t, o, "done") for t, o in planned}
+    assert {(r["table"], r["operation"], r["status"]) for r in rows} == {
+        (t, o, "failed" if t == broken else "done") for t, o in planned
+    }
     assert len(rows) == len(planned) and {r["run_id"] for r in rows} == {run.run_id}
-    opt = next(r for r in rows if r["operation"] == "optimize")
+    failed = next(r for r in rows if r["table"] == broken)
+    assert failed["error_class"] == "LogCorruptedError" and "parquet" in failed["error_message"].lower()
+    opt = next(r for r in rows if (r["table"], r["operation"]) == (uri["sales/small"], "optimize"))
     assert opt["proof"] == "proven" and opt["rows_before"] == opt["rows_after"] == 18
     assert opt["files_removed"] == 6 and opt["files_added"] == 1 and opt["est_value"] > 0
     assert hist.history(1)[0]["operation"] == "WRITE"
