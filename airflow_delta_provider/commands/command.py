@@ -441,6 +441,8 @@ class _Run:
             health["before"] = snapshot_health(log.snapshot_at(version=body["read_version"]), small, target)
             if not body.get("dry_run", True) and body.get("version") is not None:
                 health["after"] = snapshot_health(log.snapshot_at(version=body["version"]), small, target)
+            elif action == "restore":  # a plan: the table as it would be, the target version's state
+                health["after"] = snapshot_health(log.snapshot_at(version=body["target_version"]), small)
         else:
             snap = log.snapshot_at(version=body["version"]) if action == "checkpoint" else log.snapshot
             health["after"] = snapshot_health(snap, small)

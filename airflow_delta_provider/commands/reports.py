@@ -38,9 +38,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..delta.snapshot import Snapshot
 
 #: The result kinds these renderings know.
-REPORT_KINDS = ("tombstones", "snapshot", "vacuum", "optimize", "purge", "checkpoint", "cleanup_log")
-#: Rewrites: the table's health is read before (at `read_version`) and after (at `version`).
-REWRITE_KINDS = ("optimize", "purge")
+REPORT_KINDS = ("tombstones", "snapshot", "vacuum", "optimize", "purge", "checkpoint", "cleanup_log", "restore")
+#: Rewrites (and RESTORE): the table's health is read before (at `read_version`) and after (at `version`).
+REWRITE_KINDS = ("optimize", "purge", "restore")
 #: Kinds whose report shows the table's health, what changed since the previous run and the runs' chart.
 HEALTH_KINDS = (*REWRITE_KINDS, "checkpoint", "cleanup_log")
 #: Most earlier runs the charts across runs show.
@@ -569,6 +569,39 @@ def _cleanup_markdown(result: Mapping[str, Any]) -> tuple[str, list[str], list[_
     return f"Log cleanup report: {result['table']}", lines, sections
 
 
+def _restore_markdown(result: Mapping[str, Any]) -> tuple[str, list[str], list[_Section]]:
+    health = result.get("health") or {}
+    before, after = health.get("before"), health.get("after")
+    m, dry_run = result.get("metrics") or {}, result.get("dry_run", True)
+    restored = f"{m.get('numRestoredFiles', 0)} files ({human_bytes(m.get('restoredFilesSize'))})"
+    removed = f"{m.get('numRemovedFiles', 0)} files ({human_bytes(m.get('removedFilesSize'))})"
+    lines = [
+        f"Table: {result['table']}",
+        f"Read version: {result['read_version']}; restore to version {result['target_version']}"
+        + (f" (timestamp {result['timestamp']})" if result.get("timestamp") else ""),
+        f"Dry run: nothing was written. It would restore {restored} and remove {removed}." if dry_run
+        else f"Committed version {result['version']}: restored {restored}, removed {removed}",
+        f"Rows (from stats): {_count(_rows(before))} at version {result['read_version']}, "
+        f"{_count(_rows(after))} {'after' if not dry_run else 'at version ' + str(result['target_version'])}",
+        f"Missing files: {len(result.get('missing_files') or ())}"
+        + (" (restored without them: allow_partial)" if result.get("allow_partial") else ""),
+        f"Metadata changed: {'yes' if result.get('metadata_changed') else 'no'}; "
+        f"protocol changed: {'yes' if result.get('protocol_changed') else 'no'}",
+        f"Since the previous run: {_changes_text(result)}",
+    ]  # fmt: skip
+    sections: list[_Section] = [
+        (
+            "Per partition",
+            _health_headers(bool(before and after)),
+            _health_rows(after or before, before if after else None),
+        ),
+        ("Files restored", ["path"], [[f] for f in (result.get("files_restored") or ())[:MAX_TABLE_ROWS]]),
+        ("Files removed", ["path"], [[f] for f in (result.get("files_removed") or ())[:MAX_TABLE_ROWS]]),
+        ("Missing files", ["path"], [[f] for f in (result.get("missing_files") or ())[:MAX_TABLE_ROWS]]),
+    ]
+    return f"RESTORE report: {result['table']}", lines, sections
+
+
 def render_markdown(kind: str, result: Mapping[str, Any]) -> str:
     """`result` (of the action `kind`, one of `REPORT_KINDS`) as Markdown: a title, a list, then a table per
     section that has rows."""
@@ -580,6 +613,7 @@ def render_markdown(kind: str, result: Mapping[str, Any]) -> str:
         "purge": _rewrite_markdown,
         "checkpoint": _checkpoint_markdown,
         "cleanup_log": _cleanup_markdown,
+        "restore": _restore_markdown,
     }
     title, lines, sections = parts[_check_kind(kind)](result)
     out = [f"# {title}", "", *(f"- {line}" for line in lines)]
@@ -728,6 +762,22 @@ def _cleanup_context(result: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _restore_context(result: Mapping[str, Any]) -> dict[str, Any]:
+    dry_run = result.get("dry_run", True)
+    context = _health_context(result)
+    return {
+        **context,
+        "title": f"RESTORE {'plan' if dry_run else 'report'}: {result['table']}",
+        "r": result,
+        "m": result.get("metrics") or {},
+        "dry_run": dry_run,
+        "rows_before": _rows(context["before"]),
+        "rows_after": _rows(context["after"]) if context["before"] else None,
+        **_capped("restored", list(result.get("files_restored") or ())),
+        **_capped("removed", list(result.get("files_removed") or ())),
+    }
+
+
 def render_html(kind: str, result: Mapping[str, Any]) -> str:
     """`result` (of the action `kind`, one of `REPORT_KINDS`) as one self-contained HTML page."""
     from .. import __version__
@@ -740,6 +790,7 @@ def render_html(kind: str, result: Mapping[str, Any]) -> str:
         "purge": _rewrite_context,
         "checkpoint": _checkpoint_context,
         "cleanup_log": _cleanup_context,
+        "restore": _restore_context,
     }
     context = contexts[_check_kind(kind)](result)
     page = _environment().get_template(f"{kind}.html.j2").render(**context, kind=kind, provider_version=__version__)

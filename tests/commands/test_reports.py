@@ -285,8 +285,8 @@ def test_every_kind_renders_both_formats_and_unknown_kinds_are_refused(tmp_path:
     for kind, result in results.items():
         assert render_html(kind, result).startswith("<!doctype html>")
         assert render_markdown(kind, result).startswith("# ")
-    with pytest.raises(ValueError, match="no report for 'restore'"):
-        render_html("restore", {})
+    with pytest.raises(ValueError, match="no report for 'repair'"):
+        render_html("repair", {})
 
 
 # -- maintenance reports: real operations on delta-rs tables, through `commands.execute` -------------------
@@ -338,6 +338,7 @@ def _maintenance_results(tmp_path: Path) -> dict[str, tuple[dict[str, Any], Path
     out["cleanup_log"] = (cleanup, table)
     dv = copy_table("delta-golden/dv-partitioned-with-checkpoint", tmp_path / "dv")
     out["purge"] = (_execute(dv, "purge", results / "purge" / "run.json", apply=True), dv)
+    out["restore"] = (_execute(table, "restore", results / "restore" / "run.json", version=3, apply=True), table)
     return out
 
 
@@ -428,6 +429,29 @@ def test_purge_report_on_a_corpus_table_with_deletion_vectors(tmp_path: Path) ->
     assert f"- Rows before: {rows}; after: {rows} (equal: a rewrite changes no data)" in md
     assert f"- Deleted rows purged: {done['num_deleted_rows_purged']}" in md and done["num_deleted_rows_purged"] > 0
     assert "<title>PURGE report: " in page and "deleted rows purged" in page
+
+
+def test_restore_report_plan_then_apply(tmp_path: Path) -> None:
+    from deltalake import DeltaTable
+
+    table = _small_appends(tmp_path / "t", 4)
+    DeltaTable(str(table)).delete("part = 'p1'")  # version 4: 20 rows left
+    folder = tmp_path / "results" / "restore"
+    plan = _execute(table, "restore", folder / "1.json", version=3)
+    md, page = _pages(plan)
+    assert plan["health"]["before"]["totals"]["rows"] == 20 and plan["health"]["after"]["totals"]["rows"] == 40
+    assert "- Read version: 4; restore to version 3" in md
+    assert "- Dry run: nothing was written. It would restore 2 files (" in md and "and remove 0 files (0 B)." in md
+    assert "- Rows (from stats): 20 at version 4, 40 at version 3" in md and "first run" in md
+    assert "<title>RESTORE plan: " in page and ">20 → 40</div>" in page
+
+    done = _execute(table, "restore", folder / "2.json", version=3, apply=True)
+    assert _deltars_rows(table) == 40 and done["version"] == 5
+    md, page = _pages(done)
+    assert "- Committed version 5: restored 2 files (" in md and "- Rows (from stats): 20 at version 4, 40 after" in md
+    assert "- Since the previous run: version 3 -> 5: files ±0, bytes ±0 B, small files ±0, rows ±0" in md
+    assert "| part=p1 | 0 | 2 | " in md  # the partition the delete emptied is back
+    assert _charts(page) == ["chart-health", "chart-runs"] and "<h2>Files restored</h2>" in page
 
 
 def test_table_health_counts_rows_and_names_compacted_partitions() -> None:
@@ -530,7 +554,9 @@ def test_the_browser_check_sees_console_errors(tmp_path: Path, browser) -> None:
 
 def test_maintenance_reports_in_a_browser(tmp_path: Path, browser) -> None:
     charts = ["Files per partition", "Files and bytes across runs"]
-    for kind, (result, _) in _maintenance_results(tmp_path).items():
+    results = _maintenance_results(tmp_path)
+    assert set(results) == set(REPORT_KINDS) - {"tombstones", "snapshot", "vacuum"}
+    for kind, (result, _) in results.items():
         shot = ARTIFACTS / f"report-{kind}.png"
         loaded = browser.load(Path(result["reports"]["html"]), inspect=_INSPECT, screenshot=shot)
         assert loaded.console_errors == [], kind
