@@ -27,6 +27,7 @@ from airflow_delta_provider.delta.protocol.lake_proof import (
     prove_content,
     prove_counts,
 )
+from tests.conftest import copy_table
 
 
 def _add(path: str, rows: int | None, *, change: bool = False, dv: int | None = None) -> object:
@@ -138,3 +139,21 @@ def test_bad_arguments(tmp_path: Path) -> None:
         prove_rewrite(str(root), 0)
     assert info.value.argument == "version"
     assert MISMATCH == "mismatch"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "delta-golden/dv-partitioned-with-checkpoint",
+        "delta-golden/dv-with-columnmapping",
+        "delta-kernel-java/basic-dv-no-checkpoint",
+        "delta-kernel-java/basic-dv-with-checkpoint",
+    ],
+)
+def test_rewrites_of_corpus_tables_prove_on_content(tmp_path: Path, name: str) -> None:
+    """Deletion vectors, column mapping and checkpoints: our OPTIMIZE's commit proves on counts and content."""
+    path = copy_table(name, tmp_path)
+    result = optimize(str(path), target_size=1024**3)
+    assert result.version is not None and result.removed
+    proof = prove_rewrite(str(path), result.version, verify="content")
+    assert proof.status == PROVEN and proof.rows_before == proof.rows_after == proof.digest_after.rows

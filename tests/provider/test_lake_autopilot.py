@@ -172,3 +172,20 @@ def test_the_autopilot_runs_the_plan_proves_it_and_records_it(airflow_db: str, t
     assert task_states(second.run_id)["record"] == "success"
     assert {n: _rows(lake / n) for n in names} == before
     json.dumps(replanned)
+
+
+def test_the_example_dag_parses_without_io(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """dags/delta_lake_autopilot.py builds its DAG from the environment, touching no store at parse time."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    monkeypatch.setenv("DELTA_LAKE_PREFIXES", f"{tmp_path / 'nowhere'},s3://no-such-bucket/lake")
+    monkeypatch.setenv("DELTA_LAKE_BUDGET_BYTES", "1000")
+    bag = DagBag(dag_folder=str(Path(__file__).resolve().parents[2] / "dags" / "delta_lake_autopilot.py"))
+    assert bag.import_errors == {}
+    dag = bag.dags["delta_lake_autopilot"]
+    table_tasks = [t for t in dag.task_dict if t.startswith("table.")]
+    assert sorted(table_tasks) == sorted(
+        f"table.{t}" for t in ("optimize_table", "vacuum_table", "checkpoint_table", "log_cleanup_table", "prove")
+    )
+    assert dag.task_dict["record"].trigger_rule == "all_done"
+    assert not (tmp_path / "nowhere").exists()
