@@ -234,7 +234,7 @@ def lake_autopilot_dag(
                 planned = vacuum(uri, dry_run=True, **kw)
                 done = vacuum(uri, dry_run=False, plan=planned.plan, **kw)  # exactly the plan it made
                 return {
-                    "version": done.plan.version,
+                    "version": done.audit_versions[-1] if done.audit_versions else None,  # VACUUM END
                     "files_removed": done.deleted,
                     "bytes_removed": done.deleted_bytes,
                     "actual_files_removed": done.deleted,
@@ -249,7 +249,7 @@ def lake_autopilot_dag(
                 from .delta.delta_log import DeltaLog
 
                 result = write_checkpoint(DeltaLog.of(group["table_uri"], options), clock=clock)
-                return {"version": getattr(result, "version", None)}
+                return {"version": result.version, "bytes_added": result.size_in_bytes}
 
             return _run_step(group, "checkpoint", run)
 

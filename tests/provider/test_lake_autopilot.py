@@ -141,7 +141,8 @@ def test_the_autopilot_runs_the_plan_proves_it_and_records_it(airflow_db: str, t
     small = DeltaTable(str(lake / "sales" / "small"))
     assert small.history(1)[0]["operation"] == "OPTIMIZE"
     assert len([u for u in small.file_uris() if "p=a" in u]) == 1
-    assert {f.name for f in (lake / "gone" / "tombstones").glob("*.parquet")} < tombstoned  # vacuumed
+    gone_left = {f.name for f in (lake / "gone" / "tombstones").glob("*.parquet")}
+    assert gone_left < tombstoned  # vacuumed
     assert (lake / "deep" / "er" / "longlog" / "_delta_log" / "_last_checkpoint").exists()
     assert sorted(p.name for p in (lake / "old" / "_delta_log").glob("*.json")) != old_log  # log cleaned
     DeltaTable(str(lake / "old")).to_pyarrow_table()  # the table still reads at its latest version
@@ -161,6 +162,11 @@ def test_the_autopilot_runs_the_plan_proves_it_and_records_it(airflow_db: str, t
     opt = next(r for r in rows if (r["table"], r["operation"]) == (uri["sales/small"], "optimize"))
     assert opt["proof"] == "proven" and opt["rows_before"] == opt["rows_after"] == 18
     assert opt["files_removed"] == 6 and opt["files_added"] == 1 and opt["est_value"] > 0
+    by_op = {r["operation"]: r for r in rows if r["table"] != broken}
+    assert by_op["vacuum"]["files_removed"] == len(tombstoned - gone_left) > 0
+    longlog = json.loads((lake / "deep" / "er" / "longlog" / "_delta_log" / "_last_checkpoint").read_text())
+    assert by_op["checkpoint"]["version"] == longlog["version"]
+    assert by_op["log_cleanup"]["files_removed"] > 0 and all(r["actual_seconds"] >= 0 for r in rows)
     assert hist.history(1)[0]["operation"] == "WRITE"
 
     # a second run: the compacted partition is not compacted again
