@@ -346,7 +346,7 @@ def health_chart(health: Mapping[str, Any], before: Mapping[str, Any] | None = N
     ax.grid(axis="x", color="#dddddd")
     ax.legend(loc="lower right", frameon=False, fontsize="small")
     description = "Active files per partition, small ones in red"
-    description += ", beside the count before the rewrite" if prior else ""
+    description += ", beside the count at the version the run read" if prior else ""
     description += _of_largest(len(shown), len(ranked), "partitions")
     return _chart(fig, "chart-health", "Files per partition", description)
 

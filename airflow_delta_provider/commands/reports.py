@@ -255,9 +255,11 @@ def snapshot_health(snap: Snapshot, small_file_bytes: int, target_bytes: int | N
 
 
 def run_point(result: Mapping[str, Any], *, name: str = "", finished_ms: int | None = None) -> dict[str, Any] | None:
-    """One run's point on the charts across runs: the table after the run (a plan's: as it stands), or None."""
+    """One run's point on the charts across runs: the table after the run (a plan's: as it stands, not the
+    state a RESTORE plan shows), or None."""
     health = result.get("health") or {}
-    after = health.get("after") or health.get("before")
+    planned = result.get("dry_run") and health.get("before")
+    after = health["before"] if planned else health.get("after") or health.get("before")
     if not after:
         return None
     t = after["totals"]
