@@ -366,7 +366,9 @@ def runs_chart(points: Sequence[Mapping[str, Any]]) -> Chart | None:
         _style(ax)
         ax.grid(color="#eeeeee")
     files_ax.plot(xs, [p["files"] for p in points], color=_BLUE, marker="o", label="active files")
-    files_ax.plot(xs, [p["small_files"] for p in points], color=_RED, marker="o", linestyle="--", label="small files")
+    if all(p.get("small_files") is not None for p in points):
+        small = [p["small_files"] for p in points]
+        files_ax.plot(xs, small, color=_RED, marker="o", linestyle="--", label="small files")
     files_ax.set_ylabel("files")
     files_ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     files_ax.set_ylim(0, max(max(p["files"] for p in points), 1) * 1.1)

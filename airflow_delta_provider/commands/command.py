@@ -525,6 +525,8 @@ def execute(
                     extras = {**extras, **state.health_extras(body, result_uri)}
                 except Exception as exc:  # the operation stands: its report goes without the table's health
                     extras = {**extras, "report_errors": {"health": f"{type(exc).__name__}: {exc}"}}
+            elif request.action == "snapshot":
+                extras = {**extras, "runs": previous_runs(result_uri, "snapshot", request.table, state.options)}
             body, result = {**body, **extras}, {**result, **extras}
             for fmt in formats:
                 uri = sibling(result_uri, fmt)
@@ -608,7 +610,7 @@ def previous_runs(
                 stamp = info.get("mtime") or info.get("LastModified") or info.get("updated") or 0
                 stamp = stamp.timestamp() if hasattr(stamp, "timestamp") else float(stamp or 0)
                 entries.append((info["name"].rsplit("/", 1)[-1], stamp))
-    except (FileNotFoundError, NotADirectoryError, ValueError):
+    except (OSError, ValueError):  # no folder yet, or one this process may not list: no earlier runs
         return []
     names = sorted((mtime, name) for name, mtime in entries if name.endswith(".json") and name != own)
     points = []

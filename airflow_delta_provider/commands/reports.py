@@ -260,6 +260,10 @@ def run_point(result: Mapping[str, Any], *, name: str = "", finished_ms: int | N
     health = result.get("health") or {}
     planned = result.get("dry_run") and health.get("before")
     after = health["before"] if planned else health.get("after") or health.get("before")
+    summary = result.get("file_summary")
+    if not after and summary and result.get("num_files") is not None:  # a snapshot result: no row counts
+        totals = {"files": result["num_files"], "bytes": result.get("size_bytes"), "rows": None}
+        after = {"version": result.get("version"), "totals": {**totals, "small_files": summary.get("small_files")}}
     if not after:
         return None
     t = after["totals"]
@@ -687,7 +691,9 @@ def _failed_items(result: Mapping[str, Any]) -> list[str]:
 def _snapshot_context(result: Mapping[str, Any]) -> dict[str, Any]:
     rows = _version_rows(result)
     commit = result.get("commit_checks") or {}
-    charts = [c for c in (versions_chart(rows), size_chart(result), checks_chart(result, rows)) if c is not None]
+    # one checked version makes a one-point line: the runs of this task say more (when they were read)
+    over = runs_chart(_runs(result)) if len(rows) == 1 and "runs" in result else versions_chart(rows)
+    charts = [c for c in (over, size_chart(result), checks_chart(result, rows)) if c is not None]
     return {
         "title": f"Snapshot report: {result['table']}",
         "r": result,
@@ -697,6 +703,7 @@ def _snapshot_context(result: Mapping[str, Any]) -> dict[str, Any]:
         **_capped("failures", list(commit.get("failures") or ())),
         "failed_items": _failed_items(result),
         "has_checks": _has_checks(result),
+        "changes": _changes_text(result) if "runs" in result else None,
         "charts": charts,
     }
 

@@ -456,6 +456,20 @@ def test_restore_report_plan_then_apply(tmp_path: Path) -> None:
     assert _charts(page) == ["chart-health", "chart-runs"] and "<h2>Files restored</h2>" in page
 
 
+def test_snapshot_report_of_one_version_charts_the_runs_and_the_change(tmp_path: Path) -> None:
+    table = _small_appends(tmp_path / "t", 2)
+    folder = tmp_path / "results" / "replay"
+    checks = {"min_files": 1}
+    first = _execute(table, "snapshot", folder / "1.json", checks=checks)
+    assert first["runs"] == [] and "first run (no earlier result" in _pages(first)[1]
+    _small_appends(tmp_path / "t", 1, seed=3)
+    second = _execute(table, "snapshot", folder / "2.json", checks=checks)
+    _, page = _pages(second)
+    assert [(r["version"], r["files"]) for r in second["runs"]] == [(1, 2)]
+    assert _charts(page) == ["chart-runs", "chart-file-sizes"]  # not a one-point line over versions
+    assert "<dt>Since the previous run</dt><dd>version 1 -&gt; 2: files +1, bytes +" in page
+
+
 def test_table_health_counts_rows_and_names_compacted_partitions() -> None:
     def add(path: str, part: str, size: int, rows: int | None) -> AddFile:
         stats = None if rows is None else json.dumps({"numRecords": rows})
