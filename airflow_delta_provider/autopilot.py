@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from airflow.exceptions import AirflowOptionalProviderFeatureException
@@ -26,11 +26,7 @@ from airflow.sdk import DAG, Param, get_current_context, task, task_group
 from .delta.errors import DeltaError
 from .delta.lake import Budget, LakePolicy, discover, load_policy, parse_policy, plan, scan
 from .delta.lake.history import record_runs
-from .delta.lake.proof import prove_rewrite
-from .delta.maintenance.checkpoint import write_checkpoint
-from .delta.maintenance.log_cleanup import cleanup_log
-from .delta.maintenance.optimize import optimize
-from .delta.maintenance.vacuum import vacuum
+from .delta.lake.run import STEPS, prove_versions, run_task, with_proofs
 
 try:  # human-in-the-loop operators: Airflow 3.1+ (the module refuses to import before)
     from airflow.providers.standard.operators.hitl import ApprovalOperator
@@ -41,8 +37,6 @@ try:
 except ImportError:  # pragma: no cover - Airflow 3.0
     from airflow.exceptions import AirflowSkipException
 
-#: The per-table steps, in running order (the plan's operation names).
-STEPS = ("optimize", "vacuum", "checkpoint", "log_cleanup")
 #: Each table task's XCom key for its history row (read by `record` per map index, failed tasks included).
 ROW_KEY = "history_row"
 
@@ -73,41 +67,19 @@ def _label(group: Mapping[str, Any]) -> None:
     get_current_context()["table_label"] = group["table_uri"]  # type: ignore[typeddict-unknown-key]
 
 
-def _row(group: Mapping[str, Any], operation: str, planned: Mapping[str, Any] | None) -> dict[str, Any]:
-    cost, gain = (planned or {}).get("cost") or {}, (planned or {}).get("gain") or {}
-    return {
-        "table": group["table_uri"],
-        "operation": operation,
-        "started": dt.datetime.now(dt.UTC).isoformat(),
-        "est_bytes": (cost.get("bytes_read") or 0) + (cost.get("bytes_written") or 0) if planned else None,
-        "est_requests": sum((cost.get("requests") or {}).values()) if planned else None,
-        "est_seconds": cost.get("seconds"),
-        "est_files_removed": gain.get("files_removed"),
-        "est_bytes_reclaimed": gain.get("bytes_reclaimed"),
-        "est_value": gain.get("value"),
-    }
-
-
-def _run_step(
-    group: Mapping[str, Any], operation: str, run: Callable[[Mapping[str, Any]], dict[str, Any]]
+def _step(
+    group: Mapping[str, Any], operation: str, clock: Callable[[], int] | None, options: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """Run one planned step, pushing its history row (done, or failed with its error) before returning."""
+    """Run the table's planned `operation` (nothing when none is planned), pushing its history row to XCom
+    before any error propagates, so that `record` reads failed steps too."""
     _label(group)
+    task_ = _planned(group, operation)
+    if task_ is None:
+        return {"table": group["table_uri"], "operation": operation, "status": "not_planned"}
     ti = get_current_context()["ti"]
-    planned = _planned(group, operation)
-    row = _row(group, operation, planned)
-    if planned is None:
-        return {**row, "status": "not_planned"}
-    began = time.monotonic()
-    try:
-        row.update(run(planned), status="done")
-    except DeltaError as exc:
-        row.update(status="failed", error_class=type(exc).__name__, error_message=str(exc)[:2000])
-        raise
-    finally:
-        row.update(ended=dt.datetime.now(dt.UTC).isoformat(), actual_seconds=time.monotonic() - began)
-        ti.xcom_push(key=ROW_KEY, value=row)
-    return row
+    return run_task(
+        group["table_uri"], task_, clock=clock, storage_options=options, on_row=lambda r: ti.xcom_push(ROW_KEY, r)
+    )
 
 
 def lake_autopilot_dag(
@@ -213,63 +185,28 @@ def lake_autopilot_dag(
 
         @task(**table_kwargs)
         def optimize_table(group: dict[str, Any]) -> dict[str, Any]:
-            def run(t: Mapping[str, Any]) -> dict[str, Any]:
-                r = optimize(group["table_uri"], clock=clock, storage_options=options, **t["options"])
-                return {
-                    "version": r.version,
-                    "files_removed": len(r.removed),
-                    "files_added": len(r.added),
-                    "bytes_removed": sum(f.size for f in r.removed),
-                    "bytes_added": sum(f.size for f in r.added),
-                    "actual_files_removed": len(r.removed) - len(r.added),
-                    "versions": list(r.versions),
-                }
-
-            return _run_step(group, "optimize", run)
+            return _step(group, "optimize", clock, options)
 
         @task(**table_kwargs)
         def vacuum_table(group: dict[str, Any], optimized: dict[str, Any]) -> dict[str, Any]:
-            def run(t: Mapping[str, Any]) -> dict[str, Any]:
-                uri, kw = group["table_uri"], {"clock": clock, "storage_options": options, **t["options"]}
-                planned = vacuum(uri, dry_run=True, **kw)
-                done = vacuum(uri, dry_run=False, plan=planned.plan, **kw)  # exactly the plan it made
-                return {
-                    "version": done.audit_versions[-1] if done.audit_versions else None,  # VACUUM END
-                    "files_removed": done.deleted,
-                    "bytes_removed": done.deleted_bytes,
-                    "actual_files_removed": done.deleted,
-                    "actual_bytes_reclaimed": done.deleted_bytes,
-                }
-
-            return _run_step(group, "vacuum", run)
+            return _step(group, "vacuum", clock, options)
 
         @task(**table_kwargs)
         def checkpoint_table(group: dict[str, Any], vacuumed: dict[str, Any]) -> dict[str, Any]:
-            def run(t: Mapping[str, Any]) -> dict[str, Any]:
-                from .delta.delta_log import DeltaLog
-
-                result = write_checkpoint(DeltaLog.of(group["table_uri"], options), clock=clock)
-                return {"version": result.version, "bytes_added": result.size_in_bytes}
-
-            return _run_step(group, "checkpoint", run)
+            return _step(group, "checkpoint", clock, options)
 
         @task(**table_kwargs)
         def log_cleanup_table(group: dict[str, Any], checkpointed: dict[str, Any]) -> dict[str, Any]:
-            def run(t: Mapping[str, Any]) -> dict[str, Any]:
-                r = cleanup_log(group["table_uri"], apply=True, clock=clock, storage_options=options, **t["options"])
-                return {"files_removed": r.deleted, "bytes_removed": r.num_bytes, "actual_files_removed": r.deleted}
-
-            return _run_step(group, "log_cleanup", run)
+            return _step(group, "log_cleanup", clock, options)
 
         @task(**table_kwargs)
         def prove(group: dict[str, Any], optimized: dict[str, Any], cleaned: dict[str, Any]) -> dict[str, Any]:
             """The row proof of each OPTIMIZE commit; a mismatch fails the task (and is recorded)."""
             _label(group)
-            proofs = []
+            proofs: list[dict[str, Any]] = []
             try:
-                for version in optimized.get("versions") or []:
-                    p = prove_rewrite(group["table_uri"], version, verify=verify, storage_options=options)
-                    proofs.append(p.to_dict())
+                versions = optimized.get("versions") or ()
+                proofs = prove_versions(group["table_uri"], versions, verify=verify, storage_options=options)
             except DeltaError as exc:
                 proofs.append({"status": "mismatch", "error_class": type(exc).__name__, "error": str(exc)})
                 raise
@@ -297,15 +234,7 @@ def lake_autopilot_dag(
                     row = ti.xcom_pull(task_ids=f"table.{op}_table", key=ROW_KEY, map_indexes=i)
                     if not row:
                         continue
-                    row = dict(row)
-                    if op == "optimize":
-                        row["proof"] = _proof_status(proofs)
-                        rows_before = [p.get("rows_before") for p in proofs if p.get("rows_before") is not None]
-                        row["rows_before"] = sum(rows_before) if rows_before else None
-                        rows_after = [p.get("rows_after") for p in proofs if p.get("rows_after") is not None]
-                        row["rows_after"] = sum(rows_after) if rows_after else None
-                    row.pop("versions", None)
-                    rows.append(row)
+                    rows.append(with_proofs(row, proofs) if op == "optimize" else dict(row))
             now = dt.datetime.now(dt.UTC).isoformat()
             for e in (planned or {}).get("errors") or []:
                 rows.append(
@@ -333,13 +262,3 @@ def lake_autopilot_dag(
         [approval_gate, no_approval] >> work
         table_work.expand(group=work) >> record(planned, work)
     return dag
-
-
-def _proof_status(proofs: Iterable[Mapping[str, Any]]) -> str | None:
-    statuses = [p.get("status") for p in proofs]
-    if not statuses:
-        return None
-    for status in ("mismatch", "unproven"):
-        if status in statuses:
-            return status
-    return "proven"
