@@ -1,23 +1,18 @@
-"""Checkpoints written from Spark executors: the file list never reaches the driver.
+"""Checkpoints written from Spark executors (`SparkCheckpointExecutor`): the file list never reaches the driver.
 
-`SparkCheckpointExecutor` is the Spark engine's `CheckpointWriter`. The driver keeps the checks, the plan,
-the non-file actions, V2's top-level file and the verdict of the verification; the snapshot's reconciled
-file actions (`DistributedFileState.json_frame`) are hash-partitioned into n = ceil(file actions /
-`actions_per_sidecar`) partitions (Spark's `checkpoint.partSize` rule) and each `mapInArrow` task writes
-one file with `write.checkpoint_file.checkpoint_parquet`, the local writer's code: a V2 sidecar per
-partition with rows, else part i of n (an empty one included: PROTOCOL.md "Multi-part checkpoint" needs
-all n parts), the non-file actions in part 1; n = 1 is the classic `N.checkpoint.parquet`.
+The driver keeps the checks, the plan, the non-file actions, V2's top-level file and the verdict. The
+state's file actions are hash-partitioned into ceil(file actions / `actions_per_sidecar`) partitions (Spark's
+`checkpoint.partSize` rule) and each `mapInArrow` task writes one file with the local writer's
+`checkpoint_parquet`: a V2 sidecar, else part i of n (PROTOCOL.md "Multi-part checkpoint": all n parts,
+empty ones too; the non-file actions in part 1); n = 1 is the classic `N.checkpoint.parquet`.
 
-* Atomicity: each file is created with `put_if_absent`, read back (length, CRC-32) and carries this
-  write's id in its footer; n is raised past leftover parts of that version so an earlier attempt's files
-  are never mixed in; a part another writer created is a `ConcurrentModificationError`; a retried task
-  that finds its own id keeps the file (Spark's zombie-task rule). `_last_checkpoint` is written by
-  `maintenance.checkpoint` after everything is verified.
-* Verification: the written checkpoint alone is loaded again with the Spark engine; non-file actions
-  compare on the driver, file actions by count and by a sum of 128-bit row hashes (`rows_digest`) taken by
-  the writing tasks and by tasks over the re-read rows; the adds must number the snapshot's files (Spark's
-  `checkpointMismatchWithSnapshot`). On a difference or any failure, the files this call created are
-  deleted and `CheckpointMismatchError` (or the failure) is raised.
+* Atomicity: `put_if_absent`, read back (length, CRC-32), this write's id in each footer; n is raised past
+  leftover parts of the version; another writer's part is a `ConcurrentModificationError`; a retried task
+  finding its own id keeps the file (Spark's zombie-task rule).
+* Verification: the checkpoint alone is loaded again with the Spark engine; non-file actions compare on
+  the driver, file actions by count and a sum of 128-bit row hashes (`digest_row`); the adds must number
+  the snapshot's files (Spark's `checkpointMismatchWithSnapshot`). On a difference or any failure the
+  files this call created are deleted and `CheckpointMismatchError` (or the failure) is raised.
 """
 
 from __future__ import annotations

@@ -15,9 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 class SparkEngine(SparkReplay):
     """The state replayed on Spark (`SparkReplay`), and each operation's heavy work on the executors.
-
-    `storage_options` are the table's (fsspec): each executor task builds its own store from them (they
-    travel inside task closures, never in a DataFrame or a log line)."""
+    `storage_options` (the table's, fsspec) travel inside task closures, never in a DataFrame."""
 
     in_process = False
 

@@ -1,10 +1,10 @@
 """The Spark engine's state reconstruction (Delta's `Snapshot.stateReconstruction`), DataFrame API only.
 
 The driver builds the `LogSegment` as the local engine does. Spark reads the commits (whole files) and
-JSON checkpoint parts with its text reader; `mapInArrow` parses each line (`tasks.parse_task`); the few
+JSON checkpoint parts with its text reader; a Python UDF parses each line (`tasks.parse_text`); the few
 protocol, metadata, txn and domain actions are reconciled on the driver; the file actions are
 hash-partitioned by file key into `snapshot_partitions` partitions and each partition is replayed with
-the local engine's `InMemoryLogReplay` (`tasks.reconcile_task`). A parquet checkpoint's file actions stay
+the local engine's `InMemoryLogReplay`, key by key (`tasks.reconcile_key`). A parquet checkpoint's rows stay
 in the JVM: a checkpoint is reconciled state, so its rows no later commit touches are final
 (`frames.checkpoint_files`, a broadcast anti-join with the keys the commits touch).
 
@@ -53,12 +53,12 @@ from ...storage import LogStore, is_local, local_path, s3fs_options
 from .tasks import (
     BAD_LINE,
     FILE_ACTIONS,
-    FILES_SCHEMA,
-    PARSED_SCHEMA,
+    FILES_TYPE,
+    PARSED_TYPE,
     STATE_ACTIONS,
     commit_file_keys,
-    parse_task,
-    reconcile_task,
+    parse_text,
+    reconcile_key,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -74,7 +74,7 @@ DEFAULT_SNAPSHOT_PARTITIONS = 50
 DEFAULT_DRIVER_KEYS_MAX_BYTES = 16 << 20
 #: Threads the driver reads commit files with from an object store.
 _DRIVER_READ_THREADS = 8
-#: The summary columns of a reconciled file action (`tasks.FILES_SCHEMA`, `frames.checkpoint_files`).
+#: The summary columns of a reconciled file action (`tasks.FILES_TYPE`, `frames.checkpoint_files`).
 FLAT_COLUMNS = ("is_add", "path", "size", "partition_values", "deletion_ts")
 
 _T = TypeVar("_T")
@@ -125,7 +125,7 @@ def spark_path(uri: str) -> str:
 
 class DistributedFileState:
     """A snapshot's reconciled file actions, kept on the cluster: `replayed` (the commits' file actions
-    replayed by the executors, `tasks.FILES_SCHEMA`, persisted) and `checkpoint` (its rows no commit
+    replayed by the executors, `tasks.FILES_TYPE`, persisted) and `checkpoint` (its rows no commit
     touched). Same interface as the local `FileState`: reports are JVM aggregations (`frames`); the Arrow
     tables (`adds`, `removes`) collect the rows to the driver on first use only."""
 
@@ -370,7 +370,7 @@ class SparkReplay:
     # -- reading --------------------------------------------------------------------------------------
     def _parsed(self, segment: LogSegment, json_parts: Sequence[str] = ()) -> DataFrame:
         """Every line of the segment's commits (whole files) and of the JSON checkpoint parts, parsed on
-        the executors (`tasks.PARSED_SCHEMA`)."""
+        the executors (`tasks.PARSED_TYPE`)."""
         from pyspark.sql import functions as F
 
         path = F.col("_metadata.file_path").alias("path")
@@ -382,19 +382,15 @@ class SparkReplay:
             lines = self.spark.read.text([spark_path(p) for p in json_parts])
             sources.append(lines.select(path, F.monotonically_increasing_id().alias("pos"), "value"))
         if not sources:
-            return self.spark.createDataFrame([], PARSED_SCHEMA)
+            sources.append(self.spark.createDataFrame([], "path string, pos long, value string"))
         frame = sources[0] if len(sources) == 1 else sources[0].unionByName(sources[1])
-        return frame.mapInArrow(parse_task, PARSED_SCHEMA)
+        parsed = F.udf(parse_text, PARSED_TYPE, useArrow=False)("path", "pos", "value")
+        return frame.select(F.explode(parsed).alias("p")).select("p.*")
 
     @staticmethod
     def _json_sidecars(store: LogStore, path: str) -> list[str]:
-        out = []
-        for line in store.read_bytes(path).splitlines():
-            if b'"sidecar"' in line:
-                action = action_from_json(json.loads(line))
-                if isinstance(action, Sidecar):
-                    out.append(action.path)
-        return out
+        lines = [line for line in store.read_bytes(path).splitlines() if b'"sidecar"' in line]
+        return [a.path for a in (action_from_json(json.loads(line)) for line in lines) if isinstance(a, Sidecar)]
 
     @staticmethod
     def _parquet_part_actions(
@@ -453,7 +449,10 @@ class SparkReplay:
         except BaseException:
             parsed.unpersist()
             raise
-        files = keyed.repartition(self.snapshot_partitions, "key").mapInArrow(reconcile_task, FILES_SCHEMA)
+        by_key = keyed.repartition(self.snapshot_partitions, "key").groupBy("key")  # no second shuffle
+        actions = by_key.agg(F.collect_list(F.struct("version", "pos", "name", "body")).alias("a"))
+        reconcile = F.udf(reconcile_key, FILES_TYPE, useArrow=False)  # pickled rows: workers need no pyarrow
+        files = actions.select(F.explode(reconcile("a")).alias("f")).select("f.*")
         state = DistributedFileState(
             files.persist(StorageLevel.MEMORY_AND_DISK),
             table,

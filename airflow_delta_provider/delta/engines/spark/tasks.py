@@ -1,5 +1,6 @@
-"""What the Spark engine's executors run (`mapInArrow` functions). The module imports only the standard
-library, `actions` and `replay`; pyarrow is imported inside the tasks, which `mapInArrow` needs anyway."""
+"""What the Spark engine's executors run for a replay: plain Python UDFs (no Arrow), so a worker with nothing
+but pyspark (and this package via `--py-files`) runs them; this module imports only the standard library,
+`actions` and `replay`. Helpers for the operations' `mapInArrow` tasks sit here too."""
 
 from __future__ import annotations
 
@@ -18,14 +19,14 @@ _KNOWN = (*FILE_ACTIONS, *STATE_ACTIONS, "sidecar", "checkpointMetadata")
 
 #: (action name, version, position, body, file key: "" unless a file action)
 Parsed = tuple[str, int, int, dict[str, Any], str]
-#: `parse_task`'s output: one row per log line (`body` as JSON text).
-PARSED_SCHEMA = "name string, version long, pos long, body string, key string"
-_PARSED = ("name", "version", "pos", "body", "key")
-_SQL_TYPES = {"string": "string", "int64": "long", "bool": "boolean"}
-#: `reconcile_task`'s output: one row per reconciled file action, the summary columns beside its JSON.
-FILES_SCHEMA = (
-    "is_add boolean, path string, size long, partition_values map<string,string>, deletion_ts long, json string"
+#: `parse_text`'s result: the parsed lines of one text (`body` as JSON text).
+PARSED_TYPE = "array<struct<name:string,version:bigint,pos:bigint,body:string,key:string>>"
+#: `reconcile_key`'s result: the reconciled file actions, the summary columns beside their JSON.
+FILES_TYPE = (
+    "array<struct<is_add:boolean,path:string,size:bigint,partition_values:map<string,string>,"
+    "deletion_ts:bigint,json:string>>"
 )
+_SQL_TYPES = {"string": "string", "int64": "long", "bool": "boolean"}
 
 
 def ddl(fields: Iterable[tuple[str, Any]]) -> str:
@@ -92,45 +93,33 @@ def parse_line(record: tuple[int, int, str]) -> Parsed:
     return "", version, pos, {}, ""
 
 
-def parse_task(batches: Iterator[Any]) -> Iterator[Any]:
-    """`mapInArrow` over (path, pos, value) rows: a whole commit file (pos 0) or one line of a JSON
-    checkpoint (pos: its row id), as `PARSED_SCHEMA` rows, the version taken from the file name."""
-    import pyarrow as pa
-
-    for batch in batches:
-        rows = []
-        for path, start, text in batch_rows(batch, ("path", "pos", "value")):
-            for version, pos, line in commit_file_lines((path, text or "")):
-                name, _, _, body, key = parse_line((version, start + pos, line))
-                rows.append(dict(zip(_PARSED, (name, version, start + pos, json.dumps(body), key), strict=True)))
-        schema = pa.schema([(n, pa.string() if n in ("name", "body", "key") else pa.int64()) for n in _PARSED])
-        yield pa.RecordBatch.from_pylist(rows, schema=schema)
+def parse_text(path: str, start: int, text: str | None) -> list[tuple[Any, ...]]:
+    """A plain Python UDF: a whole commit file (`start` 0) or one line of a JSON checkpoint (`start`: its
+    row id) as `PARSED_TYPE` lines, the version taken from the file name."""
+    out = []
+    for version, pos, line in commit_file_lines((path, text or "")):
+        name, _, _, body, key = parse_line((version, start + pos, line))
+        out.append((name, version, start + pos, json.dumps(body), key))
+    return out
 
 
-def reconcile_task(batches: Iterator[Any]) -> Iterator[Any]:
-    """`mapInArrow` over one partition of file actions (hash-partitioned by file key): replayed in
-    (version, position) order with `InMemoryLogReplay`, the local engine's replay; `FILES_SCHEMA` rows."""
-    import pyarrow as pa
-
-    rows = [r for b in batches for r in batch_rows(b, _PARSED)]
-    rows.sort(key=lambda r: (r[1], r[2]))
+def reconcile_key(actions: list[Any]) -> list[tuple[Any, ...]]:
+    """A plain Python UDF over one file key's (version, pos, name, body) actions: replayed in (version,
+    position) order with `InMemoryLogReplay`, the local engine's replay; the result as `FILES_TYPE`."""
+    ordered = sorted(actions, key=lambda a: (a[0], a[1]))
     replay = InMemoryLogReplay()
-    replay.append(0, (a for a in (action_from_json({r[0]: json.loads(r[3])}) for r in rows) if a is not None))
-    out = [file_row(a) for a in (*replay.active_files.values(), *replay.tombstones.values())]
-    pv = pa.map_(pa.string(), pa.string())
-    types = {"is_add": pa.bool_(), "path": pa.string(), "size": pa.int64(), "partition_values": pv}
-    schema = pa.schema([*types.items(), ("deletion_ts", pa.int64()), ("json", pa.string())])
-    yield pa.RecordBatch.from_pylist(out, schema=schema)
+    replay.append(0, (x for x in (action_from_json({a[2]: json.loads(a[3])}) for a in ordered) if x is not None))
+    return [file_row(a) for a in (*replay.active_files.values(), *replay.tombstones.values())]
 
 
-def file_row(action: AddFile | RemoveFile) -> dict[str, Any]:
-    """A `FILES_SCHEMA` row of a reconciled file action."""
+def file_row(action: AddFile | RemoveFile) -> tuple[Any, ...]:
+    """A `FILES_TYPE` row of a reconciled file action."""
     is_add = isinstance(action, AddFile)
-    return {
-        "is_add": is_add,
-        "path": action.path,
-        "size": action.size,
-        "partition_values": None if action.partition_values is None else dict(action.partition_values),
-        "deletion_ts": None if is_add else action.deletion_timestamp,  # type: ignore[union-attr]
-        "json": json.dumps({action.action_name: action.to_json()}, separators=(",", ":")),
-    }
+    return (
+        is_add,
+        action.path,
+        action.size,
+        None if action.partition_values is None else dict(action.partition_values),
+        None if is_add else action.deletion_timestamp,  # type: ignore[union-attr]
+        json.dumps({action.action_name: action.to_json()}, separators=(",", ":")),
+    )

@@ -1,28 +1,20 @@
-"""VACUUM on Spark executors: the listing split by directory, the plan joined in Spark, deletes on the executors.
+"""VACUUM on Spark executors (`SparkVacuumExecutor`, the Spark engine's `VacuumExecutor`); the checks, the
+retention rules and the commits stay on the driver (`maintenance.vacuum`), the rules are `protocol.vacuum`'s.
 
-`SparkVacuumExecutor` is the Spark engine's `VacuumExecutor`: the checks, the retention rules and the
-`VACUUM START`/`END` commits stay on the driver (`maintenance.vacuum`); the rules are `protocol.vacuum`'s.
+* Listing (Delta's `recursiveListDirs`): one task lists the root one level, `parallelism` tasks list its
+  directories recursively; the per-file rules run where files are listed.
+* Plan: candidates anti-joined with the protected paths on the path and its DV alias; when the grace period
+  matters, left-joined with the expired tombstones so that young untracked files are counted, not planned.
+* Every persisted frame, and the delete tasks, get at most `parallelism` partitions, never
+  `spark.sql.shuffle.partitions`: a cached plan keeps its shuffles' partition count (a tiny table's VACUUM
+  ran 200 tasks per stage). The session's settings are never changed.
+* Dry run: with `plan_dir` the file list is written there (JSON lines) and named by the plan's `files_uri`;
+  the driver collects it only up to `collect_limit` files. Without `plan_dir` a larger plan carries
+  counts only and its files stay cached for this executor's apply (`release()` frees them).
+* Apply: the plan's files, hash-partitioned by path, re-validated on the executors (per-row rules, storage
+  now) and by the same joins, each dropped entry with its reason; the rest deleted in batches.
 
-* Listing (Delta's `DeltaFileOperations.recursiveListDirs`): one task lists the table root one level,
-  its directories spread over `parallelism` tasks that list them recursively; the per-file rules
-  (`listed_candidate`) run where files are listed, so only candidates leave the executors.
-* Plan: the candidates anti-joined with the protected paths (`protected_paths`) on the path and on its DV
-  alias (`dv_alias_key`); when the grace period for untracked files matters (`grace_matters`) they are
-  left-joined with the expired tombstones too and untracked young files are counted, not planned. The
-  protected paths are persisted and counted first and broadcast when at most `broadcast_limit`.
-* Partitions: every persisted frame, and the delete tasks, get at most `parallelism` partitions, never
-  `spark.sql.shuffle.partitions` (a cached plan keeps its shuffles' partition count, so a tiny table's
-  VACUUM otherwise ran 200 tasks per stage). The session's settings are never changed.
-* Dry run: with `plan_dir` the file list is written there as JSON lines and the plan records it in
-  `files_uri`; the driver gets counts per directory, and the file list only when at most `collect_limit`
-  files. A larger plan without `plan_dir` carries counts only; its files stay cached for this executor's
-  apply (`release()` frees them).
-* Apply: the plan's files, hash-partitioned by path, are re-validated on the executors against storage
-  (`refused_entry`, `plan_entry_relative`, duplicates, `recheck`) and the same joins, each dropped entry
-  with its reason; the rest are deleted in batches (`storage.batch.delete_relative`).
-
-DataFrame API only, so it also runs over Spark Connect. Each task builds its store from the table URI and
-the storage options, which travel inside the task's closure, never in a DataFrame.
+Each task builds its store from the table URI and the storage options (inside its closure).
 """
 
 from __future__ import annotations
@@ -313,11 +305,7 @@ def _default_parallelism(spark: SparkSession) -> int:
 class SparkVacuumExecutor:
     """The Spark engine's `VacuumExecutor` (see the module doc).
 
-    :param spark: the session (classic or Spark Connect).
-    :param storage_options: the table's storage options, for the stores the executors build.
-    :param plan_dir: where dry runs write their file lists (`<plan_dir>/vacuum-plan-v<version>-<uuid>/`);
-        without it a plan above `collect_limit` files carries counts only, and its file list stays cached
-        on the cluster (one plan at a time) until this executor applies it or `release()` is called.
+    :param plan_dir: where dry runs write their file lists (`<plan_dir>/vacuum-plan-v<version>-<uuid>/`).
     :param collect_limit: most files a plan (or the dropped files of a re-validation) collected to the driver.
     :param parallelism: listing tasks, and the most partitions a persisted frame or the delete tasks get
         (default: the session's default parallelism).
