@@ -340,10 +340,10 @@ def test_an_in_flight_write_committed_after_the_vacuum_still_reads(tmp_path: Pat
 
 # -- the Spark executor's per-row task runs the same rules (no JVM: the task is a plain Arrow function) -----
 def test_spark_entry_task_gives_the_local_reasons(tmp_path: Path) -> None:
-    """`engines.spark.vacuum.entry_task` over one Arrow batch of edited plan entries: the reasons it finds
+    """`engines.spark.vacuum_tasks.entry_task` over one Arrow batch of edited plan entries: the reasons it finds
     per row (the protected paths and the grace period's tracked set are joins on the driver, not here) are
     those the local re-validation reports, and an entry refusing the plan is flagged."""
-    from airflow_delta_provider.delta.engines.spark.vacuum import _ENTRY, REFUSED, entry_task
+    from airflow_delta_provider.delta.engines.spark.vacuum_tasks import _ENTRY, REFUSED, entry_task
 
     path = _table(tmp_path)
     _plant(path, "p=a/stray-gone.parquet")

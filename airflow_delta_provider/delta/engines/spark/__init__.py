@@ -2,8 +2,9 @@
 with the DataFrame API only (`mapInArrow`, joins, aggregations), so it also runs over Spark Connect.
 
 `state.py` reconstructs the state (`frames.py`: the JVM side, `tasks.py`: what executors run);
-`checkpoint.py`, `vacuum.py` and `optimize.py` are the executors `engine.SparkEngine` hands to the
-operations. Names are imported on first use: a Spark worker importing `tasks` does not load pyarrow.
+`checkpoint.py`, `vacuum.py` (its tasks in `vacuum_tasks.py`) and `optimize.py` are the executors
+`engine.SparkEngine` hands to the operations. Names are imported on first use: a Spark worker
+importing `tasks` does not load pyarrow.
 """
 
 from __future__ import annotations
