@@ -38,9 +38,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..delta.snapshot import Snapshot
 
 #: The result kinds these renderings know.
-REPORT_KINDS = ("tombstones", "snapshot", "vacuum", "optimize", "purge", "checkpoint", "cleanup_log", "restore")
+REPORT_KINDS = (
+    *("tombstones", "snapshot", "vacuum", "optimize", "purge", "checkpoint", "cleanup_log", "restore", "repair"),
+)
 #: Rewrites (and RESTORE): the table's health is read before (at `read_version`) and after (at `version`).
-REWRITE_KINDS = ("optimize", "purge", "restore")
+REWRITE_KINDS = ("optimize", "purge", "restore", "repair")
 #: Kinds whose report shows the table's health, what changed since the previous run and the runs' chart.
 HEALTH_KINDS = (*REWRITE_KINDS, "checkpoint", "cleanup_log")
 #: Most earlier runs the charts across runs show.
@@ -487,6 +489,12 @@ def _health_rows(health: Mapping[str, Any] | None, before: Mapping[str, Any] | N
     return rows
 
 
+def _health_section(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> _Section:
+    """Per partition: the table after the run, beside the file counts before it when both were read."""
+    both = bool(before and after)
+    return ("Per partition", _health_headers(both), _health_rows(after or before, before if both else None))
+
+
 def _health_headers(before: bool) -> list[str]:
     return ["partition", *(["files before"] if before else []), "files", "bytes", "small files", "state", "rows"]
 
@@ -523,11 +531,7 @@ def _rewrite_markdown(result: Mapping[str, Any]) -> tuple[str, list[str], list[_
         lines.append(f"Deleted rows purged: {result['num_deleted_rows_purged']}")
     lines.append(f"Since the previous run: {_changes_text(result)}")
     sections: list[_Section] = [
-        (
-            "Per partition",
-            _health_headers(bool(before and after)),
-            _health_rows(after or before, before if after else None),
-        ),
+        _health_section(before, after),
     ]
     return f"{name} report: {result['table']}", lines, sections
 
@@ -596,16 +600,36 @@ def _restore_markdown(result: Mapping[str, Any]) -> tuple[str, list[str], list[_
         f"Since the previous run: {_changes_text(result)}",
     ]  # fmt: skip
     sections: list[_Section] = [
-        (
-            "Per partition",
-            _health_headers(bool(before and after)),
-            _health_rows(after or before, before if after else None),
-        ),
+        _health_section(before, after),
         ("Files restored", ["path"], [[f] for f in (result.get("files_restored") or ())[:MAX_TABLE_ROWS]]),
         ("Files removed", ["path"], [[f] for f in (result.get("files_removed") or ())[:MAX_TABLE_ROWS]]),
         ("Missing files", ["path"], [[f] for f in (result.get("missing_files") or ())[:MAX_TABLE_ROWS]]),
     ]
     return f"RESTORE report: {result['table']}", lines, sections
+
+
+def _repair_markdown(result: Mapping[str, Any]) -> tuple[str, list[str], list[_Section]]:
+    health = result.get("health") or {}
+    before, after = health.get("before"), health.get("after")
+    missing = f"{result['num_missing']} of {result['num_files_checked']} files ({human_bytes(result['missing_bytes'])})"
+    lines = [
+        f"Table: {result['table']}",
+        f"Read version: {result['read_version']}",
+        f"Missing from storage: {missing}; rows lost: {_count(result.get('rows_lost'))}",
+        f"Dry run: nothing was written. A repair would remove the {result['num_missing']} missing files from the log."
+        if result.get("dry_run", True)
+        else f"Committed version {result['version']}: the missing files removed from the log"
+        if result.get("version") is not None
+        else "Nothing to repair: no commit",
+        f"Rows (from stats): {_count(_rows(before))} before, {_count(_rows(after))} after" if after
+        else f"Rows (from stats): {_count(_rows(before))}",
+        f"Since the previous run: {_changes_text(result)}",
+    ]  # fmt: skip
+    sections: list[_Section] = [
+        ("Missing files", ["path"], [[f] for f in (result.get("files_removed") or ())[:MAX_TABLE_ROWS]]),
+        _health_section(before, after),
+    ]
+    return f"Repair (FSCK) report: {result['table']}", lines, sections
 
 
 def render_markdown(kind: str, result: Mapping[str, Any]) -> str:
@@ -620,6 +644,7 @@ def render_markdown(kind: str, result: Mapping[str, Any]) -> str:
         "checkpoint": _checkpoint_markdown,
         "cleanup_log": _cleanup_markdown,
         "restore": _restore_markdown,
+        "repair": _repair_markdown,
     }
     title, lines, sections = parts[_check_kind(kind)](result)
     out = [f"# {title}", "", *(f"- {line}" for line in lines)]
@@ -787,6 +812,17 @@ def _restore_context(result: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _repair_context(result: Mapping[str, Any]) -> dict[str, Any]:
+    dry_run = result.get("dry_run", True)
+    return {
+        **_health_context(result),
+        "title": f"Repair (FSCK) {'plan' if dry_run else 'report'}: {result['table']}",
+        "r": result,
+        "dry_run": dry_run,
+        **_capped("missing", list(result.get("files_removed") or ())),
+    }
+
+
 def render_html(kind: str, result: Mapping[str, Any]) -> str:
     """`result` (of the action `kind`, one of `REPORT_KINDS`) as one self-contained HTML page."""
     from .. import __version__
@@ -800,6 +836,7 @@ def render_html(kind: str, result: Mapping[str, Any]) -> str:
         "checkpoint": _checkpoint_context,
         "cleanup_log": _cleanup_context,
         "restore": _restore_context,
+        "repair": _repair_context,
     }
     context = contexts[_check_kind(kind)](result)
     page = _environment().get_template(f"{kind}.html.j2").render(**context, kind=kind, provider_version=__version__)

@@ -285,8 +285,8 @@ def test_every_kind_renders_both_formats_and_unknown_kinds_are_refused(tmp_path:
     for kind, result in results.items():
         assert render_html(kind, result).startswith("<!doctype html>")
         assert render_markdown(kind, result).startswith("# ")
-    with pytest.raises(ValueError, match="no report for 'repair'"):
-        render_html("repair", {})
+    with pytest.raises(ValueError, match="no report for 'files'"):
+        render_html("files", {})
 
 
 # -- maintenance reports: real operations on delta-rs tables, through `commands.execute` -------------------
@@ -339,6 +339,7 @@ def _maintenance_results(tmp_path: Path) -> dict[str, tuple[dict[str, Any], Path
     dv = copy_table("delta-golden/dv-partitioned-with-checkpoint", tmp_path / "dv")
     out["purge"] = (_execute(dv, "purge", results / "purge" / "run.json", apply=True), dv)
     out["restore"] = (_execute(table, "restore", results / "restore" / "run.json", version=3, apply=True), table)
+    out["repair"] = (_execute(table, "repair", results / "repair" / "run.json"), table)
     return out
 
 
@@ -468,6 +469,28 @@ def test_snapshot_report_of_one_version_charts_the_runs_and_the_change(tmp_path:
     assert [(r["version"], r["files"]) for r in second["runs"]] == [(1, 2)]
     assert _charts(page) == ["chart-runs", "chart-file-sizes"]  # not a one-point line over versions
     assert "<dt>Since the previous run</dt><dd>version 1 -&gt; 2: files +1, bytes +" in page
+
+
+def test_repair_report_names_the_missing_files_and_the_rows_lost(tmp_path: Path) -> None:
+    from deltalake import DeltaTable
+
+    table = _small_appends(tmp_path / "t", 4)
+    lost = sorted(DeltaTable(str(table)).file_uris())[0]
+    os.remove(lost)
+    folder = tmp_path / "results" / "repair"
+    plan = _execute(table, "repair", folder / "1.json")
+    md, page = _pages(plan)
+    assert plan["num_missing"] == 1 and plan["rows_lost"] == 10
+    assert "- Missing from storage: 1 of 4 files (" in md and "rows lost: 10" in md
+    assert "<title>Repair (FSCK) plan: " in page and "1 active files are missing from storage" in page
+    assert os.path.basename(lost) in page
+    done = _execute(table, "repair", folder / "2.json", apply=True)
+    assert _deltars_rows(table) == 30  # delta-rs reads the repaired table
+    md, page = _pages(done)
+    assert f"- Committed version {done['version']}: the missing files removed from the log" in md
+    assert "- Rows (from stats): 40 before, 30 after" in md
+    assert "- Since the previous run: version 3 -> 4: files -1, bytes -" in md and "rows -10" in md
+    assert _charts(page) == ["chart-health", "chart-runs"]
 
 
 def test_table_health_counts_rows_and_names_compacted_partitions() -> None:
