@@ -142,3 +142,33 @@ def test_the_new_requests_travel_to_the_job_and_back(tmp_path: Path) -> None:
         argv = runner.job_argv(request, str(tmp_path / "r.json"))
         back = runner.request_from_job(runner.build_parser().parse_args(argv).request, str(tmp_path / "r.json"), {})
         assert back == request
+
+
+def test_lake_run_plans_unless_apply_then_runs_proves_and_records(tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    events = lake / "ops" / "events"
+    ten_files(events)  # ten small files: OPTIMIZE is planned
+    policy = tmp_path / "policy.json"
+    policy.write_text('{"defaults": {"min_small_files": 4}}')
+    rows, files = deltars_rows(events), listing(lake)
+    code, out, err = run("lake", "run", str(lake), "--policy", str(policy), "--json")
+    result = json.loads(out)
+    assert code == 0, err
+    assert result["apply"] is False and result["runs"] == [] and listing(lake) == files  # a plan only
+    assert any(t["operation"] == "optimize" for t in result["tasks"])
+    history = tmp_path / "history"
+    code, out, err = run(
+        *("lake", "run", str(lake), "--policy", str(policy)),
+        *("--apply", "--verify", "content", "--history", str(history), "--json"),
+    )
+    result = json.loads(out)
+    assert code == 0, err
+    optimized = [r for r in result["runs"] if r["operation"] == "optimize"]
+    assert optimized and all(r["status"] == "done" and r["proof"] == "proven" for r in optimized), result["runs"]
+    assert deltars_rows(events) == rows
+    assert not any(r["operation"] == "vacuum" for r in result["runs"])  # VACUUM only with --apply-vacuum
+    recorded = DeltaTable(str(history)).to_pyarrow_table().to_pylist()
+    assert result["history_version"] == DeltaTable(str(history)).version() and len(recorded) == len(result["runs"])
+    assert {(r["table"], r["operation"]) for r in recorded} == {(r["table"], r["operation"]) for r in result["runs"]}
+    code, out, _ = run("lake", "run", str(lake), "--verify", "bogus")
+    assert code == EXIT_USAGE

@@ -312,6 +312,7 @@ def _lake_command(action: str, show: Show) -> Callable[[argparse.Namespace, Text
 
 cmd_lake_scan = _lake_command("lake_scan", text.show_lake_scan)
 cmd_lake_plan = _lake_command("lake_plan", text.show_lake_plan)
+cmd_lake_run = _lake_command("lake_run", text.show_lake_run)
 #: argparse types of the options, each calling the one parser of its kind (`commands.arguments`).
 VERSION = cli_type(parse_count, "--version")
 
@@ -453,12 +454,17 @@ def build_parser() -> argparse.ArgumentParser:
         "recompute missing or stale file statistics, COMPUTE STATS (dry run unless --apply; rewrites no data)",
         cmd_stats_backfill,
     )
-    lake_help = "scan a lake's tables for their health, or plan their maintenance within a budget (reads only)"
+    lake_help = "scan a lake's tables for their health, plan their maintenance within a budget, or run the plan"
     lake = sub.add_parser("lake", help=lake_help, description=lake_help)
     lake = lake.add_subparsers(dest="lake_command", required=True, metavar="ACTION")
     for name, help_text, fn in (
         ("scan", "discover the tables under the prefixes and report each one's health", cmd_lake_scan),
         ("plan", "rank the maintenance worth doing on the lake's tables, cut to a budget", cmd_lake_plan),
+        (
+            "run",
+            "plan, then with --apply run each table's tasks, rewrites proved (VACUUM only with --apply-vacuum)",
+            cmd_lake_run,
+        ),
     ):
         p = lake.add_parser(name, help=help_text, description=help_text)
         p.prog = f"deltalog lake {name}"

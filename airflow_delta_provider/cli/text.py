@@ -338,3 +338,15 @@ def show_lake_plan(result: dict[str, Any], out: TextIO) -> None:
         f"{len(result['skipped'])} skipped\n"
     )
     _lake_errors(result, out)
+
+
+def show_lake_run(result: dict[str, Any], out: TextIO) -> None:
+    show_lake_plan(result, out)
+    if not result["apply"]:
+        out.write("plan only: --apply runs it (--apply-vacuum also deletes what the VACUUMs planned)\n")
+        return
+    keys = ("table", "operation", "status", "version", "proof", "error_class")
+    rows = [["" if r.get(k) is None else str(r.get(k)) for k in keys] for r in result["runs"]]
+    write_table(rows, list(keys), out)
+    if result["history_version"] is not None:
+        out.write(f"history: version {result['history_version']}\n")

@@ -9,6 +9,7 @@ import json
 import os
 import time
 import traceback
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
@@ -373,6 +374,30 @@ class _Run:
         by_table = [{"table": t, "tasks": [x.to_dict() for x in planned.for_table(t)]} for t in tables]
         return {"table": self.request.table, "discovery": found.to_dict(), **planned.to_dict(), "by_table": by_table}
 
+    def lake_run(self) -> dict[str, Any]:
+        """`lake_plan`, then (with `apply`) each table's tasks in order, rewrites proved; the rows appended to
+        the `history` table in one commit. A table's failure is its rows' error, never the others'."""
+        from ..delta.lake.history import record_runs
+        from ..delta.lake.run import run_table
+
+        o = self.request.options
+        planned = self.lake_plan()
+        rows: list[dict[str, Any]] = []
+        if o.apply:
+            for group in planned["by_table"]:
+                rows += run_table(
+                    group["table"],
+                    group["tasks"],
+                    verify=o.verify,
+                    apply_vacuum=o.apply_vacuum,
+                    clock=self._clock(),
+                    storage_options=self.options,
+                )
+        run_id = f"deltalog-{uuid.uuid4()}"  # one CLI or job run; the autopilot DAG records its DAG run's id
+        rows = [{"run_id": run_id, **row} for row in rows]
+        version = record_runs(o.history, rows, storage_options=self.options) if o.history and rows else None
+        return {**planned, "apply": o.apply, "runs": rows, "history_version": version}
+
     def snapshot_report(self) -> dict[str, Any]:
         o = self.request.options
         if o.since_version is not None:
@@ -483,6 +508,7 @@ ACTIONS: dict[str, Callable[[_Run], dict[str, Any]]] = {
     "stats_backfill": _Run.stats_backfill,
     "lake_scan": _Run.lake_scan,
     "lake_plan": _Run.lake_plan,
+    "lake_run": _Run.lake_run,
 }
 assert set(ACTIONS) == set(OPTIONS), "every action has a handler and an options class"
 #: Actions that read a whole table state (the ones `engine="auto"` sizes by their log segment).

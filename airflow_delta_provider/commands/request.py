@@ -313,6 +313,24 @@ class LakePlanOptions(LakeScanOptions):
     budget_seconds: float | None = _opt(None, _number(), "take at most about this many seconds", parse=parse_number)
 
 
+PROOFS = ("counts", "content")
+
+
+@dataclass(frozen=True)
+class LakeRunOptions(LakePlanOptions):
+    """The plan, run table by table (`delta.lake.run.run_table`), each rewrite proved, optionally recorded."""
+
+    apply: bool = _opt(False, _flag, "run the plan (default: plan only, as `lake plan`)")
+    apply_vacuum: bool = _opt(False, _flag, "also run the planned VACUUMs (they delete files)")
+    verify: str = _opt(
+        "counts",
+        lambda value, name: parse_choice(value, name, choices=PROOFS),
+        "prove rewrites by row counts or by content",
+        parse=partial(parse_choice, choices=PROOFS),
+    )
+    history: str | None = _opt(None, _location, "append what ran to this Delta table", parse=parse_location)
+
+
 #: Each action's options class (the command layer's `ACTIONS` maps the same names to their handlers).
 OPTIONS: dict[str, type] = {
     "version": NoOptions,
@@ -333,6 +351,7 @@ OPTIONS: dict[str, type] = {
     "stats_backfill": StatsBackfillOptions,
     "lake_scan": LakeScanOptions,
     "lake_plan": LakePlanOptions,
+    "lake_run": LakeRunOptions,
 }
 #: Actions the Spark engine cannot run yet, and why (refused before any I/O, naming the engine).
 LOCAL_ONLY = {"stats_backfill": "the Spark engine has no stats_recomputer yet"}
