@@ -1,11 +1,12 @@
 """The "Delta report" link opens in a browser through Airflow's own API server (the provider plugin).
 
-Real components: `airflow db migrate`, `airflow dags test` of a DAG with seven operators that write HTML
-reports (snapshot, tombstones, VACUUM plan, OPTIMIZE, checkpoint, log cleanup, RESTORE plan; jobs in the
-worker process), then a real `airflow api-server` on 127.0.0.1 with the simple auth manager (passwords from
-a file) and a headless Chromium carrying the UI's token cookie. Each report kind answers 200 to a logged-in
-user, renders (its charts are inline SVG, no image missing, no console error) and is screenshotted; without a
-token the answer is 401, with a forged one 403; the link Airflow stored for the task is the plugin's page.
+Real components: `airflow db migrate`, `airflow dags test` of a DAG with eight operators that write HTML
+reports (snapshot, tombstones, VACUUM plan, OPTIMIZE, checkpoint, log cleanup, RESTORE and repair plans;
+jobs in the worker process), then a real `airflow api-server` on 127.0.0.1 with the simple auth manager
+(passwords from a file) and a headless Chromium carrying the UI's token cookie. Each report kind answers 200
+to a logged-in user, renders (its charts are inline SVG, no image missing, no console error) and is
+screenshotted; without a token the answer is 401, with a forged one 403; the link Airflow stored for the task
+is the plugin's page.
 """
 
 from __future__ import annotations
@@ -30,14 +31,23 @@ from deltalake import DeltaTable, write_deltalake
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
 DAG_ID = "delta_report_plugin_test"
-REPORT_TASKS = ("replay", "tombstones", "vacuum_plan", "optimize", "checkpoint", "log_cleanup", "restore_plan")
+REPORT_TASKS = (
+    "replay",
+    "tombstones",
+    "vacuum_plan",
+    "optimize",
+    "checkpoint",
+    "log_cleanup",
+    "restore_plan",
+    "repair_plan",
+)
 DAG_FILE = """
 import pendulum
 from airflow.sdk import dag
 
 from airflow_delta_provider.operators.delta import (
-    DeltaCheckpointOperator, DeltaLogCleanupOperator, DeltaOptimizeOperator, DeltaRestoreOperator,
-    DeltaVacuumOperator, SnapshotReplayOperator, TombstoneReportOperator,
+    DeltaCheckpointOperator, DeltaLogCleanupOperator, DeltaOptimizeOperator, DeltaRepairOperator,
+    DeltaRestoreOperator, DeltaVacuumOperator, SnapshotReplayOperator, TombstoneReportOperator,
 )
 
 COMMON = dict(table_uri={table!r}, submit=False, result_uri={results!r})
@@ -53,7 +63,8 @@ def reports():
     checkpoint = DeltaCheckpointOperator(task_id="checkpoint", **COMMON)
     cleanup = DeltaLogCleanupOperator(task_id="log_cleanup", retention_hours=0, **COMMON)
     restore = DeltaRestoreOperator(task_id="restore_plan", version=1, **COMMON)
-    replay >> tombstones >> plan >> optimize >> checkpoint >> cleanup >> restore
+    repair = DeltaRepairOperator(task_id="repair_plan", **COMMON)
+    replay >> tombstones >> plan >> optimize >> checkpoint >> cleanup >> restore >> repair
 
 
 reports()
