@@ -344,7 +344,7 @@ def health_chart(health: Mapping[str, Any], before: Mapping[str, Any] | None = N
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("files")
     ax.grid(axis="x", color="#dddddd")
-    ax.legend(loc="lower right", frameon=False, fontsize="small")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False, fontsize="small")  # beside, not on bars
     description = "Active files per partition, small ones in red"
     description += ", beside the count at the version the run read" if prior else ""
     description += _of_largest(len(shown), len(ranked), "partitions")

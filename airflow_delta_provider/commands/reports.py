@@ -566,7 +566,7 @@ def _cleanup_markdown(result: Mapping[str, Any]) -> tuple[str, list[str], list[_
         f"Retention: {human_hours(result['retention_ms'] / _HOUR_MS)}; cutoff {_when(result.get('cutoff_ms'))}",
         f"Dry run: nothing was deleted. {n} log files ({size}) would be." if dry_run
         else f"Deleted: {result.get('deleted', 0)} of {n} log files ({size})",
-        f"Earliest readable version: {result.get('earliest_readable_version')}",
+        f"Earliest version the log keeps: {result.get('earliest_readable_version')} (its data files may be vacuumed)",
         f"Reason: {result.get('reason') or '-'}",
         f"Rows (from stats): {_count(_rows(after))}",
         f"Since the previous run: {_changes_text(result)}",

@@ -409,7 +409,7 @@ def test_checkpoint_and_log_cleanup_reports(tmp_path: Path) -> None:
     assert cleanup["dry_run"] and cleanup["num_files"] > 0
     md, page = _pages(cleanup)
     assert f"- Dry run: nothing was deleted. {cleanup['num_files']} log files (" in md
-    assert f"- Earliest readable version: {cleanup['earliest_readable_version']}" in md
+    assert f"- Earliest version the log keeps: {cleanup['earliest_readable_version']} (its data" in md
     assert "- Rows (from stats): 50" in md
     assert "<h2>Log files to delete</h2>" in page and all(f in page for f in cleanup["files"])
     assert (table / "_delta_log" / "00000000000000000000.json").exists()  # a dry run: nothing deleted
