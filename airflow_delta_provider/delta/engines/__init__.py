@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from typing import Protocol as TypingProtocol
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -165,3 +167,26 @@ class Engine(TypingProtocol):
     def stats_recomputer(self, *, max_workers: int | None = None) -> StatsRecomputer:
         """Where the statistics backfill reads files and recomputes their stats (`max_workers`: threads, locally)."""
         ...
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def pool_workers(max_workers: int | None, n: int) -> int:
+    """Threads for `n` tasks: `max_workers`, else one a core, never more than the tasks nor fewer than one."""
+    return min(n, max_workers or os.cpu_count() or 1) or 1
+
+
+def run_pooled(task: Callable[[T], R], items: Sequence[T], workers: int, name: str) -> list[R]:
+    """`task` of each item, in order, on a pool of `workers` threads named `name` (in this thread for one);
+    after a task fails no other starts, and its error is raised once the running ones are done."""
+    if workers <= 1 or len(items) <= 1:
+        return [task(x) for x in items]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name) as pool:
+        futures = [pool.submit(task, x) for x in items]
+        try:
+            return [f.result() for f in futures]
+        finally:
+            for f in futures:
+                f.cancel()

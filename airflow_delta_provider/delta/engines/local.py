@@ -8,7 +8,6 @@ before any checkpoint file action is read; a state over `memory_limit_bytes` is 
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Literal
@@ -26,6 +25,7 @@ from ..read.memory_budget import MemoryBudget, default_memory_limit
 from ..read.table_state import TableState
 from ..storage import LogStore
 from ..write.data_files import compact_bin
+from . import pool_workers, run_pooled
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..protocol.optimize import Bin
@@ -180,21 +180,12 @@ class LocalEngine:
 
 
 def local_bin_rewriter(max_workers: int | None = None) -> BinRewriter:
-    """Bins on a thread pool (pyarrow releases the GIL); after a bin fails no other starts, and the error
-    is raised once the running ones are done."""
+    """Bins on a thread pool (pyarrow releases the GIL; `run_pooled`)."""
 
     def run(
         layout: TableLayout, bins: Sequence[Bin], *, store: LogStore, clock: Callable[[], int]
     ) -> list[AddFile | None]:
-        workers = max_workers or min(len(bins), os.cpu_count() or 1) or 1
-        if workers == 1 or len(bins) == 1:
-            return [compact_bin(store, layout, b, now_ms=clock) for b in bins]
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="optimize") as pool:
-            futures = [pool.submit(compact_bin, store, layout, b, now_ms=clock) for b in bins]
-            try:
-                return [f.result() for f in futures]
-            finally:
-                for f in futures:
-                    f.cancel()
+        workers = pool_workers(max_workers, len(bins))
+        return run_pooled(lambda b: compact_bin(store, layout, b, now_ms=clock), bins, workers, "optimize")
 
     return run

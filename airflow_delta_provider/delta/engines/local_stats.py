@@ -16,9 +16,7 @@ would let readers skip a file that holds matching rows.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, NamedTuple
 
 import pyarrow as pa
@@ -33,6 +31,7 @@ from ..read.deletion_vectors import read_data_file, read_deletion_vector, store_
 from ..write.data_files import physical_table
 from ..write.file_schema import FIELD_ID_KEY
 from ..write.stats import collect_stats
+from . import pool_workers, run_pooled
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..storage import LogStore
@@ -127,16 +126,8 @@ def local_stats_recomputer(max_workers: int | None = None) -> StatsRecomputer:
     running files are done, and no other file starts."""
 
     def run(layout: TableLayout, files: Sequence[AddFile], *, store: LogStore) -> list[str]:
-        workers = max_workers or min(len(files), os.cpu_count() or 1) or 1
-        if workers == 1 or len(files) <= 1:
-            return [recompute_stats(store, layout, f) for f in files]
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="stats-backfill") as pool:
-            futures = [pool.submit(recompute_stats, store, layout, f) for f in files]
-            try:
-                return [f.result() for f in futures]
-            finally:
-                for f in futures:
-                    f.cancel()
+        workers = pool_workers(max_workers, len(files))
+        return run_pooled(lambda f: recompute_stats(store, layout, f), files, workers, "stats-backfill")
 
     return run
 

@@ -15,20 +15,17 @@ import itertools
 import os
 import tempfile
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from ..errors import LogCorruptedError, ResourceLimitError, StorageError
-from ..protocol.actions import AddFile, decode_path
+from ..errors import LogCorruptedError, ResourceLimitError
+from ..protocol.actions import AddFile
 from ..protocol.zorder import ZOrderColumn, output_count, row_slices, u64_scalar, zorder_key
 from ..read.deletion_vectors import read_data_file
-from ..write.data_files import encode_parquet, new_file_name, output_dir, physical_table
-from ..write.file_schema import check_file_schema, shredding_allowed
-from ..write.stats import stats_json
+from ..write.data_files import output_dir, physical_table, write_data_file
+from . import pool_workers, run_pooled
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..protocol.optimize import Bin
@@ -92,42 +89,8 @@ def _sort_failed(layout: TableLayout, bin_: Bin, exc: Exception) -> LogCorrupted
 
 
 def _write(store: LogStore, layout: TableLayout, bin_: Bin, rows: pa.Table, now_ms: Callable[[], int]) -> AddFile:
-    """`rows` as one new file of the partition, its footer checked against the table schema first."""
-    table = layout.table_uri
-    stats = stats_json(
-        rows, layout.schema, layout.configuration, layout.partition_columns, tight_bounds=layout.tight_bounds
-    )
-    payload = encode_parquet(rows)
-    prefix = output_dir(bin_, layout.partition_keys)
-    rel = f"{prefix}/{new_file_name()}" if prefix else new_file_name()
-    check_file_schema(
-        pq.read_schema(pa.BufferReader(payload)),
-        layout.schema,
-        column_mapping_mode=layout.column_mapping_mode,
-        partition_columns=layout.partition_columns,
-        allow_shredded_variants=shredding_allowed(layout.configuration),
-        table=table,
-        version=layout.version,
-        file=rel,
-        note="; the file was not written",
-    )
-    try:
-        store.write_new(store.join(table, *decode_path(rel).split("/")), payload)
-    except OSError as exc:
-        raise StorageError(
-            f"Cannot write z-ordered file: {type(exc).__name__}: {exc}",
-            table=table,
-            file=rel,
-            transient=not isinstance(exc, PermissionError | FileExistsError),
-        ) from exc
-    return AddFile(
-        path=rel,
-        partition_values=dict(bin_.partition_values),
-        size=len(payload),
-        modification_time=now_ms(),
-        data_change=False,
-        stats=stats,
-    )
+    """`rows` as one new file of the partition (`write_data_file`: its footer checked first)."""
+    return write_data_file(store, layout, bin_, rows, output_dir(bin_, layout.partition_keys), now_ms, "z-ordered")
 
 
 def _take(data: pa.Table, order: pa.Array) -> pa.Table:
@@ -300,7 +263,7 @@ def local_zorder_rewriter(max_workers: int | None = None, memory_limit_bytes: in
     ) -> list[list[AddFile]]:
         if not bins:
             return []
-        workers = min(len(bins), max_workers or os.cpu_count() or 1)
+        workers = pool_workers(max_workers, len(bins))
         share = None
         if memory_limit_bytes is not None:
             largest = memory_needed(max(bins, key=memory_needed))
@@ -310,14 +273,6 @@ def local_zorder_rewriter(max_workers: int | None = None, memory_limit_bytes: in
         def one(b: Bin) -> list[AddFile]:
             return zorder_bin(store, layout, b, columns, target_size=target_size, now_ms=clock, memory_limit=share)
 
-        if workers == 1:
-            return [one(b) for b in bins]
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zorder") as pool:
-            futures = [pool.submit(one, b) for b in bins]
-            try:
-                return [f.result() for f in futures]
-            finally:
-                for f in futures:
-                    f.cancel()
+        return run_pooled(one, bins, workers, "zorder")
 
     return run

@@ -155,8 +155,9 @@ def table_layout(snapshot: Snapshot, table_uri: str) -> TableLayout:
     )
 
 
-def _candidates(snapshot: Snapshot, where: str | None) -> list[AddFile]:
-    """Active files (with stats) in the partitions `where` selects (partition columns only, as Spark's)."""
+def candidates(snapshot: Snapshot, where: str | None, operation: str) -> list[AddFile]:
+    """Active files (with stats) in the partitions `where` selects; `where` may name only partition columns
+    (as Spark's), else the error names `operation` ("OPTIMIZE's", ...)."""
     if not where:
         return list(snapshot.all_files(with_stats=True))
     expr = parse_predicate(where, label="where")
@@ -164,23 +165,23 @@ def _candidates(snapshot: Snapshot, where: str | None) -> list[AddFile]:
     others = [c for c in expr.columns() if c.casefold() not in parts]
     if others:
         raise InvalidArgumentError(
-            f"OPTIMIZE's where may only use partition columns {list(snapshot.partition_columns)}, not {others}",
+            f"{operation} where may only use partition columns {list(snapshot.partition_columns)}, not {others}",
             argument="where",
             table=snapshot.table,
         )
     return snapshot.files(expr, with_stats=True)
 
 
-def _require_unchanged(snapshot: Snapshot, planned: Snapshot) -> None:
-    """The metadata and protocol still the plan's, else the typed conflict (a later batch rewrites with the
-    plan's layout; its transaction does not read the window from the plan to its start)."""
+def require_unchanged(snapshot: Snapshot, planned: Snapshot, operation: str) -> None:
+    """The metadata and protocol still the plan's, else the typed conflict naming `operation`: a later batch
+    works with the plan's layout, and its transaction does not read the window from the plan to its start."""
     for changed, error, what in (
         (snapshot.metadata != planned.metadata, MetadataChangedError, "metadata"),
         (snapshot.protocol != planned.protocol, ProtocolChangedError, "protocol"),
     ):
         if changed:
             raise error(
-                f"The table's {what} changed after OPTIMIZE planned at version {planned.version}",
+                f"The table's {what} changed after {operation} planned at version {planned.version}",
                 table=snapshot.table,
                 version=snapshot.version,
             )
@@ -309,7 +310,7 @@ def optimize(
                 no_stats,
             )
         plan: OptimizePlan = plan_zorder(
-            _candidates(snapshot, where),
+            candidates(snapshot, where, "OPTIMIZE's"),
             snapshot.partition_columns,
             columns,
             table=table,
@@ -320,7 +321,7 @@ def optimize(
         )
     else:
         plan = plan_optimize(
-            _candidates(snapshot, where),
+            candidates(snapshot, where, "OPTIMIZE's"),
             snapshot.partition_columns,
             table=table,
             version=snapshot.version,
@@ -351,7 +352,7 @@ def optimize(
         if n:  # a later batch starts from the latest version: nothing it relies on may have changed since the plan
             snapshot = dlog.update()
             try:
-                _require_unchanged(snapshot, planned)
+                require_unchanged(snapshot, planned, "OPTIMIZE")
                 _require_active(snapshot, inputs, plan.version)
             except ConcurrentModificationError as exc:
                 raise _batch_failed(exc, _NOTHING_WRITTEN, result.versions) from exc
@@ -373,4 +374,4 @@ def optimize(
     return result
 
 
-__all__ = ["OptimizeResult", "optimize", "table_layout"]
+__all__ = ["OptimizeResult", "candidates", "optimize", "require_unchanged", "table_layout"]

@@ -29,11 +29,10 @@ from ..errors import (
 )
 from ..protocol.actions import AddFile, RemoveFile, canonical_path
 from ..protocol.optimize import commit_batches, num_records, operation_metrics, target_file_size
-from ..protocol.predicate import parse_predicate
 from ..protocol.purge import REORG_OPERATION, PurgePlan, expected_rows, operation_parameters, plan_purge, revalidate
 from ..protocol.table_features import check_can_write
 from ..snapshot import Snapshot
-from .optimize import _batch_failed, table_layout
+from .optimize import _batch_failed, candidates, table_layout
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engines import BinRewriter
@@ -83,22 +82,6 @@ class PurgeResult:
             "metrics": {} if self.dry_run else operation_metrics(self.removed, self.added),
             "plan": plan.to_dict(),
         }
-
-
-def _candidates(snapshot: Snapshot, where: str | None) -> list[AddFile]:
-    """Active files in the partitions `where` selects (partition columns only, as REORG's WHERE)."""
-    if not where:
-        return list(snapshot.all_files(with_stats=True))
-    expr = parse_predicate(where, label="where")
-    parts = {c.casefold() for c in snapshot.partition_columns}
-    others = [c for c in expr.columns() if c.casefold() not in parts]
-    if others:
-        raise InvalidArgumentError(
-            f"PURGE's where may only use partition columns {list(snapshot.partition_columns)}, not {others}",
-            argument="where",
-            table=snapshot.table,
-        )
-    return snapshot.files(expr, with_stats=True)
 
 
 def _active(snapshot: Snapshot) -> dict[str, AddFile]:
@@ -159,7 +142,7 @@ def purge(
     check_can_write(snapshot.protocol, snapshot.metadata, ["optimize", "commit"], table=table, version=snapshot.version)
     if plan is None:
         the_plan = plan_purge(
-            _candidates(snapshot, where),
+            candidates(snapshot, where, "PURGE's"),
             snapshot.partition_columns,
             table=table,
             version=snapshot.version,

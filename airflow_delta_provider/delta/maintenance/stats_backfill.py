@@ -24,14 +24,10 @@ from typing import TYPE_CHECKING, Any
 from ..delta_log import DeltaLog
 from ..errors import (
     ConcurrentModificationError,
-    InvalidArgumentError,
-    MetadataChangedError,
-    ProtocolChangedError,
     check_bool,
     check_int,
 )
 from ..protocol.actions import AddFile
-from ..protocol.predicate import parse_predicate
 from ..protocol.stats import stats_columns
 from ..protocol.stats_backfill import (
     COMPUTE_STATS_OPERATION,
@@ -43,7 +39,7 @@ from ..protocol.stats_backfill import (
 )
 from ..protocol.table_features import check_can_write
 from ..snapshot import Snapshot
-from .optimize import table_layout
+from .optimize import candidates, require_unchanged, table_layout
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engines import StatsRecomputer
@@ -85,38 +81,6 @@ class StatsBackfillResult:
         }
 
 
-def _candidates(snapshot: Snapshot, where: str | None) -> list[AddFile]:
-    """Active files with their stats, in the partitions `where` selects (partition columns only, as Spark's
-    `verifyPartitionPredicates` requires of a recompute)."""
-    if not where:
-        return list(snapshot.all_files(with_stats=True))
-    expr = parse_predicate(where, label="where")
-    parts = {c.casefold() for c in snapshot.partition_columns}
-    others = [c for c in expr.columns() if c.casefold() not in parts]
-    if others:
-        raise InvalidArgumentError(
-            f"A statistics backfill's where may only use partition columns {list(snapshot.partition_columns)}, "
-            f"not {others}",
-            argument="where",
-            table=snapshot.table,
-        )
-    return snapshot.files(expr, with_stats=True)
-
-
-def _require_unchanged(snapshot: Snapshot, planned: Snapshot) -> None:
-    """The metadata and protocol still the plan's: stats computed for the planned columns, else the conflict."""
-    for changed, error, what in (
-        (snapshot.metadata != planned.metadata, MetadataChangedError, "metadata"),
-        (snapshot.protocol != planned.protocol, ProtocolChangedError, "protocol"),
-    ):
-        if changed:
-            raise error(
-                f"The table's {what} changed after the statistics backfill planned at version {planned.version}",
-                table=snapshot.table,
-                version=snapshot.version,
-            )
-
-
 def _latest_adds(snapshot: Snapshot, batch: list[PlannedFile]) -> dict[str, AddFile]:
     """The active `add` of each planned file's key (path and deletion vector) in `snapshot`."""
     keys = {p.add.key for p in batch}
@@ -152,7 +116,7 @@ def _commit(
     """Re-validate `batch` on the latest snapshot (gone files go to `result.dropped`) and commit what is left;
     the version (None: nothing left) and the files committed."""
     snapshot = dlog.update()
-    _require_unchanged(snapshot, planned)
+    require_unchanged(snapshot, planned, "the statistics backfill")
     latest = _latest_adds(snapshot, batch)
     kept = [(p, s) for p, s in zip(batch, stats, strict=True) if p.add.key in latest]
     result.dropped.extend(p.add.path for p in batch if p.add.key not in latest)
@@ -207,7 +171,7 @@ def backfill_stats(
     check_can_write(planned.protocol, planned.metadata, _OPERATIONS, table=table, version=planned.version)
     columns = stats_columns(planned.schema, planned.configuration, planned.partition_columns)
     plan = plan_stats_backfill(
-        _candidates(planned, where),
+        candidates(planned, where, "A statistics backfill's"),
         columns,
         table=table,
         version=planned.version,
