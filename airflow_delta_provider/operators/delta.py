@@ -413,7 +413,7 @@ class DeltaLogCleanupOperator(DeltaJobOperator):
     def describe(self, result: dict[str, Any]) -> str:
         dry = result["dry_run"]
         done = f"{'would delete' if dry else 'deleted'} {result['num_files']} files"
-        kept = f"versions from {result['earliest_readable_version']} stay readable"
+        kept = f"the log keeps versions from {result['earliest_readable_version']} (older data files may be vacuumed)"
         return f"{result['table']}: log cleanup {done}; {kept}{' (dry run: apply=True deletes)' if dry else ''}"
 
 

@@ -36,7 +36,7 @@ pytest.importorskip("airflow")
 from deltalake import DeltaTable, write_deltalake
 
 from airflow_delta_provider.delta.maintenance.leases import list_leases
-from airflow_delta_provider.operators.delta import DeltaVacuumUndoOperator
+from airflow_delta_provider.operators.delta import DeltaVacuumUndoOperator, report_page
 from airflow_delta_provider.testing import DeltaLogBuilder
 
 pytestmark = pytest.mark.airflow
@@ -141,10 +141,11 @@ def test_maintenance_dag_checkpoints_when_behind_and_deletes_nothing_by_default(
     assert replayed["lease_owner"] == f"{DAG_ID}.replay_and_check.{dr.run_id}" and replayed["lease_expires_at"]
     assert summary["lease"] == {"id": replayed["lease_id"], "version": 12, "released": True}
     assert list_leases(b.path, include_expired=True) == []
-    # extra links: the replay's and the VACUUM plan's HTML reports
-    assert _link(dr.run_id, "replay_and_check") == "file://" + summary["reports"]["replay"]
+    # extra links: the plugin's pages for the replay's and the VACUUM plan's HTML reports (served by the
+    # API server: tests/provider/test_report_plugin.py opens them)
+    assert _link(dr.run_id, "replay_and_check") == report_page(DAG_ID, dr.run_id, "replay_and_check")
     assert summary["reports"]["replay"].endswith(".html") and Path(summary["reports"]["replay"]).exists()
-    assert _link(dr.run_id, "vacuum_plan") == "file://" + summary["reports"]["vacuum_plan"]
+    assert _link(dr.run_id, "vacuum_plan") == report_page(DAG_ID, dr.run_id, "vacuum_plan")
     assert Path(summary["reports"]["vacuum_plan"]).exists()
 
     b.append(["late.parquet"], size=5, partition={"region": "eu"})  # version 13: one past the checkpoint
@@ -346,7 +347,8 @@ def test_maintenance_dag_optimizes_then_vacuums_only_what_a_human_approved(
     assert f"**{plan['num_files']}** ({plan['bytes']:,} bytes)" in asked["body"]
     assert plan["cutoff"] in asked["body"] and plan["result_uri"] in asked["body"]
     report = plan["result_uri"].removesuffix(".json") + ".html"  # the plan's HTML report, linked in the body
-    assert f"report: {report}" in asked["body"] and Path(report).exists()
+    page = report_page(DAG_ID, dr.run_id, "vacuum_plan")  # through the plugin, on the UI's origin
+    assert f"[open the plan's report]({page})" in asked["body"] and Path(report).exists()
     assert _data_files(root) == after_optimize and DeltaTable(str(root)).version() == v + 1
     summary = xcom_return(dr.run_id, "report")
     assert summary["vacuum_approval"] == {"approved": False}
