@@ -160,9 +160,7 @@ def test_at_the_limit_the_load_is_unchanged(tmp_path, monkeypatch):
     table = copy_table(CLASSIC, tmp_path)
     needed = _estimate(table, sidecars=False)
     spy = _Spy(monkeypatch)
-    limited = DeltaLog(
-        str(table), engine=LocalEngine(memory_limit_bytes=needed)
-    ).update()
+    limited = DeltaLog(str(table), engine=LocalEngine(memory_limit_bytes=needed)).update()
     assert spy.state_reads()  # loaded for real
     plain = DeltaLog(str(table), engine=LocalEngine(plain=True, memory_limit_bytes=None)).update()
     assert (limited.version, limited.num_files, limited.size_in_bytes, limited.num_tombstones(now_ms=0)) == (

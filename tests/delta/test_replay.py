@@ -140,8 +140,10 @@ def test_executor_commit_lines_split_on_newline_only():
 
     odd = "date=2024\u2028x/part\u0085-0.parquet"
     text = (
-        json.dumps({"commitInfo": {}}) + "\r\n"
-        + json.dumps({"add": {"path": odd, "size": 1, "partitionValues": {}}}, ensure_ascii=False) + "\n\n"
+        json.dumps({"commitInfo": {}})
+        + "\r\n"
+        + json.dumps({"add": {"path": odd, "size": 1, "partitionValues": {}}}, ensure_ascii=False)
+        + "\n\n"
         + json.dumps({"remove": {"path": "/abs/b.parquet"}})
     )
     lines = list(commit_file_lines(("file:/t/_delta_log/00000000000000000007.json", text)))
