@@ -170,6 +170,11 @@ def _root_dir(dlog: DeltaLog) -> str:
 _Directory = tuple[str, str, str]  # (local path, stored relative prefix "a/b/" or "", comparable path)
 
 
+#: stat relative to an open directory: no path resolution per file. On the 1M-file VACUUM benchmark (333k
+#: files stat-ed) this and the bound list appends below keep the dry run ~12 % faster (bench/RESULTS.md).
+_AT_FD = os.listdir in os.supports_fd and os.stat in os.supports_dir_fd
+
+
 def _walk_directory(
     directory: _Directory, protected: AbstractSet[str], partition_columns: Sequence[str]
 ) -> tuple[list[_Directory], Candidates]:
@@ -178,22 +183,38 @@ def _walk_directory(
     found = Candidates()
     subdirs: list[_Directory] = []
     try:
-        names = os.listdir(path)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)) if _AT_FD else None
     except (FileNotFoundError, NotADirectoryError):  # removed while listing
         return subdirs, found
-    prefix = path.rstrip(os.sep) + os.sep
-    same = stored == (f"{key}/" if key else "")  # stored spelling is the comparable one
-    for i, name_key in unprotected_names(key, names, protected, partition_columns):
-        name = names[i]
+    try:
         try:
-            st = os.lstat(prefix + name)
-        except FileNotFoundError:  # removed while listing
-            continue
-        if S_ISREG(st.st_mode):
-            stored_path = name_key if same and name.isascii() else stored + name
-            found.append(stored_path, name_key, st.st_size, st.st_mtime_ns // 1_000_000)
-        elif S_ISDIR(st.st_mode) and subdirectory_key(key, name, partition_columns) is not None:
-            subdirs.append((prefix + name, f"{stored}{name}/", name_key))
+            names = os.listdir(path if fd is None else fd)
+        except (FileNotFoundError, NotADirectoryError):
+            return subdirs, found
+        prefix = path.rstrip(os.sep) + os.sep
+        add_path, add_key, add_size, add_mtime = (
+            found.paths.append,
+            found.keys.append,
+            found.sizes.append,
+            found.mtimes.append,
+        )
+        same = stored == (f"{key}/" if key else "")  # stored spelling is the comparable one
+        for i, name_key in unprotected_names(key, names, protected, partition_columns):
+            name = names[i]
+            try:
+                st = os.lstat(prefix + name) if fd is None else os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:  # removed while listing
+                continue
+            if S_ISREG(st.st_mode):
+                add_path(name_key if same and name.isascii() else stored + name)
+                add_key(name_key)
+                add_size(st.st_size)
+                add_mtime(st.st_mtime_ns // 1_000_000)
+            elif S_ISDIR(st.st_mode) and subdirectory_key(key, name, partition_columns) is not None:
+                subdirs.append((prefix + name, f"{stored}{name}/", name_key))
+    finally:
+        if fd is not None:
+            os.close(fd)
     return subdirs, found
 
 
