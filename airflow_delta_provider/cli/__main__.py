@@ -1,0 +1,7 @@
+"""`python -m airflow_delta_provider.cli`: the `deltalog` command."""
+
+import sys
+
+from . import main
+
+sys.exit(main())
