@@ -421,8 +421,6 @@ def delta_table_maintenance() -> None:
         state: dict[str, Any],
         optimized: dict[str, Any],
         plan: dict[str, Any],
-        vacuumed: dict[str, Any] | None,
-        written: dict[str, Any] | None,
         cleanup: dict[str, Any],
         purged: dict[str, Any],
         **context: Any,
@@ -430,9 +428,16 @@ def delta_table_maintenance() -> None:
         """One summary of the run: what was checked, compacted, planned, approved, quarantined, purged,
         checkpointed; then the replay's version lease is released (the run's last reader is done).
 
-        The approval is read from XCom, not taken as an argument: a Reject skips the approval task's
-        direct downstream tasks, and this one must still run."""
+        The approval, the VACUUM apply and the checkpoint are read from XCom only when their task succeeded
+        (a branch not taken or a Reject skips them; pulling a skipped task's XCom logs an error)."""
         ti = context["ti"]
+        optional = ("approve_vacuum", "vacuum_apply", "checkpoint")
+        states = ti.get_task_states(dag_id=ti.dag_id, task_ids=list(optional), run_ids=[ti.run_id]).get(ti.run_id, {})
+
+        def succeeded(task_id: str) -> Any:
+            return ti.xcom_pull(task_ids=task_id) if states.get(task_id) == "success" else None
+
+        vacuumed, written = succeeded("vacuum_apply"), succeeded("checkpoint")
         lease = None
         if state.get("lease_id"):
             hook = DeltaTableHook(context["params"]["table_uri"], STORAGE_CONN_ID)
@@ -441,7 +446,7 @@ def delta_table_maintenance() -> None:
             )
             lease = {"id": state["lease_id"], "version": state["version"], "released": released is not None}
         asked = ti.xcom_pull(task_ids="vacuum_approval_needed", key="approval_asked")
-        approval = approval_of(asked, ti.xcom_pull(task_ids="approve_vacuum"))
+        approval = approval_of(asked, succeeded("approve_vacuum"))
         summary = {
             "table_uri": state["table_uri"],
             "version": state["version"],
@@ -473,15 +478,8 @@ def delta_table_maintenance() -> None:
     conditions >> optimize >> vacuum_plan >> approval_branch >> [approve, no_vacuum]
     approve >> vacuum_apply
     [vacuum_apply, no_vacuum] >> vacuum_purge >> checkpoint_branch >> [checkpoint, no_checkpoint] >> log_cleanup
-    report(
-        replay.output,
-        optimize.output,
-        vacuum_plan.output,
-        vacuum_apply.output,
-        checkpoint.output,
-        log_cleanup.output,
-        vacuum_purge.output,
-    )
+    summary = report(replay.output, optimize.output, vacuum_plan.output, log_cleanup.output, vacuum_purge.output)
+    [vacuum_apply, checkpoint] >> summary
 
 
 delta_table_maintenance()
