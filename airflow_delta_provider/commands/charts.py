@@ -418,3 +418,120 @@ def zorder_chart(overlap: Mapping[str, Mapping[str, int | None]] | None) -> Char
         "intersect theirs: fewer means queries filtering on the column skip more files."
     )
     return _chart(fig, "chart-zorder", "Z-ORDER: overlapping ranges before and after", description)
+
+
+# -- the lake report (commands/lake_report.py) ------------------------------------------------------------
+def _run_axes(fig: Figure, rows: int, labels: Sequence[str]) -> list[Axes]:
+    """`rows` stacked axes sharing one x axis of runs (oldest first), the last labelled with `labels`."""
+    axes = list(fig.subplots(rows, 1, sharex=True)) if rows > 1 else [fig.add_subplot()]
+    for ax in axes:
+        _style(ax)
+        ax.grid(color="#eeeeee")
+    xs = list(range(1, len(labels) + 1))
+    axes[-1].set_xticks(
+        xs, labels, fontsize="small", rotation=30 if len(labels) > 6 else 0, ha="right" if len(labels) > 6 else "center"
+    )
+    if len(xs) == 1:
+        axes[-1].set_xlim(0, 2)
+    return axes
+
+
+def lake_health_chart(points: Sequence[Mapping[str, Any]], chart_id: str = "chart-health-runs") -> Chart | None:
+    """A table's health after each run (oldest first): files and small files, tombstone bytes (reclaimable
+    ones apart), rows hidden by deletion vectors, commits since the last checkpoint."""
+    points = [p for p in points if p.get("files") is not None]
+    if not points:
+        return None
+    from matplotlib.ticker import MaxNLocator
+
+    xs = list(range(1, len(points) + 1))
+    marker = "o" if len(points) <= 60 else None
+    fig = _figure(6.4)
+    files_ax, tomb_ax, dv_ax, commits_ax = _run_axes(fig, 4, [p["label"] for p in points])
+    files_ax.plot(xs, [p["files"] for p in points], color=_BLUE, marker=marker, label="active files")
+    files_ax.plot(
+        xs, [p["small_files"] for p in points], color=_RED, marker=marker, linestyle="--", label="small files"
+    )
+    files_ax.set_ylabel("files")
+    files_ax.set_ylim(0, max(max(p["files"] for p in points), 1) * 1.15)
+    files_ax.legend(frameon=False, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
+    divisor, unit = byte_unit(max(max(p["tombstone_bytes"] or 0 for p in points), 1))
+    tomb_ax.plot(xs, [(p["tombstone_bytes"] or 0) / divisor for p in points], color=_GREY, marker=marker,
+                 label="tombstoned")  # fmt: skip
+    tomb_ax.plot(xs, [(p["reclaimable_bytes"] or 0) / divisor for p in points], color=_RED, marker=marker,
+                 linestyle="--", label="past retention")  # fmt: skip
+    tomb_ax.set_ylabel(f"tombstones ({unit})")
+    tomb_ax.set_ylim(0, max(max(p["tombstone_bytes"] or 0 for p in points) / divisor, 1) * 1.15)
+    tomb_ax.legend(frameon=False, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
+    dv_ax.plot(xs, [p["dv_rows"] or 0 for p in points], color=_GREEN, marker=marker)
+    dv_ax.set_ylabel("DV rows")
+    dv_ax.set_ylim(0, max(max(p["dv_rows"] or 0 for p in points), 1) * 1.15)
+    commits_ax.plot(xs, [p["commits_since_checkpoint"] or 0 for p in points], color=_BLUE, marker=marker)
+    commits_ax.set_ylabel("commits since\ncheckpoint")
+    commits_ax.set_ylim(0, max(max(p["commits_since_checkpoint"] or 0 for p in points), 1) * 1.15)
+    for ax in (files_ax, dv_ax, commits_ax):
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    commits_ax.set_xlabel("before and after each run (oldest first)")
+    description = (
+        "The table before and after each of its runs, oldest first, and now: active and small files, "
+        "tombstoned bytes, rows hidden by deletion vectors, commits since the last checkpoint."
+        if len(points) > 1
+        else "One point so far (the table did not change across its run); the next runs add theirs."
+    )
+    return _chart(fig, chart_id, "Health across runs", description)
+
+
+def maintenance_chart(runs: Sequence[Mapping[str, Any]], chart_id: str = "chart-maintenance") -> Chart | None:
+    """What each run spent (bytes read and written, seconds) and saved (files removed, bytes reclaimed)."""
+    if not runs:
+        return None
+    from matplotlib.ticker import MaxNLocator
+
+    xs = list(range(1, len(runs) + 1))
+    fig = _figure(4.6)
+    bytes_ax, files_ax = _run_axes(fig, 2, [r["label"] for r in runs])
+    series = [
+        ("bytes_read", "read (rewritten)", _GREY, -0.27),
+        ("bytes_written", "written", _BLUE, 0.0),
+        ("bytes_reclaimed", "reclaimed", _GREEN, 0.27),
+    ]
+    divisor, unit = byte_unit(max([max(r[k] or 0 for r in runs) for k, *_ in series] + [1]))
+    for key, label, color, offset in series:
+        bytes_ax.bar([x + offset for x in xs], [(r[key] or 0) / divisor for r in runs], width=0.26, color=color,
+                     label=label)  # fmt: skip
+    bytes_ax.set_ylabel(f"bytes ({unit})")
+    bytes_ax.legend(frameon=False, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
+    bars = files_ax.bar(xs, [r["files_removed"] or 0 for r in runs], width=0.5, color=_GREEN, label="files removed")
+    files_ax.bar_label(bars, labels=[f"{(r['seconds'] or 0):.3g} s" for r in runs], fontsize="x-small", padding=2)
+    files_ax.set_ylabel("files removed")
+    files_ax.set_ylim(0, max(max(r["files_removed"] or 0 for r in runs), 1) * 1.25)
+    files_ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    files_ax.set_xlabel("run (oldest first); bar labels: seconds the run's steps took")
+    description = (
+        "Per run: bytes the rewrites read and wrote and the bytes VACUUM reclaimed; files removed "
+        "(compaction's net, VACUUM's and log cleanup's deletions) with the seconds the steps took."
+    )
+    return _chart(fig, chart_id, "What maintenance spent and saved", description)
+
+
+def lake_tables_chart(tables: Sequence[Mapping[str, Any]]) -> Chart | None:
+    """Each table's active files now (small ones in red), the most files first."""
+    ranked = [(t["table"], t["latest"]) for t in tables if (t.get("latest") or {}).get("files") is not None]
+    ranked.sort(key=lambda kv: (-kv[1]["files"], kv[0]))
+    if not ranked:
+        return None
+    shown = ranked[:MAX_CHART_PARTITIONS]
+    fig, ax = _axes(1.2 + 0.32 * len(shown))
+    labels = [short(k, 60) for k, _ in shown][::-1]
+    small = [p["small_files"] for _, p in shown][::-1]
+    ax.barh(labels, small, color=_RED, label="small files")
+    ax.barh(labels, [p["files"] - p["small_files"] for _, p in shown][::-1], left=small, color=_BLUE, label="other")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("active files")
+    ax.grid(axis="x", color="#dddddd")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False, fontsize="small")
+    description = "Active files of each table at its latest point, small ones in red"
+    description += _of_largest(len(shown), len(ranked), "tables")
+    return _chart(fig, "chart-lake-tables", "Files per table", description)
