@@ -218,6 +218,15 @@ class OptimizeOptions(_Options):
         "Z-order by these columns (comma-separated): every file of the selected partitions is rewritten",
         metavar="COL[,COL...]",
     )
+    max_files: int | None = _opt(
+        None,
+        _count(minimum=1),
+        "rewrite at most N files (the bins removing most files per byte first)",
+        parse=partial(parse_count, minimum=1),
+    )
+    max_bytes: int | None = _opt(
+        None, _count(minimum=1), "read at most this many bytes (e.g. 10GiB)", parse=parse_bytes
+    )
 
 
 @dataclass(frozen=True)

@@ -529,19 +529,21 @@ class DeltaOptimizeOperator(DeltaJobOperator):
     """OPTIMIZE: compact small files into files of about `target_size` bytes, in `dataChange=false` commits.
 
     Applies by default, as Delta and delta-rs do (it deletes nothing; `dry_run=True` only plans). A
-    concurrent commit that removed an input file fails it with a typed conflict; appends do not."""
+    concurrent commit that removed an input file fails it with a typed conflict; appends do not.
+    `max_files`/`max_bytes` bound one run (most valuable bins first); the rest is reported over budget."""
 
     action = "optimize"
     request_arguments = ("dry_run", "where", "target_size", "min_num_files", "min_small_file_ratio")
-    request_arguments += ("small_file_mb", "max_commit_bytes", "zorder_by")
+    request_arguments += ("small_file_mb", "max_commit_bytes", "zorder_by", "max_files", "max_bytes")
     summary_keys = (
         *("dry_run", "read_version", "version", "versions", "num_files_removed", "num_files_added"),
         *("bytes_removed", "bytes_added", "zorder_by", "zorder_overlap"),
+        *("num_files_over_budget", "bytes_over_budget"),
     )
     summary_counts = (("num_partitions", "partitions"),)
     template_fields: Sequence[str] = (
         *DeltaJobOperator.template_fields,
-        *("where", "dry_run", "min_small_file_ratio", "zorder_by"),
+        *("where", "dry_run", "min_small_file_ratio", "zorder_by", "max_files", "max_bytes"),
     )
 
     def __init__(
@@ -555,11 +557,14 @@ class DeltaOptimizeOperator(DeltaJobOperator):
         min_small_file_ratio: float | str | None = None,
         small_file_mb: float = DEFAULT_SMALL_FILE_MB,
         max_commit_bytes: int | None = None,
+        max_files: int | str | None = None,
+        max_bytes: int | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.set_arguments(dry_run=dry_run, min_small_file_ratio=min_small_file_ratio, target_size=target_size)
         self.set_arguments(min_num_files=min_num_files, small_file_mb=small_file_mb, max_commit_bytes=max_commit_bytes)
+        self.set_arguments(max_files=max_files, max_bytes=max_bytes)
         self.where = where
         self.zorder_by = zorder_by if zorder_by is None or isinstance(zorder_by, str) else ",".join(zorder_by)
 

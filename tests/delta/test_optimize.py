@@ -536,3 +536,32 @@ def test_physical_partition_columns_is_one_mapping_for_every_user(tmp_path: Path
     assert result.physical_names == mapping
     plain = DeltaLog(str(random_table(tmp_path / "plain", 18, partitioned=True, appends=1))).update()
     assert plain.physical_partition_columns == {"part": "part"} and partition_columns(plain) == ["part"]
+
+
+def test_a_budget_of_half_the_work_commits_half_and_reports_the_rest(tmp_path: Path) -> None:
+    """Four partitions of four small files each; a budget of eight files compacts two partitions, in batched
+    commits, reports the other two (files, bytes, partitions) and a second run with the same budget does them."""
+    path = tmp_path / "t"
+    for i in range(4):
+        data = pa.table({"id": list(range(i * 40, i * 40 + 40)), "p": [f"p{k % 4}" for k in range(40)]})
+        write_deltalake(str(path), data, mode="append", partition_by=["p"])
+    rows, v0 = deltars_rows(path), DeltaTable(str(path)).version()
+    sizes = sum(f.size for f in DeltaLog(str(path)).update().all_files())
+    planned = optimize(str(path), max_files=8, dry_run=True).to_dict()
+    assert (planned["num_files_removed"], planned["num_files_over_budget"]) == (8, 8)
+    assert planned["plan"]["num_bins_over_budget"] == 2 and len(planned["plan"]["partitions_over_budget"]) == 2
+    assert planned["bytes_removed"] + planned["bytes_over_budget"] == sizes
+    first = optimize(str(path), max_files=8, max_commit_bytes=1)  # each bin its own commit: progress kept
+    done = first.to_dict()
+    assert first.versions == [v0 + 1, v0 + 2] and (done["num_files_removed"], done["num_files_added"]) == (8, 2)
+    assert done["num_files_over_budget"] == 8 and set(done["plan"]["partitions_over_budget"]).isdisjoint(
+        done["partitions"]
+    )
+    assert deltars_rows(path) == rows and len(DeltaTable(str(path)).file_uris()) == 2 + 8
+    second = optimize(str(path), max_bytes=1)  # the first bin always: one more partition
+    assert len(second.removed) == 4 and second.to_dict()["num_files_over_budget"] == 4
+    third = optimize(str(path), max_files=8).to_dict()
+    assert third["num_files_removed"] == 4 and third["num_files_over_budget"] == 0
+    assert deltars_rows(path) == rows and len(DeltaTable(str(path)).file_uris()) == 4
+    with pytest.raises(InvalidArgumentError, match="max_bytes"):
+        optimize(str(path), max_bytes=0)

@@ -141,3 +141,24 @@ def test_column_mapped_partition_values_are_keyed_by_physical_name() -> None:
     p = plan_optimize(files, ["part"], table="t", version=0, target_size=100, physical_names={"part": "col-5f1a"})
     assert [b.partition for b in p.bins] == ["part=1", "part=2", "part=__HIVE_DEFAULT_PARTITION__"]
     assert all(len({f.partition_values["col-5f1a"] for f in b.files}) == 1 for b in p.bins)
+
+
+def test_a_budget_takes_the_bins_removing_most_files_per_byte_first() -> None:
+    files = [add(f"a{i}", 10, "a") for i in range(6)]  # one bin of 6 files, 60 bytes: 5 files removed
+    files += [add(f"b{i}", 40, "b") for i in range(2)]  # one bin of 2 files, 80 bytes: 1 removed
+    files += [add(f"c{i}", 5, "c") for i in range(3)]  # one bin of 3 files, 15 bytes: 2 removed
+    full = plan(files)
+    assert [b.partition for b in full.bins] == ["p=a", "p=b", "p=c"] and not full.over_budget
+    by_files = plan(files, max_files=9)  # c (2/15 per byte) first, then a (5/60); b would be the 11th file
+    assert [b.partition for b in by_files.bins] == ["p=c", "p=a"]
+    assert [b.partition for b in by_files.over_budget] == ["p=b"]
+    summary = by_files.summary()
+    assert (summary["num_files_over_budget"], summary["bytes_over_budget"]) == (2, 80)
+    assert summary["partitions_over_budget"] == ["p=b"] and summary["num_files"] == 9
+    by_bytes = plan(files, max_bytes=90)  # c (15), a (75): b no longer fits; a later smaller bin still would
+    assert [b.partition for b in by_bytes.bins] == ["p=c", "p=a"]
+    first_always = plan(files, max_bytes=1)
+    assert [b.partition for b in first_always.bins] == ["p=c"] and len(first_always.over_budget) == 2
+    for bad in (0, -1, True, "3"):
+        with pytest.raises(InvalidArgumentError, match="max_files"):
+            plan(files, max_files=bad)

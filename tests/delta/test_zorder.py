@@ -524,3 +524,16 @@ def test_every_orderable_type_and_where(tmp_path: Path):
     params = DeltaTable(str(path)).history(1)[0]["operationParameters"]
     assert json.loads(params["zOrderBy"]) == ["ts", "d", "dec", "s", "flag", "f", "st.a"]
     assert json.loads(params["predicate"]) == ["part = 'a'"]
+
+
+def test_a_budget_zorders_whole_partitions_until_it_is_spent_and_reports_the_rest(tmp_path: Path):
+    path = make_table(tmp_path / "t", files=4, rows=60)
+    before, expected = list(DeltaLog(str(path)).update().all_files()), rows(path)
+    per_part = Counter(f.partition_values["part"] for f in before)
+    result = optimize(str(path), zorder_by="x,y", target_size=10**6, max_files=max(per_part.values()))
+    done = result.to_dict()
+    (taken,) = {f.partition_values["part"] for f in result.removed}
+    assert len(result.removed) == per_part[taken] and done["num_files_added"] == 1
+    assert done["num_files_over_budget"] == sum(per_part.values()) - per_part[taken]
+    assert done["plan"]["partitions_over_budget"] == [f"part={'b' if taken == 'a' else 'a'}"]
+    assert rows(path) == expected

@@ -140,3 +140,20 @@ def test_optimize_defaults_are_one_constant_everywhere() -> None:
     op = DeltaOptimizeOperator(task_id="o", table_uri="/t")
     assert (request.options.min_num_files, request.options.small_file_mb) == expected
     assert (op.min_num_files, op.small_file_mb) == expected
+
+
+def test_operator_and_cli_budget_compact_one_partition_and_report_the_other(tmp_path: Path) -> None:
+    root = _small_files(tmp_path)  # two partitions of six files
+    ids, v = _ids(root), DeltaTable(str(root)).version()
+    op = DeltaOptimizeOperator(task_id="o", table_uri=str(root), submit=False, max_files="{{ params.n }}")
+    op.render_template_fields({"params": {"n": "6"}})
+    done = op.execute(task_context(tmp_path))
+    assert (done["num_files_removed"], done["num_files_added"], done["num_files_over_budget"]) == (6, 1, 6)
+    assert done["version"] == v + 1 and done["bytes_over_budget"] > 0 and _ids(root) == ids
+    out, err = io.StringIO(), io.StringIO()
+    assert cli_main(["optimize", str(root), "--max-bytes", "1KiB", "--apply", "--json"], out=out, err=err) == 0
+    body = json.loads(out.getvalue())
+    assert (body["num_files_removed"], body["version"]) == (6, v + 2)  # the first bin always
+    assert _ids(root) == ids and len(DeltaTable(str(root)).file_uris()) == 2
+    with pytest.raises(InvalidArgumentError, match="max_files"):
+        DeltaOptimizeOperator(task_id="o", table_uri=str(root), max_files=0)

@@ -138,6 +138,8 @@ class OptimizeResult:
             "bytes_removed": self.plan.num_bytes if self.dry_run else sum(f.size for f in self.removed),
             "bytes_added": None if self.dry_run else sum(f.size for f in self.added),
             "partitions": self.partitions(),
+            "num_files_over_budget": sum(len(b.files) for b in self.plan.over_budget),
+            "bytes_over_budget": sum(b.num_bytes for b in self.plan.over_budget),
             "plan": self.plan.summary(),
         } | zorder
 
@@ -253,6 +255,8 @@ def optimize(
     max_deleted_rows_ratio: float = DEFAULT_MAX_DELETED_ROWS_RATIO,
     max_workers: int | None = None,
     zorder_by: str | Sequence[str] | None = None,
+    max_files: int | None = None,
+    max_bytes: int | None = None,
     executor: BinRewriter | ZOrderRewriter | None = None,
     clock: Callable[[], int] | None = None,
     storage_options: Mapping[str, Any] | None = None,
@@ -263,6 +267,9 @@ def optimize(
     :param target_size: bytes per output file (default: `delta.targetFileSize`, else 100 MiB, delta-rs's default).
     :param where: a predicate on partition columns (`deltalog files` grammar).
     :param max_commit_bytes: commit after each batch of bins of about this many input bytes.
+    :param max_files: with `max_bytes`, a budget of input files and bytes (`protocol.optimize.within_budget`):
+        the bins that remove most files per byte (with `zorder_by`, the partitions whose files overlap most
+        per byte) go first, the first always; the rest are reported over budget for a later run.
     :param zorder_by: columns (names, or one comma-separated text) to Z-order by; `min_num_files`,
         `min_small_file_ratio`, `small_file_bytes` and `max_deleted_rows_ratio` then do not apply (every
         file is rewritten, as Delta's ZORDER BY does). A column without statistics is logged as a warning.
@@ -318,6 +325,8 @@ def optimize(
             target_size=size,
             predicate=where,
             physical_names=physical_names,
+            max_files=max_files,
+            max_bytes=max_bytes,
         )
     else:
         plan = plan_optimize(
@@ -332,6 +341,8 @@ def optimize(
             small_file_bytes=small_file_bytes,
             predicate=where,
             physical_names=physical_names,
+            max_files=max_files,
+            max_bytes=max_bytes,
         )
     result = OptimizeResult(
         plan,

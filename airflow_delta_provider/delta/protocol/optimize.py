@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, check_int
 from .actions import AddFile
 from .schema import HIVE_DEFAULT_PARTITION
 from .table_properties import DEFAULT_SMALL_FILE_BYTES
@@ -145,6 +145,8 @@ class OptimizePlan:
     bins: list[Bin] = field(default_factory=list)
     #: partitions skipped by `min_small_file_ratio`: key -> their small-file ratio
     skipped_partitions: dict[str, float] = field(default_factory=dict)
+    #: bins a `max_files`/`max_bytes` budget left for a later run (`within_budget`)
+    over_budget: list[Bin] = field(default_factory=list)
 
     @property
     def num_files(self) -> int:
@@ -177,6 +179,10 @@ class OptimizePlan:
             "bytes": self.num_bytes,
             "partitions": self.partitions(),
             "skipped_partitions": dict(sorted(self.skipped_partitions.items())),
+            "num_bins_over_budget": len(self.over_budget),
+            "num_files_over_budget": sum(len(b.files) for b in self.over_budget),
+            "bytes_over_budget": sum(b.num_bytes for b in self.over_budget),
+            "partitions_over_budget": sorted({b.partition for b in self.over_budget}),
         }
 
 
@@ -193,10 +199,14 @@ def plan_optimize(
     small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES,
     predicate: str | None = None,
     physical_names: Mapping[str, str] | None = None,
+    max_files: int | None = None,
+    max_bytes: int | None = None,
 ) -> OptimizePlan:
     """Bins of the candidates among `files` (active files the predicate kept), grouped by exact
     `partitionValues`; a partition with fewer than `min_num_files` candidates (none of them with too many
-    deleted rows), or (`min_small_file_ratio`) too small a share of files under `small_file_bytes`, is left alone."""
+    deleted rows), or (`min_small_file_ratio`) too small a share of files under `small_file_bytes`, is left alone.
+    With a budget (`max_files` input files, `max_bytes` input bytes), the bins that remove the most files per
+    byte read come first (`compaction_value`), taken by `within_budget`; the rest are `over_budget`."""
     if isinstance(min_num_files, bool) or not isinstance(min_num_files, int) or min_num_files < 1:
         raise InvalidArgumentError(
             f"min_num_files must be an integer >= 1, got {min_num_files!r}", argument="min_num_files"
@@ -225,7 +235,53 @@ def plan_optimize(
         values = dict(candidates[0].partition_values)
         bins = pack(candidates, target_size)
         plan.bins.extend(Bin(key, values, tuple(b)) for b in bins if keep_bin(b, max_deleted_rows_ratio))
+    plan.bins, plan.over_budget = within_budget(
+        plan.bins, compaction_value, max_files=max_files, max_bytes=max_bytes, table=table
+    )
     return plan
+
+
+def compaction_value(b: Bin) -> float:
+    """What compacting `b` is worth per byte read: the files it removes (inputs less its one output; a
+    file alone in its bin counts its deleted-rows share instead: #5781's purge) per input byte."""
+    removed = len(b.files) - 1
+    if not removed:
+        dv = b.files[0].deletion_vector
+        records = num_records(b.files[0])
+        removed = 1.0 if dv is not None and not records else (dv.cardinality / records if dv and records else 0.0)
+    return removed / max(1, b.num_bytes)
+
+
+def within_budget(
+    bins: Sequence[Bin],
+    value: Callable[[Bin], float],
+    *,
+    max_files: int | None = None,
+    max_bytes: int | None = None,
+    table: str | None = None,
+) -> tuple[list[Bin], list[Bin]]:
+    """The budget rule of every rewriting operation (OPTIMIZE, Z-ORDER, PURGE): without a budget every bin,
+    in its order; with one, the bins ranked by `value` (most first; ties keep their order), each taken when
+    it still fits in `max_files` input files and `max_bytes` input bytes, the first always (so a run
+    progresses). Returns (taken, over budget), each in rank order."""
+    for name, limit in (("max_files", max_files), ("max_bytes", max_bytes)):
+        if limit is not None:
+            check_int(limit, name, minimum=1, table=table)
+    if max_files is None and max_bytes is None:
+        return list(bins), []
+    taken: list[Bin] = []
+    over: list[Bin] = []
+    files = size = 0
+    for b in sorted(bins, key=value, reverse=True):
+        fits = (max_files is None or files + len(b.files) <= max_files) and (
+            max_bytes is None or size + b.num_bytes <= max_bytes
+        )
+        if taken and not fits:
+            over.append(b)
+            continue
+        taken.append(b)
+        files, size = files + len(b.files), size + b.num_bytes
+    return taken, over
 
 
 T = TypeVar("T")

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from ..errors import InvalidArgumentError, OperationNotAllowedError
 from .actions import AddFile, DomainMetadata
-from .optimize import Bin, OptimizePlan, partition_key
+from .optimize import Bin, OptimizePlan, partition_key, within_budget
 from .schema import StructField, StructType
 from .stats import parse_column_list, stats_columns
 
@@ -190,8 +190,13 @@ def plan_zorder(
     target_size: int,
     predicate: str | None = None,
     physical_names: Mapping[str, str] | None = None,
+    max_files: int | None = None,
+    max_bytes: int | None = None,
 ) -> ZOrderPlan:
-    """Every one of `files` (the active files of the selected partitions), one bin per partition."""
+    """Every one of `files` (the active files of the selected partitions), one bin per partition. With a
+    budget (`max_files` input files, `max_bytes` input bytes) the partitions whose files' ranges on the
+    columns overlap most per byte come first (`zorder_value`), taken by `within_budget` (the first always,
+    whole: a partition is sorted as one); the rest are `over_budget`."""
     by_partition: dict[tuple[tuple[str, str | None], ...], list[AddFile]] = {}
     for f in files:
         by_partition.setdefault(tuple(sorted(f.partition_values.items())), []).append(f)
@@ -200,7 +205,17 @@ def plan_zorder(
         key = partition_key(dict(values), partition_columns, physical_names)
         plan.bins.append(Bin(key, dict(values), tuple(sorted(members, key=lambda f: f.path))))
     plan.bins.sort(key=lambda b: b.partition)
+    if max_files is not None or max_bytes is not None:
+        plan.bins, plan.over_budget = within_budget(
+            plan.bins, lambda b: zorder_value(b, columns), max_files=max_files, max_bytes=max_bytes, table=table
+        )
     return plan
+
+
+def zorder_value(b: Bin, columns: Sequence[ZOrderColumn]) -> float:
+    """What Z-ordering a partition is worth per byte read: its files' range overlap (`overlap`) summed over
+    the columns, per input byte (a partition whose files are already disjoint gains nothing)."""
+    return sum(overlap(file_ranges(b.files, c.physical_path)) for c in columns) / max(1, b.num_bytes)
 
 
 def operation_parameters(predicates: Sequence[str], columns: Sequence[ZOrderColumn]) -> dict[str, Any]:
