@@ -61,6 +61,21 @@ class ZOrderRewriter(TypingProtocol):
     ) -> list[list[AddFile]]: ...
 
 
+class FileChecker(TypingProtocol):
+    """Repair's HEAD checks: the files among `files` whose data file (with `deletion_vectors`, or stored DV)
+    storage no longer holds, in order; a storage failure other than "not found" raises (`StorageError`)."""
+
+    def __call__(
+        self,
+        store: LogStore,
+        table_root: str,
+        files: Sequence[AddFile],
+        *,
+        deletion_vectors: bool = False,
+        table: str | None = None,
+    ) -> list[AddFile]: ...
+
+
 class Revalidation(NamedTuple):
     """A plan re-validated against the latest snapshot and storage: `plan` keeps what may still be deleted;
     `dropped` (with `reasons`) and `missing` are bounded samples, `num_*` count all; `handle` is the
@@ -168,6 +183,10 @@ class Engine(TypingProtocol):
         """Where the statistics backfill reads files and recomputes their stats (`max_workers`: threads, locally)."""
         ...
 
+    def file_checker(self, *, max_workers: int | None = None) -> FileChecker:
+        """Where repair's HEAD requests run (`max_workers`: requests in flight at once, per process)."""
+        ...
+
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -190,3 +209,65 @@ def run_pooled(task: Callable[[T], R], items: Sequence[T], workers: int, name: s
         finally:
             for f in futures:
                 f.cancel()
+
+
+#: HEAD requests in flight at once (delta-rs and Spark run these sequentially or per executor task).
+DEFAULT_HEAD_WORKERS = 8
+
+
+def missing_files(
+    store: LogStore,
+    table_root: str,
+    files: Sequence[AddFile],
+    *,
+    deletion_vectors: bool = False,
+    max_workers: int = DEFAULT_HEAD_WORKERS,
+    table: str | None = None,
+) -> list[AddFile]:
+    """The files among `files` whose data file (with `deletion_vectors`, or stored DV) storage no longer
+    holds, in order, at most `max_workers` HEAD requests in flight; a storage failure other than "not
+    found" raises (`StorageError`). Both engines' `FileChecker` run this (Spark: on each task's files)."""
+    from ..protocol.deletion_vectors import dv_location
+    from ..read.deletion_vectors import store_path
+
+    def gone(path: str) -> bool:
+        try:
+            return store.head(path) is None
+        except NotADirectoryError:  # a local path under a file: nothing there
+            return True
+
+    def paths(f: AddFile) -> list[str]:
+        out = [store_path(store, table_root, f.path)]
+        dv = f.deletion_vector
+        if deletion_vectors and dv is not None and dv.cardinality > 0:
+            loc = dv_location(dv, table_root, table=table, file=f.path)
+            if loc.kind == "file":
+                out.append(
+                    store.join(table_root, *loc.relative_path.split("/")) if loc.relative_path else loc.path or ""
+                )
+        return out
+
+    if not files:
+        return []
+    with ThreadPoolExecutor(max_workers=min(max_workers, len(files)), thread_name_prefix="delta-head") as pool:
+        lost = list(pool.map(lambda f: any(gone(p) for p in paths(f)), files))
+    return [f for f, g in zip(files, lost, strict=True) if g]
+
+
+def local_file_checker(max_workers: int | None = None) -> FileChecker:
+    """The local engine's `FileChecker`: `missing_files` in this process."""
+    workers = max_workers or DEFAULT_HEAD_WORKERS
+
+    def run(
+        store: LogStore,
+        table_root: str,
+        files: Sequence[AddFile],
+        *,
+        deletion_vectors: bool = False,
+        table: str | None = None,
+    ) -> list[AddFile]:
+        return missing_files(
+            store, table_root, files, deletion_vectors=deletion_vectors, max_workers=workers, table=table
+        )
+
+    return run

@@ -11,65 +11,18 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..delta_log import DeltaLog
+from ..engines import DEFAULT_HEAD_WORKERS, local_file_checker, missing_files
 from ..errors import check_bool, check_int
-from ..protocol.actions import AddFile
-from ..protocol.deletion_vectors import dv_location
 from ..protocol.repair import FSCK_OPERATION, RepairPlan, operation_metrics, rows_lost
 from ..protocol.table_features import check_can_write
-from ..read.deletion_vectors import store_path
 from ..snapshot import Snapshot
-from ..storage import LogStore
 
 log = logging.getLogger(__name__)
-
-#: HEAD requests in flight at once (delta-rs and Spark run these sequentially or per executor task).
-DEFAULT_HEAD_WORKERS = 8
-
-
-def _gone(store: LogStore, path: str) -> bool:
-    try:
-        return store.head(path) is None
-    except NotADirectoryError:  # a local path under a file: nothing there
-        return True
-
-
-def missing_files(
-    store: LogStore,
-    table_root: str,
-    files: Sequence[AddFile],
-    *,
-    deletion_vectors: bool = False,
-    max_workers: int = DEFAULT_HEAD_WORKERS,
-    table: str | None = None,
-) -> list[AddFile]:
-    """The files among `files` whose data file (with `deletion_vectors`, or stored DV) storage no longer
-    holds, in order; a storage failure other than "not found" raises (`StorageError`)."""
-
-    def paths(f: AddFile) -> list[str]:
-        out = [store_path(store, table_root, f.path)]
-        dv = f.deletion_vector
-        if deletion_vectors and dv is not None and dv.cardinality > 0:
-            loc = dv_location(dv, table_root, table=table, file=f.path)
-            if loc.kind == "file":
-                out.append(
-                    store.join(table_root, *loc.relative_path.split("/")) if loc.relative_path else loc.path or ""
-                )
-        return out
-
-    def probe(f: AddFile) -> bool:
-        return any(_gone(store, p) for p in paths(f))
-
-    if not files:
-        return []
-    with ThreadPoolExecutor(max_workers=min(max_workers, len(files)), thread_name_prefix="delta-head") as pool:
-        gone = list(pool.map(probe, files))
-    return [f for f, g in zip(files, gone, strict=True) if g]
 
 
 @dataclass
@@ -95,9 +48,12 @@ class RepairResult:
 
 
 def plan_repair(snapshot: Snapshot, *, max_workers: int = DEFAULT_HEAD_WORKERS) -> RepairPlan:
-    """The active files of `snapshot` storage no longer holds (one HEAD each)."""
+    """The active files of `snapshot` storage no longer holds (one HEAD each, on the engine's
+    `file_checker(max_workers=...)`: Spark's runs them on its executors)."""
     files = list(snapshot.all_files(with_stats=True))
-    missing = missing_files(snapshot.store, snapshot.table, files, max_workers=max_workers, table=snapshot.table)
+    getter = getattr(snapshot.engine, "file_checker", None)
+    check = getter(max_workers=max_workers) if getter is not None else local_file_checker(max_workers)
+    missing = check(snapshot.store, snapshot.table, files, table=snapshot.table)
     return RepairPlan(snapshot.table, snapshot.version, num_files_checked=len(files), missing=missing)
 
 

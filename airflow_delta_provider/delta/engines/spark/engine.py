@@ -10,7 +10,7 @@ from .state import DEFAULT_SNAPSHOT_PARTITIONS, SparkReplay
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-    from .. import BinRewriter, CheckpointWriter, VacuumExecutor
+    from .. import BinRewriter, CheckpointWriter, FileChecker, StatsRecomputer, VacuumExecutor, ZOrderRewriter
 
 
 class SparkEngine(SparkReplay):
@@ -25,10 +25,13 @@ class SparkEngine(SparkReplay):
         snapshot_partitions: int = DEFAULT_SNAPSHOT_PARTITIONS,
         *,
         storage_options: Mapping[str, Any] | None = None,
+        task_memory_bytes: int | None = None,
         **replay: Any,
     ) -> None:
         super().__init__(spark, snapshot_partitions, **replay)
         self.storage_options = dict(storage_options or {})
+        #: memory one ZORDER task may sort in (default: `zorder.task_memory_limit` on the executor)
+        self.task_memory_bytes = task_memory_bytes
 
     def for_checkpoint(self) -> SparkEngine:
         return self
@@ -50,3 +53,21 @@ class SparkEngine(SparkReplay):
         from .vacuum import SparkVacuumExecutor
 
         return SparkVacuumExecutor(self.spark, storage_options=self.storage_options, plan_dir=plan_dir)
+
+    def zorder_rewriter(self, *, max_workers: int | None = None) -> ZOrderRewriter:
+        """One Spark task per partition, within `task_memory_bytes` (`max_workers` is the local engine's)."""
+        from .zorder import spark_zorder_rewriter
+
+        return spark_zorder_rewriter(self.spark, self.storage_options, memory_limit_bytes=self.task_memory_bytes)
+
+    def stats_recomputer(self, *, max_workers: int | None = None) -> StatsRecomputer:
+        """Files read on the executors, a few per task (`max_workers` is the local engine's)."""
+        from .stats import spark_stats_recomputer
+
+        return spark_stats_recomputer(self.spark, self.storage_options)
+
+    def file_checker(self, *, max_workers: int | None = None) -> FileChecker:
+        """HEAD requests on the executors, `max_workers` in flight per task."""
+        from .repair import spark_file_checker
+
+        return spark_file_checker(self.spark, self.storage_options, max_workers=max_workers)
