@@ -5,6 +5,10 @@ process with the local engine, or with spark-submit through the Spark provider's
 reads the JSON result back; a result with `status: error` is a `DeltaJobError` carrying the typed error.
 Storage credentials reach a submitted job only through the spark-submit process's environment
 (`DELTA_STORAGE_OPTIONS`): never its argv, a log line or a result.
+
+On a Spark Connect connection (conn type `spark_connect`) the Spark runs need no spark-submit and no JVM
+here: the command layer runs in this process against a Connect session built from the Spark provider's
+`SparkConnectHook.get_connection_url()` (whose token is never logged or returned).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.common.compat.sdk import AirflowException, BaseHook
@@ -27,7 +31,10 @@ from ..commands.request import Request
 from ..delta.engines.spark import SPARK_CONF
 from ..delta.errors import DeltaError, error_from_dict
 from ..jobs import build_py_files_zip, job_script
-from ..jobs.runner import STORAGE_OPTIONS_ENV, job_argv
+from ..jobs.runner import STORAGE_OPTIONS_ENV, job_argv, request_from_job
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
 
 #: Conf every spark-submit gets unless `conf` sets the key: Spark's INFO lines stay out of the task log.
 SUBMIT_CONF_DEFAULTS: dict[str, str] = {"spark.log.level": "WARN"}
@@ -43,6 +50,15 @@ class DeltaJobError(AirflowException):
         super().__init__(f"Delta job failed: {self.error_class}: {error}")
 
 
+#: The conn type of the Spark provider's `SparkConnectHook`: such a connection runs Spark over Connect.
+SPARK_CONNECT_CONN_TYPE = "spark_connect"
+
+
+def public_url(url: str) -> str:
+    """A Connect URL without its parameters (`token`, `user_id`): what a log line may show."""
+    return url.split(";", 1)[0].rstrip("/")
+
+
 def spark_target(conn_id: str, deploy_mode: str | None = None) -> tuple[str, str | None, str]:
     """(master, deploy mode, spark-submit binary) of a SparkSubmit connection, read as the Spark provider
     reads it. An undefined connection is an error here, not a silent `--master yarn`."""
@@ -55,6 +71,20 @@ def spark_target(conn_id: str, deploy_mode: str | None = None) -> tuple[str, str
         master = f"{master}:{conn.port}"
     extra = conn.extra_dejson
     return master, deploy_mode or extra.get("deploy-mode"), extra.get("spark-binary") or "spark-submit"
+
+
+def connect_session(
+    url: str, storage_options: Mapping[str, Any] | None = None, conf: Mapping[str, Any] | None = None
+) -> SparkSession:
+    """A new Spark Connect session at `url` with the engine's settings, S3A credentials for
+    `storage_options` and `conf` (the operator's `conf`, last)."""
+    from pyspark.sql import SparkSession
+
+    from ..delta.engines.spark import SPARK_CONF, hadoop_s3a_conf
+
+    builder = SparkSession.builder.remote(url)
+    settings = {**SPARK_CONF, **hadoop_s3a_conf(storage_options or {}), **(conf or {})}
+    return builder.config(map={k: str(v) for k, v in settings.items()}).create()
 
 
 class DeltaJobHook(BaseHook):
@@ -97,7 +127,7 @@ class DeltaJobHook(BaseHook):
             if request.engine == "local":
                 result = self._run_here(request, target, report_formats, why or "engine='local'")
             elif request.engine == "spark":
-                result = self._run_submitted(request, target, report_formats, kept=kept)
+                result = self._run_spark(request, target, report_formats, kept=kept)
             else:
                 result = self._run_auto(request, target, report_formats, kept=kept)
         if result.get("status") != "success":
@@ -125,8 +155,50 @@ class DeltaJobHook(BaseHook):
             result = self._run_here(replace(request, engine="local"), result_uri, formats, why, segment)
             if result.get("error_class") != "ResourceLimitError":
                 return result
-            self.log.info("the state would not fit the local engine's memory limit: submitting to Spark")
-        return self._run_submitted(replace(request, engine="spark"), result_uri, formats, kept)
+            self.log.info("the state would not fit the local engine's memory limit: running it on Spark")
+        return self._run_spark(replace(request, engine="spark"), result_uri, formats, kept)
+
+    def _run_spark(self, request: Request, result_uri: str, formats: Sequence[str], kept: bool) -> dict[str, Any]:
+        """On Spark: in this process over Spark Connect on a `spark_connect` connection, else spark-submit."""
+        if self.connect_url() is not None:
+            return self._run_connect(request, result_uri, formats)
+        return self._run_submitted(request, result_uri, formats, kept)
+
+    def connect_url(self) -> str | None:
+        """The connection's Spark Connect URL (`sc://host:port/;token=...`, a secret), None unless the
+        connection is of type `spark_connect`; read once."""
+        if not hasattr(self, "_connect_url"):
+            conn = BaseHook.get_connection(self.conn_id)
+            url = None
+            if conn.conn_type == SPARK_CONNECT_CONN_TYPE:
+                from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+                url = SparkConnectHook(self.conn_id).get_connection_url()
+            self._connect_url: str | None = url
+        return self._connect_url
+
+    def _run_connect(self, request: Request, result_uri: str, formats: Sequence[str]) -> dict[str, Any]:
+        """The command layer in this process on a Connect session (no spark-submit, no JVM here); the
+        session is this run's own and is stopped afterwards. A VACUUM keeps a big plan's file list
+        beside the result, as the spark-submit job does."""
+        url = self.connect_url()
+        assert url is not None
+        request = request_from_job(request.to_json(), result_uri, request.storage_options)
+        sessions: list[SparkSession] = []
+
+        def factory(options: Mapping[str, Any]) -> SparkSession:
+            sessions.append(connect_session(url, options, self.spark_options.get("conf")))
+            return sessions[-1]
+
+        self.log.info("running %s on Spark over Spark Connect at %s", request.action, public_url(url))
+        try:
+            return execute(request, result_uri=result_uri, report_formats=formats, spark_factory=factory)[1]
+        finally:
+            for spark in sessions:
+                try:
+                    spark.stop()
+                except Exception as exc:  # the result stands; a session the server already dropped
+                    self.log.warning("could not stop the Spark Connect session: %s", type(exc).__name__)
 
     def _run_submitted(self, request: Request, result_uri: str, formats: Sequence[str], kept: bool) -> dict[str, Any]:
         options = request.storage_options

@@ -127,7 +127,7 @@ def test_auto_submits_when_the_state_would_not_fit_the_local_engine(
     assert call["request"]["engine"] == "spark"
     log = capsys.readouterr().out
     assert "in this process with the local engine (engine='auto': the log segment is under the threshold)" in log
-    assert "would not fit the local engine's memory limit: submitting to Spark" in log
+    assert "would not fit the local engine's memory limit: running it on Spark" in log
     assert "snapshot ran on the spark engine; result at" in log
 
 
