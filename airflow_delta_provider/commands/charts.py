@@ -436,9 +436,10 @@ def _run_axes(fig: Figure, rows: int, labels: Sequence[str]) -> list[Axes]:
     return axes
 
 
-def lake_health_chart(points: Sequence[Mapping[str, Any]], chart_id: str = "chart-health-runs") -> Chart | None:
-    """A table's health after each run (oldest first): files and small files, tombstone bytes (reclaimable
-    ones apart), rows hidden by deletion vectors, commits since the last checkpoint."""
+def lake_health_chart(points: Sequence[Mapping[str, Any]], *, title: str = "Health across runs") -> Chart | None:
+    """A table's (or the lake's) health before and after each run, oldest first: files and small files,
+    tombstone bytes (those past retention apart), rows hidden by deletion vectors, commits since the last
+    checkpoint (the lake's: summed over its tables)."""
     points = [p for p in points if p.get("files") is not None]
     if not points:
         return None
@@ -472,13 +473,15 @@ def lake_health_chart(points: Sequence[Mapping[str, Any]], chart_id: str = "char
     for ax in (files_ax, dv_ax, commits_ax):
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     commits_ax.set_xlabel("before and after each run (oldest first)")
+    lake = any("tables_counted" in p for p in points)
+    what = "The lake (its tables summed, each at its last reading)" if lake else "The table"
     description = (
-        "The table before and after each of its runs, oldest first, and now: active and small files, "
+        f"{what} before and after each run, oldest first{'' if lake else ', and now'}: active and small files, "
         "tombstoned bytes, rows hidden by deletion vectors, commits since the last checkpoint."
         if len(points) > 1
-        else "One point so far (the table did not change across its run); the next runs add theirs."
+        else "One point so far; the next runs add theirs."
     )
-    return _chart(fig, chart_id, "Health across runs", description)
+    return _chart(fig, "chart-lake-health" if lake else "chart-health-runs", title, description)
 
 
 def maintenance_chart(runs: Sequence[Mapping[str, Any]], chart_id: str = "chart-maintenance") -> Chart | None:

@@ -187,6 +187,33 @@ def _table_health(
     return points
 
 
+#: Health numbers a lake point sums over its tables.
+_HEALTH_SUMS = ("files", "bytes", "small_files", "tombstone_bytes", "reclaimable_bytes", "dv_rows",
+                "commits_since_checkpoint")  # fmt: skip
+
+
+def lake_points(runs: Sequence[Mapping[str, Any]], tables: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The lake before and after each run: each table's health summed, every table counted at its last point
+    at or before that moment (`tables_counted` says how many had one)."""
+    points = []
+    for run in runs:
+        for phase, at in (("before", run.get("started_ms")), ("after", run.get("ended_ms"))):
+            if at is None:
+                continue
+            known = []
+            for t in tables:
+                seen = [p for p in t.get("health") or () if p.get("files") is not None and p["at_ms"] <= at]
+                if seen:
+                    known.append(seen[-1])
+            if not known:
+                continue
+            label = f"{run['label']}\nbefore" if phase == "before" else "after"
+            point = {k: sum(p[k] or 0 for p in known) for k in _HEALTH_SUMS}
+            points.append({"run_id": run["run_id"], "phase": phase, "label": label, "at_ms": at,
+                           "tables_counted": len(known), **point})  # fmt: skip
+    return points
+
+
 def lake_report(
     history_uri: str,
     *,
@@ -277,6 +304,7 @@ def lake_report(
             tombstone_bytes_now=sum(p["tombstone_bytes"] for p in latest),
         )
     return {
+        "lake_health": lake_points(runs, tables) if health and table is None else [],
         "history_uri": history_uri,
         "history_version": version,
         "table": table,
@@ -353,7 +381,11 @@ def render_lake_html(report: Mapping[str, Any], *, table_link: str | None = None
         tb = report["tables"][0]
         charts = [lake_health_chart(tb["health"] or []), maintenance_chart(tb["per_run"])]
     else:
-        charts = [maintenance_chart(report["runs"]), lake_tables_chart(report["tables"])]
+        charts = [
+            lake_health_chart(report["lake_health"], title="Lake health across runs"),
+            maintenance_chart(report["runs"]),
+            lake_tables_chart(report["tables"]),
+        ]
     links = {}
     if table_link is not None:
         links = {tb["table"]: table_link + quote(tb["table"], safe="") for tb in report["tables"]}

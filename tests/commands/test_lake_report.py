@@ -90,12 +90,17 @@ def test_each_tables_health_before_and_after_each_run_and_what_it_cost(lake: dic
     totals = report["totals"]
     assert totals["files_removed"] == sum(r.get("actual_files_removed") or 0 for r in lake["rows"])
     assert totals["files_now"] == 2 and totals["seconds"] > 0
+    lake_points = [(p["run_id"], p["phase"], p["tables_counted"], p["files"]) for p in report["lake_health"]]
+    u_before = next(tb for tb in report["tables"] if tb["table"] == lake["u"])["health"][0]["files"]
+    r2_before = points[2]["files"] + u_before
+    assert lake_points == [("r1", "before", 1, 4), ("r1", "after", 1, 1), ("r2", "before", 2, r2_before),
+                           ("r2", "after", 2, 2)]  # fmt: skip
     assert json.loads(render_lake_json(report)) == json.loads(json.dumps(report))
 
 
 def test_the_pages_render_charts_with_a_point_per_state(lake: dict) -> None:
     page = render_lake_html(lake_report(lake["history"]), table_link="health/table?uri=")
-    assert page.count("<svg") == 2 and "What maintenance spent and saved" in page and "Files per table" in page
+    assert page.count("<svg") == 3 and "Lake health across runs" in page and "Files per table" in page
     assert 'href="health/table?uri=file%3A%2F%2F' in page
     one = lake_report(lake["history"], table=lake["t"])
     html = render_lake_html(one)
