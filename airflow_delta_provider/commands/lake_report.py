@@ -344,6 +344,19 @@ def render_lake_markdown(report: Mapping[str, Any]) -> str:
     ]
     if not report["runs"]:
         out += ["", "No maintenance run is recorded in this history yet."]
+    health = report["tables"][0]["health"] if report.get("table") and report["tables"] else report["lake_health"]
+    if health:
+        out += ["", "## Health before and after each run", "", "| point | run | version | files | small | "
+                "tombstoned | past retention | DV rows | commits since checkpoint |", "|" + "---|" * 9]  # fmt: skip
+        for p in health:
+            if p.get("files") is None:
+                out.append(f"| {p.get('label', '-')} | {p.get('run_id') or '-'} | - | {p.get('error')} |||||| ")
+                continue
+            out.append(
+                f"| {p['label'].replace(chr(10), ' ')} | {p.get('run_id') or '-'} | {p.get('version', '-')} | "
+                f"{p['files']:,} | {p['small_files']:,} | {human_bytes(p['tombstone_bytes'])} | "
+                f"{human_bytes(p['reclaimable_bytes'])} | {p['dv_rows']:,} | {p['commits_since_checkpoint']:,} |"
+            )
     if report["runs"]:
         out += ["", "## Runs", "", "| run | started | tables | done | failed | read | written | files removed "
                 "| reclaimed | seconds |", "|" + "---|" * 10]  # fmt: skip
