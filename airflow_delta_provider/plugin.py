@@ -9,6 +9,13 @@ under the task's rendered `result_uri` and end with the kind's extension; it is 
 `storage_conn_id` as the task wrote it. Reports are self-contained (inline SVG, no script), and are served
 with a content security policy that keeps it so.
 
+`GET /delta/health?kind=html|md|json` is the lake report (`commands.lake_report`) of the maintenance history
+the lake autopilot writes: `[delta] history_uri`, else the `DELTA_LAKE_HISTORY_URI` the example autopilot DAG
+reads, read through `[delta] history_storage_conn_id` (also used for the tables); `GET /delta/health/table?uri=`
+is one table's page, for a table the history names only. Both answer a user Airflow lets read the runs of the
+DAG that writes that history (`[delta] history_dag_id`, default `delta_lake_autopilot`), and the health page is
+an external view in the UI's Browse menu (`EXTERNAL_VIEW`), one click from any page.
+
 Loaded once whatever `[core] lazy_discover_providers` says: declared in the provider info (`plugins`, which
 Airflow loads only when provider discovery is eager) and as an `airflow.plugins` entry point
 (`ENTRY_POINT`, the plugin when discovery is lazy, else None, which Airflow skips). The API server's modules
@@ -17,6 +24,7 @@ are imported only when the API server builds the app, not in workers that load p
 
 # No `from __future__ import annotations`: FastAPI reads the route's annotations, which name modules
 # imported inside `build_app`.
+import os
 from functools import cached_property
 from typing import Any
 
@@ -39,18 +47,43 @@ HEADERS = {
 }
 
 
+#: The lake health page in the UI's Browse menu: the UI shows `href` in a frame at `/plugin/<url_route>`.
+EXTERNAL_VIEW = {
+    "name": "Delta lake health",
+    "href": f"{URL_PREFIX}/health",
+    "destination": "nav",
+    "category": "browse",
+    "url_route": "delta-lake-health",
+}
+HISTORY_ENV = "DELTA_LAKE_HISTORY_URI"
+DEFAULT_HISTORY_DAG = "delta_lake_autopilot"
+
+
+def health_settings() -> tuple[str | None, str | None, str]:
+    """(history URI, its storage connection id, the DAG that writes it) from `[delta]` or the environment."""
+    from airflow.configuration import conf
+
+    uri = conf.get("delta", "history_uri", fallback=None) or os.environ.get(HISTORY_ENV) or None
+    conn_id = conf.get("delta", "history_storage_conn_id", fallback=None) or None
+    dag_id = conf.get("delta", "history_dag_id", fallback=None) or DEFAULT_HISTORY_DAG
+    return uri, conn_id, dag_id
+
+
+def _storage_options(uri: str, storage_conn_id: str | None) -> dict[str, Any] | None:
+    if not storage_conn_id:
+        return None
+    from .hooks.delta import DeltaTableHook
+
+    return dict(DeltaTableHook(uri, storage_conn_id).storage_options)
+
+
 def _read(uri: str, storage_conn_id: str | None) -> bytes:
     if is_local(uri):
         with open(local_path(uri), "rb") as fh:
             return fh.read()
     import fsspec
 
-    options: dict[str, Any] = {}
-    if storage_conn_id:
-        from .hooks.delta import DeltaTableHook
-
-        options = DeltaTableHook(uri, storage_conn_id).storage_options
-    fs, path = fsspec.core.url_to_fs(uri, **options)
+    fs, path = fsspec.core.url_to_fs(uri, **(_storage_options(uri, storage_conn_id) or {}))
     return fs.cat_file(path)
 
 
@@ -84,6 +117,8 @@ def build_app() -> Any:
     from fastapi import Depends, FastAPI, HTTPException, Query
     from fastapi.responses import Response
     from sqlalchemy import select
+
+    from .delta.errors import DeltaError
 
     app = FastAPI(title="Delta reports", docs_url=None, redoc_url=None, openapi_url=None)
     access = requires_access_dag(method="GET", access_entity=DagAccessEntity.TASK_INSTANCE)
@@ -128,13 +163,48 @@ def build_app() -> Any:
             raise HTTPException(404, str(err)) from None
         return Response(data, media_type=MEDIA_TYPES[kind], headers=HEADERS)
 
+    _, _, history_dag = health_settings()
+    runs_access = requires_access_dag(method="GET", access_entity=DagAccessEntity.RUN, param_dag_id=history_dag)
+
+    def health_page(table: str | None, kind: str) -> Response:
+        from .commands.lake_report import LAKE_RENDERERS, lake_report, render_lake_html
+
+        uri, conn_id, _ = health_settings()
+        if not uri:
+            raise HTTPException(404, f"no maintenance history configured: set [delta] history_uri or {HISTORY_ENV}")
+        try:
+            report = lake_report(uri, table=table, storage_options=_storage_options(uri, conn_id))
+        except DeltaError as err:
+            raise HTTPException(502, f"the maintenance history cannot be read: {type(err).__name__}") from None
+        if table is not None and not report["tables"]:
+            raise HTTPException(404, "the maintenance history names no such table")
+        if kind == "html":
+            text = render_lake_html(report, table_link=None if table else "health/table?uri=")
+        else:
+            text = LAKE_RENDERERS[kind](report)
+        return Response(text, media_type=MEDIA_TYPES[kind], headers=HEADERS)
+
+    @app.get("/health", dependencies=[Depends(runs_access)])
+    def lake_health(kind: Annotated[str, Query(pattern="^(html|md|json)$")] = "html") -> Response:
+        """The lake report of the maintenance history: every table's health across runs, spent and saved."""
+        return health_page(None, kind)
+
+    @app.get("/health/table", dependencies=[Depends(runs_access)])
+    def table_health(
+        uri: Annotated[str, Query(min_length=1, max_length=4096)],
+        kind: Annotated[str, Query(pattern="^(html|md|json)$")] = "html",
+    ) -> Response:
+        """One table's health across runs, for a table the maintenance history names."""
+        return health_page(uri, kind)
+
     return app
 
 
 class DeltaReportsPlugin(AirflowPlugin):
-    """Mounts the report pages in the API server."""
+    """Mounts the report and health pages in the API server; the health page in the UI's menu."""
 
     name = "delta_reports"
+    external_views = [EXTERNAL_VIEW]  # noqa: RUF012 - AirflowPlugin's own class attribute
 
     @cached_property
     def fastapi_apps(self) -> list[dict[str, Any]]:  # type: ignore[override]

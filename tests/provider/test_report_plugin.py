@@ -6,7 +6,9 @@ jobs in the worker process), then a real `airflow api-server` on 127.0.0.1 with 
 (passwords from a file) and a headless Chromium carrying the UI's token cookie. Each report kind answers 200
 to a logged-in user, renders (its charts are inline SVG, no image missing, no console error) and is
 screenshotted; without a token the answer is 401, with a forged one 403; the link Airflow stored for the task
-is the plugin's page.
+is the plugin's page. The lake health pages (`/delta/health`, `/delta/health/table`) read a maintenance
+history written by the real autopilot path (`delta.lake` scan, plan, run_table, record_runs; two runs over
+a delta-rs table), configured as `[delta] history_uri`, and are listed as the UI's external view.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from urllib.parse import quote
 
 import pyarrow as pa
 import pytest
@@ -71,6 +74,22 @@ reports()
 """
 
 
+def _write_lake_history(root) -> tuple[str, str]:
+    """(history URI, table URI): two autopilot runs over a small delta-rs table, recorded by `record_runs`."""
+    from airflow_delta_provider.delta.lake import parse_policy, plan, record_runs, run_table, scan
+
+    table = root / "lake" / "events"
+    history = f"file://{root / 'lake' / '_maintenance_history'}"
+    policy = parse_policy({"defaults": {"min_small_files": 3, "checkpoint_interval": 4}})
+    for run_id in ("r1", "r2"):
+        for i in range(4):
+            write_deltalake(str(table), pa.table({"p": ["a"] * 2, "x": [i, i]}), partition_by=["p"], mode="append")
+        uri = f"file://{table}"
+        rows = run_table(uri, [t.to_dict() for t in plan(scan([uri], policy=policy).healths).tasks])
+        record_runs(history, [{**r, "run_id": run_id, "dag_id": "delta_lake_autopilot"} for r in rows])
+    return history, f"file://{table}"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -102,6 +121,7 @@ def served(tmp_path_factory: pytest.TempPathFactory):
     dags = root / "dags"
     dags.mkdir()
     (dags / "reports.py").write_text(DAG_FILE.format(table=str(table), results=f"{root / 'results'}/", dag_id=DAG_ID))
+    history, _ = _write_lake_history(root)
     passwords = root / "passwords.json"
     passwords.write_text(json.dumps({"admin": "admin-pw", "viewer": "viewer-pw"}))
     port = _free_port()
@@ -117,6 +137,7 @@ def served(tmp_path_factory: pytest.TempPathFactory):
         AIRFLOW__API__PORT=str(port),
         AIRFLOW__API__WORKERS="1",
         AIRFLOW__API_AUTH__JWT_SECRET="a-report-plugin-test-only-secret-" + "x" * 40,
+        AIRFLOW__DELTA__HISTORY_URI=history,
     )
     airflow = [sys.executable, "-m", "airflow"]
     subprocess.run([*airflow, "db", "migrate"], env=env, check=True, capture_output=True)
@@ -197,3 +218,63 @@ def test_no_report_without_a_valid_token_and_nothing_outside_the_result(served):
     assert _http(page + "?kind=json", token)[0] == 200
     assert _http(page + "?kind=../../etc/passwd", token)[0] == 422  # only html, md, json
     assert _http(f"{base}/delta/reports/{DAG_ID}/{quote(run_id, safe='')}/nope", token)[0] == 404
+
+
+def test_the_health_pages_open_for_a_logged_in_user_and_render(served):
+    base, token, _, root = served
+    if find_chromium() is None:
+        pytest.skip("no Chromium (apt-get install chromium-headless-shell; .ci/run installs it)")
+    from PIL import Image
+    from support.browser import Browser
+
+    images = "[...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).length"
+    link = "(document.querySelector('a[href^=\"health/table\"]') || {}).href"
+    inspect = (
+        f"({{missing: {images}, svgs: document.querySelectorAll('svg').length, title: document.title, link: {link}}})"
+    )
+    cookies = [{"name": "_token", "value": token, "url": base}]
+    with Browser() as browser:
+        lake = browser.load(
+            f"{base}/delta/health", inspect=inspect, screenshot=root / "shots" / "lake.png", cookies=cookies
+        )
+        assert lake.status == 200 and lake.console_errors == [], (lake.status, lake.console_errors)
+        assert lake.dom["missing"] == 0 and lake.dom["svgs"] == 3 and lake.dom["title"] == "Lake health", lake.dom
+        assert lake.dom["link"] == f"{base}/delta/health/table?uri=" + quote(f"file://{root}/lake/events", safe="")
+        table = browser.load(
+            lake.dom["link"], inspect=inspect, screenshot=root / "shots" / "table.png", cookies=cookies
+        )
+        assert table.status == 200 and table.console_errors == [], (table.status, table.console_errors)
+        assert table.dom["missing"] == 0 and table.dom["svgs"] == 2, table.dom
+        assert table.dom["title"] == f"Table health: file://{root}/lake/events"
+    for shot in ("lake", "table"):  # not blank: the charts' colours cover part of the page
+        with Image.open(root / "shots" / f"{shot}.png") as img:
+            colours = img.convert("RGB").getcolors(maxcolors=1 << 20) or []
+        assert len(colours) > 50 and sum(n for n, c in colours if c != (255, 255, 255)) > 0.05 * img.width * img.height
+    with Browser() as fresh:  # no token cookie
+        assert fresh.load(f"{base}/delta/health").status == 401
+
+
+def test_the_health_pages_need_a_token_and_name_only_tables_of_the_history(served):
+    base, token, _, root = served
+    events = quote(f"file://{root}/lake/events", safe="")
+    for page in (f"{base}/delta/health", f"{base}/delta/health/table?uri={events}"):
+        assert _http(page)[0] == 401
+        assert _http(page, token="not-a-token")[0] == 403
+    status, body = _http(f"{base}/delta/health?kind=json", token)
+    assert status == 200
+    report = json.loads(body)
+    assert [r["run_id"] for r in report["runs"]] == ["r1", "r2"] and report["totals"]["tables"] == 1
+    status, body = _http(f"{base}/delta/health/table?uri={events}&kind=md", token)
+    assert status == 200 and body.startswith(b"# Table health: file://")
+    elsewhere = quote(f"file://{root}/table", safe="")  # a Delta table, but not one the history names
+    assert _http(f"{base}/delta/health/table?uri={elsewhere}", token)[0] == 404
+    assert _http(f"{base}/delta/health?kind=svg", token)[0] == 422
+
+
+def test_the_health_page_is_in_the_ui_menu(served):
+    base, token, _, _ = served
+    status, body = _http(f"{base}/api/v2/plugins", token)
+    assert status == 200, body
+    (plugin,) = [p for p in json.loads(body)["plugins"] if p["name"] == "delta_reports"]
+    (view,) = plugin["external_views"]
+    assert view["href"] == "/delta/health" and view["url_route"] == "delta-lake-health" and view["category"] == "browse"
