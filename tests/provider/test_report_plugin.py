@@ -278,3 +278,22 @@ def test_the_health_page_is_in_the_ui_menu(served):
     (plugin,) = [p for p in json.loads(body)["plugins"] if p["name"] == "delta_reports"]
     (view,) = plugin["external_views"]
     assert view["href"] == "/delta/health" and view["url_route"] == "delta-lake-health" and view["category"] == "browse"
+
+
+def test_the_history_comes_from_airflow_config_else_the_autopilot_dags_variable(monkeypatch):
+    from airflow_delta_provider.plugin import HISTORY_ENV, health_settings
+
+    for name in (
+        "AIRFLOW__DELTA__HISTORY_URI",
+        "AIRFLOW__DELTA__HISTORY_STORAGE_CONN_ID",
+        "AIRFLOW__DELTA__HISTORY_DAG_ID",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv(HISTORY_ENV, raising=False)
+    assert health_settings() == (None, None, "delta_lake_autopilot")
+    monkeypatch.setenv(HISTORY_ENV, "s3://lake/_maintenance_history")  # what dags/delta_lake_autopilot.py reads
+    assert health_settings()[0] == "s3://lake/_maintenance_history"
+    monkeypatch.setenv("AIRFLOW__DELTA__HISTORY_URI", "s3://ops/history")
+    monkeypatch.setenv("AIRFLOW__DELTA__HISTORY_STORAGE_CONN_ID", "aws_ops")
+    monkeypatch.setenv("AIRFLOW__DELTA__HISTORY_DAG_ID", "ops_autopilot")
+    assert health_settings() == ("s3://ops/history", "aws_ops", "ops_autopilot")
