@@ -122,6 +122,10 @@ def _runs(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return runs
 
 
+def _error_text(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc.message if isinstance(exc, DeltaError) else exc}"[:500]
+
+
 def health_point(dlog: DeltaLog, *, at_ms: int | None = None) -> dict[str, Any]:
     """The table's health from its log at `at_ms` (the last commit at or before it; None: now)."""
     from ..delta.read import arrow_compute as pc
@@ -133,15 +137,15 @@ def health_point(dlog: DeltaLog, *, at_ms: int | None = None) -> dict[str, Any]:
             snapshot = dlog.snapshot_at(timestamp=at_ms, can_return_last_commit=True)
         policy = LakePolicy().for_table(dlog.table_uri, snapshot.metadata.configuration)
         files = snapshot.file_summary(policy.small_file_bytes)
-        now = snapshot.timestamp if at_ms is None else at_ms
+        now = dlog.clock() if at_ms is None else at_ms
         cutoff = now - policy.deleted_file_retention_ms
         tombstones = snapshot.state.files.tombstone_summary(cutoff, snapshot.partition_columns).to_dict()
         adds = snapshot.add_files_table
         dv_rows = 0
         if "deletionVector" in adds.column_names and adds.num_rows:
             dv_rows = pc.sum(pc.struct_field(adds.column("deletionVector"), "cardinality")).as_py() or 0
-    except DeltaError as exc:
-        return {"at_ms": at_ms, "version": None, "files": None, "error": f"{type(exc).__name__}: {exc.message}"}
+    except (DeltaError, OSError) as exc:  # a table that cannot be read is a point with its error, not a failed page
+        return {"at_ms": at_ms, "version": None, "files": None, "error": _error_text(exc)}
     return {
         "at_ms": at_ms,
         "version": snapshot.version,
@@ -167,8 +171,8 @@ def _table_health(
     now; a point at the version of the one before it is left out (nothing was committed in between)."""
     try:
         dlog = DeltaLog.of(table, storage_options)
-    except DeltaError as exc:
-        return [{"at_ms": None, "version": None, "files": None, "error": f"{type(exc).__name__}: {exc.message}"}]
+    except (DeltaError, OSError) as exc:
+        return [{"at_ms": None, "version": None, "files": None, "error": _error_text(exc)}]
     wanted = []
     for run in runs:
         if run.get("started_ms") is not None:

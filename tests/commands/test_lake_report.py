@@ -128,3 +128,19 @@ def test_no_history_is_an_empty_report_and_bad_arguments_are_named(tmp_path: Pat
     with pytest.raises(InvalidArgumentError) as err:
         lake_report("file://" + str(tmp_path / "none"), max_runs=0)
     assert err.value.argument == "max_runs"
+
+
+def test_a_table_that_cannot_be_read_is_a_point_with_its_error(tmp_path: Path) -> None:
+    history = "file://" + str(tmp_path / "history")
+    gone = "file://" + str(tmp_path / "gone")
+    record_runs(history, [{"run_id": "r1", "table": gone, "operation": "optimize", "status": "failed",
+                           "started": "2026-01-01T00:00:00+00:00", "ended": "2026-01-01T00:00:05+00:00",
+                           "error_class": "TableNotFoundError", "error_message": "no table"}])  # fmt: skip
+    report = lake_report(history)
+    (tb,) = report["tables"]
+    assert tb["latest"] is None and tb["failures"][0]["error_class"] == "TableNotFoundError"
+    assert {p["files"] for p in tb["health"]} == {None} and all(
+        "TableNotFoundError" in p["error"] for p in tb["health"]
+    )
+    html = render_lake_html(lake_report(history, table=gone))
+    assert "TableNotFoundError" in html and "1 step failed" in html
