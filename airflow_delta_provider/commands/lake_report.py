@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -164,6 +166,29 @@ def health_point(dlog: DeltaLog, *, at_ms: int | None = None) -> dict[str, Any]:
     }
 
 
+#: Health points of past moments, by (table, ms): a version a later commit follows never changes.
+_PAST: OrderedDict[tuple[str, int], dict[str, Any]] = OrderedDict()
+_PAST_LOCK = threading.Lock()
+MAX_CACHED_POINTS = 20_000
+
+
+def _past_point(dlog: DeltaLog, at_ms: int, latest: int | None) -> dict[str, Any]:
+    """`health_point` at `at_ms`, kept once a later commit than the one it read exists (the page's next
+    views read it from memory; the table's current point is always read)."""
+    key = (dlog.table_uri, at_ms)
+    with _PAST_LOCK:
+        if key in _PAST:
+            _PAST.move_to_end(key)
+            return _PAST[key]
+    point = health_point(dlog, at_ms=at_ms)
+    if point["version"] is not None and latest is not None and point["version"] < latest:
+        with _PAST_LOCK:
+            _PAST[key] = point
+            while len(_PAST) > MAX_CACHED_POINTS:
+                _PAST.popitem(last=False)
+    return point
+
+
 def _table_health(
     table: str, runs: Sequence[Mapping[str, Any]], storage_options: Mapping[str, Any] | None
 ) -> list[dict[str, Any]]:
@@ -179,11 +204,11 @@ def _table_health(
             wanted.append((run["started_ms"], run["run_id"], "before", f"{run['label']}\nbefore"))
         if run.get("ended_ms") is not None:
             wanted.append((run["ended_ms"], run["run_id"], "after", "after"))
+    now = {**health_point(dlog), "at_ms": dlog.clock(), "run_id": None, "phase": "now", "label": "now"}
     points: list[dict[str, Any]] = []
     for at_ms, run_id, phase, label in [*wanted, (None, None, "now", "now")]:
-        point = {**health_point(dlog, at_ms=at_ms), "run_id": run_id, "phase": phase, "label": label}
-        if point["at_ms"] is None:
-            point["at_ms"] = dlog.clock()
+        point = now if at_ms is None else {**_past_point(dlog, at_ms, now["version"]), "run_id": run_id,
+                                           "phase": phase, "label": label}  # fmt: skip
         previous = points[-1] if points else None
         if previous is not None and point["version"] is not None and point["version"] == previous["version"]:
             continue

@@ -15,6 +15,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from airflow_delta_provider.commands.lake_report import (
+    _PAST,
     lake_report,
     render_lake_html,
     render_lake_json,
@@ -96,6 +97,11 @@ def test_each_tables_health_before_and_after_each_run_and_what_it_cost(lake: dic
     assert lake_points == [("r1", "before", 1, 4), ("r1", "after", 1, 1), ("r2", "before", 2, r2_before),
                            ("r2", "after", 2, 2)]  # fmt: skip
     assert json.loads(render_lake_json(report)) == json.loads(json.dumps(report))
+    # past points are kept in memory once a later commit follows theirs; the table's latest is always read
+    cached = {at for (table, at) in _PAST if table == lake["t"]}
+    assert cached == {p["at_ms"] for p in points[:3]} and points[3]["at_ms"] not in cached
+    again = next(tb for tb in lake_report(lake["history"])["tables"] if tb["table"] == lake["t"])["health"]
+    assert again[:3] == points[:3] and again[3]["version"] == points[3]["version"]
 
 
 def test_the_pages_render_charts_with_a_point_per_state(lake: dict) -> None:
