@@ -65,8 +65,9 @@ runs every job in the worker process, no Spark), DELTA_STORAGE_CONN_ID (object-s
 from __future__ import annotations
 
 import os
+import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,7 @@ import pendulum
 from airflow.exceptions import AirflowOptionalProviderFeatureException
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import Param, dag, task
+from airflow.sdk.definitions.param import ParamsDict
 
 try:
     from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable
@@ -86,12 +88,16 @@ try:
 except ImportError:  # pragma: no cover - Airflow 3.0
     from airflow.exceptions import AirflowSkipException
 try:  # human-in-the-loop operators: Airflow 3.1+ (the module refuses to import before)
-    from airflow.providers.standard.operators.hitl import ApprovalOperator
+    from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLOperator
 except (ImportError, AirflowOptionalProviderFeatureException):  # Airflow < 3.1
-    ApprovalOperator = None
+    ApprovalOperator = HITLOperator = None
 
 from airflow_delta_provider.assets import delta_table_asset
+from airflow_delta_provider.commands.command import read_result, write_result
+from airflow_delta_provider.delta.errors import InvalidArgumentError
 from airflow_delta_provider.delta.maintenance.leases import release_lease
+from airflow_delta_provider.delta.maintenance.optimize import optimize as plan_optimize
+from airflow_delta_provider.delta.maintenance.vacuum import vacuum as plan_vacuum
 from airflow_delta_provider.hooks.delta import DeltaTableHook
 from airflow_delta_provider.operators.delta import (
     DeltaCheckpointOperator,
@@ -164,15 +170,11 @@ def report_of(result: Mapping[str, Any] | None) -> str | None:
 
 
 def approval_of(asked: bool | None, approval: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The human's answer: None when none was asked, else `approved` and, when approved, by whom and when.
-    ApprovalOperator returns the answer only on Approve: on Reject (or a timeout, answered by its default)
-    it skips vacuum_apply and returns nothing."""
+    """The human's answer: None when none was asked, else approve_vacuum's result (`approved`, by whom and
+    when, the confirmed retention and plan, or why it was refused); `{"approved": False}` when it has none."""
     if not asked:
         return None
-    if not approval:
-        return {"approved": False}
-    by = approval.get("responded_by_user") or {}
-    return {"approved": True, "by": by.get("name"), "at": str(approval.get("responded_at"))}
+    return {"approved": False} if not approval else dict(approval)
 
 
 def vacuum_approval_body(plan: Mapping[str, Any], dag_id: str | None = None, run_id: str | None = None) -> str:
@@ -205,6 +207,217 @@ def vacuum_approval_body(plan: Mapping[str, Any], dag_id: str | None = None, run
             "params.quarantine_retention_hours. Reject moves nothing.",
         ]
     )
+
+
+# -- human-in-the-loop: which partitions to compact, which retention to apply --------------------------------
+
+#: The partition choice's option that compacts nothing (an answer a person can give besides a subset).
+COMPACT_NOTHING = "none: compact nothing this run"
+
+
+def partition_predicate(keys: Sequence[str], partition_columns: Sequence[str], table: str | None = None) -> str:
+    """A `where` (the predicate grammar of `delta.protocol.predicate`) selecting exactly the partitions `keys`,
+    as OPTIMIZE's plan names them (`a=1/b=x` in partition column order, Hive's null partition for null):
+    `(a = '1' AND b = 'x') OR ...`. A key that does not split into one `column=value` per partition column
+    (a value holding `/`) is refused (`InvalidArgumentError`), never widened."""
+    from airflow_delta_provider.delta.protocol.schema import HIVE_DEFAULT_PARTITION
+
+    if not keys or not partition_columns:
+        raise InvalidArgumentError("no partitions chosen", argument="partitions", table=table)
+    terms = []
+    for key in keys:
+        parts = key.split("/")
+        if len(parts) != len(partition_columns) or any(
+            not part.startswith(f"{c}=") for part, c in zip(parts, partition_columns, strict=True)
+        ):
+            raise InvalidArgumentError(
+                f"partition {key!r} does not name one value per partition column {list(partition_columns)}",
+                argument="partitions",
+                table=table,
+            )
+        conds = []
+        for part, c in zip(parts, partition_columns, strict=True):
+            value = part[len(c) + 1 :]
+            name = "`" + c.replace("`", "``") + "`"
+            conds.append(
+                f"{name} IS NULL"
+                if value == HIVE_DEFAULT_PARTITION
+                else f"{name} = '{value.replace(chr(39), chr(39) * 2)}'"
+            )
+        terms.append("(" + " AND ".join(conds) + ")")
+    return " OR ".join(terms)
+
+
+def partition_label(key: str, planned: Mapping[str, int]) -> str:
+    """One option of the partition choice: the partition and what OPTIMIZE plans there."""
+    return f"{key or '(unpartitioned)'}: {planned['files']} small files, {planned['bytes']:,} bytes"
+
+
+def partition_choice_body(table: str, version: int, planned: Mapping[str, Mapping[str, int]]) -> str:
+    """The partition choice's body (Markdown): the plan per partition."""
+    rows = [f"| `{k}` | {p['files']} | {p['bytes']:,} | {p['expected_output_files']} |" for k, p in planned.items()]
+    return "\n".join(
+        [
+            f"OPTIMIZE of `{table}` at version {version} would compact these partitions (its conditions hold):",
+            "",
+            "| partition | small files | bytes | files written |",
+            "|---|---:|---:|---:|",
+            *rows,
+            "",
+            "Choose the partitions to compact now (all are preselected); the others keep their small files until "
+            f"a later run. OPTIMIZE deletes nothing: readers see the same rows. `{COMPACT_NOTHING}` (or no answer "
+            "in time) only plans.",
+        ]
+    )
+
+
+def retention_hours_of(plan_result: Mapping[str, Any]) -> float:
+    """A VACUUM plan's retention in hours (its `retention_ms`)."""
+    return plan_result["retention_ms"] / 3_600_000
+
+
+def confirmed_vacuum_plan(
+    table_uri: str,
+    seen: Mapping[str, Any],
+    retention_hours: float,
+    target_uri: str,
+    storage_conn_id: str | None = None,
+) -> dict[str, Any]:
+    """The VACUUM plan to apply after a person confirmed `retention_hours`, never more than they saw.
+
+    The same retention as the plan `seen` (its full result): that plan. A longer one: VACUUM planned again
+    now (FULL, with the longer retention and the live leases), kept to the files of `seen`, written to
+    `target_uri`. A shorter one would delete files the person was not shown: refused (`refused`), nothing
+    planned; a run with `params.retention_hours` set to it plans and asks again."""
+    planned = retention_hours_of(seen)
+    out: dict[str, Any] = {"retention_hours": retention_hours, "planned_retention_hours": planned}
+    if abs(retention_hours - planned) < 1e-9:
+        return out | {"plan": seen["result_uri"], "replanned": False, "num_files": seen["num_files"]}
+    if retention_hours < planned:
+        return out | {
+            "refused": f"a retention of {retention_hours:g} h is shorter than the plan's {planned:g} h, so VACUUM "
+            "would delete files that were not shown: nothing applied; run with params.retention_hours="
+            f"{retention_hours:g} to plan it and be asked again"
+        }
+    hook = DeltaTableHook(table_uri, storage_conn_id)
+    again = plan_vacuum(
+        hook.delta_log(), dry_run=True, mode=seen["mode"], retention_hours=retention_hours, quarantine=True
+    )
+    shown = {f["path"] for f in seen["files"]}
+    plan = again.plan.with_files([f for f in again.plan.files if f.path in shown])
+    write_result(target_uri, plan.to_dict(), hook.storage_options())
+    return out | {"plan": target_uri, "replanned": True, "num_files": plan.num_files, "bytes": plan.num_bytes}
+
+
+def _plan_result(context: Mapping[str, Any]) -> dict[str, Any]:
+    """vacuum_plan's full result (its file list, retention), read from its `result_uri`."""
+    summary = context["ti"].xcom_pull(task_ids="vacuum_plan")
+    found = read_result(
+        summary["result_uri"], DeltaTableHook(context["params"]["table_uri"], STORAGE_CONN_ID).storage_options()
+    )
+    if not isinstance(found, dict):
+        raise InvalidArgumentError(
+            "vacuum_plan kept no result to confirm", argument="plan", table=context["params"]["table_uri"]
+        )
+    return {**found, "result_uri": summary["result_uri"]}
+
+
+def _answer(ret: Mapping[str, Any], event: Mapping[str, Any]) -> dict[str, Any]:
+    """Who answered and when (none on a timeout: the defaults were applied)."""
+    by = ret.get("responded_by_user") or {}
+    at = ret.get("responded_at")
+    return {"by": by.get("name"), "at": None if at is None else str(at), "timed_out": bool(event.get("timedout"))}
+
+
+if HITLOperator is not None:
+
+    class PartitionChoiceOperator(HITLOperator):
+        """Which of OPTIMIZE's planned partitions to compact: asked only when optimize_conditions holds,
+        params.optimize_ask_partitions is true and the plan has two partitions or more (else it returns at
+        once, asking nothing). The options are made when the task runs: one per planned partition (with its
+        small files and bytes), all preselected, and `COMPACT_NOTHING`. Returns `compact` and the `where`
+        that selects the chosen partitions; `COMPACT_NOTHING` or no answer within the timeout (the defaults
+        applied by the scheduler) compacts nothing."""
+
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(options=[COMPACT_NOTHING], multiple=True, **kwargs)
+
+        def execute(self, context: Any) -> Any:
+            params, ti = context["params"], context["ti"]
+            decided = ti.xcom_pull(task_ids="optimize_conditions")
+            if not decided["apply"] or not params["optimize_ask_partitions"]:
+                return {"asked": False, "compact": bool(decided["apply"]), "where": None, "partitions": None}
+            hook = DeltaTableHook(params["table_uri"], STORAGE_CONN_ID)
+            log = hook.delta_log()
+            plan = plan_optimize(log, dry_run=True, min_small_file_ratio=params["optimize_min_small_file_ratio"])
+            planned = plan.plan.partitions()
+            if len(planned) < 2:
+                print(f"the plan has {len(planned)} partition(s): nothing to choose")
+                return {"asked": False, "compact": True, "where": None, "partitions": None}
+            labels = {partition_label(key, p): key for key, p in planned.items()}
+            ti.xcom_push(key="choices", value={"labels": labels, "columns": list(plan.plan_partition_columns)})
+            self.options, self.defaults = [*labels, COMPACT_NOTHING], list(labels)
+            self.subject = f"OPTIMIZE {params['table_uri']}: which of {len(labels)} partitions to compact?"
+            self.body = partition_choice_body(params["table_uri"], plan.plan.version, planned)
+            return super().execute(context)
+
+        def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+            choices = context["ti"].xcom_pull(task_ids=self.task_id, key="choices")
+            labels = choices["labels"]
+            self.options = [*labels, COMPACT_NOTHING]  # as asked (the DAG file declares only COMPACT_NOTHING)
+            ret = super().execute_complete(context, event)
+            chosen = [labels[c] for c in ret["chosen_options"] if c in labels]
+            answer = _answer(ret, event)
+            compact = bool(chosen) and COMPACT_NOTHING not in ret["chosen_options"] and not answer["timed_out"]
+            table = context["params"]["table_uri"]
+            where = partition_predicate(chosen, choices["columns"], table) if compact else None
+            print(f"compact {chosen} where {where}" if compact else "compact nothing: OPTIMIZE only plans")
+            return {"asked": True, "compact": compact, "where": where, "partitions": chosen if compact else []} | answer
+
+    class VacuumApprovalOperator(ApprovalOperator):
+        """Approve or reject vacuum_plan, confirming its retention (`retention_hours`, the plan's by default)
+        or raising it. Approve with the plan's retention applies the plan; with a longer one, VACUUM plans
+        again and applies only the files of the plan shown (`confirmed_vacuum_plan`); with a shorter one it
+        refuses and skips vacuum_apply (it would delete files that were not shown). Reject, or no answer
+        within the timeout (the default, Reject), skips vacuum_apply."""
+
+        def _ask_retention(self, plan: Mapping[str, Any]) -> float:
+            hours = retention_hours_of(plan)
+            self.params = ParamsDict(
+                {
+                    "retention_hours": Param(
+                        hours,
+                        type="number",
+                        minimum=0,
+                        description=f"VACUUM retention in hours (the plan's: {hours:g}); longer applies only the "
+                        "plan's files still expired under it, shorter is refused (plan again with it)",
+                    )
+                }
+            )
+            return hours
+
+        def execute(self, context: Any) -> Any:
+            self._ask_retention(_plan_result(context))
+            return super().execute(context)
+
+        def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+            seen = _plan_result(context)
+            planned = self._ask_retention(seen)
+            ret = super().execute_complete(context, event)  # Reject: vacuum_apply skipped already
+            answer = _answer(ret, event)
+            if ret["chosen_options"] != [self.APPROVE]:
+                return {"approved": False} | answer
+            hours = float((ret.get("params_input") or {}).get("retention_hours", planned))
+            ti = context["ti"]
+            run = re.sub(r"[^A-Za-z0-9._=-]+", "_", ti.run_id)
+            target = f"{RESULT_DIR.rstrip('/')}/{ti.dag_id}/{ti.task_id}/{run}.plan.json"
+            confirmed = confirmed_vacuum_plan(context["params"]["table_uri"], seen, hours, target, STORAGE_CONN_ID)
+            if "refused" in confirmed:
+                print(confirmed["refused"])
+                self.skip(ti=ti, tasks=[t for t in context["task"].get_direct_relatives(upstream=False)])
+                return {"approved": False} | confirmed | answer
+            print(f"VACUUM applies {confirmed['num_files']} files at a retention of {hours:g} h: {confirmed['plan']}")
+            return {"approved": True} | confirmed | answer
 
 
 @dag(
@@ -240,6 +453,12 @@ def vacuum_approval_body(plan: Mapping[str, Any], dag_id: str | None = None, run
         ),
         "optimize_min_interval_hours": Param(
             24, type="number", minimum=0, description="compact at most once in this many hours"
+        ),
+        "optimize_ask_partitions": Param(
+            False,
+            type="boolean",
+            description="when OPTIMIZE may apply and plans two partitions or more, ask a person which to compact "
+            "(choose_partitions; no answer in time compacts nothing); false: compact every planned partition",
         ),
         "retention_hours": Param(None, type=["null", "number"], description="VACUUM plan: override the retention"),
         "apply_vacuum": Param(
@@ -315,9 +534,29 @@ def delta_table_maintenance() -> None:
 
     conditions = optimize_conditions(replay.output)
 
+    if HITLOperator is not None:
+        choose = PartitionChoiceOperator(
+            task_id="choose_partitions",
+            subject="OPTIMIZE {{ params.table_uri }}: which partitions to compact?",
+            response_timeout=APPROVAL_TIMEOUT,
+        )
+    else:  # Airflow < 3.1
+
+        @task(task_id="choose_partitions")
+        def choice_unavailable(**context: Any) -> dict[str, Any]:
+            """No human-in-the-loop operators on this Airflow: asked to choose, OPTIMIZE only plans."""
+            apply = context["ti"].xcom_pull(task_ids="optimize_conditions")["apply"]
+            if context["params"]["optimize_ask_partitions"] and apply:
+                print("choosing partitions needs Airflow 3.1+: OPTIMIZE only plans")
+                apply = False
+            return {"asked": False, "compact": apply, "where": None, "partitions": None}
+
+        choose = choice_unavailable().operator
+
     optimize = DeltaOptimizeOperator(
         task_id="optimize",
-        dry_run="{{ not ti.xcom_pull(task_ids='optimize_conditions')['apply'] }}",
+        dry_run="{{ not ti.xcom_pull(task_ids='choose_partitions')['compact'] }}",
+        where="{{ ti.xcom_pull(task_ids='choose_partitions')['where'] or '' }}",
         min_small_file_ratio="{{ params.optimize_min_small_file_ratio }}",
         **COMMON,
     )
@@ -347,7 +586,7 @@ def delta_table_maintenance() -> None:
         return "approve_vacuum" if ask else "vacuum_not_applied"
 
     if ApprovalOperator is not None:
-        approve = ApprovalOperator(
+        approve = VacuumApprovalOperator(
             task_id="approve_vacuum",
             subject="VACUUM {{ params.table_uri }}: quarantine "
             "{{ ti.xcom_pull(task_ids='vacuum_plan')['num_files'] }} files?",
@@ -371,7 +610,7 @@ def delta_table_maintenance() -> None:
         task_id="vacuum_apply",
         dry_run=False,
         mode="full",
-        plan="{{ ti.xcom_pull(task_ids='vacuum_plan')['result_uri'] }}",
+        plan="{{ ti.xcom_pull(task_ids='approve_vacuum')['plan'] }}",
         quarantine=True,
         **COMMON,
     )
@@ -454,6 +693,7 @@ def delta_table_maintenance() -> None:
             "checked_versions": state["checked_versions"],
             "checks": state["checks"],
             "optimize_conditions": ti.xcom_pull(task_ids="optimize_conditions"),
+            "optimize_partitions": ti.xcom_pull(task_ids="choose_partitions"),
             "optimize": {k: optimized[k] for k in OPTIMIZE_KEYS},
             "vacuum_plan": {k: plan[k] for k in ("version", "mode", "cutoff", "num_files", "bytes")},
             "vacuum_approval": approval,
@@ -475,7 +715,7 @@ def delta_table_maintenance() -> None:
 
     approval_branch = vacuum_approval_needed(vacuum_plan.output)
     checkpoint_branch = checkpoint_needed(replay.output)
-    conditions >> optimize >> vacuum_plan >> approval_branch >> [approve, no_vacuum]
+    conditions >> choose >> optimize >> vacuum_plan >> approval_branch >> [approve, no_vacuum]
     approve >> vacuum_apply
     [vacuum_apply, no_vacuum] >> vacuum_purge >> checkpoint_branch >> [checkpoint, no_checkpoint] >> log_cleanup
     summary = report(replay.output, optimize.output, vacuum_plan.output, log_cleanup.output, vacuum_purge.output)

@@ -60,9 +60,11 @@ def test_the_dag_plans_at_once_when_unpaused(maintenance_dag) -> None:
     timetable = maintenance_dag.timetable.timetable  # AssetOrTimeSchedule: the daily cron part
     assert timetable.run_immediately is True
     optimize_task = maintenance_dag.get_task("optimize")
-    assert optimize_task.upstream_task_ids == {"optimize_conditions"}
+    assert optimize_task.upstream_task_ids == {"choose_partitions"}
+    assert maintenance_dag.get_task("choose_partitions").upstream_task_ids == {"optimize_conditions"}
     assert maintenance_dag.get_task("optimize_conditions").upstream_task_ids == {"replay_and_check"}
-    assert "optimize_conditions" in optimize_task.dry_run
+    assert "choose_partitions" in optimize_task.dry_run and "choose_partitions" in optimize_task.where
+    assert maintenance_dag.params["optimize_ask_partitions"] is False  # the demo stays unattended
 
 
 def test_optimize_conditions_threshold_new_files_and_interval(maintenance_dag, tmp_path: Path) -> None:
