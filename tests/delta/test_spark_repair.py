@@ -1,0 +1,98 @@
+"""Repair (FSCK) on the Spark engine (real Spark, local[2]): the HEAD checks run on the executors (chunks of
+files, each task the local engine's bounded loop `engines.missing_files`) and find exactly what the local
+engine and delta-rs find, in order; a deleted deletion-vector file counts when asked; applied through the
+Spark engine, delta-rs reads the rows left and finds nothing more to repair."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+deltalake = pytest.importorskip("deltalake")
+pytest.importorskip("pyspark")
+from conftest import CORPUS, copy_table  # noqa: E402
+from deltalake import DeltaTable, write_deltalake  # noqa: E402
+
+from airflow_delta_provider.delta.delta_log import DeltaLog  # noqa: E402
+from airflow_delta_provider.delta.engines import missing_files  # noqa: E402
+from airflow_delta_provider.delta.maintenance.repair import repair  # noqa: E402
+from airflow_delta_provider.delta.protocol.actions import decode_path  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """The suite's shared local[2] session (left running for the next module's `getOrCreate`)."""
+    from support.spark_cluster import local_session
+
+    return local_session("spark-executor-tests")
+
+
+def make_table(path: Path) -> Path:
+    rng = random.Random(11)
+    for _ in range(8):
+        n = rng.randint(1, 10)
+        data = {
+            "id": pa.array([rng.randrange(10**6) for _ in range(n)], pa.int64()),
+            "part": pa.array([rng.choice(["a", "b c", "d%e", None]) for _ in range(n)]),
+        }
+        write_deltalake(str(path), pa.table(data), mode="append", partition_by=["part"])
+    return path
+
+
+def test_repair_on_spark_equals_local_and_delta_rs(tmp_path: Path, spark: Any) -> None:
+    from airflow_delta_provider.delta.engines.spark import SparkEngine
+
+    ours, theirs = make_table(tmp_path / "ours"), tmp_path / "theirs"
+    files = sorted(f.path for f in DeltaLog(str(ours)).update().all_files())
+    gone = sorted(random.Random(2).sample(files, 3))
+    for f in gone:
+        (ours / decode_path(f)).unlink()
+    shutil.copytree(ours, theirs)
+    dlog = DeltaLog(str(ours), engine=SparkEngine(spark, snapshot_partitions=2))
+    version = DeltaTable(str(ours)).version()
+
+    dry = repair(dlog)
+    assert sorted(dry.files_removed) == gone == sorted(repair(str(theirs)).files_removed)
+    assert sorted(decode_path(p) for p in gone) == sorted(DeltaTable(str(theirs)).repair(dry_run=True)["files_removed"])
+    assert DeltaTable(str(ours)).version() == version
+
+    done = repair(dlog, dry_run=False)
+    DeltaTable(str(theirs)).repair(dry_run=False)
+    assert done.version == version + 1 == DeltaTable(str(ours)).version()
+    assert DeltaTable(str(ours)).repair(dry_run=True)["files_removed"] == []
+    assert sorted(DeltaTable(str(ours)).file_uris()) != [] and len(DeltaTable(str(ours)).file_uris()) == len(files) - 3
+    rows = [sorted(DeltaTable(str(p)).to_pyarrow_table().column("id").to_pylist()) for p in (ours, theirs)]
+    assert rows[0] == rows[1]
+
+
+@pytest.mark.skipif(not CORPUS.exists(), reason="reference corpus not found")
+def test_file_checker_chunks_equal_the_local_loop_with_deletion_vectors(tmp_path: Path, spark: Any) -> None:
+    from airflow_delta_provider.delta.engines.spark.repair import spark_file_checker
+
+    check = spark_file_checker(spark, {}, max_workers=2, files_per_task=2)  # several tasks of two files
+    path = make_table(tmp_path / "t")
+    snap = DeltaLog(str(path)).update()
+    files = sorted(snap.all_files(), key=lambda f: f.path)
+    gone = [files[i] for i in (0, 3, 4, len(files) - 1)]
+    for f in gone:
+        (path / decode_path(f.path)).unlink()
+    found = check(snap.store, snap.table, files, table=snap.table)
+    assert found == missing_files(snap.store, snap.table, files, table=snap.table) == gone  # in order
+    assert check(snap.store, snap.table, []) == []
+
+    dv_table = copy_table("delta-rs/table_with_deletion_logs", tmp_path)
+    snap = DeltaLog(str(dv_table)).update()
+    (with_dv,) = snap.all_files()
+    assert with_dv.deletion_vector is not None and with_dv.deletion_vector.storage_type == "u"
+    for dv in dv_table.glob("deletion_vector_*.bin"):
+        dv.unlink()
+    for dvs, expected in ((False, []), (True, [with_dv])):
+        local = missing_files(snap.store, snap.table, [with_dv], deletion_vectors=dvs, table=snap.table)
+        assert check(snap.store, snap.table, [with_dv], deletion_vectors=dvs, table=snap.table) == local == expected
