@@ -58,6 +58,7 @@ from ..delta.protocol.history import to_epoch_ms
 from ..delta.protocol.leases import MAX_TTL_MS
 from . import text
 from .completion import bash_completion, zsh_completion
+from .progress import progress_display
 from .text import print_json, write_table
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_UNSUPPORTED, EXIT_STORAGE, EXIT_CHECK_FAILED = range(7)
@@ -123,20 +124,15 @@ VACUUM_SUBCOMMANDS = ("undo", "purge", "list")
 
 
 def _spark_factory(master: str) -> Any:
-    """Builds an in-process SparkSession at `master` for `--engine spark`."""
+    """Builds the SparkSession for `--engine spark` at `master`: in this process (`local[*]`, `spark://`), or
+    a Spark Connect client (`sc://host:port`) that ships this package to the server's executors."""
 
     def factory(options: Mapping[str, Any]) -> Any:
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        from pyspark.sql import SparkSession
+        from ..commands.spark_session import is_connect_master, spark_session
+        from ..jobs import build_py_files_zip
 
-        from ..delta.engines.spark import SPARK_CONF, hadoop_s3a_conf
-
-        builder = SparkSession.builder.master(master).appName("deltalog")
-        for key, value in {**SPARK_CONF, **hadoop_s3a_conf(options), "spark.ui.enabled": "false"}.items():
-            builder = builder.config(key, value)
-        spark = builder.getOrCreate()
-        spark.sparkContext.setLogLevel("ERROR")
-        return spark
+        py_files = [build_py_files_zip()] if is_connect_master(master) else []
+        return spark_session(master, options, app_name="deltalog", py_files=py_files)
 
     return factory
 
@@ -165,7 +161,8 @@ def _run(args: argparse.Namespace, action: str, **fields: Any) -> dict[str, Any]
         memory_limit_bytes=limit,
         **{**travel, **fields},
     )
-    outcome = run(request, _spark_factory(args.master) if engine == "spark" else None)
+    with progress_display(getattr(args, "stderr", None), action.replace("_", " ")):  # ends before any output
+        outcome = run(request, _spark_factory(args.master) if engine == "spark" else None)
     return {**outcome.body, "engine": outcome.engine}
 
 
@@ -519,6 +516,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     try:
         with contextlib.redirect_stdout(out):  # --help and --version print to sys.stdout
             args = build_parser().parse_args(argv)
+        args.stderr = err  # progress is drawn there while a command runs, when it is a terminal
         args.fn(args, out)
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else EXIT_OK

@@ -33,6 +33,7 @@ from ..protocol.purge import REORG_OPERATION, PurgePlan, expected_rows, operatio
 from ..protocol.table_features import check_can_write
 from ..snapshot import Snapshot
 from .optimize import _batch_failed, candidates, table_layout
+from .vacuum import Progress, report_progress, with_progress
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engines import BinRewriter
@@ -102,6 +103,10 @@ def _check_rows(plan: PurgePlan, added: list[AddFile | None], table: str, versio
             )
 
 
+_REWRITING = "PURGE: rewriting bins"
+
+
+@with_progress
 def purge(
     table_or_log: DeltaLog | str | os.PathLike[str],
     *,
@@ -117,6 +122,7 @@ def purge(
     executor: BinRewriter | None = None,
     clock: Callable[[], int] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    progress: Progress | None = None,
 ) -> PurgeResult:
     """Rewrite the files whose deletion vector hides at least `min_deleted_ratio` of their rows (0: every file with
     one) without those rows; plans only unless `dry_run=False`.
@@ -128,6 +134,7 @@ def purge(
         the rest are reported over budget.
     :param max_commit_bytes: commit after each batch of bins of about this many input bytes (progress is kept).
     :param executor: runs the bins (default: the engine's `bin_rewriter(max_workers=...)`).
+    :param progress: told the bins rewritten after each commit (default: `maintenance.vacuum.PROGRESS`'s).
     :raises UnsupportedFeatureError: the table uses a feature a rewrite cannot preserve (row tracking, ...).
     :raises ConcurrentModificationError: a concurrent commit removed or changed an input.
     :raises LogCorruptedError: an input unreadable, or a new file not holding the rows its inputs show.
@@ -173,8 +180,11 @@ def purge(
     run = executor or dlog.engine.bin_rewriter(max_workers=max_workers)
     clock = clock or dlog.clock
     params = operation_parameters([the_plan.predicate] if the_plan.predicate else [])
+    bins_done = 0
+    report_progress(_REWRITING, 0, len(the_plan.bins))
     for n, bins in enumerate(commit_batches(the_plan.bins, max_commit_bytes)):
         batch = dataclasses.replace(the_plan, bins=bins, dropped=[], over_budget=[])
+        bins_done += len(bins)
         if n:  # a later batch starts from the latest version, its files re-validated there
             snapshot = dlog.update()
             check_can_write(
@@ -183,6 +193,7 @@ def purge(
             batch = revalidate(batch, _active(snapshot), snapshot.version)
             result.dropped.extend(batch.dropped)
             if not batch.bins:
+                report_progress(_REWRITING, bins_done, len(the_plan.bins))
                 continue
         try:
             added = run(table_layout(snapshot, table), batch.bins, store=dlog.store, clock=clock)
@@ -205,6 +216,7 @@ def purge(
         result.removed.extend(batch.files)
         result.added.extend(new)
         log.info("PURGE of %s: version %d replaced %d files with %d", table, version, len(batch.files), len(new))
+        report_progress(_REWRITING, bins_done, len(the_plan.bins))
     return result
 
 

@@ -40,6 +40,7 @@ from ..protocol.stats_backfill import (
 from ..protocol.table_features import check_can_write
 from ..snapshot import Snapshot
 from .optimize import candidates, require_unchanged, table_layout
+from .vacuum import Progress, report_progress, with_progress
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engines import StatsRecomputer
@@ -130,6 +131,10 @@ def _commit(
     return txn.commit(operation_metrics=metrics), committed
 
 
+_RECOMPUTING = "COMPUTE STATS: recomputing files"
+
+
+@with_progress
 def backfill_stats(
     table_or_log: DeltaLog | str | os.PathLike[str],
     *,
@@ -143,6 +148,7 @@ def backfill_stats(
     executor: StatsRecomputer | None = None,
     clock: Callable[[], int] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    progress: Progress | None = None,
 ) -> StatsBackfillResult:
     """Recompute the statistics of the files that need them and re-add those files (unless `dry_run`).
 
@@ -152,6 +158,7 @@ def backfill_stats(
     :param files_per_commit: commit after each batch of this many files, so a long run keeps its progress.
     :param tighten: also recompute stats that are wide (`tightBounds=false`, left by deletion vectors).
     :param executor: reads the files (default: the engine's `stats_recomputer(max_workers=...)`).
+    :param progress: told the files recomputed after each commit (default: `maintenance.vacuum.PROGRESS`'s).
     :raises UnsupportedFeatureError, OperationNotAllowedError: a table this library must not write.
     :raises InvalidArgumentError: a bad argument, or stats properties that cannot be parsed.
     :raises LogCorruptedError: a planned file (or its deletion vector) unreadable or not holding the schema.
@@ -186,12 +193,16 @@ def backfill_stats(
     run = executor or dlog.engine.stats_recomputer(max_workers=max_workers)
     layout = table_layout(planned, table)
     params = operation_parameters([where] if where else [])
+    files_done = 0
+    report_progress(_RECOMPUTING, 0, len(plan.files))
     for batch in _batches(plan.files, files_per_commit):
         stats = run(layout, [p.add for p in batch], store=dlog.store)
         try:
             version, committed = _commit(dlog, planned, batch, stats, params, clock, result)
         except ConcurrentModificationError as exc:
             raise _after(exc, result.versions) from exc
+        files_done += len(batch)
+        report_progress(_RECOMPUTING, files_done, len(plan.files))
         if version is None:
             continue
         result.versions.append(version)

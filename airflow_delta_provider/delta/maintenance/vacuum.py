@@ -25,15 +25,17 @@ re-validation; their versions' files leave the plan before the engine sees it (d
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import math
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from numbers import Real
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from urllib.parse import urlparse
 
 from ..delta_log import DeltaLog
@@ -60,6 +62,47 @@ log = logging.getLogger(__name__)
 
 #: Schemes on which Spark writes the VACUUM START/END commits by default (Delta Spark `VacuumCommand`).
 AUDIT_SCHEMES = frozenset({"wasbs", "wasbss", "abfs", "abfss", "adl", "gs", "file", "hdfs"})
+
+#: A progress callback, `(phase, done, total)`: `total` is None while unknown; a phase ends when `done ==
+#: total` or the next one starts. It only observes: nothing it does changes what an operation decides.
+Progress = Callable[[str, int, "int | None"], None]
+P = ParamSpec("P")
+R = TypeVar("R")
+#: The progress callback of the operations running in this context (`deltalog` sets one when stderr is a
+#: terminal), so a face shows progress without threading it through the command layer; VACUUM, PURGE and
+#: the statistics backfill report to it, and their `progress=` argument sets it for one call.
+PROGRESS: ContextVar[Progress | None] = ContextVar("delta_progress", default=None)
+
+
+def report_progress(phase: str, done: int, total: int | None = None) -> None:
+    """Tell the context's progress callback (`PROGRESS`), if there is one."""
+    callback = PROGRESS.get()
+    if callback is not None:
+        callback(phase, done, total)
+
+
+def with_progress(fn: Callable[P, R]) -> Callable[P, R]:
+    """`fn` run with its `progress=` keyword argument as the context's callback (`progress_to`)."""
+
+    @functools.wraps(fn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        with progress_to(kwargs.get("progress")):  # type: ignore[arg-type]
+            return fn(*args, **kwargs)
+
+    return run
+
+
+@contextmanager
+def progress_to(progress: Progress | None) -> Iterator[None]:
+    """`progress` as the context's callback while the block runs (None: the context's stays)."""
+    if progress is None:
+        yield
+        return
+    token = PROGRESS.set(progress)
+    try:
+        yield
+    finally:
+        PROGRESS.reset(token)
 
 
 @dataclass
@@ -174,6 +217,14 @@ def _lite_tombstones(dlog: DeltaLog, snapshot: Snapshot) -> list[rules.LoggedFil
     return list(out.values())
 
 
+_LISTING = "VACUUM: listing the table"
+_READING = "VACUUM: reading the log's tombstones"
+_STATTING = "VACUUM: reading the planned files' sizes and times"
+_REVALIDATING = "VACUUM: re-validating the plan"
+_DELETING = "VACUUM: deleting files"
+_MOVING = "VACUUM: moving files to quarantine"
+
+
 def make_plan(
     dlog: DeltaLog,
     snapshot: Snapshot,
@@ -186,7 +237,8 @@ def make_plan(
 ) -> VacuumPlan:
     """List (FULL, through `executor`) or read the log (LITE) and plan at `now_ms - retention_ms`."""
     if mode == rules.FULL:
-        return executor.plan_full(
+        report_progress(_LISTING, 0)
+        plan = executor.plan_full(
             dlog,
             snapshot,
             cutoff_ms=now_ms - retention_ms,
@@ -195,6 +247,9 @@ def make_plan(
             now_ms=now_ms,
             untracked_grace_ms=untracked_grace_ms,
         )
+        report_progress(_LISTING, 1, 1)
+        return plan
+    report_progress(_READING, 0)
     active, tombs = logged_files(snapshot)
     plan = rules.plan_vacuum(
         table=dlog.table_uri,
@@ -211,7 +266,11 @@ def make_plan(
         untracked_grace_ms=untracked_grace_ms,
         table_id=snapshot.metadata.id,
     )
-    return rules.with_evidence(plan, stat_entries(dlog.store, dlog.table_uri, [f.path for f in plan.files]))
+    report_progress(_READING, 1, 1)
+    report_progress(_STATTING, 0, plan.num_files)
+    plan = rules.with_evidence(plan, stat_entries(dlog.store, dlog.table_uri, [f.path for f in plan.files]))
+    report_progress(_STATTING, plan.num_files, plan.num_files)
+    return plan
 
 
 def _audit_default(dlog: DeltaLog) -> bool:
@@ -228,6 +287,7 @@ def _commit(snapshot: Snapshot, operation: str, params: Mapping[str, Any], metri
     return snapshot.transaction(operation, params).commit(operation_metrics=metrics)
 
 
+@with_progress
 def vacuum(
     table_or_log: DeltaLog | str | os.PathLike[str],
     *,
@@ -245,6 +305,7 @@ def vacuum(
     plan_dir: str | None = None,
     lease_location: str | os.PathLike[str] | None = None,
     quarantine: bool = False,
+    progress: Progress | None = None,
 ) -> VacuumResult:
     """Plan (dry run, the default) or delete the files no version within retention needs.
 
@@ -259,6 +320,7 @@ def vacuum(
     :param quarantine: move the files to `<table>/_delta_quarantine/<id>/` instead (local engine only).
     :param untracked_grace_hours: never delete an untracked file younger than this (None: 1 hour; 0: off),
         whatever the retention; an apply uses its own value, not the plan's.
+    :param progress: told each phase's progress (listing, re-validation, deletes; default: `PROGRESS`'s).
     :raises VacuumPlanRefusedError: a plan for another table, or naming an entry outside the table root
         or in `_delta_log`: nothing is deleted.
     :raises OperationNotAllowedError: a LITE vacuum whose commits were cleaned up, a protocol changed since
@@ -455,6 +517,7 @@ def _apply(
             version=snapshot.version,
         )
     plan, leased = _without_leased(plan, pins)
+    report_progress(_REVALIDATING, 0, plan.num_files)
     with _gc_paused(getattr(executor, "in_process", False)):
         checked = executor.revalidate(
             dlog,
@@ -465,6 +528,7 @@ def _apply(
             now_ms=now_ms,
             untracked_grace_ms=grace_ms,
         )
+    report_progress(_REVALIDATING, plan.num_files, plan.num_files)
     if leased:
         checked = checked._replace(
             dropped=[*leased, *checked.dropped],
@@ -536,15 +600,19 @@ def _delete_checked(
     moved = 0
     try:
         if quarantine_id is None or quarantine_at is None:
+            report_progress(_DELETING, 0, keep.num_files)
             done = executor.delete(dlog, checked, batch_size=batch_size)
             result.deleted, result.deleted_bytes, result.directories = done
+            report_progress(_DELETING, result.deleted, keep.num_files)
         else:
             start = result.audit_versions[0] if result.audit_versions else None
             manifest = start_quarantine(
                 dlog, snapshot, keep, now_ms=quarantine_at, audit_version=start, quarantine_id=quarantine_id
             )
+            report_progress(_MOVING, 0, keep.num_files)
             done = executor.move(dlog, checked, destination=files_dir(quarantine_id))
             moved, result.directories = done.files, done.directories
+            report_progress(_MOVING, moved, keep.num_files)
             finish_quarantine(dlog, manifest, now_ms=quarantine_at, moved=done.files, moved_bytes=done.bytes)
             result.quarantine_id = quarantine_id
             result.quarantine = {"id": quarantine_id, "location": quarantine_location(dlog, quarantine_id)}

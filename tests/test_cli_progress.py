@@ -1,0 +1,139 @@
+"""`deltalog` progress: drawn on stderr when it is a terminal (a real pty here), nothing but the result into
+pipes; the library's progress callback sees VACUUM's phases without changing the plan; `--json` is the
+compact, streamed `json.dumps` text. Real processes and tables, no mocks."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_delta_provider.cli import main
+from airflow_delta_provider.cli.text import JSON_BATCH, print_json
+from airflow_delta_provider.delta.maintenance.vacuum import PROGRESS, vacuum
+
+ACTIVE, STRAYS = 50, 400
+OLD_S = 40 * 86_400  # strays and the commit 40 days old: past the 7-day retention and the 1-hour grace
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory) -> Path:
+    """A table of `ACTIVE` zero-byte data files in its one commit, and `STRAYS` untracked 40-day-old files
+    beside them (what VACUUM plans to delete), in 5 partitions."""
+    root = tmp_path_factory.mktemp("progress") / "table"
+    (root / "_delta_log").mkdir(parents=True)
+    old_ms = int((time.time() - OLD_S) * 1000)
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    schema["fields"].append({"name": "part", "type": "string", "nullable": True, "metadata": {}})
+    lines = [
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {
+            "metaData": {
+                "id": "00000000-0000-4000-8000-000000000001",
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps(schema),
+                "partitionColumns": ["part"],
+                "configuration": {},
+                "createdTime": old_ms,
+            }
+        },
+    ]
+    for i in range(ACTIVE + STRAYS):
+        path = f"part={i % 5}/part-{i:05d}.parquet"
+        (root / path).parent.mkdir(exist_ok=True)
+        (root / path).touch()
+        if i < ACTIVE:
+            add = {"path": path, "partitionValues": {"part": str(i % 5)}, "size": 0}
+            lines.append({"add": {**add, "modificationTime": old_ms, "dataChange": True}})
+        else:
+            os.utime(root / path, (time.time() - OLD_S, time.time() - OLD_S))
+    lines.append({"commitInfo": {"timestamp": old_ms, "operation": "WRITE"}})
+    commit = root / "_delta_log" / f"{0:020d}.json"
+    commit.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    os.utime(commit, (time.time() - OLD_S, time.time() - OLD_S))
+    return root
+
+
+def _deltalog(table: Path, *extra: str, stderr_tty: bool) -> tuple[int, str, bytes]:
+    """`python -m airflow_delta_provider.cli vacuum TABLE ...` with stdout a pipe and stderr a pty (or a pipe):
+    the exit code, stdout, and every byte written to stderr."""
+    env = {k: v for k, v in os.environ.items() if k != "DELTALOG_NO_PROGRESS"}
+    env.update(TERM="xterm-256color", COLUMNS="160", LINES="40")
+    argv = [sys.executable, "-m", "airflow_delta_provider.cli", "vacuum", str(table), *extra]
+    if not stderr_tty:
+        proc = subprocess.run(argv, capture_output=True, env=env, timeout=120)
+        return proc.returncode, proc.stdout.decode(), proc.stderr
+    leader, follower = os.openpty()
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=follower, env=env)
+        os.close(follower)
+        follower = -1
+        seen = bytearray()
+        while True:  # read the terminal until the child is gone (EIO once no process holds it open)
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        out = proc.stdout.read().decode()
+        proc.wait(timeout=120)
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    return proc.returncode, out, bytes(seen)
+
+
+def test_progress_on_a_terminal_and_nothing_into_a_pipe(table):
+    code, out, err = _deltalog(table, "--json", stderr_tty=True)
+    assert code == 0, err.decode(errors="replace")
+    assert b"VACUUM: listing the table" in err  # the library's phase, drawn by rich on the terminal
+    assert b"vacuum" in err and b"\x1b[" in err  # the command's own spinner line, with terminal controls
+    on_tty = json.loads(out)  # stdout is the result alone, one compact line
+    assert out.count("\n") == 1 and ": " not in out[:200]
+    code, piped_out, piped_err = _deltalog(table, "--json", stderr_tty=False)
+    assert (code, piped_err) == (0, b"")  # into a pipe: no progress, nothing on stderr
+    piped = json.loads(piped_out)
+    assert sorted(f["path"] for f in piped["files"]) == sorted(f["path"] for f in on_tty["files"])
+    assert piped["num_files"] == STRAYS
+    out_text, err_text = io.StringIO(), io.StringIO()  # human text, in this process: the result only
+    assert main(["vacuum", str(table)], out_text, err_text) == 0 and err_text.getvalue() == ""
+    text = out_text.getvalue()
+    assert text.startswith("vacuum dry run (full)") and f"would delete {STRAYS} files" in text
+    assert text.count("\n") == STRAYS + 1
+
+
+def test_library_reports_phases_without_changing_the_plan(table):
+    seen: list[tuple[str, int, int | None]] = []
+    quiet = vacuum(str(table))
+    told = vacuum(str(table), progress=lambda *event: seen.append(event))
+    assert [f.path for f in told.plan.files] == [f.path for f in quiet.plan.files]
+    assert seen == [("VACUUM: listing the table", 0, None), ("VACUUM: listing the table", 1, 1)]
+    assert PROGRESS.get() is None  # the call's callback is gone with the call
+    context: list[tuple[str, int, int | None]] = []
+    token = PROGRESS.set(lambda *event: context.append(event))  # what deltalog sets at a terminal
+    try:
+        vacuum(str(table), mode="lite")
+    finally:
+        PROGRESS.reset(token)
+    assert [phase for phase, _, _ in context][:2] == ["VACUUM: reading the log's tombstones"] * 2
+
+
+def test_json_is_compact_and_equal_to_json_dumps():
+    big = {
+        "files": [{"path": f"p={i % 3}/f{i}", "size": i, "dv": None} for i in range(3 * JSON_BATCH + 7)],
+        "partitions": {str(i): {"files": i} for i in range(2 * JSON_BATCH + 1)},
+        "nested": {"a": [1.5, True, None], 7: "seven", "when": time.gmtime(0)},
+        "empty": [{}, []],
+    }
+    out = io.StringIO()
+    print_json(big, out)
+    assert out.getvalue() == json.dumps(big, separators=(",", ":"), default=str) + "\n"
