@@ -247,3 +247,25 @@ def test_an_optimize_task_runs_as_planned_and_then_nothing_is_planned(tmp_path):
     assert len(result.removed) == 12 and len(result.added) == 3
     assert rows() == before and len(before) == 13
     assert [t.operation for t in plan(scan([str(path)], policy=policy).healths).tasks] == ["checkpoint"]
+
+
+def test_vacuum_is_not_planned_again_for_what_it_deleted(tmp_path):
+    """Tombstones stay in the log after VACUUM deleted their files: the last completed VACUUM's START (its
+    timestamp less its retention) says which are gone, so the next plan has no VACUUM, until a later DELETE
+    (timed by a writer whose clock lags the VACUUM's) makes a new tombstone."""
+    from airflow_delta_provider.delta.lake.run import apply_task
+
+    path = tmp_path / "t"
+    _append(path, n=6)
+    DeltaTable(str(path)).delete("x < 2")
+    now = int(time.time() * 1000) + 8 * DAY
+
+    def vacuums() -> list:
+        return [t for t in plan(scan([str(path)], now_ms=now).healths).tasks if t.operation == "vacuum"]
+
+    (task,) = vacuums()
+    assert apply_task(str(path), task.to_dict(), clock=lambda: now)["files_removed"] == 1
+    assert vacuums() == []
+    DeltaTable(str(path)).delete("x = 3")  # its tombstone is older than the VACUUM's cutoff, but newer than it
+    (again,) = vacuums()
+    assert again.cost.files_deleted == 1

@@ -75,10 +75,11 @@ def _dv_file_size(dv: Mapping[str, Any]) -> int:
     return (dv.get("offset") or 0) + 4 + (dv.get("sizeInBytes") or 0) + 4
 
 
-def _tombstones(snapshot: Any, physical: Mapping[str, str]) -> list[Tombstone]:
+def _tombstones(snapshot: Any, physical: Mapping[str, str], vacuumed: _Vacuumed | None = None) -> list[Tombstone]:
     """One entry per file VACUUM may delete once its tombstones expire: a removed path still active (a deletion
     vector update removes and re-adds it) is none; a path removed twice counts once, at its latest removal;
-    the DV files of removed files count too, when no active file uses them."""
+    the DV files of removed files count too, when no active file uses them. A tombstone the last completed
+    VACUUM already deleted (`vacuumed`) is none: tombstones stay in the log after their file is gone."""
     root = snapshot.table
     adds = snapshot.add_files_table
     live_dvs = [(d["storageType"], d["pathOrInlineDv"]) for d in adds.column("deletionVector").to_pylist() if d]
@@ -88,7 +89,7 @@ def _tombstones(snapshot: Any, physical: Mapping[str, str]) -> list[Tombstone]:
     found: dict[str, Tombstone] = {}
 
     def keep(rel: str | None, partition: str, size: int, ts: int) -> None:
-        if rel is None or rel in live:
+        if rel is None or rel in live or (vacuumed is not None and vacuumed.deleted(rel, ts)):
             return
         seen = found.get(rel)
         if seen is not None:
@@ -129,6 +130,33 @@ def _is_whole_table(info: CommitInfo) -> bool:
 
 
 @dataclass
+class _Vacuumed:
+    """What the last completed VACUUM deleted, from its START commit (PROTOCOL.md "Commit Provenance
+    Information": Delta's VACUUM START / END commitInfo): every tombstone removed before it and older than its
+    timestamp less `specifiedRetentionMillis` (its retention; `defaultRetentionMillis` when none was given)."""
+
+    cutoff_ms: int
+    #: Paths removed by commits after the VACUUM START: their tombstones are newer than the VACUUM, whatever
+    #: their timestamps (a writer's clock may lag the VACUUM's).
+    removed_after: frozenset[str]
+
+    def deleted(self, rel: str, deletion_timestamp: int) -> bool:
+        return deletion_timestamp <= self.cutoff_ms and rel not in self.removed_after
+
+
+def _vacuum_cutoff(info: CommitInfo) -> int | None:
+    params = info.raw.get("operationParameters") or {}
+    retention = params.get("specifiedRetentionMillis")
+    if retention is None:
+        retention = params.get("defaultRetentionMillis")
+    ts = info.in_commit_timestamp or info.timestamp
+    try:
+        return None if retention is None or ts is None else int(ts) - int(retention)
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass
 class _History:
     last_optimize: LastOperation | None = None
     last_vacuum: LastOperation | None = None
@@ -137,6 +165,8 @@ class _History:
     #: Partitions the last OPTIMIZE covered (None: the whole table).
     covered: set[str] | None = None
     touched: set[str] = field(default_factory=set)
+    #: What the last completed VACUUM deleted (None: no completed VACUUM among the commits read).
+    vacuumed: _Vacuumed | None = None
 
 
 def _history(dlog: DeltaLog, snapshot: Any, listing: list[Any], limit: int, physical: Mapping[str, str]) -> _History:
@@ -150,6 +180,10 @@ def _history(dlog: DeltaLog, snapshot: Any, listing: list[Any], limit: int, phys
     out = _History()
     older = 0
     columns = snapshot.partition_columns
+    root = snapshot.table
+    removed_after: set[str] = set()
+    completed = False  # a VACUUM END with status COMPLETED seen, its START not yet
+    vacuum_done = False  # the last completed VACUUM resolved (found, or not findable)
     for c in commits:
         if c.version > snapshot.version:
             continue
@@ -164,12 +198,25 @@ def _history(dlog: DeltaLog, snapshot: Any, listing: list[Any], limit: int, phys
         when = ts or c.file.modification_time
         if out.last_vacuum is None and op.startswith("VACUUM"):
             out.last_vacuum = LastOperation(c.version, when, op)
+        if not vacuum_done and info is not None:
+            params = info.raw.get("operationParameters") or {}
+            if op == "VACUUM END" and str(params.get("status", "")).upper() == "COMPLETED":
+                completed = True
+            elif op == "VACUUM START" and completed:
+                cutoff = _vacuum_cutoff(info)
+                if cutoff is not None:
+                    out.vacuumed = _Vacuumed(cutoff, frozenset(removed_after))
+                vacuum_done = True
+            if not vacuum_done:
+                for a in actions:
+                    if isinstance(a, RemoveFile) and (rel := relative_to_root(a.path, root)) is not None:
+                        removed_after.add(rel)
         if op == "OPTIMIZE" and info is not None and out.last_optimize is None:
             out.last_optimize = LastOperation(c.version, when, op)
             out.changed = set(out.touched)
             whole = _is_whole_table(info)
             out.covered = None if whole else _partitions_of(actions, columns, physical, data_change_only=False)
-        if out.last_optimize is not None and out.last_vacuum is not None:
+        if out.last_optimize is not None and out.last_vacuum is not None and (vacuum_done or not completed):
             break
         if out.last_optimize is None:
             out.touched |= _partitions_of(actions, columns, physical, data_change_only=True)
@@ -222,7 +269,8 @@ def table_health(
     tp = (policy or LakePolicy()).for_table(dlog.table_uri, conf)
     physical = snapshot.physical_partition_columns
     cutoff = now - tp.deleted_file_retention_ms
-    tombstones = _tombstones(snapshot, physical)
+    hist = _history(dlog, snapshot, listing, history_commits, physical)
+    tombstones = _tombstones(snapshot, physical, hist.vacuumed)
     partitions = summarize_partitions(
         _active_files(snapshot, physical),
         tombstones,
@@ -232,7 +280,6 @@ def table_health(
         retention_cutoff_ms=cutoff,
     )
     all_at = max((t.deletion_timestamp for t in tombstones if t.deletion_timestamp > cutoff), default=None)
-    hist = _history(dlog, snapshot, listing, history_commits, physical)
     if hist.last_optimize is not None and hist.changed is not None:
         for key, p in partitions.items():
             covered = hist.covered is None or key in hist.covered

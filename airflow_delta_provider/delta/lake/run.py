@@ -44,10 +44,13 @@ def estimate_row(table: str, task: Mapping[str, Any]) -> dict[str, Any]:
 def apply_task(
     table: str, task: Mapping[str, Any], *, clock: Callable[[], int] | None = None, storage_options: Options = None
 ) -> dict[str, Any]:
-    """Run one planned task with its options; what it did, in history columns (`versions`: OPTIMIZE's commits)."""
+    """Run one planned task with its options; what it did, in history columns (`versions`: OPTIMIZE's commits).
+    With a `clock`, the drivers' commits are timed by it too, so their commitInfo and tombstone times agree with
+    the retention they applied (the next scan reads what VACUUM deleted from them)."""
     op, options = task["operation"], dict(task.get("options") or {})
+    log = DeltaLog.of(table, storage_options, clock=clock)
     if op == "optimize":
-        r = optimize(table, clock=clock, storage_options=storage_options, **options)
+        r = optimize(log, clock=clock, storage_options=storage_options, **options)
         return {
             "version": r.version,
             "versions": list(r.versions),
@@ -59,8 +62,8 @@ def apply_task(
         }
     if op == "vacuum":
         kw = {"clock": clock, "storage_options": storage_options, **options}
-        planned = vacuum(table, dry_run=True, **kw)
-        done = vacuum(table, dry_run=False, plan=planned.plan, **kw)  # exactly the plan it made
+        planned = vacuum(log, dry_run=True, **kw)
+        done = vacuum(log, dry_run=False, plan=planned.plan, **kw)  # exactly the plan it made
         return {
             "version": done.audit_versions[-1] if done.audit_versions else None,  # VACUUM END
             "files_removed": done.deleted,
@@ -69,10 +72,10 @@ def apply_task(
             "actual_bytes_reclaimed": done.deleted_bytes,
         }
     if op == "checkpoint":
-        result = write_checkpoint(DeltaLog.of(table, storage_options), clock=clock)
+        result = write_checkpoint(log, clock=clock)
         return {"version": result.version, "bytes_added": result.size_in_bytes}
     if op == "log_cleanup":
-        r = cleanup_log(table, apply=True, clock=clock, storage_options=storage_options, **options)
+        r = cleanup_log(log, apply=True, clock=clock, storage_options=storage_options, **options)
         return {"files_removed": r.deleted, "bytes_removed": r.num_bytes, "actual_files_removed": r.deleted}
     raise InvalidArgumentError(f"unknown lake operation {op!r}; expected one of {list(STEPS)}", argument="operation")
 
