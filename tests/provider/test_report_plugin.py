@@ -280,6 +280,27 @@ def test_the_health_page_is_in_the_ui_menu(served):
     assert view["href"] == "/delta/health" and view["url_route"] == "delta-lake-health" and view["category"] == "browse"
 
 
+def test_the_ui_shows_the_health_page_in_its_frame(served):
+    base, token, _, root = served
+    if find_chromium() is None:
+        pytest.skip("no Chromium (apt-get install chromium-headless-shell; .ci/run installs it)")
+    from support.browser import Browser
+
+    frame = "document.querySelector('iframe')"
+    ready = f"{frame} && {frame}.contentDocument && {frame}.contentDocument.querySelectorAll('svg').length >= 3"
+    inspect = f"({{src: {frame}.src, title: {frame}.contentDocument.title, menu: document.body.innerText}})"
+    with Browser() as browser:
+        page = browser.load(
+            f"{base}/plugin/delta-lake-health",
+            wait_for=ready,
+            inspect=inspect,
+            screenshot=root / "shots" / "ui.png",
+            cookies=[{"name": "_token", "value": token, "url": base}],
+        )
+    assert page.status == 200
+    assert page.dom["src"] == f"{base}/delta/health" and page.dom["title"] == "Lake health", page.dom
+
+
 def test_the_history_comes_from_airflow_config_else_the_autopilot_dags_variable(monkeypatch):
     from airflow_delta_provider.plugin import HISTORY_ENV, health_settings
 

@@ -221,10 +221,14 @@ class Browser:
         screenshot: str | os.PathLike[str] | None = None,
         width: int = 1200,
         cookies: list[dict[str, Any]] | None = None,
+        wait_for: str | None = None,
     ) -> PageLoad:
         """Open the local file `path` (or an `http(s)://` URL) in a new tab and wait for its load event.
 
         `cookies` (DevTools `Network.setCookie` parameters, e.g. `{"name", "value", "url"}`) are set first.
+
+        `wait_for` is a JavaScript expression polled (every 0.1 s, within the browser's timeout) after the load
+        event until it is truthy: for pages a script renders after loading (Airflow's UI).
 
         `inspect` is a JavaScript expression evaluated in the loaded page; its JSON value is `dom`.
         `screenshot` (a .png path) gets a full-page screenshot `width` CSS pixels wide.
@@ -248,6 +252,17 @@ class Browser:
             )
             pipe.send("Page.navigate", {"url": url}, session=session)
             pipe.wait_for("Page.loadEventFired", session)
+            if wait_for is not None:
+                deadline = time.monotonic() + pipe.timeout_s
+                while True:
+                    probe = pipe.send(
+                        "Runtime.evaluate", {"expression": f"!!({wait_for})", "returnByValue": True}, session=session
+                    )
+                    if probe.get("result", {}).get("value") is True:
+                        break
+                    if time.monotonic() > deadline:
+                        raise DevToolsError(f"{wait_for!r} still false after {pipe.timeout_s:g} s at {url}")
+                    time.sleep(0.1)
             value = pipe.send(
                 "Runtime.evaluate", {"expression": f"JSON.stringify({inspect})", "returnByValue": True}, session=session
             )
