@@ -442,7 +442,6 @@ def render_lake_html(report: Mapping[str, Any], *, table_link: str | None = None
             links=links,
             charts=[c for c in charts if c is not None],
             share=_share,
-            iso=_iso,
             provider_version=__version__,
         )
     )
