@@ -3,12 +3,12 @@ read from the maintenance history table (`delta.lake.history`, a Delta table) as
 self-contained HTML page (inline SVG charts, no script).
 
 The history holds what each (run, table, operation) did, not the table's health, so each health point is read
-from the table's own log: the snapshot at the end of the run (time travel by commit timestamp, PROTOCOL.md
-"Commit Provenance Information" / In-Commit Timestamps), plus the table as it is now. Only the log is read (no
-data file): files and small files (the lake policy's default threshold, half the target file size), tombstoned
-bytes and those past the deleted-file retention, rows hidden by deletion vectors (PROTOCOL.md "Deletion
-Vectors"), commits since the last checkpoint. A version no longer reconstructible (its log cleaned up) is a
-point with its error and no numbers.
+from the table's own log: the snapshot at the run's start and at its end (time travel by commit timestamp:
+PROTOCOL.md "In-Commit Timestamps", else the commit file's modification time), plus the table as it is now.
+Only the log is read (no data file): files and small files (the lake policy's default threshold, half the
+target file size), tombstoned bytes and those past the deleted-file retention, rows hidden by deletion vectors
+(PROTOCOL.md "Deletion Vectors"), commits since the last checkpoint. A version no longer reconstructible (its
+log cleaned up) is a point with its error and no numbers.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def read_history(history_uri: str, storage_options: Mapping[str, Any] | None = N
 def _spent_saved(row: Mapping[str, Any]) -> dict[str, Any]:
     """What one history row spent and saved: a rewrite reads the files it removes (OPTIMIZE's `bytes_removed`),
     VACUUM's and log cleanup's removals are reclaimed, not read; requests are the plan's estimate (the history
-    records no measured count)."""
+    records no measured count). A failed step spent its seconds and saved nothing it did not record."""
     op = row.get("operation")
     rewrite = op == "optimize"
     return {
@@ -117,7 +117,7 @@ def _runs(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "tables": len({r.get("table") for r in run_rows if r.get("table")}),
                 "operations": sum(r.get("status") == "done" for r in run_rows),
                 "failed": sum(r.get("status") == "failed" for r in run_rows),
-                **_sum(r for r in run_rows if r.get("status") == "done"),
+                **_sum(run_rows),
             }
         )
     runs.sort(key=lambda r: (r["started_ms"] is None, r["started_ms"] or 0, r["run_id"]))
@@ -294,12 +294,12 @@ def lake_report(
                 "operations": dict(sorted(operations.items())),
                 "failures": failures,
                 "proofs": sorted({r["proof"] for r in table_rows if r.get("proof")}),
-                **_sum(done),
+                **_sum(table_rows),
                 "per_run": [
                     {
                         "run_id": run["run_id"],
                         "label": run["label"],
-                        **_sum(r for r in done if r["run_id"] == run["run_id"]),
+                        **_sum(r for r in table_rows if r["run_id"] == run["run_id"]),
                     }
                     for run in table_runs
                 ],
