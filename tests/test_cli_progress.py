@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -125,6 +126,20 @@ def test_library_reports_phases_without_changing_the_plan(table):
     finally:
         PROGRESS.reset(token)
     assert [phase for phase, _, _ in context][:2] == ["VACUUM: reading the log's tombstones"] * 2
+
+
+def test_apply_reports_revalidation_and_deletes(table, tmp_path):
+    copy = tmp_path / "table"
+    shutil.copytree(table, copy)  # copy2: the strays keep their old mtimes
+    seen: list[tuple[str, int, int | None]] = []
+    done = vacuum(str(copy), dry_run=False, progress=lambda *event: seen.append(event))
+    assert done.deleted == STRAYS
+    assert seen[2:] == [
+        ("VACUUM: re-validating the plan", 0, STRAYS),
+        ("VACUUM: re-validating the plan", STRAYS, STRAYS),
+        ("VACUUM: deleting files", 0, STRAYS),
+        ("VACUUM: deleting files", STRAYS, STRAYS),
+    ]
 
 
 def test_json_is_compact_and_equal_to_json_dumps():

@@ -16,6 +16,9 @@ one JSON object on stderr instead (`status`, `error_class`, `message`, ..., `exi
     6  check failed (`snapshot --checks`): the report is printed, then the failed checks on stderr
     70 internal error (a bug: the traceback is printed)
 
+While a table command runs, its progress is drawn on stderr when stderr is a terminal (`cli/progress.py`;
+`DELTALOG_NO_PROGRESS=1`: never); stdout holds only the result.
+
 `vacuum undo|purge|list` are also spelled `vacuum-undo`, `vacuum-purge`, `vacuum-list` (a table at a
 relative path named `undo`, `purge` or `list` is vacuumed as `./undo`).
 """
