@@ -132,12 +132,13 @@ def _is_whole_table(info: CommitInfo) -> bool:
 @dataclass
 class _Vacuumed:
     """What the last completed VACUUM deleted, from its START commit (PROTOCOL.md "Commit Provenance
-    Information": Delta's VACUUM START / END commitInfo): every tombstone removed before it and older than its
-    timestamp less `specifiedRetentionMillis` (its retention; `defaultRetentionMillis` when none was given)."""
+    Information": Delta's VACUUM START / END commitInfo): the tombstones of the version it read (`readVersion`)
+    older than its timestamp less `specifiedRetentionMillis` (its retention; `defaultRetentionMillis` when none
+    was given)."""
 
     cutoff_ms: int
-    #: Paths removed by commits after the VACUUM START: their tombstones are newer than the VACUUM, whatever
-    #: their timestamps (a writer's clock may lag the VACUUM's).
+    #: Paths removed by commits after the version the VACUUM read: their tombstones were not in its plan,
+    #: whatever their timestamps (a writer's clock may lag the VACUUM's).
     removed_after: frozenset[str]
 
     def deleted(self, rel: str, deletion_timestamp: int) -> bool:
@@ -181,15 +182,18 @@ def _history(dlog: DeltaLog, snapshot: Any, listing: list[Any], limit: int, phys
     older = 0
     columns = snapshot.partition_columns
     root = snapshot.table
-    removed_after: set[str] = set()
-    completed = False  # a VACUUM END with status COMPLETED seen, its START not yet
-    vacuum_done = False  # the last completed VACUUM resolved (found, or not findable)
+    removed: dict[int, set[str]] = {}  # remove paths by version, while the last VACUUM is unresolved
+    completed = False  # a VACUUM END with status COMPLETED seen
+    start: tuple[int, int] | None = None  # its START's (cutoff, readVersion)
+    vacuum_done = False  # the last completed VACUUM resolved (its read version reached, or not findable)
+    cut = False  # the walk stopped at its limit (older commits unread)
     for c in commits:
         if c.version > snapshot.version:
             continue
         if c.version not in tail:
             older += 1
             if older > limit:
+                cut = True
                 break
         actions = read_commit(dlog.store, dlog.table_uri, c)
         info = next((a for a in actions if isinstance(a, CommitInfo)), None)
@@ -198,19 +202,26 @@ def _history(dlog: DeltaLog, snapshot: Any, listing: list[Any], limit: int, phys
         when = ts or c.file.modification_time
         if out.last_vacuum is None and op.startswith("VACUUM"):
             out.last_vacuum = LastOperation(c.version, when, op)
-        if not vacuum_done and info is not None:
-            params = info.raw.get("operationParameters") or {}
-            if op == "VACUUM END" and str(params.get("status", "")).upper() == "COMPLETED":
-                completed = True
-            elif op == "VACUUM START" and completed:
-                cutoff = _vacuum_cutoff(info)
-                if cutoff is not None:
-                    out.vacuumed = _Vacuumed(cutoff, frozenset(removed_after))
-                vacuum_done = True
+        if not vacuum_done:
+            if start is not None and c.version <= start[1]:
+                newer = (p for v, paths in removed.items() if v > start[1] for p in paths)
+                out.vacuumed, vacuum_done = _Vacuumed(start[0], frozenset(newer)), True
+            elif info is not None:
+                params = info.raw.get("operationParameters") or {}
+                if op == "VACUUM END" and str(params.get("status", "")).upper() == "COMPLETED":
+                    completed = True
+                elif op == "VACUUM START" and completed and start is None:
+                    cutoff, read = _vacuum_cutoff(info), info.raw.get("readVersion")
+                    if cutoff is None or not isinstance(read, int):
+                        vacuum_done = True
+                    else:
+                        start = (cutoff, read)
             if not vacuum_done:
-                for a in actions:
-                    if isinstance(a, RemoveFile) and (rel := relative_to_root(a.path, root)) is not None:
-                        removed_after.add(rel)
+                removed[c.version] = {
+                    rel
+                    for a in actions
+                    if isinstance(a, RemoveFile) and (rel := relative_to_root(a.path, root)) is not None
+                }
         if op == "OPTIMIZE" and info is not None and out.last_optimize is None:
             out.last_optimize = LastOperation(c.version, when, op)
             out.changed = set(out.touched)
@@ -220,6 +231,8 @@ def _history(dlog: DeltaLog, snapshot: Any, listing: list[Any], limit: int, phys
             break
         if out.last_optimize is None:
             out.touched |= _partitions_of(actions, columns, physical, data_change_only=True)
+    if start is not None and not vacuum_done and not cut:  # the log starts after its read version: all read
+        out.vacuumed = _Vacuumed(start[0], frozenset(p for paths in removed.values() for p in paths))
     return out
 
 
