@@ -322,10 +322,10 @@ def _plan_result(context: Mapping[str, Any]) -> dict[str, Any]:
     return {**found, "result_uri": summary["result_uri"]}
 
 
-def _answer(ret: Mapping[str, Any], event: Mapping[str, Any]) -> dict[str, Any]:
-    """Who answered and when (none on a timeout: the defaults were applied)."""
-    by = ret.get("responded_by_user") or {}
-    at = ret.get("responded_at")
+def _answer(event: Mapping[str, Any]) -> dict[str, Any]:
+    """Who answered and when (nobody on a timeout: the scheduler applied the defaults)."""
+    by = event.get("responded_by_user") or {}
+    at = event.get("responded_at")
     return {"by": by.get("name"), "at": None if at is None else str(at), "timed_out": bool(event.get("timedout"))}
 
 
@@ -367,7 +367,7 @@ if HITLOperator is not None:
             self.options = [*labels, COMPACT_NOTHING]  # as asked (the DAG file declares only COMPACT_NOTHING)
             ret = super().execute_complete(context, event)
             chosen = [labels[c] for c in ret["chosen_options"] if c in labels]
-            answer = _answer(ret, event)
+            answer = _answer(event)
             compact = bool(chosen) and COMPACT_NOTHING not in ret["chosen_options"] and not answer["timed_out"]
             table = context["params"]["table_uri"]
             where = partition_predicate(chosen, choices["columns"], table) if compact else None
@@ -403,20 +403,21 @@ if HITLOperator is not None:
         def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
             seen = _plan_result(context)
             planned = self._ask_retention(seen)
-            ret = super().execute_complete(context, event)  # Reject: vacuum_apply skipped already
-            answer = _answer(ret, event)
-            if ret["chosen_options"] != [self.APPROVE]:
-                return {"approved": False} | answer
+            ti, answer = context["ti"], _answer(event)
+            if "error" not in event and event["chosen_options"] != [self.APPROVE]:
+                # Reject (or the timeout's default): skipping vacuum_apply ends the task, returning nothing
+                ti.xcom_push(key="answer", value={"approved": False} | answer)
+            ret = super().execute_complete(context, event)
             hours = float((ret.get("params_input") or {}).get("retention_hours", planned))
-            ti = context["ti"]
             run = re.sub(r"[^A-Za-z0-9._=-]+", "_", ti.run_id)
             target = f"{RESULT_DIR.rstrip('/')}/{ti.dag_id}/{ti.task_id}/{run}.plan.json"
             confirmed = confirmed_vacuum_plan(context["params"]["table_uri"], seen, hours, target, STORAGE_CONN_ID)
             if "refused" in confirmed:
                 print(confirmed["refused"])
-                self.skip(ti=ti, tasks=[t for t in context["task"].get_direct_relatives(upstream=False)])
-                return {"approved": False} | confirmed | answer
+                ti.xcom_push(key="answer", value={"approved": False} | confirmed | answer)
+                self.skip(ti=ti, tasks=context["task"].get_direct_relatives(upstream=False))
             print(f"VACUUM applies {confirmed['num_files']} files at a retention of {hours:g} h: {confirmed['plan']}")
+            ti.xcom_push(key="answer", value={"approved": True} | confirmed | answer)
             return {"approved": True} | confirmed | answer
 
 
@@ -673,8 +674,8 @@ def delta_table_maintenance() -> None:
         optional = ("approve_vacuum", "vacuum_apply", "checkpoint")
         states = ti.get_task_states(dag_id=ti.dag_id, task_ids=list(optional), run_ids=[ti.run_id]).get(ti.run_id, {})
 
-        def succeeded(task_id: str) -> Any:
-            return ti.xcom_pull(task_ids=task_id) if states.get(task_id) == "success" else None
+        def succeeded(task_id: str, key: str = "return_value") -> Any:
+            return ti.xcom_pull(task_ids=task_id, key=key) if states.get(task_id) == "success" else None
 
         vacuumed, written = succeeded("vacuum_apply"), succeeded("checkpoint")
         lease = None
@@ -685,7 +686,7 @@ def delta_table_maintenance() -> None:
             )
             lease = {"id": state["lease_id"], "version": state["version"], "released": released is not None}
         asked = ti.xcom_pull(task_ids="vacuum_approval_needed", key="approval_asked")
-        approval = approval_of(asked, succeeded("approve_vacuum"))
+        approval = approval_of(asked, succeeded("approve_vacuum", key="answer"))
         summary = {
             "table_uri": state["table_uri"],
             "version": state["version"],

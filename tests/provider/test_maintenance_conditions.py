@@ -140,3 +140,46 @@ def test_a_run_right_after_an_optimize_changes_nothing(airflow_db: str, maintena
         p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and "_delta_log" not in p.parts
     ) == [f for f in files if not f.startswith("_delta_log")]
     assert xcom_return(dr.run_id, "report")["optimize_conditions"]["apply"] is False
+
+
+def _dag_module() -> Any:
+    """The example DAG file as a module (its helpers; importing it only defines the DAG)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "delta_table_maintenance_dag", REPO / "dags" / "delta_table_maintenance.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_chosen_partitions_become_a_where_that_selects_only_them(tmp_path: Path) -> None:
+    from airflow_delta_provider.delta.errors import InvalidArgumentError
+
+    dag_file = _dag_module()
+    where = dag_file.partition_predicate(["n=1/s=it's", "n=2/s=__HIVE_DEFAULT_PARTITION__"], ["n", "s"])
+    assert where == "(`n` = '1' AND `s` = 'it''s') OR (`n` = '2' AND `s` IS NULL)"
+    with pytest.raises(InvalidArgumentError, match="one value per partition column"):
+        dag_file.partition_predicate(["n=1/s=a/b"], ["n", "s"])  # a value holding '/': refused, never widened
+    root = tmp_path / "rs"
+    for i in range(3):
+        write_deltalake(
+            str(root), pa.table({"id": [i, i, i], "n": [1, 2, 2], "s": ["it's", "x", None]}), partition_by=["n", "s"],
+            mode="append",
+        )  # fmt: skip
+    planned = optimize(str(root), dry_run=True, where=where).to_dict()["partitions"]
+    assert set(planned) == {"n=1/s=it's", "n=2/s=__HIVE_DEFAULT_PARTITION__"}  # not n=2/s=x
+
+
+def test_a_retention_shorter_than_the_plans_is_refused_and_the_same_one_applies_the_plan() -> None:
+    dag_file = _dag_module()
+    seen = {"retention_ms": 168 * 3_600_000, "result_uri": "/results/plan.json", "num_files": 7, "mode": "full"}
+    same = dag_file.confirmed_vacuum_plan("/no/table", seen, 168.0, "/results/confirmed.json")
+    assert same == {
+        "retention_hours": 168.0, "planned_retention_hours": 168.0, "plan": "/results/plan.json",
+        "replanned": False, "num_files": 7,
+    }  # fmt: skip
+    shorter = dag_file.confirmed_vacuum_plan("/no/table", seen, 24.0, "/results/confirmed.json")
+    assert "plan" not in shorter and "shorter than the plan's 168 h" in shorter["refused"]
+    assert "params.retention_hours=24" in shorter["refused"]  # how to plan it and be asked again

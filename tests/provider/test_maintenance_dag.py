@@ -401,8 +401,17 @@ def test_maintenance_dag_compacts_the_chosen_partitions_then_vacuums_what_a_huma
     assert f"[open the plan's report]({page})" in asked["body"] and Path(report).exists()
     assert _data_files(root) == after_optimize and DeltaTable(str(root)).version() == v + 1
     summary = xcom_return(dr.run_id, "report")
-    assert summary["vacuum_approval"]["approved"] is False and summary["vacuum"] is None
-    assert not summary["vacuum_purge"]["dry_run"] and summary["vacuum_purge"]["num_purged"] == 0
+    assert summary["vacuum_approval"] == {
+        "approved": False,
+        "by": answered["responded_by"]["name"],
+        "at": summary["vacuum_approval"]["at"],
+        "timed_out": False,
+    }
+    assert (
+        summary["vacuum"] is None
+        and not summary["vacuum_purge"]["dry_run"]
+        and summary["vacuum_purge"]["num_purged"] == 0
+    )
 
     # run 3: approved with the retention raised from the plan's 0 to 3 hours: VACUUM plans again with 3 hours
     # and applies only the files of the plan shown still expired under it: every version of the last 3 hours
@@ -479,3 +488,32 @@ def test_without_human_in_the_loop_operators_vacuum_is_never_applied(monkeypatch
     assert dag.get_task("vacuum_apply").trigger_rule == "all_success"  # skipped with its only upstream
     with pytest.raises(AirflowSkipException, match=r"approval needs Airflow 3\.1"):
         approve.python_callable()
+
+
+@pytest.mark.airflow
+@pytest.mark.slow
+def test_unanswered_partition_choice_and_approval_change_nothing(maintenance_dag, api_client, tmp_path: Path) -> None:
+    """Neither question answered within its 20 hours (the scheduler's timeout sweep applies the defaults):
+    the partition choice's timeout compacts nothing (its preselected partitions are not an answer) and the
+    approval's default, Reject, moves nothing."""
+    root = tmp_path / "table"
+    _small_file_table(root)
+    version, files = DeltaTable(str(root)).version(), _data_files(root)
+    conf = _conf(str(root), optimize_ask_partitions=True, apply_vacuum=True)
+    dr, responder = _run_answering(maintenance_dag, api_client, conf, choose_partitions=TIMEOUT, approve_vacuum=TIMEOUT)
+    states = task_states(dr.run_id)
+    assert states["choose_partitions"] == states["approve_vacuum"] == states["report"] == "success", states
+    assert states["vacuum_apply"] == "skipped", states
+    assert set(responder.requests) == {"choose_partitions", "approve_vacuum"} and responder.responses == {}
+    chosen = xcom_return(dr.run_id, "choose_partitions")
+    assert chosen["asked"] and chosen["timed_out"] and not chosen["compact"] and chosen["by"] is None
+    assert chosen["where"] is None and chosen["partitions"] == []
+    optimized = xcom_return(dr.run_id, "optimize")
+    assert optimized["dry_run"] and optimized["version"] is None and optimized["num_files_removed"] == 10
+    approval = xcom_return(dr.run_id, "report")["vacuum_approval"]  # approve_vacuum's XCom `answer`
+    assert approval == {"approved": False, "by": None, "at": approval["at"], "timed_out": True}
+    assert xcom_return(dr.run_id, "vacuum_plan")["num_files"] > 0  # there was something to approve
+    assert DeltaTable(str(root)).version() == version and _data_files(root) == files
+    summary = xcom_return(dr.run_id, "report")
+    assert summary["vacuum"] is None
+    assert summary["optimize_partitions"]["timed_out"] and summary["optimize"]["dry_run"]
