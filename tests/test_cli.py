@@ -163,6 +163,18 @@ def test_usage_errors_exit_2_and_name_the_option(sample):
         assert err.startswith("deltalog: error: InvalidArgumentError: ") and option in err and err.count("\n") == 1
 
 
+def test_library_errors_name_the_flags_not_the_python_arguments(sample):
+    code, out, err = run("vacuum", sample, "--retention-hours", "0")
+    assert (code, out) == (EXIT_USAGE, "")
+    assert "Pass --no-enforce-retention to vacuum" in err and "enforce_retention_duration" not in err
+    code, _, err = run("vacuum", sample, "--retention-hours", "0", "--json")
+    body = json.loads(err)
+    assert (body["argument"], body["flag"]) == ("retention_hours", "--retention-hours")  # argument kept, flag added
+    assert (
+        "--no-enforce-retention" in body["message"] and "table's delta.deletedFileRetentionDuration" in body["message"]
+    )
+
+
 def test_version_flag_prints_the_package_version():
     code, out, _ = run("--version")
     assert (code, out.strip()) == (0, f"deltalog {__version__}")

@@ -492,18 +492,56 @@ def _exit_code(exc: BaseException) -> int:
     return next((code for kinds, code in _EXIT_CODES if isinstance(exc, kinds)), EXIT_ERROR)
 
 
-def _report(exc: BaseException, as_json: bool, err: TextIO) -> int:
+def _flags(args: argparse.Namespace | None) -> dict[str, tuple[str, bool | None]]:
+    """The running command's options as the library names them -> (the flag typed here, the value the flag
+    sets when it is a switch, else None)."""
+    if args is None or not hasattr(args, "command"):
+        return {}
+    action = f"lake_{args.lake_command}" if args.command == "lake" else str(args.command).replace("-", "_")
+    out: dict[str, tuple[str, bool | None]] = {}
+    for f in fields(OPTIONS[action]) if action in OPTIONS else ():
+        if f.metadata["doc"] is not None and not f.metadata.get("positional"):
+            switch = (not f.default) if isinstance(f.default, bool) else None
+            out[f.name] = (f.metadata.get("flag", "--" + f.name.replace("_", "-")), switch)
+    return out
+
+
+def _in_flags(message: str, flags: Mapping[str, tuple[str, bool | None]]) -> str:
+    """`message` with the options it names as the library does (`retention_hours`,
+    `enforce_retention_duration=False`) named by their flags (`--retention-hours`, `--no-enforce-retention`):
+    only names with an underscore, or `name=True|False` setting a switch, so prose is left alone."""
+
+    def flag(m: re.Match[str]) -> str:
+        name, value = m[1], m[2]
+        found = flags.get(name)
+        if found is None:
+            return m[0]
+        if value is None:
+            return found[0] if "_" in name else m[0]
+        return found[0] if found[1] is not None and value == str(found[1]) else m[0]
+
+    return re.sub(r"(?<![\w.-])([a-z][a-z0-9_]*)(?:=(True|False))?(?![\w-])", flag, message) if flags else message
+
+
+def _report(
+    exc: BaseException, as_json: bool, err: TextIO, flags: Mapping[str, tuple[str, bool | None]] | None = None
+) -> int:
     code = _exit_code(exc)
+    flags = flags or {}
     if as_json:
         body = (
             exc.to_dict() if isinstance(exc, DeltaError) else {"error_class": type(exc).__name__, "message": str(exc)}
         )
+        body["message"] = _in_flags(str(body.get("message")), flags)
+        if body.get("argument") in flags:
+            body["flag"] = flags[body["argument"]][0]
         err.write(json.dumps({"status": "error", **body, "exit_code": code}, default=str) + "\n")
     elif code == EXIT_CHECK_FAILED:
         err.write(f"deltalog: {exc}\n")
     else:
         kind = "internal error (a bug, please report it)" if code == EXIT_INTERNAL else "error"
-        err.write(f"deltalog: {kind}: {type(exc).__name__}: {exc}\n")
+        text = str(exc) if code == EXIT_INTERNAL else _in_flags(str(exc), flags)
+        err.write(f"deltalog: {kind}: {type(exc).__name__}: {text}\n")
     if code == EXIT_INTERNAL:
         traceback.print_exception(exc, file=err)
     return code
@@ -516,6 +554,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     argv = sys.argv[1:] if argv is None else list(argv)
     if len(argv) > 1 and argv[0] == "vacuum" and argv[1] in VACUUM_SUBCOMMANDS:
         argv = [f"vacuum-{argv[1]}", *argv[2:]]
+    args = None
     try:
         with contextlib.redirect_stdout(out):  # --help and --version print to sys.stdout
             args = build_parser().parse_args(argv)
@@ -527,9 +566,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         sys.stderr = open(os.devnull, "w")
         return EXIT_OK
     except OSError as exc:  # a storage failure the library did not type
-        return _report(StorageError(f"{type(exc).__name__}: {exc}"), "--json" in argv, err)
+        return _report(StorageError(f"{type(exc).__name__}: {exc}"), "--json" in argv, err, _flags(args))
     except Exception as exc:
-        return _report(exc, "--json" in argv, err)
+        return _report(exc, "--json" in argv, err, _flags(args))
     return EXIT_OK
 
 
