@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -236,3 +238,71 @@ def build_lake(root: Path, counts: Mapping[str, int] = COUNTS, *, templates: Map
             copy_tree(templates[name], dst)
             lake.tables[lake.uri(dst)] = kind
     return lake
+
+
+class RacingWriters:
+    """delta-rs writers racing the autopilot DAG in `dag.test()`: writes fired at set points of its tasks, and a
+    free-running appender.
+
+    The DAG's `clock` is `RACE.clock`: the drivers call it after they read their snapshot and before they commit
+    (OPTIMIZE in each bin's rewrite, VACUUM after the dry run's snapshot, the checkpoint and log cleanup after
+    theirs), so a write registered with `on(task_id, table)` lands exactly inside that window: a real delta-rs
+    commit, only its moment chosen. `clock` returns the system time plus `offset_ms`."""
+
+    def __init__(self) -> None:
+        self.events: dict[tuple[str, str | None], Callable[[], None]] = {}
+        self.fired: list[tuple[str, str | None]] = []
+        self.offset_ms = 0
+        self._lock = threading.Lock()
+
+    def on(self, task_id: str, table: str | None, write: Callable[[], None]) -> None:
+        """Run `write` once, the first time `task_id` (for `table`'s mapped group, or any) reads the clock."""
+        self.events[(task_id, table)] = write
+
+    def clock(self) -> int:
+        key: tuple[str, str | None] | None = None
+        try:
+            from airflow.sdk import get_current_context
+
+            context = get_current_context()
+            key = (context["ti"].task_id, context.get("table_label"))  # type: ignore[attr-defined]
+        except Exception:  # no task context (a plain library call)
+            key = None
+        write = None
+        if key is not None:
+            with self._lock:
+                write = self.events.pop(key, None) or self.events.pop((key[0], None), None)
+        if write is not None:
+            self.fired.append(key)  # type: ignore[arg-type]
+            write()
+        return int(time.time() * 1000) + self.offset_ms
+
+
+class Appender(threading.Thread):
+    """Appends 3 rows (`x` = 1000 + 3i ...) to an unpartitioned `_append` table until stopped; `appended` holds
+    the rows of each append delta-rs committed."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(daemon=True)
+        self.path = path
+        self.appended: list[list[tuple[str, int]]] = []
+        self.failures: list[BaseException] = []
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            start = 1000 + 3 * len(self.appended)
+            try:
+                _append(self.path, start=start)
+                self.appended.append([("x", start + i) for i in range(3)])
+            except Exception as exc:  # recorded, asserted empty by the test
+                self.failures.append(exc)
+            self._stop_event.wait(0.2)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join()
+
+
+#: The racing writers of the DAG in `dag.test()` (one per process; the test sets its events).
+RACE = RacingWriters()
