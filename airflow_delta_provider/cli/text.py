@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
 from ..commands.reports import human_bytes
@@ -49,10 +49,21 @@ def write_json(obj: Any, out: TextIO) -> None:
         out.write(_COMPACT(obj))
 
 
+def write_lines(lines: Iterable[str], out: TextIO) -> None:
+    """Each of `lines` (newline added) as it comes, `JSON_BATCH` lines per write."""
+    batch: list[str] = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) == JSON_BATCH:
+            out.write("\n".join(batch) + "\n")
+            batch.clear()
+    if batch:
+        out.write("\n".join(batch) + "\n")
+
+
 def write_table(rows: list[list[str]], headers: list[str], out: TextIO) -> None:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    for r in [headers, *rows]:
-        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
+    write_lines(("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [headers, *rows]), out)
 
 
 def show_snapshot(s: dict[str, Any], out: TextIO) -> None:
@@ -161,8 +172,7 @@ def show_cleanup_log(result: dict[str, Any], out: TextIO) -> None:
         f"the log keeps versions from {result['earliest_readable_version']} (time travel to one also needs its "
         "data files, which VACUUM may have deleted)" + (f" ({result['reason']})" if result.get("reason") else "") + "\n"
     )
-    for name in result["files"]:
-        out.write(f"  {name}\n")
+    write_lines((f"  {name}" for name in result["files"]), out)
     write_leases(result, out)
 
 
@@ -188,8 +198,7 @@ def show_vacuum(result: dict[str, Any], out: TextIO) -> None:
             f"{head} deleted {result['deleted']} files ({human_bytes(result['deleted_bytes'])}), "
             f"{result['directories']} directories\n"
         )
-    for f in result["files"]:
-        out.write(f"  {f['path']}  {human_bytes(f['size'])}\n")
+    write_lines((f"  {f['path']}  {human_bytes(f['size'])}" for f in result["files"]), out)
     write_leases(result, out)
 
 
@@ -272,8 +281,7 @@ def show_repair(result: dict[str, Any], out: TextIO) -> None:
         out.write(f"repair: nothing to remove at version {result['read_version']} ({missing})\n")
     else:
         out.write(f"repair committed version {result['version']}: removed {result['num_missing']} missing files\n")
-    for path in result["files_removed"]:
-        out.write(f"  {path}\n")
+    write_lines((f"  {path}" for path in result["files_removed"]), out)
 
 
 def show_purge(result: dict[str, Any], out: TextIO) -> None:
