@@ -1,7 +1,8 @@
-"""Repair (FSCK) on the Spark engine (real Spark, local[2]): the HEAD checks run on the executors (chunks of
-files, each task the local engine's bounded loop `engines.missing_files`) and find exactly what the local
-engine and delta-rs find, in order; a deleted deletion-vector file counts when asked; applied through the
-Spark engine, delta-rs reads the rows left and finds nothing more to repair."""
+"""Repair (FSCK) on the Spark engine (real Spark, local[2]): the HEAD checks run on the executors (over the
+state's files where they are, or chunks of files the driver holds; each task the local engine's bounded
+loop `engines.missing_files`) and find exactly what the local engine and delta-rs find, in order; a deleted
+deletion-vector file counts when asked; applied through the Spark engine, delta-rs reads the rows left and
+finds nothing more to repair."""
 
 from __future__ import annotations
 
@@ -36,7 +37,9 @@ def spark():
 
 def make_table(path: Path) -> Path:
     rng = random.Random(11)
-    for _ in range(8):
+    for i in range(8):
+        if i == 5:  # a checkpoint: the state's files come from it and from the commits after it
+            DeltaTable(str(path)).create_checkpoint()
         n = rng.randint(1, 10)
         data = {
             "id": pa.array([rng.randrange(10**6) for _ in range(n)], pa.int64()),
@@ -59,7 +62,10 @@ def test_repair_on_spark_equals_local_and_delta_rs(tmp_path: Path, spark: Any) -
     version = DeltaTable(str(ours)).version()
 
     dry = repair(dlog)
-    assert sorted(dry.files_removed) == gone == sorted(repair(str(theirs)).files_removed)
+    local = repair(str(theirs))
+    assert dry.files_removed == gone == local.files_removed  # by path
+    assert dry.to_dict() | {"table": None} == local.to_dict() | {"table": None}  # rows lost, from the stats
+    assert dlog.update().state.files._adds is None, "the active files stayed on the cluster"
     assert sorted(decode_path(p) for p in gone) == sorted(DeltaTable(str(theirs)).repair(dry_run=True)["files_removed"])
     assert DeltaTable(str(ours)).version() == version
 
@@ -74,9 +80,9 @@ def test_repair_on_spark_equals_local_and_delta_rs(tmp_path: Path, spark: Any) -
 
 @pytest.mark.skipif(not CORPUS.exists(), reason="reference corpus not found")
 def test_file_checker_chunks_equal_the_local_loop_with_deletion_vectors(tmp_path: Path, spark: Any) -> None:
-    from airflow_delta_provider.delta.engines.spark.repair import spark_file_checker
+    from airflow_delta_provider.delta.engines.spark.repair import SparkFileChecker
 
-    check = spark_file_checker(spark, {}, max_workers=2, files_per_task=2)  # several tasks of two files
+    check = SparkFileChecker(spark, {}, max_workers=2, files_per_task=2).missing  # several tasks of two files
     path = make_table(tmp_path / "t")
     snap = DeltaLog(str(path)).update()
     files = sorted(snap.all_files(), key=lambda f: f.path)

@@ -62,10 +62,10 @@ class ZOrderRewriter(TypingProtocol):
 
 
 class FileChecker(TypingProtocol):
-    """Repair's HEAD checks: the files among `files` whose data file (with `deletion_vectors`, or stored DV)
-    storage no longer holds, in order; a storage failure other than "not found" raises (`StorageError`)."""
+    """Repair's HEAD checks (rules: `engines.missing_files`; a storage failure other than "not found" raises
+    `StorageError`)."""
 
-    def __call__(
+    def missing(
         self,
         store: LogStore,
         table_root: str,
@@ -73,7 +73,15 @@ class FileChecker(TypingProtocol):
         *,
         deletion_vectors: bool = False,
         table: str | None = None,
-    ) -> list[AddFile]: ...
+    ) -> list[AddFile]:
+        """The files among `files` whose data file (with `deletion_vectors`, or stored DV) storage no longer
+        holds, in order."""
+        ...
+
+    def missing_active(self, snapshot: Snapshot) -> tuple[int, list[AddFile]]:
+        """How many active files of `snapshot` were checked, and those whose data file storage no longer
+        holds, by path (a distributed state's files are checked where they are, never collected)."""
+        ...
 
 
 class Revalidation(NamedTuple):
@@ -254,11 +262,14 @@ def missing_files(
     return [f for f, g in zip(files, lost, strict=True) if g]
 
 
-def local_file_checker(max_workers: int | None = None) -> FileChecker:
-    """The local engine's `FileChecker`: `missing_files` in this process."""
-    workers = max_workers or DEFAULT_HEAD_WORKERS
+class LocalFileChecker:
+    """The local engine's `FileChecker`: `missing_files` in this process, `max_workers` HEADs in flight."""
 
-    def run(
+    def __init__(self, max_workers: int | None = None) -> None:
+        self.max_workers = max_workers or DEFAULT_HEAD_WORKERS
+
+    def missing(
+        self,
         store: LogStore,
         table_root: str,
         files: Sequence[AddFile],
@@ -267,7 +278,10 @@ def local_file_checker(max_workers: int | None = None) -> FileChecker:
         table: str | None = None,
     ) -> list[AddFile]:
         return missing_files(
-            store, table_root, files, deletion_vectors=deletion_vectors, max_workers=workers, table=table
+            store, table_root, files, deletion_vectors=deletion_vectors, max_workers=self.max_workers, table=table
         )
 
-    return run
+    def missing_active(self, snapshot: Snapshot) -> tuple[int, list[AddFile]]:
+        files = list(snapshot.all_files(with_stats=True))
+        gone = self.missing(snapshot.store, snapshot.table, files, table=snapshot.table)
+        return len(files), sorted(gone, key=lambda f: f.path)

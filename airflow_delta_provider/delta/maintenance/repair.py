@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..delta_log import DeltaLog
-from ..engines import DEFAULT_HEAD_WORKERS, local_file_checker, missing_files
+from ..engines import DEFAULT_HEAD_WORKERS, LocalFileChecker, missing_files
 from ..errors import check_bool, check_int
 from ..protocol.repair import FSCK_OPERATION, RepairPlan, operation_metrics, rows_lost
 from ..protocol.table_features import check_can_write
@@ -48,13 +48,12 @@ class RepairResult:
 
 
 def plan_repair(snapshot: Snapshot, *, max_workers: int = DEFAULT_HEAD_WORKERS) -> RepairPlan:
-    """The active files of `snapshot` storage no longer holds (one HEAD each, on the engine's
-    `file_checker(max_workers=...)`: Spark's runs them on its executors)."""
-    files = list(snapshot.all_files(with_stats=True))
+    """The active files of `snapshot` storage no longer holds, by path (one HEAD each, on the engine's
+    `file_checker(max_workers=...)`: Spark's runs them on its executors, where the state's files are)."""
     getter = getattr(snapshot.engine, "file_checker", None)
-    check = getter(max_workers=max_workers) if getter is not None else local_file_checker(max_workers)
-    missing = check(snapshot.store, snapshot.table, files, table=snapshot.table)
-    return RepairPlan(snapshot.table, snapshot.version, num_files_checked=len(files), missing=missing)
+    check = getter(max_workers=max_workers) if getter is not None else LocalFileChecker(max_workers)
+    checked, missing = check.missing_active(snapshot)
+    return RepairPlan(snapshot.table, snapshot.version, num_files_checked=checked, missing=missing)
 
 
 def repair(

@@ -67,7 +67,7 @@ class SparkEngine(SparkReplay):
         return spark_stats_recomputer(self.spark, self.storage_options)
 
     def file_checker(self, *, max_workers: int | None = None) -> FileChecker:
-        """HEAD requests on the executors, `max_workers` in flight per task."""
-        from .repair import spark_file_checker
+        """HEAD requests on the executors where the state's files are, `max_workers` in flight per task."""
+        from .repair import SparkFileChecker
 
-        return spark_file_checker(self.spark, self.storage_options, max_workers=max_workers)
+        return SparkFileChecker(self.spark, self.storage_options, max_workers=max_workers)

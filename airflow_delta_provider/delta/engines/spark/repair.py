@@ -1,28 +1,35 @@
-"""Repair's HEAD checks on Spark executors: the active files are dealt to `mapInArrow` tasks in chunks, and
-each task runs the local engine's bounded-concurrency loop (`engines.missing_files`) on its chunk; only the
-positions of the missing files come back to the driver."""
+"""Repair's HEAD checks on Spark executors; each task runs the local engine's bounded-concurrency loop
+(`engines.missing_files`) on its files, and only the missing files come back to the driver.
+
+`missing_active` checks a snapshot replayed on Spark where its files are: a `mapInArrow` over the state's
+reconciled file actions (`DistributedFileState.json_frame`), so a table's active files are never collected
+to the driver. `missing` checks a list of files the driver holds, dealt to tasks in chunks.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...protocol.actions import AddFile
-from .. import DEFAULT_HEAD_WORKERS
+from .. import DEFAULT_HEAD_WORKERS, LocalFileChecker
+from .tasks import batch_rows
 from .zorder import TaskFactory, run_items
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
     from pyspark.sql import SparkSession
 
+    from ...snapshot import Snapshot
     from ...storage import LogStore
-    from .. import FileChecker
 
-#: Files one task checks (its HEAD requests `max_workers` at a time).
+#: Files one task checks when the driver holds them (its HEAD requests `max_workers` at a time).
 FILES_PER_TASK = 2000
+CHECKED_SCHEMA = "checked long, add string, error string"
 
 
-def _head_task(
+def _chunk_task(
     table_root: str, storage_options: Mapping[str, Any], deletion_vectors: bool, workers: int, table: str | None
 ) -> TaskFactory:
     options = dict(storage_options)
@@ -46,19 +53,64 @@ def _head_task(
     return make
 
 
-def spark_file_checker(
-    spark: SparkSession,
-    storage_options: Mapping[str, Any],
-    *,
-    max_workers: int | None = None,
-    files_per_task: int = FILES_PER_TASK,
-) -> FileChecker:
-    """The Spark engine's `FileChecker`: chunks of `files_per_task` files, one task each, `max_workers` HEAD
-    requests in flight per task."""
-    workers = max_workers or DEFAULT_HEAD_WORKERS
-    step = max(1, files_per_task)
+def _frame_task(
+    table_root: str, storage_options: Mapping[str, Any], workers: int
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The `mapInArrow` function over `json` rows of file actions: per batch, how many adds were checked and
+    the missing ones' JSON (a `DeltaError` as one `error` row)."""
+    options = dict(storage_options)
 
-    def run(
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        from ...errors import DeltaError
+        from ...storage import store_for
+        from .. import missing_files
+
+        store = store_for(table_root, options)
+        for batch in batches:
+            adds = []
+            for (text,) in batch_rows(batch, ("json",)):
+                action = json.loads(text)
+                if "add" in action:
+                    adds.append(AddFile.from_json(action["add"]))
+            try:
+                gone = missing_files(store, table_root, adds, max_workers=workers, table=table_root)
+                rows = [json.dumps(f.to_json()) for f in gone]
+                error = None
+            except DeltaError as exc:
+                rows, error = [], json.dumps(exc.to_dict(), default=str)
+            checked = [len(adds)] + [0] * max(0, len(rows) - 1)
+            added: list[str | None] = rows or [None]
+            columns = [
+                pa.array(checked[: len(added)], pa.int64()),
+                pa.array(added, pa.string()),
+                pa.array([error] + [None] * (len(added) - 1), pa.string()),
+            ]
+            yield pa.RecordBatch.from_arrays(columns, ["checked", "add", "error"])
+
+    return run
+
+
+class SparkFileChecker:
+    """The Spark engine's `FileChecker`: `max_workers` HEAD requests in flight per task; files the driver
+    holds go in chunks of `files_per_task`, one task each."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        storage_options: Mapping[str, Any],
+        *,
+        max_workers: int | None = None,
+        files_per_task: int = FILES_PER_TASK,
+    ) -> None:
+        self.spark = spark
+        self.storage_options = dict(storage_options)
+        self.workers = max_workers or DEFAULT_HEAD_WORKERS
+        self.files_per_task = max(1, files_per_task)
+
+    def missing(
+        self,
         store: LogStore,
         table_root: str,
         files: Sequence[AddFile],
@@ -66,10 +118,25 @@ def spark_file_checker(
         deletion_vectors: bool = False,
         table: str | None = None,
     ) -> list[AddFile]:
+        step = self.files_per_task
         chunks = [files[i : i + step] for i in range(0, len(files), step)]
         items = [json.dumps([f.to_json() for f in c]) for c in chunks]
-        make = _head_task(table_root, storage_options, deletion_vectors, workers, table)
-        out = run_items(spark, items, make)
+        make = _chunk_task(table_root, self.storage_options, deletion_vectors, self.workers, table)
+        out = run_items(self.spark, items, make)
         return [c[i] for c, text in zip(chunks, out, strict=True) for i in json.loads(text)]
 
-    return run
+    def missing_active(self, snapshot: Snapshot) -> tuple[int, list[AddFile]]:
+        from ...errors import error_from_dict
+        from .state import DistributedFileState, run_spark
+
+        files = snapshot.state.files
+        if not isinstance(files, DistributedFileState):  # a state loaded in this process
+            return LocalFileChecker(self.workers).missing_active(snapshot)
+        task = _frame_task(snapshot.table, self.storage_options, self.workers)
+        frame = files.json_frame().mapInArrow(task, CHECKED_SCHEMA)
+        rows = run_spark(frame.collect, table=snapshot.table, version=snapshot.version)
+        errors = [r["error"] for r in rows if r["error"] is not None]
+        if errors:
+            raise error_from_dict(json.loads(errors[0]))
+        missing = [AddFile.from_json(json.loads(r["add"])) for r in rows if r["add"] is not None]
+        return sum(r["checked"] for r in rows), sorted(missing, key=lambda f: f.path)
