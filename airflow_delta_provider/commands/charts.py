@@ -421,6 +421,21 @@ def zorder_chart(overlap: Mapping[str, Mapping[str, int | None]] | None) -> Char
 
 
 # -- the lake report (commands/lake_report.py) ------------------------------------------------------------
+#: Most x labels a chart across runs writes out; past it, every k-th run is named.
+MAX_RUN_LABELS = 12
+
+
+def _run_labels(labels: Sequence[str]) -> list[str]:
+    """`labels` as written under the axis: all of them when few; else only the runs' names (the first line,
+    not a point's "after"), every k-th, so that at most `MAX_RUN_LABELS` are written."""
+    if len(labels) <= MAX_RUN_LABELS:
+        return list(labels)
+    named = [i for i, label in enumerate(labels) if label != "after"]
+    step = -(-len(named) // MAX_RUN_LABELS)
+    keep = set(named[::step])
+    return [label.split("\n")[0] if i in keep else "" for i, label in enumerate(labels)]
+
+
 def _run_axes(fig: Figure, rows: int, labels: Sequence[str]) -> list[Axes]:
     """`rows` stacked axes sharing one x axis of runs (oldest first), the last labelled with `labels`."""
     axes = list(fig.subplots(rows, 1, sharex=True)) if rows > 1 else [fig.add_subplot()]
@@ -428,8 +443,9 @@ def _run_axes(fig: Figure, rows: int, labels: Sequence[str]) -> list[Axes]:
         _style(ax)
         ax.grid(color="#eeeeee")
     xs = list(range(1, len(labels) + 1))
+    slanted = len(labels) > 6
     axes[-1].set_xticks(
-        xs, labels, fontsize="small", rotation=30 if len(labels) > 6 else 0, ha="right" if len(labels) > 6 else "center"
+        xs, _run_labels(labels), fontsize="small", rotation=30 if slanted else 0, ha="right" if slanted else "center"
     )
     if len(xs) == 1:
         axes[-1].set_xlim(0, 2)
@@ -505,11 +521,13 @@ def maintenance_chart(runs: Sequence[Mapping[str, Any]], chart_id: str = "chart-
     bytes_ax.set_ylabel(f"bytes ({unit})")
     bytes_ax.legend(frameon=False, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
     bars = files_ax.bar(xs, [r["files_removed"] or 0 for r in runs], width=0.5, color=_GREEN, label="files removed")
-    files_ax.bar_label(bars, labels=[f"{(r['seconds'] or 0):.3g} s" for r in runs], fontsize="x-small", padding=2)
+    if len(runs) <= 2 * MAX_RUN_LABELS:  # beyond, the labels would overlap: the table below has the seconds
+        files_ax.bar_label(bars, labels=[f"{(r['seconds'] or 0):.3g} s" for r in runs], fontsize="x-small", padding=2)
     files_ax.set_ylabel("files removed")
     files_ax.set_ylim(0, max(max(r["files_removed"] or 0 for r in runs), 1) * 1.25)
     files_ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    files_ax.set_xlabel("run (oldest first); bar labels: seconds the run's steps took")
+    seconds = "; bar labels: seconds the run's steps took" if len(runs) <= 2 * MAX_RUN_LABELS else ""
+    files_ax.set_xlabel(f"run (oldest first){seconds}")
     description = (
         "Per run: bytes the rewrites read and wrote and the bytes VACUUM reclaimed; files removed "
         "(compaction's net, VACUUM's and log cleanup's deletions) with the seconds the steps took."

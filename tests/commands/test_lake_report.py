@@ -150,3 +150,13 @@ def test_a_table_that_cannot_be_read_is_a_point_with_its_error(tmp_path: Path) -
     )
     html = render_lake_html(lake_report(history, table=gone))
     assert "TableNotFoundError" in html and "1 step failed" in html
+
+
+def test_many_runs_name_at_most_a_dozen_ticks() -> None:
+    from airflow_delta_provider.commands.charts import MAX_RUN_LABELS, _run_labels
+
+    few = ["11-01 06:00\nbefore", "after", "now"]
+    assert _run_labels(few) == few
+    many = [label for i in range(30) for label in (f"11-{i:02d} 06:00\nbefore", "after")] + ["now"]
+    shown = [label for label in _run_labels(many) if label]
+    assert 1 < len(shown) <= MAX_RUN_LABELS and shown[0] == "11-00 06:00" and "after" not in shown
