@@ -10,12 +10,14 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from airflow_delta_provider.cli import main
+from airflow_delta_provider.cli.progress import progress_display
 from airflow_delta_provider.cli.text import JSON_BATCH, print_json
 from airflow_delta_provider.delta.maintenance.vacuum import PROGRESS, vacuum
 
@@ -152,3 +154,40 @@ def test_json_is_compact_and_equal_to_json_dumps():
     out = io.StringIO()
     print_json(big, out)
     assert out.getvalue() == json.dumps(big, separators=(",", ":"), default=str) + "\n"
+
+
+def test_display_in_this_process_on_a_pty(monkeypatch):
+    """`progress_display` on a real terminal: the last counts of a phase reported per file are drawn, and the
+    callback is gone afterwards; on a StringIO (not a terminal) nothing is set or drawn."""
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.setenv("COLUMNS", "160")
+    monkeypatch.delenv("DELTALOG_NO_PROGRESS", raising=False)
+    leader, follower = os.openpty()
+    seen = bytearray()
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        with open(follower, "w", closefd=True) as tty, progress_display(tty, "work"):
+            report = PROGRESS.get()
+            assert report is not None
+            for i in range(1, 20_001):  # one call per file: throttled, the last one drawn
+                report("VACUUM: deleting files", i, 20_000)
+    finally:
+        time.sleep(0.2)  # let the reader take what the terminal holds
+        os.close(leader)
+        reader.join(timeout=5)
+    assert PROGRESS.get() is None
+    assert b"VACUUM: deleting files 20,000/20,000" in seen and b"work" in seen
+    with progress_display(io.StringIO(), "work"):
+        assert PROGRESS.get() is None

@@ -7,11 +7,14 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any, TextIO
 
 #: Set (to anything but empty) to never draw progress, even at a terminal.
 NO_PROGRESS_ENV = "DELTALOG_NO_PROGRESS"
+#: A phase's counts are passed on at most this often (its start and end always).
+MIN_INTERVAL_S = 0.05
 
 
 def wanted(err: TextIO | None) -> bool:
@@ -49,11 +52,14 @@ def progress_display(err: TextIO | None, title: str) -> Iterator[None]:
     phases: dict[str, tuple[Any, int | None]] = {}  # phase -> (task, total)
     lock = threading.Lock()
     broken = False
+    drawn = 0.0
 
     def report(phase: str, done: int, total: int | None) -> None:
-        nonlocal broken
-        if broken:
-            return
+        nonlocal broken, drawn
+        now = time.monotonic()
+        if broken or (phase in phases and done != total and now - drawn < MIN_INTERVAL_S):
+            return  # a callback per file costs a comparison, not a redraw
+        drawn = now
         try:
             with lock:
                 for other, (task, other_total) in phases.items():  # a new phase ends the ones before it
