@@ -68,7 +68,11 @@ def _label(group: Mapping[str, Any]) -> None:
 
 
 def _step(
-    group: Mapping[str, Any], operation: str, clock: Callable[[], int] | None, options: Mapping[str, Any]
+    group: Mapping[str, Any],
+    operation: str,
+    clock: Callable[[], int] | None,
+    options: Mapping[str, Any],
+    engines: Mapping[str, Callable[[], Any]] | None = None,
 ) -> dict[str, Any]:
     """Run the table's planned `operation` (nothing when none is planned), pushing its history row to XCom
     before any error propagates, so that `record` reads failed steps too."""
@@ -78,7 +82,12 @@ def _step(
         return {"table": group["table_uri"], "operation": operation, "status": "not_planned"}
     ti = get_current_context()["ti"]
     return run_task(
-        group["table_uri"], task_, clock=clock, storage_options=options, on_row=lambda r: ti.xcom_push(ROW_KEY, r)
+        group["table_uri"],
+        task_,
+        clock=clock,
+        storage_options=options,
+        on_row=lambda r: ti.xcom_push(ROW_KEY, r),
+        engines=engines,
     )
 
 
@@ -97,6 +106,7 @@ def lake_autopilot_dag(
     retries: int = 2,
     approval_timeout: dt.timedelta = dt.timedelta(hours=20),
     clock: Callable[[], int] | None = None,
+    engines: Mapping[str, Callable[[], Any]] | None = None,
     **dag_kwargs: Any,
 ) -> DAG:
     """The autopilot DAG over the lake under `prefixes` (plus `tables`), its history appended at `history_uri`.
@@ -107,6 +117,9 @@ def lake_autopilot_dag(
     :param verify: the row proof of each rewrite: "counts" (from the log) or "content" (reads the rows).
     :param pool: the Airflow pool the per-table tasks run in (bounds how many tables run at once).
     :param clock: epoch ms for the plan and the drivers (tests move time; default: the system clock).
+    :param engines: engines by the name the plan gives a table (`{"spark": lambda: SparkEngine(spark)}`, made in
+        the task that runs it): a policy's `spark_min_files` puts tables with that many active files on
+        "spark"; the others run on the local engine. A table planned on an engine not given fails its own tasks.
     """
     prefix_list = [prefixes] if isinstance(prefixes, str) else list(prefixes)
     options = dict(storage_options or {})
@@ -185,19 +198,19 @@ def lake_autopilot_dag(
 
         @task(**table_kwargs)
         def optimize_table(group: dict[str, Any]) -> dict[str, Any]:
-            return _step(group, "optimize", clock, options)
+            return _step(group, "optimize", clock, options, engines)
 
         @task(**table_kwargs)
         def vacuum_table(group: dict[str, Any], optimized: dict[str, Any]) -> dict[str, Any]:
-            return _step(group, "vacuum", clock, options)
+            return _step(group, "vacuum", clock, options, engines)
 
         @task(**table_kwargs)
         def checkpoint_table(group: dict[str, Any], vacuumed: dict[str, Any]) -> dict[str, Any]:
-            return _step(group, "checkpoint", clock, options)
+            return _step(group, "checkpoint", clock, options, engines)
 
         @task(**table_kwargs)
         def log_cleanup_table(group: dict[str, Any], checkpointed: dict[str, Any]) -> dict[str, Any]:
-            return _step(group, "log_cleanup", clock, options)
+            return _step(group, "log_cleanup", clock, options, engines)
 
         @task(**table_kwargs)
         def prove(group: dict[str, Any], optimized: dict[str, Any], cleaned: dict[str, Any]) -> dict[str, Any]:

@@ -269,3 +269,38 @@ def test_vacuum_is_not_planned_again_for_what_it_deleted(tmp_path):
     DeltaTable(str(path)).delete("x = 3")  # its tombstone is older than the VACUUM's cutoff, but newer than it
     (again,) = vacuums()
     assert again.cost.files_deleted == 1
+
+
+def test_each_table_runs_on_the_engine_its_size_calls_for(tmp_path):
+    """A policy's `spark_min_files` puts tables with that many active files on "spark" (in the plan and its JSON);
+    `run_task` runs them on the engine given under that name and refuses, naming it, when none is. The engine
+    given here is a real `LocalEngine` subclass that notes its use, standing in for a SparkEngine (the Spark
+    drivers are tested in the test_spark_* modules)."""
+    from airflow_delta_provider.delta.engines.local import LocalEngine
+    from airflow_delta_provider.delta.lake.run import run_task
+
+    big, small = tmp_path / "big", tmp_path / "small"
+    for _ in range(6):
+        _append(big, "a")
+    for _ in range(3):
+        _append(small, "a")
+    policy = parse_policy({"defaults": {"min_small_files": 3, "spark_min_files": 5}})
+    lake_plan = plan(scan([str(big), str(small)], policy=policy).healths)
+    engines = {t.table.rsplit("/", 1)[-1]: t.engine for t in lake_plan.tasks}
+    assert engines == {"big": "spark", "small": "local"}
+    assert {t["engine"] for t in lake_plan.to_dict()["tasks"]} == {"spark", "local"}
+    assert {t.engine for t in plan(scan([str(big)], policy=parse_policy(None)).healths).tasks} <= {"local"}
+
+    task = next(t for t in lake_plan.tasks if t.engine == "spark").to_dict()
+    with pytest.raises(InvalidArgumentError, match="no 'spark' engine") as refused:
+        run_task(str(big), task)
+    assert refused.value.to_dict()["argument"] == "engines"
+    used: list[str] = []
+
+    class NotingEngine(LocalEngine):
+        def bin_rewriter(self, *args, **kwargs):
+            used.append("bin_rewriter")
+            return super().bin_rewriter(*args, **kwargs)
+
+    row = run_task(str(big), task, engines={"spark": NotingEngine})
+    assert row["status"] == "done" and row["files_removed"] == 6 and used == ["bin_rewriter"]

@@ -20,6 +20,9 @@ from .proof import prove_rewrite
 #: A table's steps, in running order (the plan's operation names).
 STEPS = ("optimize", "vacuum", "checkpoint", "log_cleanup")
 Options = Mapping[str, Any] | None
+#: Engines other than the local one by the name a plan's task gives (`Task.engine`), each made on demand
+#: (e.g. `{"spark": lambda: SparkEngine(spark)}`).
+Engines = Mapping[str, Callable[[], Any]] | None
 
 
 def _now() -> str:
@@ -41,14 +44,37 @@ def estimate_row(table: str, task: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _log(
+    table: str, task: Mapping[str, Any], clock: Callable[[], int] | None, options: Options, engines: Engines
+) -> DeltaLog:
+    """The task's table on the engine its plan chose; a non-local engine not given is an error naming it."""
+    name = task.get("engine") or "local"
+    if name == "local":
+        return DeltaLog.of(table, options, clock=clock)
+    factory = (engines or {}).get(name)
+    if factory is None:
+        raise InvalidArgumentError(
+            f"The plan runs the {task['operation']} of {table} on the {name} engine (the policy's "
+            f"spark_min_files), but no {name!r} engine was given",
+            argument="engines",
+            table=table,
+        )
+    return DeltaLog(table, storage_options=options, clock=clock, engine=factory())
+
+
 def apply_task(
-    table: str, task: Mapping[str, Any], *, clock: Callable[[], int] | None = None, storage_options: Options = None
+    table: str,
+    task: Mapping[str, Any],
+    *,
+    clock: Callable[[], int] | None = None,
+    storage_options: Options = None,
+    engines: Engines = None,
 ) -> dict[str, Any]:
-    """Run one planned task with its options; what it did, in history columns (`versions`: OPTIMIZE's commits).
-    With a `clock`, the drivers' commits are timed by it too, so their commitInfo and tombstone times agree with
-    the retention they applied (the next scan reads what VACUUM deleted from them)."""
+    """Run one planned task with its options, on its engine; what it did, in history columns (`versions`:
+    OPTIMIZE's commits). With a `clock`, the drivers' commits are timed by it too, so their commitInfo and
+    tombstone times agree with the retention they applied (the next scan reads what VACUUM deleted from them)."""
     op, options = task["operation"], dict(task.get("options") or {})
-    log = DeltaLog.of(table, storage_options, clock=clock)
+    log = _log(table, task, clock, storage_options, engines)
     if op == "optimize":
         r = optimize(log, clock=clock, storage_options=storage_options, **options)
         return {
@@ -87,13 +113,15 @@ def run_task(
     clock: Callable[[], int] | None = None,
     storage_options: Options = None,
     on_row: Callable[[dict[str, Any]], None] | None = None,
+    engines: Engines = None,
 ) -> dict[str, Any]:
     """`apply_task` timed into a history row (status done, or failed with its error); `on_row` gets the row
     either way before the error propagates (so a failed step is still recorded)."""
     row = {**estimate_row(table, task), "started": _now()}
     began = time.monotonic()
     try:
-        row.update(apply_task(table, task, clock=clock, storage_options=storage_options), status="done")
+        done = apply_task(table, task, clock=clock, storage_options=storage_options, engines=engines)
+        row.update(done, status="done")
     except DeltaError as exc:
         row.update(status="failed", error_class=type(exc).__name__, error_message=str(exc)[:2000])
         raise
@@ -137,6 +165,7 @@ def run_table(
     apply_vacuum: bool = False,
     clock: Callable[[], int] | None = None,
     storage_options: Options = None,
+    engines: Engines = None,
 ) -> list[dict[str, Any]]:
     """A table's planned tasks in order, each rewrite proved; its history rows. VACUUM deletes, so it runs only
     with `apply_vacuum`. A failed step (or proof) ends the table's run: its row says failed, later steps are
@@ -147,7 +176,9 @@ def run_table(
         if task is None or (step == "vacuum" and not apply_vacuum):
             continue
         try:
-            row = run_task(table, task, clock=clock, storage_options=storage_options, on_row=rows.append)
+            row = run_task(
+                table, task, clock=clock, storage_options=storage_options, on_row=rows.append, engines=engines
+            )
             if step == "optimize":
                 proofs: list[dict[str, Any]] = []
                 try:

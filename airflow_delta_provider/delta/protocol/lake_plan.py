@@ -184,6 +184,8 @@ class Task:
     where: str | None = None
     #: The keyword arguments the operation's maintenance driver runs with, so it does what was priced.
     options: dict[str, Any] = field(default_factory=dict)
+    #: Where it runs: "local", or "spark" for a table at or over the policy's `spark_min_files`.
+    engine: str = "local"
 
     @property
     def value(self) -> float:
@@ -200,6 +202,7 @@ class Task:
             "options": dict(self.options),
             "needs_approval": self.needs_approval,
             "reason": self.reason,
+            "engine": self.engine,
         }
 
 
@@ -249,8 +252,16 @@ def plan_table(health: TableHealth, rates: Rates = Rates()) -> tuple[list[Task],
             skipped.append({"table": health.table, "operation": op, "reason": refusal.get("message"), **refusal})
             continue
         approval = op in health.policy.never_unattended
-        tasks.append(replace(task, needs_approval=approval, options=driver_options(task, health.policy)))
+        options = driver_options(task, health.policy)
+        tasks.append(replace(task, needs_approval=approval, options=options, engine=engine_for(health)))
     return tasks, skipped
+
+
+def engine_for(health: TableHealth) -> str:
+    """ "spark" for a table whose state (active files) is at or over its policy's `spark_min_files`, else
+    "local"."""
+    threshold = health.policy.spark_min_files
+    return "spark" if threshold is not None and health.num_files >= threshold else "local"
 
 
 def driver_options(task: Task, policy: TablePolicy) -> dict[str, Any]:
@@ -357,7 +368,8 @@ def rank(tasks: Iterable[Task]) -> list[Task]:
 def _part_of(task: Task, parts: Sequence[PartitionWork], cost: Cost) -> Task:
     """The OPTIMIZE `task` cut to `parts` (its approval and driver options kept, the `where` narrowed)."""
     split = _optimize_task(task.table, parts, cost)
-    return replace(split, needs_approval=task.needs_approval, options={**task.options, "where": split.where})
+    options = {**task.options, "where": split.where}
+    return replace(split, needs_approval=task.needs_approval, options=options, engine=task.engine)
 
 
 def within_budget(tasks: Iterable[Task], budget: Budget, rates: Rates = Rates()) -> tuple[list[Task], list[Task]]:

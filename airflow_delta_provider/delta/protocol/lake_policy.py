@@ -51,6 +51,9 @@ class TablePolicy:
     disabled: frozenset[str] = frozenset()
     #: Operations planned but only run after a person approves.
     never_unattended: frozenset[str] = frozenset()
+    #: Tables with at least this many active files (the state a driver replays, VACUUM lists, a checkpoint
+    #: writes) run their maintenance on Spark; None: every table on the local engine.
+    spark_min_files: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -60,7 +63,7 @@ class TablePolicy:
 
 _SIZES = ("target_file_size", "small_file_bytes", "min_vacuum_bytes")
 _DURATIONS = ("deleted_file_retention", "log_retention")
-_COUNTS = ("min_small_files", "checkpoint_interval", "min_log_files")
+_COUNTS = ("min_small_files", "checkpoint_interval", "min_log_files", "spark_min_files")
 _OP_SETS = ("disabled", "never_unattended")
 _RULE_KEYS = frozenset((*_SIZES, *_DURATIONS, *_COUNTS, *_OP_SETS, "max_deleted_rows_ratio", "skip"))
 _TOP_KEYS = frozenset(("version", "defaults", "tables", "never_touch", "never_unattended"))
