@@ -34,6 +34,7 @@ from .reports import (
 )
 from .request import OPTIONS, Request
 from .results import file_dict, snapshot_dict, tombstone_report
+from .spark_session import application_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -89,14 +90,9 @@ def plan_engine(request: Request) -> tuple[str, LogSegment | None]:
 
 def default_spark_session(storage_options: Mapping[str, Any]) -> SparkSession:
     """The SparkSession of a spark-submit driver, with the engine's settings and S3A credentials."""
-    from pyspark.sql import SparkSession
+    from .spark_session import spark_session
 
-    from ..delta.engines.spark import SPARK_CONF, hadoop_s3a_conf
-
-    builder = SparkSession.builder.appName("airflow-delta-provider")
-    for key, value in {**SPARK_CONF, **hadoop_s3a_conf(storage_options)}.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+    return spark_session(None, storage_options, app_name="airflow-delta-provider")
 
 
 def files_where(snap: Snapshot, where: str | None) -> list[AddFile]:
@@ -519,7 +515,7 @@ def run(request: Request, spark_factory: SparkFactory | None = None) -> Outcome:
     """Run one request; typed `DeltaError`s propagate."""
     state = _Run(request, spark_factory)
     body = state.body()
-    app_id = None if state.spark is None else state.spark.sparkContext.applicationId
+    app_id = application_id(state.spark)
     return Outcome(body, state.engine, app_id, state.timings)
 
 
@@ -579,7 +575,7 @@ def execute(
         }
         traceback.print_exc()
     result["engine"] = state.engine
-    result["spark_app_id"] = None if state.spark is None else state.spark.sparkContext.applicationId
+    result["spark_app_id"] = application_id(state.spark)
     result["timings"] = state.timings
     result["duration_s"] = round(time.perf_counter() - started, 4)
     if result_uri:
