@@ -55,18 +55,42 @@ def _records(stats: str | None) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+#: `numRecords` as the first key of a stats JSON (as Spark and delta-rs write it); other layouts are parsed.
+_NUM_RECORDS_FIRST = r'^\{\s*"numRecords"\s*:\s*(?P<n>[0-9]{1,18})\s*[,}]'
+
+
+def _record_counts(stats: Any) -> list[int | None]:
+    """Each file's `numRecords` (None: no stats or no count): read by one vectorized regex where it is the
+    first key, by a JSON parse for the rest."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    stats = stats.combine_chunks() if isinstance(stats, pa.ChunkedArray) else stats
+    if len(stats) == 0:
+        return []
+    found = pc.struct_field(pc.extract_regex(stats, _NUM_RECORDS_FIRST), [0])
+    counts = pc.cast(found, pa.int64()).to_pylist()
+    for i in pc.indices_nonzero(pc.and_(pc.is_null(found), pc.is_valid(stats))).to_pylist():
+        counts[i] = _records(stats[i].as_py())
+    return counts
+
+
 def _active_files(snapshot: Any, physical: Mapping[str, str]) -> Iterable[ActiveFile]:
     table = snapshot.add_files_table
     columns = snapshot.partition_columns
     pvs = table.column("partitionValues").to_pylist()
     sizes = table.column("size").to_pylist()
-    stats = table.column("stats").to_pylist()
+    records = _record_counts(table.column("stats"))
     dvs = table.column("deletionVector").to_pylist()
-    for pv, size, st, dv in zip(pvs, sizes, stats, dvs, strict=True):
-        raw = dict(pv or ())
-        key = partition_key(raw, columns, physical) if columns else ""
-        values = tuple((c, raw.get(physical.get(c, c))) for c in columns)
-        yield ActiveFile(key, size or 0, _records(st), (dv or {}).get("cardinality") or 0, values)
+    keys: dict[tuple[tuple[str, str | None], ...], tuple[str, tuple[tuple[str, str | None], ...]]] = {}
+    for pv, size, n, dv in zip(pvs, sizes, records, dvs, strict=True):
+        items = tuple(pv or ())
+        known = keys.get(items)
+        if known is None:
+            raw = dict(items)
+            key = partition_key(raw, columns, physical) if columns else ""
+            known = keys[items] = (key, tuple((c, raw.get(physical.get(c, c))) for c in columns))
+        yield ActiveFile(known[0], size or 0, n, (dv or {}).get("cardinality") or 0, known[1])
 
 
 def _dv_file_size(dv: Mapping[str, Any]) -> int:

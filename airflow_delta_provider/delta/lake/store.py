@@ -1,9 +1,9 @@
 """A store wrapper that counts requests by kind and serves repeated log reads from memory.
 
 A scan lists a table's `_delta_log` once and reads each commit once: the full listing answers the later
-`list_from` calls from a start name (the snapshot's listing from the `_last_checkpoint` version), and commit
-files (immutable once written, PROTOCOL.md "Delta Log Entries") are kept to be parsed again for their
-commitInfo without a second GET.
+`list_from` calls from a start name, `_last_checkpoint` is not read once that listing is in hand (it names the
+checkpoints), and commit files (immutable once written, PROTOCOL.md "Delta Log Entries") are kept to be parsed
+again for their commitInfo without a second GET.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from typing import Any, BinaryIO
 from ..protocol.filenames import FileInfo
 from ..storage import LogStore
 from ..storage.base import LevelEntry
+
+LAST_CHECKPOINT = "_last_checkpoint"
 
 
 class CountingStore:
@@ -53,6 +55,11 @@ class CountingStore:
         cached = self._commits.get(path)
         if cached is not None:
             return cached
+        directory, _, name = path.rpartition("/")
+        if name == LAST_CHECKPOINT and directory in self._listings:
+            # the full listing names every checkpoint: the hint would only cost a GET (PROTOCOL.md "Last
+            # Checkpoint File": readers may do without it), so it reads as absent
+            raise FileNotFoundError(path)
         self._count("get")
         data = self.inner.read_bytes(path)
         if path.endswith(".json") and "/_delta_log/" in path.replace("\\", "/"):
