@@ -132,9 +132,7 @@ def bench_local(paths: list[Path], threads: int) -> dict[str, Any]:
     }
 
 
-def bench_s3(paths: list[Path], threads: int, files: int) -> dict[str, Any]:
-    import boto3  # noqa: F401 - moto's server and the client need it
-
+def bench_s3(paths: list[Path], threads: int) -> dict[str, Any]:
     from support.s3_server import S3Proxy, boto3_client, create_bucket, s3_storage_options, start_moto_server
 
     bucket = "lake"
@@ -240,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [bench_local(paths, args.threads)]
     print(json.dumps(rows[-1]), flush=True)
     if args.s3:
-        rows.append(bench_s3(paths[: args.s3_tables or args.tables], args.threads, args.files))
+        rows.append(bench_s3(paths[: args.s3_tables or args.tables], args.threads))
         print(json.dumps(rows[-1]), flush=True)
     text = markdown(rows, args.files, args.commits)
     print(text)
