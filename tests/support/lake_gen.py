@@ -244,10 +244,10 @@ class RacingWriters:
     """delta-rs writers racing the autopilot DAG in `dag.test()`: writes fired at set points of its tasks, and a
     free-running appender.
 
-    The DAG's `clock` is `RACE.clock`: the drivers call it after they read their snapshot and before they commit
-    (OPTIMIZE in each bin's rewrite, VACUUM after the dry run's snapshot, the checkpoint and log cleanup after
-    theirs), so a write registered with `on(task_id, table)` lands exactly inside that window: a real delta-rs
-    commit, only its moment chosen. `clock` returns the system time plus `offset_ms`."""
+    The DAG's `clock` is `RACE.clock`: a step's first call comes once its driver has read its snapshot (the
+    `DeltaLog` notes the load time) and before it commits, so a write registered with `on(task_id, table)` lands
+    inside that window: a real delta-rs commit, only its moment chosen. `clock` returns the system time plus
+    `offset_ms`."""
 
     def __init__(self) -> None:
         self.events: dict[tuple[str, str | None], Callable[[], None]] = {}
