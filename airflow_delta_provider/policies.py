@@ -1,5 +1,5 @@
-"""What a failed Delta task means to Airflow: a retry policy that reads our typed errors (Airflow 3.3
-`retry_policy=`).
+"""What a failed or late Delta task means to Airflow: a retry policy that reads our typed errors (Airflow 3.3
+`retry_policy=`) and a `DeadlineAlert` callback for a maintenance run past its window (`maintenance_overran`).
 
 A commit conflict retries soon (the next try plans again on the new version); a failing or throttled store
 retries later; what a retry cannot change (an unsupported table feature, a refused argument or plan, a
@@ -10,12 +10,16 @@ reads the `DeltaError` inside.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import ExceptionRetryPolicy, RetryAction, RetryDecision, RetryRule
 
 from .delta import errors
+
+log = logging.getLogger(__name__)
 
 #: Errors no retry can fix: the table, its log, or the request would have to change first.
 PERMANENT: tuple[type[errors.DeltaError], ...] = (
@@ -66,3 +70,17 @@ def delta_retry_policy(
             ),
         ]
     )
+
+
+async def maintenance_overran(context: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
+    """`DeadlineAlert` callback (an `AsyncCallback`: the triggerer runs it): a maintenance run is still going
+    past its deadline, typically waiting for a person's answer. Logs a warning naming the run and returns it
+    (Airflow keeps a callback's result as text: the callback's `output`)."""
+    run = (context or {}).get("dag_run") or {}
+    deadline = (context or {}).get("deadline") or {}
+    message = (
+        f"Delta maintenance run {run.get('dag_run_id')} of {run.get('dag_id')} (queued at {run.get('queued_at')}, "
+        f"{run.get('state')}) is past its deadline {deadline.get('deadline_time')}: is it waiting for an answer?"
+    )
+    log.warning("%s%s", message, f" {kwargs}" if kwargs else "")
+    return message

@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
@@ -120,9 +121,14 @@ STORAGE_CONN_ID = os.environ.get("DELTA_STORAGE_CONN_ID") or None
 
 #: The asset delta_table_health.py's sensor updates on each new version (same name and URI).
 TABLE_ASSET = delta_table_asset(TABLE_URI, name="delta_example_table")
-#: How long approve_vacuum waits for an answer; none by then counts as Reject, before the next daily run
-#: is due (max_active_runs=1: a waiting run holds the next one back), which plans again.
-APPROVAL_TIMEOUT = timedelta(hours=20)
+#: How long choose_partitions and approve_vacuum wait for an answer (none by then: compact nothing, Reject),
+#: together less than the deadline and the next daily run (max_active_runs=1: a waiting run holds the next
+#: one back; that one plans again).
+PARTITION_CHOICE_TIMEOUT = timedelta(hours=4)
+APPROVAL_TIMEOUT = timedelta(hours=16)
+#: A run still going this many hours after it was queued calls `policies.maintenance_overran` (a
+#: DeadlineAlert, Airflow 3.1+); `none` or 0: no alert. See `maintenance_deadline` for `airflow dags test`.
+DEADLINE_HOURS = os.environ.get("DELTA_MAINTENANCE_DEADLINE_HOURS", "22")
 
 #: What the report keeps of optimize's and vacuum_apply's results.
 OPTIMIZE_KEYS = (
@@ -160,6 +166,34 @@ try:  # Airflow 3.3+: a commit conflict retries in 10 s, a failing store in 2 mi
     COMMON |= {"retries": 2, "retry_policy": delta_retry_policy()}
 except ImportError:  # pragma: no cover - Airflow < 3.3: no retry policies, no retries
     pass
+
+
+def maintenance_deadline(hours: str | None, argv: Sequence[str] = tuple(sys.argv)) -> Any:
+    """The DAG's `DeadlineAlert`: `hours` after the run was queued (`DeadlineReference.DAGRUN_QUEUED_AT`),
+    `policies.maintenance_overran` runs in the triggerer. None (no alert) for `none`/`0`, before Airflow 3.1,
+    and under `airflow dags test`: Airflow 3.3.1's `dag.test()` fails every successful run of a DAG with a
+    deadline (its run loop calls `DeadlineAlertModel.get_by_id` with the alert's serialized form, where the
+    scheduler's DAG, written by the dag processor, holds the alert's row id: `DagRun.update_state`), whatever
+    the reference or callback. Tests calling `dag.test()` set DELTA_MAINTENANCE_DEADLINE_HOURS=none."""
+    text = (hours or "").strip().lower()
+    if text in ("", "none", "0", "off") or list(argv[1:3]) == ["dags", "test"]:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"DELTA_MAINTENANCE_DEADLINE_HOURS: {hours!r} is not a number of hours",
+            argument="DELTA_MAINTENANCE_DEADLINE_HOURS",
+        ) from None
+    try:
+        from airflow.sdk import AsyncCallback, DeadlineAlert, DeadlineReference
+    except ImportError:  # pragma: no cover - Airflow < 3.1
+        return None
+    return DeadlineAlert(
+        reference=DeadlineReference.DAGRUN_QUEUED_AT,
+        interval=timedelta(hours=value),
+        callback=AsyncCallback("airflow_delta_provider.policies.maintenance_overran"),
+    )
 
 
 def report_of(result: Mapping[str, Any] | None) -> str | None:
@@ -487,6 +521,7 @@ if HITLOperator is not None:
         "max_small_file_ratio": Param(1.0, type="number", minimum=0, maximum=1, description="check"),
     },
     user_defined_macros={"vacuum_approval_body": vacuum_approval_body},
+    deadline=maintenance_deadline(DEADLINE_HOURS),
     doc_md=__doc__,
 )
 def delta_table_maintenance() -> None:
@@ -539,7 +574,7 @@ def delta_table_maintenance() -> None:
         choose = PartitionChoiceOperator(
             task_id="choose_partitions",
             subject="OPTIMIZE {{ params.table_uri }}: which partitions to compact?",
-            response_timeout=APPROVAL_TIMEOUT,
+            response_timeout=PARTITION_CHOICE_TIMEOUT,
         )
     else:  # Airflow < 3.1
 

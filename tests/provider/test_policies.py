@@ -1,5 +1,5 @@
 """The retry policy reads our typed errors (raised in the worker or wrapped by a job) and Airflow acts on it in
-a real task run; the example maintenance DAG carries it."""
+a real task run; the example maintenance DAG carries it and a DeadlineAlert whose callback fires."""
 
 from __future__ import annotations
 
@@ -130,4 +130,86 @@ def test_the_maintenance_dag_retries_by_the_policy():
     for task_id in ("replay_and_check", "optimize", "vacuum_plan", "vacuum_apply", "checkpoint", "log_cleanup"):
         t = dag.get_task(task_id)
         assert t.retries == 2 and type(t.retry_policy).__name__ == "DeltaRetryPolicy", task_id
-    assert not getattr(dag.get_task("approve_vacuum"), "retry_policy", None)  # a person's answer is not retried
+    for task_id in ("choose_partitions", "approve_vacuum"):  # a person's answer is not retried
+        assert not getattr(dag.get_task(task_id), "retry_policy", None), task_id
+
+
+def test_a_maintenance_run_past_its_deadline_calls_maintenance_overran(
+    airflow_db: str, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The example maintenance DAG's DeadlineAlert (DELTA_MAINTENANCE_DEADLINE_HOURS, default 22) through
+    Airflow's own code, without dag.test() (Airflow 3.3.1's fails a successful run of a DAG with a deadline:
+    `maintenance_deadline` in the DAG): the DAG written as the dag processor writes it, a run created queued as
+    the scheduler creates it (Airflow adds its deadline row), the deadline moved into the past as if 22 hours
+    had gone by, the scheduler loop's missed-deadline step (its query, `Deadline.handle_miss`), then the
+    trigger the triggerer would run (`CallbackTrigger`), here awaited in this process, and its events handled
+    as the triggerer hands them back: `policies.maintenance_overran` ran and its result is the callback's output."""
+    import asyncio
+
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+    from airflow.models import Deadline
+    from airflow.models.serialized_dag import SerializedDagModel
+    from airflow.sdk import timezone
+    from airflow.triggers.base import TriggerEvent
+    from airflow.utils.session import create_session
+    from airflow.utils.state import DagRunState
+    from airflow.utils.types import DagRunTriggeredByType, DagRunType
+    from conftest import REPO
+    from sqlalchemy import select
+
+    monkeypatch.setenv("DELTA_SPARK_CONN_ID", "none")
+    monkeypatch.setenv("DELTA_RESULT_DIR", str(tmp_path / "results"))
+    monkeypatch.delenv("DELTA_MAINTENANCE_DEADLINE_HOURS", raising=False)
+    bag = DagBag(dag_folder=str(REPO / "dags" / "delta_table_maintenance.py"))
+    assert bag.import_errors == {}
+    (alert,) = bag.dags["delta_table_maintenance"].deadline
+    assert alert.interval == timedelta(hours=22)
+    with create_session() as session:
+        DagBundlesManager().sync_bundles_to_db(session=session)
+    sync_bag_to_db(bag, "dags-folder", None)
+
+    with create_session() as session:
+        dag = SerializedDagModel.get_dag("delta_table_maintenance", session=session)
+        assert [type(a) for a in dag.deadline] == [str]  # the alert's row id, as the scheduler reads it
+        now = timezone.utcnow()
+        run = dag.create_dagrun(
+            run_id=f"manual__deadline_{now.timestamp()}",
+            logical_date=now,
+            data_interval=(now, now),
+            run_after=now,
+            run_type=DagRunType.MANUAL,
+            triggered_by=DagRunTriggeredByType.TEST,
+            state=DagRunState.QUEUED,
+            session=session,
+        )
+        session.flush()  # (Airflow sessions do not autoflush)
+        (deadline,) = session.scalars(select(Deadline).where(Deadline.dagrun_id == run.id)).all()
+        assert deadline.deadline_time == run.queued_at + timedelta(hours=22) and not deadline.missed
+        deadline.deadline_time = now - timedelta(minutes=1)  # 22 hours later
+        session.flush()
+        # the scheduler loop's step (SchedulerJobRunner._run_scheduler_loop): every unhandled deadline passed
+        for missed in session.scalars(
+            select(Deadline).where(Deadline.deadline_time < timezone.utcnow()).where(~Deadline.missed)
+        ):
+            missed.handle_miss(session)
+        session.flush()
+        assert deadline.missed
+        callback = deadline.callback
+        trigger = callback.trigger  # what the triggerer picks up
+        assert trigger.classpath == "airflow.triggers.callback.CallbackTrigger"
+        kwargs = trigger.kwargs
+        assert kwargs["callback_path"] == "airflow_delta_provider.policies.maintenance_overran"
+
+        from airflow.triggers.callback import CallbackTrigger
+
+        async def events() -> list[TriggerEvent]:
+            return [e async for e in CallbackTrigger(**kwargs).run()]
+
+        for event in asyncio.run(events()):
+            callback.handle_event(event, session)
+        assert callback.state == "success", callback.output
+        assert callback.output.startswith(f"Delta maintenance run {run.run_id} of delta_table_maintenance (")
+        assert "queued) is past its deadline" in callback.output
+        session.delete(deadline)  # the run is left for no other test: max_active_runs=1
+        session.delete(run)
