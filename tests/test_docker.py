@@ -51,9 +51,11 @@ SCHEDULER = "airflow-scheduler"
 POSTGRES = "postgres"
 SPARK_MASTER = "spark-master"
 SPARK_WORKERS = ("spark-worker-1", "spark-worker-2")
+SPARK_CONNECT = "spark-connect"
+CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 S3_SERVICE = "seaweedfs"
 SEED = "delta-seed"
-REQUIRED_SERVICES = {*AIRFLOW_SERVICES, POSTGRES, SPARK_MASTER, *SPARK_WORKERS, S3_SERVICE, SEED}
+REQUIRED_SERVICES = {*AIRFLOW_SERVICES, POSTGRES, SPARK_MASTER, *SPARK_WORKERS, SPARK_CONNECT, S3_SERVICE, SEED}
 EXAMPLE_DAG_ID = "delta_table_health"
 COMPOSE_CMD = "docker compose -f docker/docker-compose.yml"
 UP_CMD = f"{COMPOSE_CMD} up -d --build"
@@ -405,7 +407,7 @@ def test_every_image_is_pinned(services, dockerfile, pyproject):
 def test_services_use_the_right_build_targets(services):
     for name in AIRFLOW_SERVICES:
         assert services[name]["build"]["target"] == "airflow", name
-    for name in (SPARK_MASTER, *SPARK_WORKERS):
+    for name in (SPARK_MASTER, *SPARK_WORKERS, SPARK_CONNECT):
         assert services[name]["build"]["target"] == "spark", name
     assert services[SEED]["build"]["target"] == "seed"
 
@@ -561,6 +563,39 @@ def test_spark_connection_points_at_the_master(services):
         assert command[:2] == ["spark-class", "org.apache.spark.deploy.worker.Worker"], name
         assert command[-1] == f"spark://{SPARK_MASTER}:{master_port}", f"{name}: master URL {command[-1]}"
     assert command_of(master)[:2] == ["spark-class", "org.apache.spark.deploy.master.Master"]
+
+
+def test_spark_connect_server_runs_on_the_master_and_its_connection_points_at_it(services, dockerfile, monkeypatch):
+    """The Connect server: pyspark's own connect jar (the pinned pyspark, the image's Python) submitted to
+    the standalone master, listening where AIRFLOW_CONN_SPARK_CONNECT (conn type spark_connect) points,
+    leaving a worker core to spark-submit jobs; the Spark provider's hook reads the connection as sc://."""
+    pytest.importorskip("airflow")
+    service = services[SPARK_CONNECT]
+    command = command_of(service)
+    master = services[SPARK_MASTER]
+    master_url = f"spark://{SPARK_MASTER}:{int(flag_value(command_of(master), '--port') or 7077)}"
+    assert command[0] == "spark-submit" and flag_value(command, "--master") == master_url
+    assert flag_value(command, "--class") == CONNECT_SERVER_CLASS
+    conf = dict(c.split("=", 1) for c in (command[i + 1] for i, a in enumerate(command) if a == "--conf"))
+    port = int(conf.get("spark.connect.grpc.binding.port", 15002))
+    assert port in listening_ports(service) and conf.get("spark.driver.host") == SPARK_CONNECT
+    assert int(conf["spark.cores.max"]) < len(SPARK_WORKERS), "spark-submit jobs need a core too"
+    pyspark = dockerfile.resolve("${PYSPARK_VERSION}")
+    python = re.fullmatch(r"python:(\d+\.\d+)\.\d+-[\w.-]+", dockerfile.base_image(dockerfile.stage("spark")))
+    assert python and command[-1] == (
+        f"/usr/local/lib/python{python.group(1)}/site-packages/pyspark/jars/spark-connect_2.13-{pyspark}.jar"
+    )
+    assert service["depends_on"][SPARK_MASTER]["condition"] == "service_healthy" and service.get("healthcheck")
+    assert env_of(service).get("SPARK_LOCAL_HOSTNAME") == SPARK_CONNECT == service.get("hostname")
+    assert env_of(service)["AWS_ENDPOINT_URL"] == env_of(services[SCHEDULER])["AWS_ENDPOINT_URL"]
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+    for name in AIRFLOW_SERVICES:
+        env = env_of(services[name])
+        conn = parse_conn(env, "spark_connect")
+        assert conn["conn_type"] == "spark_connect" and "password" not in conn, name
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT", env["AIRFLOW_CONN_SPARK_CONNECT"])
+        assert SparkConnectHook("spark_connect").get_connection_url() == f"sc://{SPARK_CONNECT}:{port}/", name
 
 
 def test_spark_driver_and_workers_advertise_resolvable_names(services):
