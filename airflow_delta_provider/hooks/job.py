@@ -52,6 +52,8 @@ class DeltaJobError(AirflowException):
 
 #: The conn type of the Spark provider's `SparkConnectHook`: such a connection runs Spark over Connect.
 SPARK_CONNECT_CONN_TYPE = "spark_connect"
+#: Process-wide variables PySpark sets when a Connect session is created (restored after a run).
+CONNECT_MODE_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
 
 
 def public_url(url: str) -> str:
@@ -191,6 +193,7 @@ class DeltaJobHook(BaseHook):
             return sessions[-1]
 
         self.log.info("running %s on Spark over Spark Connect at %s", request.action, public_url(url))
+        saved = {key: os.environ.get(key) for key in CONNECT_MODE_ENV}
         try:
             return execute(request, result_uri=result_uri, report_formats=formats, spark_factory=factory)[1]
         finally:
@@ -199,6 +202,11 @@ class DeltaJobHook(BaseHook):
                     spark.stop()
                 except Exception as exc:  # the result stands; a session the server already dropped
                     self.log.warning("could not stop the Spark Connect session: %s", type(exc).__name__)
+            for key, value in saved.items():  # the process leaves Connect mode (a later classic session works)
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
     def _run_submitted(self, request: Request, result_uri: str, formats: Sequence[str], kept: bool) -> dict[str, Any]:
         options = request.storage_options

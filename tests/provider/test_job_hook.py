@@ -167,3 +167,18 @@ def test_on_kill_kills_the_operators_running_spark_submit(tmp_path: Path, monkey
     op = SnapshotReplayOperator(task_id="r", table_uri=b.path, engine="spark")
     error = _killed_while_running(lambda: op.execute(task_context(tmp_path)), op.on_kill, calls)
     assert isinstance(error, AirflowException) and "Cannot execute" in str(error)
+
+
+def test_a_spark_connect_connection_gives_the_connect_url_and_logs_it_without_its_token(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The URL comes from the Spark provider's `SparkConnectHook`; a `spark` connection has none (spark-submit).
+    The Connect runs themselves: tests/provider/test_spark_connect_operators.py (a real server)."""
+    from airflow_delta_provider.hooks.job import public_url
+
+    conn = {"conn_type": "spark_connect", "host": "connect.example", "port": 15002, "password": "tok/en"}
+    monkeypatch.setenv("AIRFLOW_CONN_SC", json.dumps(conn))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    url = DeltaJobHook("sc").connect_url()
+    assert url == "sc://connect.example:15002/;token=tok/en"  # the provider quotes with safe="/"
+    assert public_url(url) == "sc://connect.example:15002" and DeltaJobHook("spark_local").connect_url() is None
