@@ -186,3 +186,20 @@ def test_a_retention_shorter_than_the_plans_is_refused_and_the_same_one_applies_
     shorter = dag_file.confirmed_vacuum_plan("/no/table", seen, 24.0, "/results/confirmed.json")
     assert "plan" not in shorter and "shorter than the plan's 168 h" in shorter["refused"]
     assert "params.retention_hours=24" in shorter["refused"]  # how to plan it and be asked again
+
+
+def test_the_deadline_is_off_under_airflow_dags_test_and_when_asked() -> None:
+    """`airflow dags test` (the demo) gets no DeadlineAlert: Airflow 3.3.1's dag.test() fails a successful run of
+    a DAG with one (tests/provider/test_policies.py shows the alert firing through the scheduler's code)."""
+    from airflow_delta_provider.delta.errors import InvalidArgumentError
+
+    dag_file = _dag_module()
+    alert = dag_file.maintenance_deadline("22", argv=["airflow", "scheduler"])
+    assert alert.interval.total_seconds() == 22 * 3600
+    assert alert.callback.path == "airflow_delta_provider.policies.maintenance_overran"
+    assert dag_file.maintenance_deadline("22", argv=["airflow", "dags", "test", "delta_table_maintenance"]) is None
+    assert dag_file.maintenance_deadline("none", argv=["airflow", "scheduler"]) is None
+    with pytest.raises(InvalidArgumentError, match="DELTA_MAINTENANCE_DEADLINE_HOURS"):
+        dag_file.maintenance_deadline("a day", argv=["airflow", "scheduler"])
+    # both questions together are answered (or time out) before the deadline
+    assert dag_file.PARTITION_CHOICE_TIMEOUT + dag_file.APPROVAL_TIMEOUT < alert.interval

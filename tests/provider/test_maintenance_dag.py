@@ -472,7 +472,8 @@ def test_maintenance_dag_compacts_the_chosen_partitions_then_vacuums_what_a_huma
 @pytest.mark.airflow
 def test_without_human_in_the_loop_operators_vacuum_is_never_applied(monkeypatch: pytest.MonkeyPatch) -> None:
     """Airflow before 3.1 has no `airflow.providers.standard.operators.hitl` (simulated: the import made to
-    fail): the DAG still parses, and `approve_vacuum` skips itself, so `vacuum_apply` never runs."""
+    fail): the DAG still parses, `approve_vacuum` skips itself, so `vacuum_apply` never runs, and
+    `choose_partitions`, asked to, compacts nothing (its task instance is a stand-in with the one XCom it reads)."""
     import sys
 
     from airflow.dag_processing.dagbag import DagBag
@@ -491,6 +492,12 @@ def test_without_human_in_the_loop_operators_vacuum_is_never_applied(monkeypatch
     assert dag.get_task("vacuum_apply").trigger_rule == "all_success"  # skipped with its only upstream
     with pytest.raises(AirflowSkipException, match=r"approval needs Airflow 3\.1"):
         approve.python_callable()
+    choose = dag.get_task("choose_partitions")  # asked to choose, OPTIMIZE only plans
+    assert type(choose).__name__ != "PartitionChoiceOperator" and choose.downstream_task_ids == {"optimize"}
+    ti = type("TI", (), {"xcom_pull": lambda self, task_ids: {"apply": True}})()
+    asked = choose.python_callable(ti=ti, params={"optimize_ask_partitions": True})
+    assert asked == {"asked": False, "compact": False, "where": None, "partitions": None}
+    assert choose.python_callable(ti=ti, params={"optimize_ask_partitions": False})["compact"] is True
 
 
 @pytest.mark.airflow
