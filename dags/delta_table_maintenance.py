@@ -15,17 +15,30 @@ report.
                                    since the last OPTIMIZE;
                                  interval: the last OPTIMIZE is at least params.optimize_min_interval_hours
                                    old (or there is none)
+      -> choose_partitions   PartitionChoiceOperator (HITLOperator, Airflow 3.1+): asks only when
+                             optimize_conditions holds, params.optimize_ask_partitions is true (default false:
+                             runs stay unattended) and OPTIMIZE plans two partitions or more; else returns at
+                             once. Options made when it runs: one per planned partition with its small files
+                             and bytes, all preselected (multiple choice), and "none"; "none" or no answer
+                             within 4 hours compacts nothing
       -> optimize        DeltaOptimizeOperator: compact the partitions where at least
                          params.optimize_min_small_file_ratio of the files are small (a dataChange=false
-                         commit; deletes nothing) when optimize_conditions says so; else only plans (a dry
-                         run: what it would compact)
+                         commit; deletes nothing), only the chosen ones (a partition `where`), when
+                         optimize_conditions says so (and the person chose some); else only plans (a dry run:
+                         what it would compact)
       -> vacuum_plan     DeltaVacuumOperator dry run, FULL mode: the files no version within retention
                          (nor a live lease) needs, listed from the table (after optimize: its replaced files
                          are tombstones), and what moving them to a quarantine costs
       -> vacuum_approval_needed   branch: params.apply_vacuum and the plan has files?
-           -> approve_vacuum   ApprovalOperator (Airflow 3.1+): the plan's counts, bytes, cutoff and report;
-                               Reject (or no answer within 20 hours) skips vacuum_apply
-                -> vacuum_apply    DeltaVacuumOperator(dry_run=False, plan=vacuum_plan's result,
+           -> approve_vacuum   VacuumApprovalOperator (ApprovalOperator, Airflow 3.1+): the plan's counts,
+                               bytes, cutoff and report, and its retention to confirm (form field
+                               retention_hours). Reject (or no answer within 16 hours) skips vacuum_apply. The
+                               safe design for the retention: the plan's applies that plan; a longer one plans
+                               VACUUM again at it and keeps only the files of the plan shown (never more than
+                               the person saw); a shorter one would delete files not shown, so it is refused
+                               (vacuum_apply skipped, the reason in the report): run again with
+                               params.retention_hours set to it, which plans and asks again
+                -> vacuum_apply    DeltaVacuumOperator(dry_run=False, plan=approve_vacuum's confirmed plan,
                                    quarantine=True): exactly that plan, re-validated against the table
                                    first, its files moved to <table>/_delta_quarantine/<id>/, not deleted:
                                    its XCom names the quarantine (quarantine_id) for an undo
@@ -56,6 +69,10 @@ DeltaVacuumUndoOperator task) puts them back. The quarantine moves run in the wo
 engine): one rename per file on a local or HDFS table, a server-side copy and a delete on object stores.
 Log files are deleted only with `{"apply_log_cleanup": true}`. On Airflow before 3.1 (no human-in-the-loop operators)
 `approve_vacuum` skips itself, saying so, and VACUUM is never applied.
+
+A run still going DELTA_MAINTENANCE_DEADLINE_HOURS (default 22; `none`: no alert) after it was queued
+calls airflow_delta_provider.policies.maintenance_overran in the triggerer (a DeadlineAlert); the two
+questions time out (4 + 16 hours) before it. Not under `airflow dags test` (see maintenance_deadline).
 
 Configured by environment, as delta_table_health.py: DELTA_EXAMPLE_TABLE_URI (the table),
 DELTA_RESULT_DIR (where full results and reports go), DELTA_SPARK_CONN_ID (default spark_default; `none`
