@@ -10,7 +10,7 @@ thread or a Spark executor; commits nothing.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -20,12 +20,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..errors import LogCorruptedError, OperationNotAllowedError, StorageError
+from ..errors import DeltaError, LogCorruptedError, OperationNotAllowedError, StorageError
 from ..protocol.actions import AddFile, decode_path
 from ..protocol.optimize import Bin
 from ..protocol.schema import COLUMN_ID_KEY, HIVE_DEFAULT_PARTITION, StructField, StructType, parse_partition_value
 from ..protocol.table_properties import column_mapping_mode
-from ..read.deletion_vectors import read_data_file
+from ..read.deletion_vectors import read_deletion_vector, store_path
 from .file_schema import (
     FIELD_ID_KEY,
     VARIANT_TYPE,
@@ -35,7 +35,7 @@ from .file_schema import (
     shredding_allowed,
     variant_fields,
 )
-from .stats import stats_json
+from .stats import StatsCollector
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..storage import LogStore
@@ -300,73 +300,152 @@ def physical_table(
     return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
-def _has_partition_columns(data: pa.Table, layout: TableLayout) -> bool:
+def _has_partition_columns(data: pa.Table | pa.Schema, layout: TableLayout) -> bool:
     """Whether the file carries a partition column (a writer materializing them)."""
-    mode, sources, partitions = layout.column_mapping_mode, list(data.schema), set(layout.partition_columns)
+    schema = data if isinstance(data, pa.Schema) else data.schema
+    mode, sources, partitions = layout.column_mapping_mode, list(schema), set(layout.partition_columns)
     return any(_source_index(sources, f, mode) >= 0 for f in layout.schema.fields if f.name in partitions)
 
 
-def encode_parquet(data: pa.Table) -> bytes:
-    """Parquet bytes as Delta readers expect them: int64 microsecond timestamps (never INT96 or ns)."""
-    sink = pa.BufferOutputStream()
-    pq.write_table(
-        data,
-        sink,
-        compression=COMPRESSION,
-        coerce_timestamps="us",
-        allow_truncated_timestamps=True,
-        use_deprecated_int96_timestamps=False,
-    )
-    return sink.getvalue().to_pybytes()
+#: A new file's rows are encoded a row group at a time: at most this many rows (pyarrow's default) ...
+ROW_GROUP_ROWS = 1024 * 1024
+#: ... and about this many decoded bytes, so a rewrite holds one row group, never a whole bin.
+ROW_GROUP_BYTES = 64 * 1024 * 1024
+#: Rows per batch read from an input file.
+READ_BATCH_ROWS = 64 * 1024
+#: A primitive column is dictionary-encoded unless more than this share of the first `DICTIONARY_SAMPLE_ROWS`
+#: rows of its first row group are distinct: a near-unique column's dictionary is built and then dropped
+#: (Parquet falls back to plain at 1 MiB), which took a third of the encoding's time and most of its memory.
+DICTIONARY_MAX_DISTINCT = 0.9
+DICTIONARY_SAMPLE_ROWS = 16 * 1024
 
 
-def compact_bin(store: LogStore, layout: TableLayout, bin_: Bin, *, now_ms: Callable[[], int]) -> AddFile | None:
-    """Rewrite `bin_`'s files as one new file and return its `add` (`dataChange=false`; None when the DVs
-    deleted every row).
+def _parquet_options() -> dict[str, Any]:
+    """Parquet as Delta readers expect it: int64 microsecond timestamps (never INT96 or ns)."""
+    return {
+        "compression": COMPRESSION,
+        "coerce_timestamps": "us",
+        "allow_truncated_timestamps": True,
+        "use_deprecated_int96_timestamps": False,
+    }
 
-    :raises LogCorruptedError: an input unreadable, or not holding the table's schema (named).
-    :raises SchemaMismatchError: the new file's footer does not hold the table schema (not written).
-    :raises OperationNotAllowedError: the files hold no column (every column a partition column).
-    :raises StorageError: the new file could not be written.
-    """
-    table = layout.table_uri
-    read = [(f, read_data_file(store, table, f)) for f in bin_.files]
-    in_files = bool(layout.partition_columns) and any(_has_partition_columns(data, layout) for _, data in read)
-    tables = [
-        physical_table(
-            data, layout, partition_values=bin_.partition_values, partition_columns_in_files=in_files, file=f.path
+
+def _leaf_paths(name: str, type_: pa.DataType) -> list[str]:
+    """The Parquet leaf paths of an Arrow column as pyarrow writes it (`st.x`, `arr.list.element`,
+    `m.key_value.key`): what `use_dictionary` names."""
+    if pa.types.is_struct(type_):
+        return [p for f in type_ for p in _leaf_paths(f"{name}.{f.name}", f.type)]
+    if pa.types.is_map(type_):
+        return [
+            *_leaf_paths(f"{name}.key_value.key", type_.key_type),
+            *_leaf_paths(f"{name}.key_value.value", type_.item_type),
+        ]
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_) or pa.types.is_fixed_size_list(type_):
+        return _leaf_paths(f"{name}.list.{type_.value_field.name}", type_.value_type)
+    return [name]
+
+
+def dictionary_columns(rows: pa.Table) -> list[str]:
+    """The Parquet leaf paths worth dictionary-encoding, judged on `rows` (a first row group): every leaf
+    of a nested column, and a primitive column unless its sample is nearly all distinct values
+    (`DICTIONARY_MAX_DISTINCT`)."""
+    wanted: list[str] = []
+    for field, column in zip(rows.schema, rows.columns, strict=True):
+        leaves = _leaf_paths(field.name, field.type)
+        if pa.types.is_nested(field.type) or pa.types.is_dictionary(field.type):
+            wanted.extend(leaves)
+            continue
+        sample = column.slice(0, DICTIONARY_SAMPLE_ROWS)
+        try:
+            distinct = pc.count_distinct(sample).as_py()
+        except pa.ArrowNotImplementedError:  # a type without a hash kernel: Parquet's default
+            distinct = 0
+        if distinct <= DICTIONARY_MAX_DISTINCT * len(sample):
+            wanted.extend(leaves)
+    return wanted
+
+
+class DataFileWriter:
+    """One new data file of `bin_`'s partition, its rows given as they are read (`write`) and encoded a row
+    group at a time (`ROW_GROUP_ROWS`, `ROW_GROUP_BYTES`) into memory, its stats folded per row group;
+    `close` checks the footer against the table schema, then writes it once under a fresh name (`write_new`)
+    and returns its `add` (None: no row). Rows must be in the physical schema (`physical_table`)."""
+
+    def __init__(
+        self, store: LogStore, layout: TableLayout, bin_: Bin, prefix: str, now_ms: Callable[[], int], what: str
+    ) -> None:
+        self.store, self.layout, self.bin, self.prefix, self.now_ms, self.what = (
+            store,
+            layout,
+            bin_,
+            prefix,
+            now_ms,
+            what,
         )
-        for f, data in read
-    ]
-    if tables[0].num_columns == 0 and any(data.num_rows for _, data in read):  # Spark refuses such tables
-        raise OperationNotAllowedError(
-            "OPTIMIZE cannot rewrite data files that hold no column (every column is a partition column)",
-            table=table,
-            file=bin_.files[0].path,
+        self.stats = StatsCollector(
+            layout.schema, layout.configuration, layout.partition_columns, tight_bounds=layout.tight_bounds
         )
-    try:
-        data = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-        if data.num_rows == 0:
+        self._sink = pa.BufferOutputStream(REWRITE_POOL)
+        self._writer: pq.ParquetWriter | None = None
+        self._pending: list[pa.Table] = []
+        self._pending_rows = self._pending_bytes = 0
+        self.schema: pa.Schema | None = None
+
+    def write(self, rows: pa.Table) -> None:
+        """Buffer `rows`; a full row group is encoded."""
+        if self.schema is None:
+            self.schema = rows.schema
+        elif not rows.schema.equals(self.schema, check_metadata=False):  # as concatenating them would
+            raise pa.ArrowInvalid(f"rows of schema {rows.schema} do not match the file's {self.schema}")
+        if not rows.num_rows:
+            return
+        self._pending.append(rows)
+        self._pending_rows += rows.num_rows
+        self._pending_bytes += rows.nbytes
+        if self._pending_rows >= ROW_GROUP_ROWS or self._pending_bytes >= ROW_GROUP_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        group = pa.concat_tables(self._pending) if len(self._pending) > 1 else self._pending[0]
+        self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(
+                self._sink,
+                group.schema,
+                use_dictionary=dictionary_columns(group),
+                memory_pool=REWRITE_POOL,
+                **_parquet_options(),
+            )
+        self.stats.add(group)
+        self._writer.write_table(group, row_group_size=ROW_GROUP_ROWS)
+        del group
+
+    def close(self) -> AddFile | None:
+        """The new file written (footer checked first) and its `add`; None when no row was written."""
+        self._flush()
+        if self._writer is None:
             return None
-        return write_data_file(store, layout, bin_, data, output_dir(bin_, layout.partition_keys), now_ms, "compacted")
-    except pa.ArrowException as exc:
-        raise LogCorruptedError(
-            f"Cannot rewrite the {len(bin_.files)} files of partition {bin_.partition or '(unpartitioned)'} as "
-            f"one: {type(exc).__name__}: {exc}",
-            table=table,
-            file=bin_.files[0].path,
-        ) from None
+        self._writer.close()
+        payload = self._sink.getvalue()
+        self._sink = pa.BufferOutputStream()
+        return _store_file(
+            self.store, self.layout, self.bin, payload, self.stats.json(), self.prefix, self.now_ms, self.what
+        )
 
 
-def write_data_file(
-    store: LogStore, layout: TableLayout, bin_: Bin, rows: pa.Table, prefix: str, now_ms: Callable[[], int], what: str
+def _store_file(
+    store: LogStore,
+    layout: TableLayout,
+    bin_: Bin,
+    payload: pa.Buffer,
+    stats: str,
+    prefix: str,
+    now_ms: Callable[[], int],
+    what: str,
 ) -> AddFile:
-    """Write `rows` (physical schema) as a fresh file under `prefix` once its footer holds the table schema,
-    and return its `add` (`dataChange=false`, the bin's partition values, Delta's stats)."""
-    stats = stats_json(
-        rows, layout.schema, layout.configuration, layout.partition_columns, tight_bounds=layout.tight_bounds
-    )
-    payload = encode_parquet(rows)
+    """Write `payload` as a fresh file under `prefix` once its footer holds the table schema; its `add`."""
     rel = f"{prefix}/{new_file_name()}" if prefix else new_file_name()
     check_file_schema(
         pq.read_schema(pa.BufferReader(payload)),  # the footer: what readers will see
@@ -380,7 +459,7 @@ def write_data_file(
         note="; the file was not written",
     )
     try:
-        store.write_new(store.join(layout.table_uri, *decode_path(rel).split("/")), payload)
+        store.write_new(store.join(layout.table_uri, *decode_path(rel).split("/")), payload.to_pybytes())
     except OSError as exc:
         raise StorageError(
             f"Cannot write {what} file: {type(exc).__name__}: {exc}",
@@ -391,8 +470,150 @@ def write_data_file(
     return AddFile(
         path=rel,
         partition_values=dict(bin_.partition_values),
-        size=len(payload),
+        size=payload.size,
         modification_time=now_ms(),
         data_change=False,
         stats=stats,
     )
+
+
+#: The pool a rewrite's encoding and output buffer allocate from: the system allocator, which returns
+#: freed pages (reads decode into pyarrow's default pool: `ParquetFile` takes none).
+REWRITE_POOL = pa.system_memory_pool()
+
+
+_ARANGE: list[pa.Array] = []
+
+
+def _positions(n: int) -> pa.Array:
+    """Row positions 0..n-1 as uint64 (n <= `READ_BATCH_ROWS`: one array built once, sliced)."""
+    if not _ARANGE:
+        _ARANGE.append(pa.array(range(READ_BATCH_ROWS), pa.uint64()))
+    return _ARANGE[0].slice(0, n)
+
+
+def iter_file_rows(store: LogStore, table_root: str, add: AddFile, *, table: str | None = None) -> Iterator[pa.Table]:
+    """The rows of `add`'s Parquet file its deletion vector keeps, in batches of at most `READ_BATCH_ROWS`
+    (as `read_data_file` reads them whole: the file's own schema, INT96 at microseconds), each batch filtered
+    by the vector's rows in its range. Raises as `read_data_file` does."""
+    table = table if table is not None else table_root
+    deleted = (
+        read_deletion_vector(store, table_root, add.deletion_vector, table=table, file=add.path)
+        if add.deletion_vector is not None
+        else None
+    )
+    try:
+        fh = store.open(store_path(store, table_root, add.path))
+    except FileNotFoundError:
+        raise LogCorruptedError(
+            "Data file is missing (the log names a file that is not on storage)", table=table, file=add.path
+        ) from None
+    except DeltaError:
+        raise
+    except OSError as exc:
+        raise StorageError(
+            f"Cannot open Data file: {type(exc).__name__}: {exc}",
+            table=table,
+            file=add.path,
+            transient=not isinstance(exc, PermissionError | IsADirectoryError | NotADirectoryError),
+        ) from None
+    with fh:
+        try:
+            parquet = pq.ParquetFile(fh, coerce_int96_timestamp_unit="us")  # INT96 past 2262 stays exact
+            num_rows = parquet.metadata.num_rows
+            if deleted is not None and len(deleted) and deleted[-1].as_py() >= num_rows:
+                raise LogCorruptedError(
+                    f"Deletion vector of data file {add.path} deletes row {deleted[-1].as_py()}, the file has "
+                    f"{num_rows} rows",
+                    table=table,
+                    file=add.path,
+                )
+            if not num_rows:
+                yield parquet.schema_arrow.empty_table()
+                return
+            offset = 0
+            for batch in parquet.iter_batches(batch_size=READ_BATCH_ROWS, use_threads=False):  # threads: per bin
+                rows = pa.Table.from_batches([batch])
+                n = rows.num_rows
+                if deleted is not None and len(deleted):
+                    lo, hi = pa.scalar(offset, pa.uint64()), pa.scalar(offset + n, pa.uint64())
+                    here = deleted.filter(pc.and_(pc.greater_equal(deleted, lo), pc.less(deleted, hi)))
+                    if len(here):
+                        gone = pc.is_in(_positions(n), value_set=pc.subtract(here, lo))
+                        rows = rows.filter(pc.invert(gone))
+                offset += n
+                yield rows
+        except DeltaError:  # storage failures mid-read come typed from the store
+            raise
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise LogCorruptedError(
+                f"Cannot read data file as Parquet: {type(exc).__name__}: {exc}", table=table, file=add.path
+            ) from None
+
+
+def _no_columns(layout: TableLayout, bin_: Bin) -> OperationNotAllowedError:
+    return OperationNotAllowedError(
+        "OPTIMIZE cannot rewrite data files that hold no column (every column is a partition column)",
+        table=layout.table_uri,
+        file=bin_.files[0].path,
+    )
+
+
+class _Materialized(Exception):
+    """A later input carries partition columns the earlier ones did not: the bin is written again with them."""
+
+
+def _stream_bin(
+    store: LogStore, layout: TableLayout, bin_: Bin, now_ms: Callable[[], int], in_files: bool
+) -> AddFile | None:
+    table = layout.table_uri
+    out = DataFileWriter(store, layout, bin_, output_dir(bin_, layout.partition_keys), now_ms, "compacted")
+    any_rows = False
+    for f in bin_.files:
+        for rows in iter_file_rows(store, table, f):
+            if layout.partition_columns and not in_files and _has_partition_columns(rows, layout):
+                raise _Materialized
+            data = physical_table(
+                rows, layout, partition_values=bin_.partition_values, partition_columns_in_files=in_files, file=f.path
+            )
+            any_rows = any_rows or rows.num_rows > 0
+            if data.num_columns == 0 and any_rows:  # Spark refuses such tables
+                raise _no_columns(layout, bin_)
+            out.write(data)
+    return out.close()
+
+
+def compact_bin(store: LogStore, layout: TableLayout, bin_: Bin, *, now_ms: Callable[[], int]) -> AddFile | None:
+    """Rewrite `bin_`'s files as one new file and return its `add` (`dataChange=false`; None when the DVs
+    deleted every row). Streamed: input batches are read, masked by their deletion vectors, cast to the
+    physical schema and encoded a row group at a time (`DataFileWriter`), never the whole bin at once.
+
+    :raises LogCorruptedError: an input unreadable, or not holding the table's schema (named).
+    :raises SchemaMismatchError: the new file's footer does not hold the table schema (not written).
+    :raises OperationNotAllowedError: the files hold no column (every column a partition column).
+    :raises StorageError: the new file could not be written.
+    """
+    try:
+        try:
+            return _stream_bin(store, layout, bin_, now_ms, in_files=False)
+        except _Materialized:  # a writer materialized partition columns: every row carries them
+            return _stream_bin(store, layout, bin_, now_ms, in_files=True)
+    except pa.ArrowException as exc:
+        raise LogCorruptedError(
+            f"Cannot rewrite the {len(bin_.files)} files of partition {bin_.partition or '(unpartitioned)'} as "
+            f"one: {type(exc).__name__}: {exc}",
+            table=layout.table_uri,
+            file=bin_.files[0].path,
+        ) from None
+
+
+def write_data_file(
+    store: LogStore, layout: TableLayout, bin_: Bin, rows: pa.Table, prefix: str, now_ms: Callable[[], int], what: str
+) -> AddFile:
+    """Write `rows` (physical schema) as a fresh file under `prefix` once its footer holds the table schema,
+    and return its `add` (`dataChange=false`, the bin's partition values, Delta's stats)."""
+    out = DataFileWriter(store, layout, bin_, prefix, now_ms, what)
+    out.write(rows)
+    added = out.close()
+    assert added is not None, "write_data_file takes rows"
+    return added

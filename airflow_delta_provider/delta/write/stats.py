@@ -12,7 +12,6 @@ import pyarrow.compute as pc
 from ..protocol.schema import StructType
 from ..protocol.stats import (
     ColumnStats,
-    StatsColumn,
     build_stats,
     json_value,
     stats_columns,
@@ -20,7 +19,7 @@ from ..protocol.stats import (
     string_prefix_length,
 )
 
-__all__ = ["collect_stats", "stats_json"]
+__all__ = ["StatsCollector", "collect_stats", "stats_json"]
 
 _MICROS_PER_UNIT = {"s": 1_000_000, "ms": 1_000, "us": 1}
 _NUMBER = (pa.types.is_floating, pa.types.is_decimal, pa.types.is_integer)
@@ -101,24 +100,73 @@ def _raw_min_max(column: pa.ChunkedArray, type_name: str) -> tuple[Any, Any]:
     return lo_v, hi_v
 
 
-def _column_stats(
-    data: pa.Table, column: StatsColumn, prefix_length: int, children: dict[tuple[str, ...], list[pa.ChunkedArray]]
-) -> ColumnStats:
-    num_records = data.num_rows
-    array = _leaf(data, column.physical_path, children)
-    if array is None:
-        # Spark: a stats column missing from the data is all null: nullCount = count(*), no min/max.
-        return ColumnStats(num_records)
-    # Spark sums 1/0 per row: over no rows the sum is null and the count is left out.
-    null_count = array.null_count if num_records else None
-    if not column.min_max:
-        return ColumnStats(null_count)
-    lo, hi = _raw_min_max(array, column.type_name)
-    return ColumnStats(
-        null_count,
-        json_value(column.type_name, lo, is_max=False, prefix_length=prefix_length),
-        json_value(column.type_name, hi, is_max=True, prefix_length=prefix_length),
-    )
+def _merge(a: Any, b: Any, pick: Callable[[Any, Any], Any]) -> Any:
+    """`pick` of two raw bounds of one column from two row groups (None: that group had no value); a NaN
+    max wins, as one NaN makes Spark's max NaN, and a NaN min loses to any number."""
+    if a is None or b is None:
+        return b if a is None else a
+    if isinstance(a, float) and isinstance(b, float) and (a != a or b != b):
+        nan, other = (a, b) if a != a else (b, a)
+        return nan if pick is max or other != other else other
+    return pick(a, b)
+
+
+class StatsCollector:
+    """The `add.stats` of a file written in row groups: each group's raw min/max and null counts merged
+    as they come (`add`), so the file's stats equal `collect_stats` of all its rows at once."""
+
+    def __init__(
+        self,
+        schema: StructType,
+        configuration: Mapping[str, str | None],
+        partition_columns: Sequence[str],
+        *,
+        tight_bounds: bool | None = None,
+    ) -> None:
+        self.columns = stats_columns(schema, configuration, partition_columns)
+        self.prefix_length = string_prefix_length(configuration)
+        self.tight_bounds = tight_bounds
+        self.num_records = 0
+        self._nulls: list[int | None] = [0] * len(self.columns)
+        self._bounds: list[tuple[Any, Any]] = [(None, None)] * len(self.columns)
+
+    def add(self, data: pa.Table) -> None:
+        """Fold one row group (physical column names, no partition columns) into the stats."""
+        self.num_records += data.num_rows
+        children: dict[tuple[str, ...], list[pa.ChunkedArray]] = {}
+        for i, column in enumerate(self.columns):
+            array = _leaf(data, column.physical_path, children)
+            if array is None:  # Spark: a stats column missing from the data is all null, with no min/max
+                self._nulls[i] = None
+                continue
+            if self._nulls[i] is not None:
+                self._nulls[i] = (self._nulls[i] or 0) + array.null_count
+            if column.min_max and len(array):
+                lo, hi = _raw_min_max(array, column.type_name)
+                old_lo, old_hi = self._bounds[i]
+                self._bounds[i] = (_merge(old_lo, lo, min), _merge(old_hi, hi, max))
+
+    def stats(self) -> dict[str, Any]:
+        """The `add.stats` object of every row added; decimals as `Decimal` (serialize with `stats_to_json`)."""
+        n = self.num_records
+        collected = []
+        for column, nulls, (lo, hi) in zip(self.columns, self._nulls, self._bounds, strict=True):
+            if nulls is None:
+                collected.append((column, ColumnStats(n)))
+                continue
+            null_count = nulls if n else None  # Spark sums 1/0 per row: over no rows the sum is null
+            if not column.min_max:
+                collected.append((column, ColumnStats(null_count)))
+                continue
+            p = self.prefix_length
+            low = json_value(column.type_name, lo, is_max=False, prefix_length=p)
+            high = json_value(column.type_name, hi, is_max=True, prefix_length=p)
+            collected.append((column, ColumnStats(null_count, low, high)))
+        return build_stats(n, collected, tight_bounds=self.tight_bounds)
+
+    def json(self) -> str:
+        """`stats()` as the JSON text of `add.stats`."""
+        return stats_to_json(self.stats())
 
 
 def collect_stats(
@@ -133,11 +181,9 @@ def collect_stats(
     Delta Spark computes it; decimals as `Decimal`, so serialize with `stats_to_json`. `tight_bounds` is
     written as `tightBounds` when not None. Raises `InvalidArgumentError` for an unparsable stats property.
     """
-    prefix_length = string_prefix_length(configuration)
-    columns = stats_columns(schema, configuration, partition_columns)
-    children: dict[tuple[str, ...], list[pa.ChunkedArray]] = {}
-    collected = [(c, _column_stats(data, c, prefix_length, children)) for c in columns]
-    return build_stats(data.num_rows, collected, tight_bounds=tight_bounds)
+    collector = StatsCollector(schema, configuration, partition_columns, tight_bounds=tight_bounds)
+    collector.add(data)
+    return collector.stats()
 
 
 def stats_json(
