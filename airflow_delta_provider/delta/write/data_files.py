@@ -10,6 +10,7 @@ thread or a Spark executor; commits nothing.
 from __future__ import annotations
 
 import uuid
+from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -25,6 +26,7 @@ from ..protocol.actions import AddFile, decode_path
 from ..protocol.optimize import Bin
 from ..protocol.schema import COLUMN_ID_KEY, HIVE_DEFAULT_PARTITION, StructField, StructType, parse_partition_value
 from ..protocol.table_properties import column_mapping_mode
+from ..protocol.zorder import u64_scalar
 from ..read.deletion_vectors import read_deletion_vector, store_path
 from .file_schema import (
     FIELD_ID_KEY,
@@ -488,7 +490,8 @@ _ARANGE: list[pa.Array] = []
 def _positions(n: int) -> pa.Array:
     """Row positions 0..n-1 as uint64 (n <= `READ_BATCH_ROWS`: one array built once, sliced)."""
     if not _ARANGE:
-        _ARANGE.append(pa.array(range(READ_BATCH_ROWS), pa.uint64()))
+        positions = array("Q", range(READ_BATCH_ROWS))  # not pa.array: it imports pandas
+        _ARANGE.append(pa.Array.from_buffers(pa.uint64(), READ_BATCH_ROWS, [None, pa.py_buffer(positions)]))
     return _ARANGE[0].slice(0, n)
 
 
@@ -536,7 +539,7 @@ def iter_file_rows(store: LogStore, table_root: str, add: AddFile, *, table: str
                 rows = pa.Table.from_batches([batch])
                 n = rows.num_rows
                 if deleted is not None and len(deleted):
-                    lo, hi = pa.scalar(offset, pa.uint64()), pa.scalar(offset + n, pa.uint64())
+                    lo, hi = u64_scalar(offset), u64_scalar(offset + n)  # pa.scalar of an int imports pandas
                     here = deleted.filter(pc.and_(pc.greater_equal(deleted, lo), pc.less(deleted, hi)))
                     if len(here):
                         gone = pc.is_in(_positions(n), value_set=pc.subtract(here, lo))
