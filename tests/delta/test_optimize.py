@@ -565,3 +565,24 @@ def test_a_budget_of_half_the_work_commits_half_and_reports_the_rest(tmp_path: P
     assert deltars_rows(path) == rows and len(DeltaTable(str(path)).file_uris()) == 4
     with pytest.raises(InvalidArgumentError, match="max_bytes"):
         optimize(str(path), max_bytes=0)
+
+
+@pytest.mark.parametrize("batch_rows", [1, 3, 64 * 1024])
+def test_streamed_reads_apply_deletion_vectors_batch_by_batch(
+    tmp_path: Path, batch_rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`iter_file_rows` (the compaction's reader) keeps exactly the rows `read_data_file` keeps, whatever
+    batches a file is read in (a vector's rows fall in several batches, or in none of some)."""
+    from airflow_delta_provider.delta.write import data_files
+
+    monkeypatch.setattr(data_files, "READ_BATCH_ROWS", batch_rows)
+    monkeypatch.setattr(data_files, "_ARANGE", [])
+    for name in CORPUS_TABLES[-2:]:
+        path = copy_table(name, tmp_path / str(batch_rows))
+        log = DeltaLog(str(path))
+        files = [f for f in log.update().all_files() if f.deletion_vector is not None]
+        assert files, name
+        for f in files:
+            batches = list(data_files.iter_file_rows(log.store, log.table_uri, f))
+            assert all(b.num_rows <= batch_rows for b in batches)
+            assert pa.concat_tables(batches).equals(read_data_file(log.store, log.table_uri, f))
