@@ -17,7 +17,7 @@ from ..delta_log import DeltaLog
 from ..errors import DeltaError, StorageError
 from ..protocol.actions import Action, AddFile, CommitInfo, RemoveFile
 from ..protocol.filenames import LogFileKind, parse_log_path
-from ..protocol.lake_health import ActiveFile, LastOperation, TableHealth, Tombstone, summarize_partitions
+from ..protocol.lake_health import LastOperation, TableHealth, Tombstone, summarize_columns
 from ..protocol.lake_policy import LakePolicy
 from ..protocol.log_cleanup import (
     check_retention_compatibility,
@@ -59,38 +59,65 @@ def _records(stats: str | None) -> int | None:
 _NUM_RECORDS_FIRST = r'^\{\s*"numRecords"\s*:\s*(?P<n>[0-9]{1,18})\s*[,}]'
 
 
-def _record_counts(stats: Any) -> list[int | None]:
-    """Each file's `numRecords` (None: no stats or no count): read by one vectorized regex where it is the
-    first key, by a JSON parse for the rest."""
+def _record_counts(stats: Any) -> Any:
+    """Each file's `numRecords` as int64 (-1: no stats or no count): one vectorized regex where it is the first
+    key, a JSON parse for the rest."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     stats = stats.combine_chunks() if isinstance(stats, pa.ChunkedArray) else stats
     if len(stats) == 0:
-        return []
+        return np.zeros(0, dtype=np.int64)
     found = pc.struct_field(pc.extract_regex(stats, _NUM_RECORDS_FIRST), [0])
-    counts = pc.cast(found, pa.int64()).to_pylist()
+    counts = pc.cast(found, pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False).copy()
     for i in pc.indices_nonzero(pc.and_(pc.is_null(found), pc.is_valid(stats))).to_pylist():
-        counts[i] = _records(stats[i].as_py())
+        n = _records(stats[i].as_py())
+        counts[i] = -1 if n is None else n
     return counts
 
 
-def _active_files(snapshot: Any, physical: Mapping[str, str]) -> Iterable[ActiveFile]:
+def _file_columns(snapshot: Any, physical: Mapping[str, str]) -> tuple[Any, list[Any], Any, Any, Any]:
+    """The active files as columns for `summarize_columns`: partition codes, (key, values) per code, sizes,
+    `numRecords` (-1: none) and rows deleted by deletion vectors. Partition values are looked up per column and
+    dictionary-encoded, so the per-file work is vectorized; keys are built once per partition."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     table = snapshot.add_files_table
+    n = table.num_rows
     columns = snapshot.partition_columns
-    pvs = table.column("partitionValues").to_pylist()
-    sizes = table.column("size").to_pylist()
+    sizes = table.column("size").combine_chunks().fill_null(0).to_numpy(zero_copy_only=False)
     records = _record_counts(table.column("stats"))
-    dvs = table.column("deletionVector").to_pylist()
-    keys: dict[tuple[tuple[str, str | None], ...], tuple[str, tuple[tuple[str, str | None], ...]]] = {}
-    for pv, size, n, dv in zip(pvs, sizes, records, dvs, strict=True):
-        items = tuple(pv or ())
-        known = keys.get(items)
-        if known is None:
-            raw = dict(items)
-            key = partition_key(raw, columns, physical) if columns else ""
-            known = keys[items] = (key, tuple((c, raw.get(physical.get(c, c))) for c in columns))
-        yield ActiveFile(known[0], size or 0, n, (dv or {}).get("cardinality") or 0, known[1])
+    dv = table.column("deletionVector").combine_chunks()
+    if pa.types.is_struct(dv.type) and dv.type.get_field_index("cardinality") >= 0:
+        dv_rows = pc.struct_field(dv, "cardinality").fill_null(0).to_numpy(zero_copy_only=False)
+    else:
+        dv_rows = np.zeros(n, dtype=np.int64)
+    if not columns or n == 0:
+        return np.zeros(n, dtype=np.int64), [("", ())], sizes, records, dv_rows
+    pv = table.column("partitionValues").combine_chunks()
+    combined = np.zeros(n, dtype=np.int64)
+    dictionaries = []
+    for c in columns:
+        encoded = pc.map_lookup(pv, physical.get(c, c), "first").dictionary_encode()
+        dictionary = encoded.dictionary.to_pylist()
+        idx = encoded.indices.fill_null(len(dictionary)).to_numpy(zero_copy_only=False).astype(np.int64)
+        combined = combined * (len(dictionary) + 1) + idx
+        dictionaries.append([*dictionary, None])
+    unique, codes = np.unique(combined, return_inverse=True)
+    partitions = []
+    for code in unique.tolist():
+        values: list[str | None] = []
+        for d in reversed(dictionaries):
+            code, i = divmod(code, len(d))
+            values.append(d[i])
+        values.reverse()
+        raw = {physical.get(c, c): v for c, v in zip(columns, values, strict=True)}
+        key = partition_key(raw, columns, physical)
+        partitions.append((key, tuple((c, raw.get(physical.get(c, c))) for c in columns)))
+    return codes, partitions, sizes, records, dv_rows
 
 
 def _dv_file_size(dv: Mapping[str, Any]) -> int:
@@ -308,8 +335,13 @@ def table_health(
     cutoff = now - tp.deleted_file_retention_ms
     hist = _history(dlog, snapshot, listing, history_commits, physical)
     tombstones = _tombstones(snapshot, physical, hist.vacuumed)
-    partitions = summarize_partitions(
-        _active_files(snapshot, physical),
+    codes, keys, sizes, records, dv_rows = _file_columns(snapshot, physical)
+    partitions = summarize_columns(
+        codes,
+        keys,
+        sizes,
+        records,
+        dv_rows,
         tombstones,
         small_file_bytes=tp.small_file_bytes,
         target_file_size=tp.target_file_size,

@@ -8,7 +8,7 @@ commitInfo of the commits read; no data file is read.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
@@ -125,6 +125,79 @@ def summarize_partitions(
             p.rewrite_dv_rows += f.dv_rows
     for t in tombstones:
         p = get(t.partition)
+        if t.deletion_timestamp <= retention_cutoff_ms:
+            p.tombstone_files_now += 1
+            p.tombstone_bytes_now += t.size
+        else:
+            p.tombstone_files_later += 1
+            p.tombstone_bytes_later += t.size
+    return out
+
+
+def summarize_columns(
+    codes: Any,
+    partitions: Sequence[tuple[str, tuple[tuple[str, str | None], ...]]],
+    sizes: Any,
+    records: Any,
+    dv_rows: Any,
+    tombstones: Iterable[Tombstone],
+    *,
+    small_file_bytes: int,
+    target_file_size: int,
+    max_deleted_rows_ratio: float,
+    retention_cutoff_ms: int,
+) -> dict[str, PartitionHealth]:
+    """`summarize_partitions` over columns (numpy arrays, one entry per active file): `codes` index
+    `partitions` ((key, values) of each), `records` is -1 where a file has no `numRecords`. The same counts,
+    vectorized: a table of 10k files is summed in a few bincounts instead of 10k Python steps."""
+    import numpy as np
+
+    k = len(partitions)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    records = np.asarray(records, dtype=np.int64)
+    dv_rows = np.asarray(dv_rows, dtype=np.int64)
+    codes = np.asarray(codes, dtype=np.int64)
+    has_stats = records >= 0
+    dv_heavy = (dv_rows > 0) & (~has_stats | (dv_rows > max_deleted_rows_ratio * np.where(has_stats, records, 0)))
+    small = sizes < small_file_bytes
+    rewrite = (sizes < target_file_size) | dv_heavy
+    live_records = np.where(has_stats, records, 0)
+
+    def total(weights: Any = None) -> list[int]:
+        return [int(x) for x in np.rint(np.bincount(codes, weights=weights, minlength=k))]
+
+    files = total()
+    columns = {
+        "bytes": total(sizes),
+        "dv_rows": total(dv_rows),
+        "files_without_stats": total(~has_stats),
+        "rows": total(live_records),
+        "dv_heavy_files": total(dv_heavy),
+        "small_files": total(small),
+        "small_bytes": total(np.where(small, sizes, 0)),
+        "rewrite_files": total(rewrite),
+        "rewrite_bytes": total(np.where(rewrite, sizes, 0)),
+        "rewrite_rows": total(np.where(rewrite, live_records, 0)),
+        "rewrite_dv_rows": total(np.where(rewrite, dv_rows, 0)),
+    }
+    bounds = np.array([bound for _, bound in SIZE_BUCKETS[:-1]], dtype=np.int64)
+    buckets = np.searchsorted(bounds, sizes, side="right")
+    hist = np.bincount(codes * len(SIZE_BUCKETS) + buckets, minlength=k * len(SIZE_BUCKETS))
+    out: dict[str, PartitionHealth] = {}
+    for i, (key, values) in enumerate(partitions):
+        if not files[i]:
+            continue
+        p = out.get(key) or PartitionHealth(key, values)
+        out[key] = p
+        p.num_files += files[i]
+        for name, sums in columns.items():
+            setattr(p, name, getattr(p, name) + sums[i])
+        for b, (label, _) in enumerate(SIZE_BUCKETS):
+            n = int(hist[i * len(SIZE_BUCKETS) + b])
+            if n:
+                p.histogram[label] = p.histogram.get(label, 0) + n
+    for t in tombstones:
+        p = out.get(t.partition) or out.setdefault(t.partition, PartitionHealth(t.partition))
         if t.deletion_timestamp <= retention_cutoff_ms:
             p.tombstone_files_now += 1
             p.tombstone_bytes_now += t.size
