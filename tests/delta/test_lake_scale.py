@@ -1,4 +1,4 @@
-"""The lake plan at scale (issue 26, "What must be shown"): a generated lake of 216 tables on disk and on the
+"""The lake plan at scale (issue 26, "What must be shown"): a generated lake of 205 tables, 200 on disk and 5 on the
 loopback S3 server (`support.lake_gen`: healthy, small files in some partitions only, deletion-vector heavy,
 tombstone heavy, long logs without a checkpoint, expired log files, refused protocols, corrupt logs), an empty
 prefix on each store and a missing bucket. The plan picks exactly the expected tables, partitions and operations,
