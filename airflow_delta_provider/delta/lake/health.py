@@ -132,6 +132,8 @@ def _tombstones(snapshot: Any, physical: Mapping[str, str], vacuumed: _Vacuumed 
     the DV files of removed files count too, when no active file uses them. A tombstone the last completed
     VACUUM already deleted (`vacuumed`) is none: tombstones stay in the log after their file is gone."""
     root = snapshot.table
+    if snapshot.remove_files_table.num_rows == 0:
+        return []  # nothing removed: no set of live paths to build
     adds = snapshot.add_files_table
     live_dvs = [(d["storageType"], d["pathOrInlineDv"]) for d in adds.column("deletionVector").to_pylist() if d]
     live = protected_from_logged(adds.column("path").to_pylist(), live_dvs, table_root=root)
