@@ -4,13 +4,14 @@ by `commands.spark_session` as `deltalog --master sc://...` builds it. Nothing i
 
 What runs on which tables (each corpus table is copied before anything writes):
 
-* Snapshot: `SNAPSHOT_TABLES`, a subset of the conformance corpus that covers every log layout and error
-  kind (commits only, classic, multi-part and V2 checkpoints with sidecars, DVs, column mapping, a
-  checkpoint-only table, bad protocol, missing metadata, a version gap); the same fingerprint as
-  `test_spark_engine.py`. Each table costs a few seconds over Connect: the whole corpus (292 roots,
-  ~30 min on this machine) runs with `DELTA_CONNECT_FULL_CORPUS=1`.
-* Checkpoint: classic with tombstones and DVs, multi-part, V2 with sidecars; delta-rs reads the
-  checkpointed table the same, and so does our local reader.
+* Snapshot: `SNAPSHOT_TABLES`, a subset of the conformance corpus covering the log layouts and error
+  kinds (commits only, multi-part and V2 checkpoints with sidecars, column mapping, domains, an
+  unreadable protocol, a version gap), with `test_spark_engine.py`'s fingerprint. Each table costs
+  seconds over Connect; the whole corpus (292 roots, 0 differences, 1063 s on this loaded 2-core machine
+  over `remote("local[2]")`) runs with `DELTA_CONNECT_FULL_CORPUS=1`.
+* Checkpoint: classic multi-part with DVs, V2 with sidecars, written by the executors over Connect;
+  delta-rs reads the checkpointed table the same (also with the commits up to it set aside), and so
+  does our local reader.
 * VACUUM: a delta-rs table after random operations with stray files (`test_spark_vacuum._random_table`):
   plan (file list at a plan location) equals the local plan, apply deletes exactly it; the plan from the
   state the Connect engine replayed equals it too.
@@ -39,7 +40,7 @@ deltalake = pytest.importorskip("deltalake")
 
 from support import spark_connect  # noqa: E402
 from support.spark_connect import connect_session  # noqa: E402
-from test_spark_engine import CHECKPOINT_TABLES, ORACLE, _fingerprint  # noqa: E402
+from test_spark_engine import ORACLE, _fingerprint  # noqa: E402
 
 from airflow_delta_provider.delta import DeltaLog  # noqa: E402
 from airflow_delta_provider.delta.errors import ResourceLimitError  # noqa: E402
@@ -48,16 +49,17 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 #: The pytest session's Connect server (`support.spark_connect`), a fixture of this module too.
 spark_connect_server = spark_connect.spark_connect_server
-#: Corpus roots the snapshot test compares (besides `CHECKPOINT_TABLES`).
+#: Corpus roots the snapshot test compares: commits only, multi-part, V2 (JSON top level, sidecars), column
+#: mapping, domains, an unreadable protocol and a version gap (the checkpoint tests add classic with DVs
+#: and V2 parquet).
 SNAPSHOT_TABLES = [
     "dat-2022/basic_partitioned/delta",
     "delta-golden/multi-part-checkpoint",
+    "delta-golden/v2-checkpoint-json",
     "delta-golden/table-with-columnmapping-mode-name",
-    "delta-golden/snapshot-repartitioned",
+    "delta-rs/table-with-domain-metadata",
     "delta-golden/deltalog-invalid-protocol-version",
-    "delta-golden/deltalog-state-reconstruction-without-metadata",
     "delta-golden/versions-not-contiguous",
-    "delta-rs/simple_table_features",
 ]
 
 
@@ -76,9 +78,24 @@ def test_the_session_is_a_connect_client(engine, spark_connect_server) -> None:
     assert application_id(engine.spark).startswith("local-")  # the server's application, read over Connect
 
 
+def test_the_engine_puts_the_process_in_the_sessions_mode(engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Connect session built without `builder.remote` leaves the process classic: the engine switches it
+    (else every Column it builds would be a classic one); a classic session in Connect mode is refused
+    (`object()` stands in for it: a second JVM session here would cost seconds and is what is refused)."""
+    from airflow_delta_provider.delta.engines.spark import SparkEngine
+    from airflow_delta_provider.delta.errors import EngineError
+
+    monkeypatch.delenv("SPARK_CONNECT_MODE_ENABLED")
+    replayed = SparkEngine(engine.spark, snapshot_partitions=2)
+    assert os.environ["SPARK_CONNECT_MODE_ENABLED"] == "1"
+    assert DeltaLog(str(CORPUS / "dat-2022/basic_append/delta"), engine=replayed).update().num_files > 0
+    with pytest.raises(EngineError, match="classic SparkSession in a process in Spark Connect mode"):
+        SparkEngine(object())
+
+
 @pytest.mark.skipif(not ORACLE, reason="reference corpus not found")
 def test_snapshot_equals_the_local_engine_on_the_corpus(engine) -> None:
-    roots = sorted(ORACLE) if os.environ.get("DELTA_CONNECT_FULL_CORPUS") else [*SNAPSHOT_TABLES, *CHECKPOINT_TABLES]
+    roots = sorted(ORACLE) if os.environ.get("DELTA_CONNECT_FULL_CORPUS") else SNAPSHOT_TABLES
     assert set(roots) <= set(ORACLE)
     differences = {}
     for root in roots:
@@ -92,8 +109,7 @@ def test_snapshot_equals_the_local_engine_on_the_corpus(engine) -> None:
 @pytest.mark.parametrize(
     ("root", "per_file"),
     [
-        ("delta-golden/dv-partitioned-with-checkpoint", None),  # classic: DVs in the key, tombstones
-        ("delta-rs/table_with_deletion_logs", 2),  # multi-part: 2 actions per part
+        ("delta-golden/dv-partitioned-with-checkpoint", 4),  # classic, multi-part: DVs in the key, 4 per part
         ("delta-golden/v2-checkpoint-parquet", 1),  # V2: one sidecar per partition with rows
     ],
 )
@@ -204,3 +220,27 @@ def test_cli_master_sc_url_runs_on_the_connect_server(spark_connect_server, tmp_
     connect = _deltalog("snapshot", table, "--engine", "spark", "--master", spark_connect_server.url, "--json")
     assert local.pop("engine") == "local" and connect.pop("engine") == "spark"
     assert connect == local
+
+
+def test_the_package_shipped_with_add_artifacts_is_what_the_executors_import(engine, spark_connect_server) -> None:
+    """`spark_session(sc://..., py_files=[zip])` (what `deltalog --master sc://` does) adds the package's zip
+    to the session: the executors' Python imports our modules from it, ahead of the server's site-packages."""
+    from airflow_delta_provider.commands.spark_session import spark_session
+    from airflow_delta_provider.jobs import build_py_files_zip
+
+    zipped = build_py_files_zip()
+    spark = spark_session(spark_connect_server.url, {}, app_name="delta-connect-tests", py_files=[zipped])
+    assert spark is engine.spark  # getOrCreate: the module's session, now with the artifact
+
+    def where(batches):
+        import pyarrow as pa
+
+        from airflow_delta_provider.delta.engines.spark import tasks
+
+        for _ in batches:
+            yield pa.RecordBatch.from_pydict({"file": [tasks.__file__]})
+
+    (row,) = spark.range(1).mapInArrow(where, "file string").collect()
+    assert Path(zipped).name in row["file"] and row["file"].endswith(
+        "airflow_delta_provider/delta/engines/spark/tasks.py"
+    )

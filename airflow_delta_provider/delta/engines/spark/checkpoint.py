@@ -49,7 +49,7 @@ from ...write.checkpoint_file import (
     kept_tombstones,
     stored_digest,
 )
-from .state import DistributedFileState, SparkReplay, json_file_tables, run_spark
+from .state import DistributedFileState, SparkReplay, json_file_tables, match_session_mode, run_spark
 from .tasks import ddl
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -295,6 +295,7 @@ class SparkCheckpointExecutor:
     """
 
     def __init__(self, spark: SparkSession, *, storage_options: Mapping[str, Any] | None = None) -> None:
+        match_session_mode(spark)
         self.spark = spark
         self.storage_options = dict(storage_options or {})
         #: file actions each partition of the last write held (after retention), in partition order

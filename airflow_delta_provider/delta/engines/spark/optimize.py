@@ -51,6 +51,9 @@ def compact_task(layout: TableLayout, storage_options: Mapping[str, Any]) -> Cal
 
 def spark_bin_rewriter(spark: SparkSession, storage_options: Mapping[str, Any]) -> Callable[..., list[AddFile | None]]:
     """The Spark engine's `BinRewriter`: each bin one Spark task."""
+    from .state import match_session_mode
+
+    match_session_mode(spark)
 
     def run(
         layout: TableLayout,

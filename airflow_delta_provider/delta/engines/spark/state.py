@@ -114,6 +114,34 @@ def hadoop_s3a_conf(storage_options: Mapping[str, Any]) -> dict[str, str]:
     return conf
 
 
+def is_connect(spark: Any) -> bool:
+    """True for a Spark Connect client session (`pyspark.sql.connect.session.SparkSession`)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def match_session_mode(spark: Any) -> None:
+    """Put this process in `spark`'s API mode, or say why it cannot be.
+
+    PySpark routes `pyspark.sql.functions` (every Column this engine builds) by a process-wide mode:
+    Connect when `SPARK_CONNECT_MODE_ENABLED` is set, which `SparkSession.builder.remote(...)` does and
+    `pyspark.sql.connect.session.SparkSession.builder` does not. A Connect session in a classic process
+    switches the process to Connect (as `builder.remote` would have); a classic session in a Connect
+    process is an `EngineError`: one process holds one kind of session at a time.
+    """
+    import os
+
+    from pyspark.sql.utils import is_remote
+
+    if is_connect(spark):
+        if not is_remote():
+            os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    elif is_remote():
+        raise EngineError(
+            "A classic SparkSession in a process in Spark Connect mode (SPARK_CONNECT_MODE_ENABLED is set: a "
+            "Connect session was built here): use the Connect session, or a process of its own for classic Spark"
+        )
+
+
 def spark_path(uri: str) -> str:
     """A URI Spark's Hadoop filesystems read: `file:///abs` locally, `s3a://` for `s3://`."""
     if is_local(uri):
@@ -362,6 +390,7 @@ class SparkReplay:
     ) -> None:
         if snapshot_partitions < 1:
             raise ValueError("snapshot_partitions must be >= 1")
+        match_session_mode(spark)
         self.spark = spark
         self.snapshot_partitions = snapshot_partitions
         self.prefetch_digest = prefetch_digest

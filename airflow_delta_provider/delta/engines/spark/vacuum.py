@@ -125,6 +125,9 @@ class SparkVacuumExecutor:
             raise ValueError("collect_limit must be >= 0")
         if broadcast_limit < 0:
             raise ValueError("broadcast_limit must be >= 0")
+        from .state import match_session_mode
+
+        match_session_mode(spark)
         self.spark = spark
         self.storage_options = dict(storage_options or {})
         self.plan_dir = plan_dir
