@@ -1083,6 +1083,235 @@ def rerender(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+# ---------------------------------------------------------------------------------------------------
+# --fixed-cost (issue 27): what a tiny-table VACUUM and OPTIMIZE cost on Spark whatever the table's size
+
+TARGET_SUBMIT_TINY_S = 15.0
+TARGET_CONNECT_TINY_S = 5.0
+_GOT_JOB = re.compile(r"Got job (\d+)")
+_STAGE_DONE = re.compile(r"(ResultStage|ShuffleMapStage) (\d+) \(.{0,3000}?\) finished in (\d+) ms", re.S)
+_TASK_DONE = re.compile(r"Finished task [\d.]+ in stage (\d+)\.\d+ \(TID \d+\) in (\d+) ms")
+
+
+def job_breakdown(log: str) -> dict[str, Any]:
+    """Spark's jobs, stages (kind, id, s, tasks) and task count in an INFO log (spark-submit's stderr or a
+    Connect server's log between two offsets)."""
+    tasks: dict[str, int] = {}
+    for m in _TASK_DONE.finditer(log):
+        tasks[m[1]] = tasks.get(m[1], 0) + 1
+    stages = [(kind, int(sid), int(ms) / 1000, tasks.get(sid, 0)) for kind, sid, ms in _STAGE_DONE.findall(log)]
+    return {
+        "jobs": len(set(_GOT_JOB.findall(log))),
+        "stages": len(stages),
+        "tasks": sum(tasks.values()),
+        "stage_s": round(sum(st[2] for st in stages), 2),
+        "longest_stages": sorted(stages, key=lambda st: -st[2])[:3],
+    }
+
+
+def tiny_table(path: Path) -> Path:
+    """A tiny partitioned delta-rs table: four appends of two partitions (small files OPTIMIZE compacts),
+    then a delete (a rewritten file VACUUM plans with retention 0)."""
+    import deltalake
+    import pyarrow as pa
+
+    for i in range(4):
+        batch = pa.table({"id": [i, i + 10], "part": ["a", "b"]})
+        deltalake.write_deltalake(str(path), batch, mode="append", partition_by=["part"])
+    deltalake.DeltaTable(str(path)).delete("id = 0")
+    return path
+
+
+def fixed_requests(table: str, action: str, partitions: int) -> Any:
+    from airflow_delta_provider.commands.request import Request
+
+    fields: dict[str, Any] = {"retention_hours": 0, "enforce_retention_duration": False}
+    if action == "optimize":
+        fields = {"apply": True}
+    return Request.make(table=table, action=action, engine="spark", snapshot_partitions=partitions, **fields)
+
+
+def check_fixed(action: str, result: dict[str, Any]) -> str:
+    """'' when a tiny run's answer is the expected one, else what is wrong."""
+    if result.get("status") != "success":
+        return f"{result.get('error_class')}: {str(result.get('message'))[:300]}"
+    if action == "vacuum" and result.get("num_files") != 1:
+        return f"vacuum planned {result.get('num_files')} files, expected 1"
+    if action == "optimize" and (result.get("num_files_removed"), result.get("num_files_added")) != (7, 2):
+        return f"optimize removed/added {result.get('num_files_removed')}/{result.get('num_files_added')}, expected 7/2"
+    return ""
+
+
+def fixed_cost(args: argparse.Namespace) -> int:
+    """spark-submit (local[2]) of the bundled job and a warm Connect server (local[2]), tiny VACUUM (dry
+    run) and OPTIMIZE (applied to a fresh copy each time), with each run's Spark jobs."""
+    import shutil
+
+    import pyspark
+
+    from airflow_delta_provider.commands.command import execute
+    from airflow_delta_provider.commands.spark_session import spark_session
+    from airflow_delta_provider.jobs import build_py_files_zip, job_script
+    from airflow_delta_provider.jobs.runner import job_argv
+
+    work = Path(tempfile.mkdtemp(prefix="fixed-", dir=SPARK_DIR))
+    source = tiny_table(work / "source")
+    env = spark_env(benchlib.REPO)  # the working tree's library (not a frozen copy)
+    spark_home = Path(pyspark.__file__).resolve().parent
+    py_files = build_py_files_zip(SPARK_DIR / "pyfiles")
+    submit = [str(spark_home / "bin" / "spark-submit"), "--master", "local[2]", "--py-files", py_files]
+    submit += spark_conf_args()
+    rows: list[dict[str, Any]] = []
+
+    def fresh(name: str) -> str:
+        target = work / name
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(source, target, copy_function=shutil.copy2)
+        return str(target)
+
+    def record(mode: str, action: str, rep: int, wall: float, result: dict[str, Any], log: str, **extra: Any) -> None:
+        row = {"mode": mode, "action": action, "rep": rep, "wall_s": round(wall, 2), **extra}
+        row.update(job_s=result.get("duration_s"), timings=result.get("timings"), **job_breakdown(log))
+        row["mismatch"] = check_fixed(action, result)
+        rows.append(row)
+        print(
+            f"  {mode} {action} #{rep}: {wall:.1f} s wall, job {result.get('duration_s')} s, {row['jobs']} jobs "
+            f"{row['stages']} stages {row['tasks']} tasks{' MISMATCH ' + row['mismatch'] if row['mismatch'] else ''}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    quiet = benchlib.quiet_setting(args)
+    for variant, conf, parts in args.fixed_variants:
+        for rep in range(args.fixed_reps):
+            for action in ("vacuum", "optimize"):
+                table, out = fresh(f"submit-{action}"), work / f"submit-{action}-{rep}.json"
+                extra = [a for k, v in conf.items() for a in ("--conf", f"{k}={v}")]
+                argv = [
+                    *submit,
+                    *extra,
+                    job_script(),
+                    *job_argv(fixed_requests(table, action, parts), str(out)),
+                ]
+                busy = benchlib.wait_for_quiet(*quiet) if quiet else -1.0
+                load1 = loadavg1()
+                wall, _, _, code, stderr, _ = timed_process(argv, env, work, args.timeout)
+                result = (
+                    json.loads(out.read_text())
+                    if out.exists()
+                    else {"status": f"exit {code}", "message": stderr[-500:]}
+                )
+                record(f"spark-submit{variant}", action, rep, wall, result, stderr, busy=busy, load1=load1)
+
+    # a warm Connect server: started once, warmed by one untimed run of each action, then timed
+    port = free_port()
+    server_log = work / "connect-server.log"
+    server_argv = [str(spark_home / "bin" / "spark-submit"), "--master", "local[2]", "--class", CONNECT_CLASS]
+    for key, value in {**CONNECT_BENCH_CONF, "spark.connect.grpc.binding.port": str(port)}.items():
+        server_argv += ["--conf", f"{key}={value}"]
+    (jar,) = (spark_home / "jars").glob("spark-connect_*.jar")
+    with open(server_log, "wb") as fh:
+        server = subprocess.Popen(
+            [*server_argv, str(jar)], stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + 180
+        while "Spark Connect server started" not in server_log.read_text(errors="replace"):
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the Connect server did not start:\n{server_log.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.5)
+        url = f"sc://127.0.0.1:{port}"
+        for variant, conf, parts in args.fixed_variants:
+            for rep in range(-1, args.fixed_reps):  # rep -1 warms the server (and this process's imports)
+                for action in ("vacuum", "optimize"):
+                    table = fresh(f"connect-{action}")
+                    busy = benchlib.wait_for_quiet(*quiet) if quiet and rep >= 0 else -1.0
+                    load1 = loadavg1()
+                    offset = server_log.stat().st_size
+                    t0 = time.perf_counter()
+                    sessions: list[Any] = []
+                    opened: list[float] = []
+
+                    def factory(
+                        options: Any, conf: dict = conf, sessions: list = sessions, opened: list = opened
+                    ) -> Any:
+                        t = time.perf_counter()
+                        sessions.append(spark_session(url, options, app_name="bench", py_files=[py_files], conf=conf))
+                        opened.append(time.perf_counter() - t)
+                        return sessions[-1]
+
+                    _, result = execute(fixed_requests(table, action, parts), spark_factory=factory)
+                    for spark in sessions:
+                        spark.stop()
+                    session_s = round(sum(opened), 2)
+                    wall = time.perf_counter() - t0
+                    time.sleep(0.5)  # the server's last log lines
+                    if rep >= 0:
+                        log = server_log.read_bytes()[offset:].decode(errors="replace")
+                        record(
+                            f"connect{variant}",
+                            action,
+                            rep,
+                            wall,
+                            result,
+                            log,
+                            session_s=session_s,
+                            busy=busy,
+                            load1=load1,
+                        )
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=60)
+
+    lines = [
+        "| mode | action | wall s: median (all) | job s | Spark jobs | stages | tasks | stage s | longest stages "
+        "| load1 | target |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for mode in dict.fromkeys(r["mode"] for r in rows):
+        for action in ("vacuum", "optimize"):
+            mine = [r for r in rows if r["mode"] == mode and r["action"] == action]
+            if not mine:
+                continue
+            mid = sorted(mine, key=lambda r: r["wall_s"])[len(mine) // 2]
+            target = TARGET_CONNECT_TINY_S if mode.startswith("connect") else TARGET_SUBMIT_TINY_S
+            walls = ", ".join(f"{r['wall_s']:.1f}" for r in mine)
+            longest = "; ".join(f"{k} {i} {sec:.1f} s/{n} tasks" for k, i, sec, n in mid["longest_stages"])
+            met = "met" if mid["wall_s"] <= target else "missed"
+            bad = " MISMATCH" if any(r["mismatch"] for r in mine) else ""
+            lines.append(
+                f"| {mode} | {action} | {mid['wall_s']:.1f} ({walls}) | {mid['job_s']} | {mid['jobs']} | "
+                f"{mid['stages']} | {mid['tasks']} | {mid['stage_s']} | {longest} | {mid['load1']:.1f} | "
+                f"<= {target:.0f} s: {met}{bad} |"
+            )
+    text = "\n".join(lines)
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text + "\n")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1, default=str))
+    return 1 if any(r["mismatch"] for r in rows) else 0
+
+
+CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+#: The benchmark's Connect server: loopback, no UI, the engine's settings, Spark's other defaults.
+CONNECT_BENCH_CONF = {
+    "spark.connect.grpc.binding.address": "127.0.0.1",
+    "spark.ui.enabled": "false",
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scales", default="S,M,L", help="comma-separated, of S,M,L (default all)")
@@ -1112,7 +1341,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report-from", type=Path, help="only re-render the report of a --json file")
     parser.add_argument("--markdown", type=Path, help="also write the report here")
     parser.add_argument("--json", type=Path, help="write raw samples here")
+    parser.add_argument(
+        "--fixed-cost",
+        action="store_true",
+        help="only the fixed costs: a tiny table's VACUUM and OPTIMIZE by spark-submit and on a warm Connect server",
+    )
+    parser.add_argument("--fixed-reps", type=int, default=3, help="timed runs of each (default 3)")
+    parser.add_argument("--fixed-partitions", type=int, default=50, help="snapshot partitions (default 50)")
+    parser.add_argument(
+        "--fixed-conf",
+        action="append",
+        default=[],
+        help="a variant NAME:key=value,... (Spark conf on the submit and the Connect session; snapshot_partitions=N "
+        "the request's); repeatable",
+    )
     args = parser.parse_args(argv)
+    args.fixed_variants = [("", {}, args.fixed_partitions)]
+    for spec in args.fixed_conf:  # snapshot_partitions=N is the request's, the rest Spark conf
+        name, _, pairs = spec.partition(":")
+        conf = dict(p.split("=", 1) for p in pairs.split(",") if p)
+        parts = int(conf.pop("snapshot_partitions", args.fixed_partitions))
+        args.fixed_variants.append((f" ({name})", conf, parts))
+    if args.fixed_cost:
+        SPARK_DIR.mkdir(parents=True, exist_ok=True)
+        return fixed_cost(args)
     command_line = " ".join(
         shlex.quote(a) for a in [".venv/bin/python", "bench/spark_bench.py", *(argv or sys.argv[1:])]
     )

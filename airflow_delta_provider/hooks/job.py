@@ -28,6 +28,7 @@ from airflow.providers.common.compat.sdk import AirflowException, BaseHook
 
 from ..commands.command import execute, plan_engine, read_result
 from ..commands.request import Request
+from ..commands.spark_session import spark_session
 from ..delta.engines.spark import SPARK_CONF
 from ..delta.errors import DeltaError, error_from_dict
 from ..jobs import build_py_files_zip, job_script
@@ -73,20 +74,6 @@ def spark_target(conn_id: str, deploy_mode: str | None = None) -> tuple[str, str
         master = f"{master}:{conn.port}"
     extra = conn.extra_dejson
     return master, deploy_mode or extra.get("deploy-mode"), extra.get("spark-binary") or "spark-submit"
-
-
-def connect_session(
-    url: str, storage_options: Mapping[str, Any] | None = None, conf: Mapping[str, Any] | None = None
-) -> SparkSession:
-    """A new Spark Connect session at `url` with the engine's settings, S3A credentials for
-    `storage_options` and `conf` (the operator's `conf`, last)."""
-    from pyspark.sql import SparkSession
-
-    from ..delta.engines.spark import SPARK_CONF, hadoop_s3a_conf
-
-    builder = SparkSession.builder.remote(url)
-    settings = {**SPARK_CONF, **hadoop_s3a_conf(storage_options or {}), **(conf or {})}
-    return builder.config(map={k: str(v) for k, v in settings.items()}).create()
 
 
 class DeltaJobHook(BaseHook):
@@ -180,16 +167,20 @@ class DeltaJobHook(BaseHook):
         return self._connect_url
 
     def _run_connect(self, request: Request, result_uri: str, formats: Sequence[str]) -> dict[str, Any]:
-        """The command layer in this process on a Connect session (no spark-submit, no JVM here); the
-        session is this run's own and is stopped afterwards. A VACUUM keeps a big plan's file list
-        beside the result, as the spark-submit job does."""
+        """The command layer in this process on a Connect session (`commands.spark_session`: the engine's
+        settings, S3A credentials, the operator's `conf`, the library zip as an artifact unless
+        `ship_library=False`), stopped afterwards (no spark-submit, no JVM here). A VACUUM keeps a big
+        plan's file list beside the result, as the spark-submit job does."""
         url = self.connect_url()
         assert url is not None
         request = request_from_job(request.to_json(), result_uri, request.storage_options)
         sessions: list[SparkSession] = []
 
+        py_files = [build_py_files_zip()] if self.ship_library else []  # as --py-files ships it to spark-submit
+
         def factory(options: Mapping[str, Any]) -> SparkSession:
-            sessions.append(connect_session(url, options, self.spark_options.get("conf")))
+            conf = self.spark_options.get("conf")
+            sessions.append(spark_session(url, options, app_name="airflow-delta-job", py_files=py_files, conf=conf))
             return sessions[-1]
 
         self.log.info("running %s on Spark over Spark Connect at %s", request.action, public_url(url))
