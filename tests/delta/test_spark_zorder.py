@@ -2,7 +2,8 @@
 task per partition, the commit on the driver. The z-order is deterministic, so Spark and the local engine
 write the same files: the same rows in the same order per file in each partition, the same min/max stats;
 delta-rs reads the rows the table held. A partition over a task's memory limit is sorted through spill files
-on its executor into the same files; an unreadable input is raised on the driver as the typed error."""
+on its executor into the same files; keys over it are refused naming the Spark remedies, nothing written; an
+unreadable input is raised on the driver as the typed error."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ pytest.importorskip("pyspark")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
 from airflow_delta_provider.delta.delta_log import DeltaLog  # noqa: E402
-from airflow_delta_provider.delta.errors import LogCorruptedError  # noqa: E402
+from airflow_delta_provider.delta.errors import LogCorruptedError, ResourceLimitError  # noqa: E402
 from airflow_delta_provider.delta.maintenance.optimize import optimize  # noqa: E402
 from airflow_delta_provider.delta.protocol.actions import decode_path  # noqa: E402
 
@@ -109,3 +110,12 @@ def test_an_unreadable_input_is_the_typed_error_on_the_driver(tmp_path: Path, sp
         optimize(spark_log(path, spark), zorder_by=["x"])
     assert info.value.file == victim
     assert DeltaTable(str(path)).version() == version
+
+
+def test_keys_over_a_tasks_memory_limit_are_refused_naming_the_spark_remedies(tmp_path: Path, spark: Any) -> None:
+    path = make_table(tmp_path / "t", seed=5)
+    files, version = sorted(p.name for p in path.rglob("*.parquet")), DeltaTable(str(path)).version()
+    with pytest.raises(ResourceLimitError, match=r"Spark task's memory limit.*task_memory_bytes") as info:
+        optimize(spark_log(path, spark, task_memory_bytes=1024), zorder_by=["x", "y"])
+    assert info.value.table is not None and info.value.file is not None
+    assert sorted(p.name for p in path.rglob("*.parquet")) == files and DeltaTable(str(path)).version() == version
