@@ -161,6 +161,8 @@ def test_a_maintenance_run_past_its_deadline_calls_maintenance_overran(
     monkeypatch.setenv("DELTA_SPARK_CONN_ID", "none")
     monkeypatch.setenv("DELTA_RESULT_DIR", str(tmp_path / "results"))
     monkeypatch.delenv("DELTA_MAINTENANCE_DEADLINE_HOURS", raising=False)
+    # write this DAG now even if another test wrote it less than 30 s ago (the dag processor's throttle)
+    monkeypatch.setenv("AIRFLOW__CORE__MIN_SERIALIZED_DAG_UPDATE_INTERVAL", "0")
     bag = DagBag(dag_folder=str(REPO / "dags" / "delta_table_maintenance.py"))
     assert bag.import_errors == {}
     (alert,) = bag.dags["delta_table_maintenance"].deadline
