@@ -15,13 +15,17 @@ GNU time), its standard output into a file, order rotating each round after one 
 * **CLI text**: `deltalog vacuum TABLE` (a header, then one line a file);
 * **delta-rs**: `DeltaTable(p).vacuum(dry_run=True, full=True)`, the paths written one a line.
 
-The planned sets must be equal across all five. Target (issue 29): the CLI within ~15% of the library call.
+With `--baseline DIR` (a directory holding another version's `airflow_delta_provider`, e.g. from `git archive
+REV airflow_delta_provider | tar -x -C DIR`) a sixth command runs that version's `deltalog vacuum --json`: an A/B
+in the same rounds. `--commands` picks some of them. The planned sets must be equal across all commands.
+Target (issue 29): the CLI within ~15% of the library call.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import statistics
@@ -56,11 +60,12 @@ sys.exit(main(["vacuum", sys.argv[1]]))
 """
 
 NAMES = ("library", "library + JSON", "CLI --json", "CLI text", "delta-rs")
+BASELINE = "CLI --json, baseline"
 
 
 def _paths(name: str, text: str) -> set[str]:
     """The planned paths in a command's output file."""
-    if name in ("library + JSON", "CLI --json"):
+    if name in ("library + JSON", "CLI --json", BASELINE):
         return {f["path"] for f in json.loads(text)["files"]}
     if name == "CLI text":  # "  <path>  <size>" after the header line
         return {line.split()[0] for line in text.splitlines()[1:] if line.startswith("  ")}
@@ -70,7 +75,8 @@ def _paths(name: str, text: str) -> set[str]:
 def bench(table: Path, args: argparse.Namespace, quiet: tuple[float, float] | None) -> dict[str, Any]:
     py = benchlib.python()
     work = benchlib.scratch_dir()
-    outs = {name: work / f"{i}.out" for i, name in enumerate(NAMES)}
+    names = args.names
+    outs = {name: work / f"{i}.out" for i, name in enumerate(names)}
     commands = {
         "library": [py, "-c", vb.OURS_DRY, str(table), str(outs["library"])],
         "library + JSON": [py, "-c", LIBRARY_JSON, str(table), str(outs["library + JSON"])],
@@ -78,13 +84,17 @@ def bench(table: Path, args: argparse.Namespace, quiet: tuple[float, float] | No
         "CLI text": vb._redirect([py, "-c", CLI_TEXT, str(table)], outs["CLI text"]),
         "delta-rs": [py, "-c", vb.DELTARS_DRY, str(table), str(outs["delta-rs"])],
     }
-    samples: dict[str, list[run.Sample]] = {name: [] for name in NAMES}
+    if args.baseline:  # run from the baseline's directory: `-c` puts the working directory first on sys.path
+        in_dir = ["sh", "-c", 'cd "$0" && exec "$@"', str(args.baseline), py, "-c", vb.OURS_CLI_DRY, str(table)]
+        commands[BASELINE] = vb._redirect(in_dir, outs[BASELINE])
+    commands = {name: commands[name] for name in names}
+    samples: dict[str, list[run.Sample]] = {name: [] for name in names}
     sets: dict[str, set[str]] = {}
     sizes: dict[str, int] = {}
     try:
         for r in range(args.warmup + args.reps):
-            shift = r % len(NAMES)
-            for name in NAMES[shift:] + NAMES[:shift]:
+            shift = r % len(names)
+            for name in names[shift:] + names[:shift]:
                 sample = vb.timed(commands[name], quiet)
                 text = outs[name].read_text()
                 sets[name], sizes[name] = _paths(name, text), len(text.encode())
@@ -101,24 +111,28 @@ def bench(table: Path, args: argparse.Namespace, quiet: tuple[float, float] | No
 def report(manifest: dict[str, Any], machine: dict[str, str], done: dict[str, Any]) -> str:
     s = done["samples"]
     header = ["command", "wall (median)", "wall range", "CPU", "peak RSS", "vs library", "vs delta-rs", "output"]
-    lib, rs = statistics.median(x.wall for x in s["library"]), statistics.median(x.wall for x in s["delta-rs"])
+    header[5:5] = ["CPU vs library"]
+
+    def med(name: str, attr: str) -> float:
+        return statistics.median(getattr(x, attr) for x in s[name]) if name in s else math.nan
+
     rows = []
-    for name in NAMES:
+    for name in s:
         walls = [x.wall for x in s[name]]
-        wall = statistics.median(walls)
         rows.append(
             [
                 name,
-                f"{wall:.2f} s",
+                f"{med(name, 'wall'):.2f} s",
                 f"{min(walls):.2f}-{max(walls):.2f}",
-                f"{statistics.median(x.cpu for x in s[name]):.2f} s",
-                f"{statistics.median(x.rss_mib for x in s[name]):.0f} MiB",
-                f"{wall / lib:.2f}x",
-                f"{wall / rs:.2f}x",
+                f"{med(name, 'cpu'):.2f} s",
+                f"{med(name, 'rss_mib'):.0f} MiB",
+                f"{med(name, 'cpu') / med('library', 'cpu'):.2f}x",
+                f"{med(name, 'wall') / med('library', 'wall'):.2f}x",
+                f"{med(name, 'wall') / med('delta-rs', 'wall'):.2f}x",
                 f"{done['sizes'][name] / 2**20:.1f} MiB",
             ]
         )
-    cli = statistics.median(x.wall for x in s["CLI --json"])
+    lib, cli = med("library", "wall"), med("CLI --json", "wall")
     return "\n".join(
         [
             f"# deltalog output: VACUUM dry run, {manifest['files']:,}-file table, "
@@ -131,7 +145,9 @@ def report(manifest: dict[str, Any], machine: dict[str, str], done: dict[str, An
             *["| " + " | ".join(r) + " |" for r in rows],
             "",
             f"Target: `deltalog vacuum --json` within ~15% of the library call: {cli / lib:.2f}x, "
-            f"{'met' if cli / lib <= 1.15 else 'MISSED'}. Plans equal across the five commands.",
+            f"{'met' if cli / lib <= 1.15 else 'MISSED'} "
+            f"(CPU: {med('CLI --json', 'cpu') / med('library', 'cpu'):.2f}x). "
+            "Plans equal across the commands.",
         ]
     )
 
@@ -145,7 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-library-snapshot", action="store_true", help="children import the working tree")
     parser.add_argument("--data", type=Path, default=benchlib.DATA)
     parser.add_argument("--markdown", type=Path, help="also write the report here")
+    parser.add_argument("--baseline", type=Path, help="a directory with another airflow_delta_provider: its CLI too")
+    parser.add_argument("--commands", help=f"comma-separated subset of: {', '.join(NAMES)}, {BASELINE}")
     args = parser.parse_args(argv)
+    args.names = tuple(args.commands.split(",")) if args.commands else NAMES + ((BASELINE,) if args.baseline else ())
+    if args.baseline:
+        args.baseline = args.baseline.resolve()
     args.data = args.data.resolve()
     args.data.mkdir(parents=True, exist_ok=True)
     quiet = benchlib.quiet_setting(args)
@@ -159,8 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     done = bench(table, args, quiet)
     sets = done["sets"]
-    if any(sets[name] != sets["library"] for name in NAMES) or not sets["library"]:
-        raise SystemExit("plans differ: " + ", ".join(f"{name} {len(sets[name])}" for name in NAMES))
+    first = sets[args.names[0]]
+    if any(sets[name] != first for name in args.names) or not first:
+        raise SystemExit("plans differ: " + ", ".join(f"{name} {len(sets[name])}" for name in args.names))
     machine["loadavg (start -> end)"] = f"{machine.pop('loadavg')} -> {benchlib.loadavg()}"
     machine["duration"] = f"{time.time() - started:.0f} s"
     text = report(manifest, machine, done)
