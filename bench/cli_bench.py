@@ -60,7 +60,7 @@ sys.exit(main(["vacuum", sys.argv[1]]))
 """
 
 NAMES = ("library", "library + JSON", "CLI --json", "CLI text", "delta-rs")
-BASELINE = "CLI --json, baseline"
+BASELINE = "CLI --json (baseline)"
 
 
 def _paths(name: str, text: str) -> set[str]:
@@ -76,7 +76,7 @@ def bench(table: Path, args: argparse.Namespace, quiet: tuple[float, float] | No
     py = benchlib.python()
     work = benchlib.scratch_dir()
     names = args.names
-    outs = {name: work / f"{i}.out" for i, name in enumerate(names)}
+    outs = {name: work / f"{i}.out" for i, name in enumerate((*NAMES, BASELINE))}
     commands = {
         "library": [py, "-c", vb.OURS_DRY, str(table), str(outs["library"])],
         "library + JSON": [py, "-c", LIBRARY_JSON, str(table), str(outs["library + JSON"])],
