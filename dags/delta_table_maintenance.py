@@ -385,10 +385,12 @@ if HITLOperator is not None:
     class PartitionChoiceOperator(HITLOperator):
         """Which of OPTIMIZE's planned partitions to compact: asked only when optimize_conditions holds,
         params.optimize_ask_partitions is true and the plan has two partitions or more (else it returns at
-        once, asking nothing). The options are made when the task runs: one per planned partition (with its
-        small files and bytes), all preselected, and `COMPACT_NOTHING`. Returns `compact` and the `where`
-        that selects the chosen partitions; `COMPACT_NOTHING` or no answer within the timeout (the defaults
-        applied by the scheduler) compacts nothing."""
+        once, asking nothing). The options are made when the task runs, from OPTIMIZE's dry-run plan (read
+        from the log in the worker): one per planned partition (with its small files and bytes), all
+        preselected, and `COMPACT_NOTHING`; they are kept in XCom (`choices`) for the answer. Returns
+        `compact` and the `where` that selects the chosen partitions (optimize compacts them as they are
+        when it runs); `COMPACT_NOTHING` or no answer within the timeout (the defaults applied by the
+        scheduler) compacts nothing."""
 
         def __init__(self, **kwargs: Any) -> None:
             super().__init__(options=[COMPACT_NOTHING], multiple=True, **kwargs)
@@ -459,6 +461,8 @@ if HITLOperator is not None:
                 # Reject (or the timeout's default): skipping vacuum_apply ends the task, returning nothing
                 ti.xcom_push(key="answer", value={"approved": False} | answer)
             ret = super().execute_complete(context, event)
+            if ret["chosen_options"] != [self.APPROVE]:  # only when there is nothing downstream to skip
+                return {"approved": False} | answer
             hours = float((ret.get("params_input") or {}).get("retention_hours", planned))
             run = re.sub(r"[^A-Za-z0-9._=-]+", "_", ti.run_id)
             target = f"{RESULT_DIR.rstrip('/')}/{ti.dag_id}/{ti.task_id}/{run}.plan.json"
@@ -467,6 +471,7 @@ if HITLOperator is not None:
                 print(confirmed["refused"])
                 ti.xcom_push(key="answer", value={"approved": False} | confirmed | answer)
                 self.skip(ti=ti, tasks=context["task"].get_direct_relatives(upstream=False))
+                return {"approved": False} | confirmed | answer  # (skip ends the task when there is a downstream)
             print(f"VACUUM applies {confirmed['num_files']} files at a retention of {hours:g} h: {confirmed['plan']}")
             ti.xcom_push(key="answer", value={"approved": True} | confirmed | answer)
             return {"approved": True} | confirmed | answer

@@ -502,28 +502,38 @@ def test_without_human_in_the_loop_operators_vacuum_is_never_applied(monkeypatch
 
 @pytest.mark.airflow
 @pytest.mark.slow
-def test_unanswered_partition_choice_and_approval_change_nothing(maintenance_dag, api_client, tmp_path: Path) -> None:
-    """Neither question answered within its 20 hours (the scheduler's timeout sweep applies the defaults):
-    the partition choice's timeout compacts nothing (its preselected partitions are not an answer) and the
-    approval's default, Reject, moves nothing."""
+def test_an_unanswered_partition_choice_and_a_shorter_retention_change_nothing(
+    maintenance_dag, api_client, tmp_path: Path
+) -> None:
+    """The partition choice not answered within its 4 hours (the scheduler's timeout sweep applies the
+    preselection): that compacts nothing, the preselected partitions are not an answer. The VACUUM plan,
+    made at a 2 hour retention, approved with 1 hour: refused (it would delete files that were not shown),
+    vacuum_apply skipped, nothing moved, the reason in the report. (A person's Reject is in the test above;
+    the approval's timeout answers Reject, its default.)"""
     root = tmp_path / "table"
     _small_file_table(root)
+    stray = root / "p=a" / "stray-from-a-failed-job.parquet"
+    os.utime(stray, (time.time() - 5 * 3600,) * 2)  # expired at 2 hours: the plan has a file to approve
     version, files = DeltaTable(str(root)).version(), _data_files(root)
-    conf = _conf(str(root), optimize_ask_partitions=True, apply_vacuum=True)
-    dr, responder = _run_answering(maintenance_dag, api_client, conf, choose_partitions=TIMEOUT, approve_vacuum=TIMEOUT)
+    conf = _conf(str(root), optimize_ask_partitions=True, apply_vacuum=True, retention_hours=2)
+    answers = {"choose_partitions": TIMEOUT, "approve_vacuum": choose("Approve", retention_hours=1)}
+    dr, responder = _run_answering(maintenance_dag, api_client, conf, **answers)
     states = task_states(dr.run_id)
     assert states["choose_partitions"] == states["approve_vacuum"] == states["report"] == "success", states
     assert states["vacuum_apply"] == "skipped", states
-    assert set(responder.requests) == {"choose_partitions", "approve_vacuum"} and responder.responses == {}
+    assert set(responder.requests) == {"choose_partitions", "approve_vacuum"}
+    assert set(responder.responses) == {"approve_vacuum"}  # the partition choice was left to time out
     chosen = xcom_return(dr.run_id, "choose_partitions")
     assert chosen["asked"] and chosen["timed_out"] and not chosen["compact"] and chosen["by"] is None
     assert chosen["where"] is None and chosen["partitions"] == []
     optimized = xcom_return(dr.run_id, "optimize")
     assert optimized["dry_run"] and optimized["version"] is None and optimized["num_files_removed"] == 10
-    approval = xcom_return(dr.run_id, "report")["vacuum_approval"]  # approve_vacuum's XCom `answer`
-    assert approval == {"approved": False, "by": None, "at": approval["at"], "timed_out": True}
-    assert xcom_return(dr.run_id, "vacuum_plan")["num_files"] > 0  # there was something to approve
-    assert DeltaTable(str(root)).version() == version and _data_files(root) == files
+    assert responder.requests["approve_vacuum"]["params"]["retention_hours"]["value"] == 2
+    assert xcom_return(dr.run_id, "vacuum_plan")["num_files"] == 1  # the stray
+    assert DeltaTable(str(root)).version() == version and _data_files(root) == files  # nothing changed
     summary = xcom_return(dr.run_id, "report")
+    refused = summary["vacuum_approval"]  # approve_vacuum's XCom `answer`
+    assert refused["approved"] is False and refused["retention_hours"] == 1 and "plan" not in refused
+    assert "shorter than the plan's 2 h" in refused["refused"] and not refused["timed_out"]
     assert summary["vacuum"] is None
     assert summary["optimize_partitions"]["timed_out"] and summary["optimize"]["dry_run"]
