@@ -246,21 +246,31 @@ def _u64_array(values: Sequence[int]) -> pa.Array:
     )
 
 
-def range_ids(values: pa.Array | pa.ChunkedArray, bits: int) -> pa.Array:
-    """Each value's dense rank (nulls first, with the smallest values' range as Spark puts them in range 0)
-    scaled to [0, 2^bits): equal values share an id, distinct ones spread evenly over the range."""
+def _dense_ranks(values: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, int]:
+    """Each value's 1-based dense rank, nulls (and NaN) 0, and the number of rank slots (distinct + 1)."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     if pa.types.is_dictionary(values.type):
         values = values.dictionary_decode()
     if len(values) == 0:
-        return _u64_array([])
+        return _u64_array([]), 1
     # 1-based dense ranks with nulls (and NaN) last, then nulls to 0 (RankOptions' null_placement is
     # deprecated in pyarrow 25 and its per-key replacement is not in pyarrow 17)
     rank = pc.rank(values, tiebreaker="dense").cast(pa.uint64())
     rank = pc.if_else(pc.is_null(values, nan_is_null=True), u64_scalar(0), rank)
-    distinct = pc.max(rank).as_py() + 1  # rank < 2^32 rows and bits <= 32: the product fits in 64 bits
-    return pc.divide(pc.shift_left(rank, u64_scalar(bits)), u64_scalar(distinct))
+    return rank, pc.max(rank).as_py() + 1
+
+
+def _scale(rank: pa.Array, bits: int, slots: int) -> pa.Array:
+    """Ranks of `slots` slots spread evenly over [0, 2^bits) (rank < 2^32 rows and bits <= 32: no overflow)."""
+    return pc.divide(pc.shift_left(rank, u64_scalar(bits)), u64_scalar(slots))
+
+
+def range_ids(values: pa.Array | pa.ChunkedArray, bits: int) -> pa.Array:
+    """Each value's dense rank (nulls first, with the smallest values' range as Spark puts them in range 0)
+    scaled to [0, 2^bits): equal values share an id, distinct ones spread evenly over the range."""
+    rank, slots = _dense_ranks(values)
+    return _scale(rank, bits, slots)
 
 
 def _spread(k: int) -> pa.Array:
@@ -283,14 +293,26 @@ def interleave(ids: Sequence[pa.Array], bits: int) -> pa.Array:
     return key
 
 
+#: Rows a z-order key is built for at a time once the ranks are known: the interleave's temporaries (a
+#: few uint64 arrays per byte of each id) stay this small however many rows a partition has.
+KEY_CHUNK_ROWS = 64 * 1024
+
+
 def zorder_key(columns: Sequence[pa.Array | pa.ChunkedArray]) -> pa.Array:
-    """The uint64 z-order key of rows whose ZORDER BY columns are `columns` (one array each)."""
+    """The uint64 z-order key of rows whose ZORDER BY columns are `columns` (one array each): each column's
+    dense ranks over all rows, then `KEY_CHUNK_ROWS` rows at a time scaled (`range_ids`) and interleaved."""
     if not columns:
         raise ValueError("no column")
     num_rows = len(columns[0])
     bits = column_bits(len(columns), num_rows)
-    ids = [range_ids(c, bits) for c in columns]
-    return ids[0] if len(ids) == 1 else interleave(ids, bits)
+    ranked = [_dense_ranks(c) for c in columns]
+    chunks = []
+    for start in range(0, num_rows, KEY_CHUNK_ROWS):
+        ids = [_scale(rank.slice(start, KEY_CHUNK_ROWS), bits, slots) for rank, slots in ranked]
+        chunks.append(ids[0] if len(ids) == 1 else interleave(ids, bits))
+    if len(chunks) == 1:
+        return chunks[0]
+    return pa.concat_arrays(chunks) if chunks else _u64_array([])
 
 
 def row_slices(num_rows: int, parts: int) -> list[tuple[int, int]]:
