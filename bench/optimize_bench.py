@@ -143,11 +143,18 @@ print(json.dumps({"files": len(sizes), "bytes": sum(sizes), "rows": total, "chec
 
 
 def ensure_data(files: int, partitions: int, rows_per_file: int) -> tuple[Path, dict[str, Any]]:
-    """The cached source table (generated once) and its manifest."""
-    src = benchlib.DATA / f"optimize-{files}x{partitions}-{rows_per_file}"
-    manifest = src / benchlib.MANIFEST
-    if manifest.exists():
-        return src, json.loads(manifest.read_text())
+    """The cached source table (generated once) and its manifest; a cached copy whose log moved on (a
+    command was once run on the source itself) is not used: a fresh one is generated beside it."""
+    base = benchlib.DATA / f"optimize-{files}x{partitions}-{rows_per_file}"
+    src = base
+    for n in range(1, 10):
+        manifest = src / benchlib.MANIFEST
+        if not manifest.exists():
+            break
+        if not (src / "_delta_log" / f"{files // partitions:020d}.json").exists():
+            return src, json.loads(manifest.read_text())
+        print(f"{src} was changed after it was generated; using another copy", file=sys.stderr)
+        src = base.with_name(f"{base.name}-{n}")
     if src.exists():
         shutil.rmtree(src)
     print(f"generating {files} files in {partitions} partitions at {src} ...", file=sys.stderr, flush=True)
