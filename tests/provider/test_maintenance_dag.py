@@ -238,7 +238,7 @@ def _time_out(ti_id: str) -> None:
     """What the scheduler does once a task's response timeout has passed: its timeout sweep
     (`SchedulerJobRunner.check_awaiting_input_timeouts`, Airflow 3.3's own code, run here as the scheduler runs
     it) applies the request's defaults and resumes the task with `timedout`. Only the deadline is moved
-    into the past (`trigger_timeout`), as if the 20 hours had gone by."""
+    into the past (`trigger_timeout`), as if the response timeout had gone by."""
     from airflow.jobs.job import Job
     from airflow.jobs.scheduler_job_runner import SchedulerJobRunner
 
