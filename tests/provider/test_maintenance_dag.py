@@ -8,11 +8,14 @@ deleted; run 2, one commit later, skips the checkpoint, checks only the new vers
 version replay_and_check checked and its report releases the lease.
 
 A delta-rs table with real data (small appends, an overwrite, a stray file, a 0-hour retention), three
-runs: OPTIMIZE compacts and VACUUM only plans (the run's lease keeps the files of the version it checked out
-of the plan); `apply_vacuum` with the approval rejected moves nothing; `apply_vacuum` approved moves exactly
-the plan's files into a quarantine (nothing deleted), and undoing it makes every version read in delta-rs
-as before. The approval is answered as the UI answers it:
-`PATCH /api/v2/.../taskInstances/approve_vacuum/-1/hitlDetails` on Airflow's own REST API app (in process,
+runs: a person chooses which of OPTIMIZE's planned partitions to compact (p=a: compacted; p=b keeps its
+small files) and VACUUM only plans (the run's lease keeps the files of the version it checked out of the
+plan); `apply_vacuum` with the approval rejected moves nothing; `apply_vacuum` approved with the retention
+raised to 3 hours re-plans and moves only the plan's files still expired at 3 hours into a quarantine
+(nothing deleted), and undoing it makes every version read in delta-rs as before. Another run leaves the
+partition choice to time out (the scheduler's own timeout sweep) and approves a retention shorter than the
+plan's: nothing compacted, the approval refused, nothing moved. The questions are answered as the UI answers
+them: `PATCH /api/v2/.../taskInstances/<task>/-1/hitlDetails` on Airflow's own REST API app (in process,
 `TestClient`, the simple auth manager's all-admins mode), while `dag.test()` waits for the task parked
 in `awaiting_input`.
 """
