@@ -318,10 +318,10 @@ class _Run:
         return {"table": r.table, **done.to_dict()}
 
     def repair(self) -> dict[str, Any]:
-        """FSCK: the active files storage no longer holds (HEADs from this process), removed with `apply`."""
+        """FSCK: the active files storage no longer holds (HEADs where the engine runs them), removed with `apply`."""
         from ..delta.maintenance.repair import repair
 
-        done = repair(self._local_log(), dry_run=not self.request.options.apply, clock=self._clock())
+        done = repair(self._engine_log(), dry_run=not self.request.options.apply, clock=self._clock())
         return {"table": self.request.table, **done.to_dict()}
 
     def purge(self) -> dict[str, Any]:
@@ -335,10 +335,10 @@ class _Run:
         return {"table": self.request.table, **done.to_dict()}
 
     def stats_backfill(self) -> dict[str, Any]:
-        """COMPUTE STATS of the files lacking them, in this process (`Request` refuses the Spark engine)."""
+        """COMPUTE STATS of the files lacking them, recomputed where the engine runs them."""
         from ..delta.maintenance.stats_backfill import backfill_stats
 
-        done = backfill_stats(self._local_log(), clock=self._clock(), **self._kwargs())
+        done = backfill_stats(self._engine_log(), clock=self._clock(), **self._kwargs())
         return {"table": self.request.table, **done.to_dict()}
 
     def _lake(self) -> tuple[Any, Any, Any]:

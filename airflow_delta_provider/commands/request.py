@@ -362,8 +362,6 @@ OPTIONS: dict[str, type] = {
     "lake_plan": LakePlanOptions,
     "lake_run": LakeRunOptions,
 }
-#: Actions the Spark engine cannot run yet, and why (refused before any I/O, naming the engine).
-LOCAL_ONLY = {"stats_backfill": "the Spark engine has no stats_recomputer yet"}
 
 
 def option_names(action: str) -> tuple[str, ...]:
@@ -403,13 +401,6 @@ class Request:
         if self.engine not in ENGINES:
             raise InvalidArgumentError(
                 f"engine must be one of {ENGINES}, got {self.engine!r}", argument="engine", table=self.table
-            )
-        if self.engine == "spark" and self.action in LOCAL_ONLY:
-            raise InvalidArgumentError(
-                f"{self.action} runs on the local engine only ({LOCAL_ONLY[self.action]}): "
-                "use engine 'local' or 'auto'",
-                argument="engine",
-                table=self.table,
             )
         if self.version is not None and self.timestamp is not None:
             raise InvalidArgumentError("give version or timestamp, not both", argument="version", table=self.table)

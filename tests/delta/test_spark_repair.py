@@ -19,6 +19,8 @@ pytest.importorskip("pyspark")
 from conftest import CORPUS, copy_table  # noqa: E402
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
+from airflow_delta_provider import commands  # noqa: E402
+from airflow_delta_provider.commands.request import RepairOptions, Request  # noqa: E402
 from airflow_delta_provider.delta.delta_log import DeltaLog  # noqa: E402
 from airflow_delta_provider.delta.engines import missing_files  # noqa: E402
 from airflow_delta_provider.delta.maintenance.repair import repair  # noqa: E402
@@ -69,9 +71,12 @@ def test_repair_on_spark_equals_local_and_delta_rs(tmp_path: Path, spark: Any) -
     assert sorted(decode_path(p) for p in gone) == sorted(DeltaTable(str(theirs)).repair(dry_run=True)["files_removed"])
     assert DeltaTable(str(ours)).version() == version
 
-    done = repair(dlog, dry_run=False)
+    # applied through the command layer, as `deltalog repair --engine spark --apply` runs it
+    request = Request(str(ours), "repair", RepairOptions(apply=True), engine="spark", snapshot_partitions=2)
+    outcome = commands.run(request, spark_factory=lambda _options: spark)
     DeltaTable(str(theirs)).repair(dry_run=False)
-    assert done.version == version + 1 == DeltaTable(str(ours)).version()
+    assert outcome.engine == "spark" and outcome.body["files_removed"] == gone
+    assert outcome.body["version"] == version + 1 == DeltaTable(str(ours)).version()
     assert DeltaTable(str(ours)).repair(dry_run=True)["files_removed"] == []
     assert sorted(DeltaTable(str(ours)).file_uris()) != [] and len(DeltaTable(str(ours)).file_uris()) == len(files) - 3
     rows = [sorted(DeltaTable(str(p)).to_pyarrow_table().column("id").to_pylist()) for p in (ours, theirs)]

@@ -22,6 +22,8 @@ pytest.importorskip("pyspark")
 from conftest import CORPUS  # noqa: E402
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
+from airflow_delta_provider import commands  # noqa: E402
+from airflow_delta_provider.commands.request import Request, StatsBackfillOptions  # noqa: E402
 from airflow_delta_provider.delta.delta_log import DeltaLog  # noqa: E402
 from airflow_delta_provider.delta.engines.local_stats import local_stats_recomputer  # noqa: E402
 from airflow_delta_provider.delta.errors import LogCorruptedError  # noqa: E402
@@ -101,8 +103,12 @@ def test_backfill_on_spark_equals_local(tmp_path: Path, spark: Any) -> None:
     dist = tmp_path / "spark"
     shutil.copytree(local, dist)
     a = backfill_stats(str(local), dry_run=False)
-    b = backfill_stats(spark_log(dist, spark), dry_run=False)
-    assert len(a.committed) == len(b.committed) == len(written) == 12
+    # the Spark side through the command layer, as `deltalog stats-backfill --engine spark --apply` runs it
+    options = StatsBackfillOptions(apply=True)
+    request = Request(str(dist), "stats_backfill", options, engine="spark", snapshot_partitions=2)
+    outcome = commands.run(request, spark_factory=lambda _options: spark)
+    assert outcome.engine == "spark" and outcome.body["version"] == a.version
+    assert len(a.committed) == outcome.body["metrics"]["numFilesRecomputed"] == len(written) == 12
     assert stats_by_path(local) == stats_by_path(dist) == written  # what delta-rs wrote, back again
     rows = [
         Counter(json.dumps(r, sort_keys=True) for r in DeltaTable(str(p)).to_pyarrow_table().to_pylist())

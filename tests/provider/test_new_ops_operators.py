@@ -91,18 +91,6 @@ def test_stats_backfill_plans_then_applies(tmp_path: Path) -> None:
     assert deltars_rows(root) == rows
 
 
-def test_stats_backfill_on_spark_is_refused_before_anything_runs(tmp_path: Path) -> None:
-    root = tmp_path / "t"
-    ten_files(root)
-    strip_stats(root)
-    files = listing(root)
-    op = DeltaStatsBackfillOperator(task_id="s", table_uri=str(root), engine="spark", dry_run=False)
-    with pytest.raises(InvalidArgumentError) as info:
-        op.execute(task_context(tmp_path))
-    assert info.value.argument == "engine" and "stats_recomputer" in str(info.value)
-    assert listing(root) == files
-
-
 def _lake(tmp_path: Path) -> Path:
     """Three tables under `lake/`: one with deletion vectors, one without stats, one small plain one; and a
     folder that holds no table."""
