@@ -2,16 +2,23 @@
 finds the provider there (`airflow providers list`), with its CLI and package data.
 
 The clean venv gets the same versions of Airflow and its dependencies as this one (a constraints file from
-`pip freeze`), so pip resolves from its cache instead of the index; nothing of this repository is on its path.
+`pip freeze`); nothing of this repository is on its path. pip resolves the wheel's and Airflow's dependencies
+offline (`--no-index`) from a wheelhouse: the wheels `pip download` picks for that same install (same wheel
+requirements, same constraints) from the index, kept per machine under `~/.cache` and keyed by the
+constraints and the wheel's `Requires-Dist`. The first run on a machine fills it (as slow as an online
+install); later runs skip a minute or more of index look-ups. Byte-compiling is skipped (`--no-compile`):
+Python compiles what the checks import.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +28,9 @@ pytest.importorskip("build")
 pytest.importorskip("airflow")
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+#: Per-machine wheel cache (see the module docstring); one key kept at a time.
+WHEELHOUSES = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "airflow-delta-provider" / "wheelhouse"
 
 
 def _run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -42,17 +52,46 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return whl
 
 
+def _wheelhouse(wheel: Path, constraints: Path, airflow_pin: str) -> Path:
+    """The wheels pip picks from the index for installing `wheel` and `airflow_pin` under `constraints`."""
+    with zipfile.ZipFile(wheel) as zf:
+        (meta,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+        requires = [line for line in zf.read(meta).decode().splitlines() if line.startswith("Requires-Dist:")]
+    key = hashlib.sha256("\n".join([constraints.read_text(), airflow_pin, *requires]).encode()).hexdigest()[:16]
+    house = WHEELHOUSES / key
+    if not (house / ".complete").exists():
+        partial = WHEELHOUSES / f"{key}.{os.getpid()}.partial"  # another pytest may be filling it too
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        _run([sys.executable, "-m", "pip", "download", "--quiet", "-c", str(constraints), "-d", str(partial),
+              str(wheel), airflow_pin])  # fmt: skip
+        for own in partial.glob("airflow_delta_provider-*"):
+            own.unlink()  # the wheel under test always comes from this run's build
+        (partial / ".complete").touch()
+        shutil.rmtree(house, ignore_errors=True)
+        try:
+            partial.rename(house)
+        except OSError:  # another run finished first: its wheelhouse is the same
+            shutil.rmtree(partial, ignore_errors=True)
+        for old in WHEELHOUSES.iterdir():  # this test's own cache: drop other keys' complete wheelhouses
+            if old.name != key and (old / ".complete").exists():
+                shutil.rmtree(old, ignore_errors=True)
+    return house
+
+
 def test_wheel_installs_in_a_clean_venv_and_airflow_lists_the_provider(wheel: Path, tmp_path: Path) -> None:
     frozen = _run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"]).stdout.splitlines()
     pins = [line for line in frozen if "==" in line and not line.lower().startswith("airflow-delta-provider")]
     constraints = tmp_path / "constraints.txt"
     constraints.write_text("\n".join(pins) + "\n")
     airflow_pin = next(line for line in pins if line.lower().startswith("apache-airflow=="))
+    house = _wheelhouse(wheel, constraints, airflow_pin)
 
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)])
     py = venv / "bin" / "python"
-    _run([str(py), "-m", "pip", "install", "--quiet", "-c", str(constraints), str(wheel), airflow_pin])
+    offline = ["--no-index", "--find-links", str(house), "--no-compile"]
+    _run([str(py), "-m", "pip", "install", "--quiet", *offline, "-c", str(constraints), str(wheel), airflow_pin])
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PYTHONPATH"))}
     env |= {"AIRFLOW_HOME": str(tmp_path / "airflow-home"), "PATH": f"{venv / 'bin'}:/usr/bin:/bin"}
