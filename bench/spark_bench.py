@@ -1183,7 +1183,7 @@ def fixed_cost(args: argparse.Namespace) -> int:
         )
 
     quiet = benchlib.quiet_setting(args)
-    for variant, conf, parts in args.fixed_variants:
+    for variant, conf, parts in args.fixed_variants if "submit" in args.fixed_modes else ():
         for rep in range(args.fixed_reps):
             for action in ("vacuum", "optimize"):
                 table, out = fresh(f"submit-{action}"), work / f"submit-{action}-{rep}.json"
@@ -1205,6 +1205,8 @@ def fixed_cost(args: argparse.Namespace) -> int:
                 record(f"spark-submit{variant}", action, rep, wall, result, stderr, busy=busy, load1=load1)
 
     # a warm Connect server: started once, warmed by one untimed run of each action, then timed
+    if "connect" not in args.fixed_modes:
+        return report_fixed(rows, args)
     port = free_port()
     server_log = work / "connect-server.log"
     server_argv = [str(spark_home / "bin" / "spark-submit"), "--master", "local[2]", "--class", CONNECT_CLASS]
@@ -1263,7 +1265,11 @@ def fixed_cost(args: argparse.Namespace) -> int:
     finally:
         os.killpg(server.pid, 15)
         server.wait(timeout=60)
+    return report_fixed(rows, args)
 
+
+def report_fixed(rows: list[dict[str, Any]], args: argparse.Namespace) -> int:
+    """The fixed-cost table (median run of each mode and action), printed and written where asked."""
     lines = [
         "| mode | action | wall s: median (all) | job s | Spark jobs | stages | tasks | stage s | longest stages "
         "| load1 | target |",
@@ -1347,6 +1353,7 @@ def main(argv: list[str] | None = None) -> int:
         help="only the fixed costs: a tiny table's VACUUM and OPTIMIZE by spark-submit and on a warm Connect server",
     )
     parser.add_argument("--fixed-reps", type=int, default=3, help="timed runs of each (default 3)")
+    parser.add_argument("--fixed-modes", default="submit,connect", help="of submit,connect (default both)")
     parser.add_argument("--fixed-partitions", type=int, default=50, help="snapshot partitions (default 50)")
     parser.add_argument(
         "--fixed-conf",
