@@ -199,6 +199,12 @@ def test_optimize_over_connect_equals_the_local_engine_beyond_the_local_memory_b
     assert _sorted_rows(tmp_path / "connect") == expected
     files = list(DeltaLog(str(tmp_path / "connect")).update().all_files())
     assert len(files) == 2 and all((tmp_path / "connect" / a.path).exists() for a in files)
+    # what OPTIMIZE's plan collects to the client: the active files, never the tombstones (6 now)
+    replayed = DeltaLog(str(tmp_path / "connect"), engine=engine).update()
+    assert sorted(a.path for a in replayed.all_files()) == sorted(a.path for a in files)
+    assert replayed.state.files._adds is not None and replayed.state.files._removes is None
+    assert replayed.num_tombstones(now_ms=0) == 6  # counted on the executors
+    assert replayed.state.files._removes is None
 
 
 # -- the CLI ---------------------------------------------------------------------------------------------

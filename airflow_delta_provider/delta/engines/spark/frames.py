@@ -95,18 +95,20 @@ class CheckpointFiles:
     sources: Sequence[DataFrame]
     touched: DataFrame | None
 
-    def json_rows(self) -> Iterator[str]:
-        """Every row as `{"add": {...}}` / `{"remove": {...}}` JSON text (nulls omitted), on the driver."""
-        for frame in self.json_frames():
+    def json_rows(self, kinds: Sequence[str] = FILE_ACTIONS) -> Iterator[str]:
+        """Every row of the action types `kinds` as `{"add": {...}}` / `{"remove": {...}}` JSON text (nulls
+        omitted), on the driver."""
+        for frame in self.json_frames(kinds):
             for row in frame.toLocalIterator():
                 yield row[0]
 
-    def json_frames(self) -> list[DataFrame]:
-        """One-column (`json`) DataFrames of the rows as JSON text."""
+    def json_frames(self, kinds: Sequence[str] = FILE_ACTIONS) -> list[DataFrame]:
+        """One-column (`json`) DataFrames of the rows of the action types `kinds` as JSON text."""
         return [
             _untouched(df, name, struct, self.touched).select(F.to_json(F.struct(F.col(name))).alias("json"))
             for df in self.sources
             for name, struct in _file_structs(df)
+            if name in kinds
         ]
 
 

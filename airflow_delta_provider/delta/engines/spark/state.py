@@ -202,20 +202,29 @@ class DistributedFileState:
             frame = frame.unionByName(other)
         return frame
 
-    def _collect(self) -> None:
-        if self._adds is not None and self._removes is not None:
-            return
-        texts = [r[0] for r in self._run(self.replayed.select("json").collect)]
+    def _collect(self, kind: str) -> pa.Table:
+        """The `kind` ("add" or "remove") rows collected to the driver, once: the other kind stays on the
+        cluster (OPTIMIZE's plan reads the active files only, tombstones often outnumber them)."""
+        from pyspark.sql import functions as F
+
+        cached = self._adds if kind == "add" else self._removes
+        if cached is not None:
+            return cached
+        wanted = F.col("is_add") if kind == "add" else ~F.col("is_add")
+        texts = [r[0] for r in self._run(self.replayed.where(wanted).select("json").collect)]
         if self.checkpoint is not None:
-            texts += self._run(lambda: list(self.checkpoint.json_rows()))  # type: ignore[union-attr]
-        self._adds, self._removes = json_file_tables(texts)
+            texts += self._run(lambda: list(self.checkpoint.json_rows((kind,))))  # type: ignore[union-attr]
+        adds, removes = json_file_tables(texts)
+        if kind == "add":
+            self._adds = adds
+            return adds
+        self._removes = removes
+        return removes
 
     @property
     def adds(self) -> pa.Table:
-        """Active files, collected to the driver."""
-        self._collect()
-        assert self._adds is not None
-        return self._adds
+        """Active files, collected to the driver (the tombstones are not)."""
+        return self._collect("add")
 
     @property
     def adds_with_stats(self) -> pa.Table:
@@ -223,10 +232,8 @@ class DistributedFileState:
 
     @property
     def removes(self) -> pa.Table:
-        """Every tombstone, collected to the driver."""
-        self._collect()
-        assert self._removes is not None
-        return self._removes
+        """Every tombstone, collected to the driver (the active files are not)."""
+        return self._collect("remove")
 
     def prefetch(self) -> None:
         """Start the digest query in the background, for callers that will ask for counts or tombstones."""
