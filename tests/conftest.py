@@ -111,3 +111,30 @@ def submitted(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
 
     monkeypatch.setattr(SparkSubmitHook, "_build_spark_submit_command", spy)
     return commands
+
+
+@pytest.fixture(scope="session")
+def spark_standalone(tmp_path_factory: pytest.TempPathFactory):
+    """One Spark standalone master + worker (1 core, 1 GiB) on 127.0.0.1 for the whole session.
+
+    Tests that submit to it choose their executors' Python per application (`spark.pyspark.python`);
+    the worker's own default is this venv's. Each application's executor logs are under
+    `<worker work dir>/<spark_app_id>/`.
+    """
+    import sys
+
+    from support.spark_cluster import standalone_cluster
+
+    with standalone_cluster(tmp_path_factory.mktemp("spark-standalone"), sys.executable) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def moto_s3():
+    """One moto S3 server on 127.0.0.1 (authentication on) for the whole session: each module that uses it
+    creates its own bucket (`support.s3_server.create_bucket`) and leaves the others' alone."""
+    pytest.importorskip("moto.server")
+    from support.s3_server import start_moto_server
+
+    with start_moto_server() as server:
+        yield server

@@ -318,15 +318,13 @@ WRITE_COMMANDS = [
 
 
 @pytest.fixture(scope="module")
-def s3():
-    """A moto S3 server on loopback (tests/support/s3_server.py) with the bucket `BUCKET_28`."""
-    pytest.importorskip("moto.server")
+def s3(moto_s3):
+    """The session's moto S3 server on loopback (tests/support/s3_server.py) with the bucket `BUCKET_28`."""
     pytest.importorskip("s3fs")
-    from support.s3_server import create_bucket, start_moto_server
+    from support.s3_server import create_bucket
 
-    with start_moto_server() as server:
-        create_bucket(server, BUCKET_28)
-        yield server
+    create_bucket(moto_s3, BUCKET_28)
+    return moto_s3
 
 
 @pytest.fixture

@@ -36,7 +36,6 @@ from support.s3_server import (
     first,
     first_tries,
     s3_storage_options,
-    start_moto_server,
     write_sample_table,
 )
 
@@ -65,11 +64,10 @@ FAST = RetryPolicy(max_attempts=5, base_delay=0.005, max_delay=0.02)
 
 
 @pytest.fixture(scope="session")
-def s3_endpoint():
-    """One moto server for the session, authentication on, with the bucket `BUCKET`."""
-    with start_moto_server() as server:
-        create_bucket(server, BUCKET)
-        yield server
+def s3_endpoint(moto_s3):
+    """The session's moto server (authentication on), with the bucket `BUCKET`."""
+    create_bucket(moto_s3, BUCKET)
+    return moto_s3
 
 
 @pytest.fixture

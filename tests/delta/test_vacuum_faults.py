@@ -464,14 +464,12 @@ N_STRAYS = 1_050  # with the table's tombstoned file: 1,051 deletable files, 2 D
 
 
 @pytest.fixture(scope="module")
-def s3_server() -> Iterator[Any]:
-    pytest.importorskip("moto.server")
+def s3_server(moto_s3: Any) -> Any:
     pytest.importorskip("s3fs")
-    from support.s3_server import create_bucket, start_moto_server
+    from support.s3_server import create_bucket
 
-    with start_moto_server() as server:
-        create_bucket(server, S3_BUCKET)
-        yield server
+    create_bucket(moto_s3, S3_BUCKET)  # the session's moto server, this module's bucket
+    return moto_s3
 
 
 def _s3_table_with_strays(server: Any) -> tuple[str, str, int]:

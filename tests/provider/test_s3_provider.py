@@ -19,7 +19,6 @@ from support.s3_server import (
     S3Server,
     create_bucket,
     deltalake_storage_options,
-    start_moto_server,
     write_sample_table,
 )
 
@@ -32,10 +31,10 @@ BUCKET = "provider-bucket"
 
 
 @pytest.fixture(scope="module")
-def server():
-    with start_moto_server() as s:
-        create_bucket(s, BUCKET)
-        yield s
+def server(moto_s3: S3Server) -> S3Server:
+    """The session's moto server, with this module's bucket."""
+    create_bucket(moto_s3, BUCKET)
+    return moto_s3
 
 
 def _connection(server: S3Server, secret: str | None = None) -> str:

@@ -28,7 +28,6 @@ from support.s3_server import (
     create_bucket,
     deltalake_storage_options,
     first,
-    start_moto_server,
     write_sample_table,
 )
 
@@ -143,10 +142,10 @@ def test_deferred_trigger_and_watcher_on_a_recreated_table(tmp_path: Path) -> No
 
 # -- object-store failures ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def server():
-    with start_moto_server() as s:
-        create_bucket(s, BUCKET)
-        yield s
+def server(moto_s3: S3Server) -> S3Server:
+    """The session's moto server, with this module's bucket."""
+    create_bucket(moto_s3, BUCKET)
+    return moto_s3
 
 
 @pytest.fixture
