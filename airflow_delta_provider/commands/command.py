@@ -314,7 +314,7 @@ class _Run:
         if plan is None and r.version is None and r.timestamp is None:
             raise InvalidArgumentError("restore takes a version or a timestamp to restore", argument="version")
         kwargs = {**self._kwargs("plan_uri"), "plan": plan}
-        done = restore(self._local_log(), version=r.version, timestamp=r.timestamp, clock=self._clock(), **kwargs)
+        done = restore(self._engine_log(), version=r.version, timestamp=r.timestamp, clock=self._clock(), **kwargs)
         return {"table": r.table, **done.to_dict()}
 
     def repair(self) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from airflow_delta_provider.commands.request import RepairOptions, Request  # no
 from airflow_delta_provider.delta.delta_log import DeltaLog  # noqa: E402
 from airflow_delta_provider.delta.engines import missing_files  # noqa: E402
 from airflow_delta_provider.delta.maintenance.repair import repair  # noqa: E402
+from airflow_delta_provider.delta.maintenance.restore import restore  # noqa: E402
 from airflow_delta_provider.delta.protocol.actions import decode_path  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -130,3 +131,35 @@ def test_lake_scan_as_one_spark_job_equals_the_local_scan(tmp_path: Path, spark:
     local = scan(tables, now_ms=now)
     assert [h.to_dict() for h in ours[:2]] == [h.to_dict() for h in local.healths]
     assert ours[2] == local.errors[0] and ours[2]["error_class"] == "TableNotFoundError"
+
+
+def test_restore_on_spark_checks_files_on_the_executors_and_refuses_like_local(tmp_path: Path, spark: Any) -> None:
+    """RESTORE through the command layer on Spark: the files to add back are looked up by the engine's file
+    checker; one deleted is refused, naming it, as the local engine does; with allow_partial it is left out."""
+    from airflow_delta_provider.commands.request import RestoreOptions
+    from airflow_delta_provider.delta.protocol.restore import RestoreMissingFilesError
+
+    path = make_table(tmp_path / "t")
+    at_one = DeltaLog(str(path)).snapshot_at(version=1).all_files(with_stats=True)
+    first = {f.path: f.parsed_stats()["numRecords"] for f in at_one}
+    DeltaTable(str(path)).delete()  # every row gone: restoring version 1 adds its files back
+    gone = sorted(first)[0]
+    (path / decode_path(gone)).unlink()
+    version = DeltaTable(str(path)).version()
+
+    def run(**options: Any) -> Any:
+        options = RestoreOptions(**options)
+        request = Request(str(path), "restore", options, version=1, engine="spark", snapshot_partitions=2)
+        return commands.run(request, spark_factory=lambda _options: spark)
+
+    with pytest.raises(RestoreMissingFilesError) as info:
+        run()
+    with pytest.raises(RestoreMissingFilesError) as local:
+        restore(str(path), version=1)
+    assert info.value.missing_files == local.value.missing_files == [gone]
+    assert DeltaTable(str(path)).version() == version
+    done = run(apply=True, allow_partial=True)
+    assert done.engine == "spark" and done.body["version"] == version + 1
+    assert [m["path"] if isinstance(m, dict) else m for m in done.body["missing_files"]] == [gone]
+    rows = DeltaTable(str(path)).to_pyarrow_table().num_rows  # delta-rs reads the restored table
+    assert rows == sum(n for p, n in first.items() if p != gone) > 0

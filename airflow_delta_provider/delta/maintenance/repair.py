@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..delta_log import DeltaLog
-from ..engines import DEFAULT_HEAD_WORKERS, LocalFileChecker, missing_files
+from ..engines import DEFAULT_HEAD_WORKERS, FileChecker, LocalFileChecker, missing_files
 from ..errors import check_bool, check_int
 from ..protocol.repair import FSCK_OPERATION, RepairPlan, operation_metrics, rows_lost
 from ..protocol.table_features import check_can_write
@@ -47,12 +47,16 @@ class RepairResult:
         }
 
 
+def file_checker(snapshot: Snapshot, max_workers: int = DEFAULT_HEAD_WORKERS) -> FileChecker:
+    """The engine's `FileChecker` (the local HEAD loop for an engine without one)."""
+    getter = getattr(snapshot.engine, "file_checker", None)
+    return getter(max_workers=max_workers) if getter is not None else LocalFileChecker(max_workers)
+
+
 def plan_repair(snapshot: Snapshot, *, max_workers: int = DEFAULT_HEAD_WORKERS) -> RepairPlan:
     """The active files of `snapshot` storage no longer holds, by path (one HEAD each, on the engine's
     `file_checker(max_workers=...)`: Spark's runs them on its executors, where the state's files are)."""
-    getter = getattr(snapshot.engine, "file_checker", None)
-    check = getter(max_workers=max_workers) if getter is not None else LocalFileChecker(max_workers)
-    checked, missing = check.missing_active(snapshot)
+    checked, missing = file_checker(snapshot, max_workers).missing_active(snapshot)
     return RepairPlan(snapshot.table, snapshot.version, num_files_checked=checked, missing=missing)
 
 

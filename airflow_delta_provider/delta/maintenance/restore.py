@@ -33,7 +33,7 @@ from ..protocol.restore import (
 )
 from ..protocol.table_features import check_can_write
 from ..snapshot import Snapshot
-from .repair import DEFAULT_HEAD_WORKERS, missing_files
+from .repair import DEFAULT_HEAD_WORKERS, file_checker
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,8 @@ def plan_restore(
     check_can_write(protocol, target.metadata, ["restore", "commit"], table=table, version=target_version)
     target_files = list(target.all_files(with_stats=True))
     to_add, to_remove = restore_diff(target_files, latest.all_files(with_stats=True))
-    missing = missing_files(dlog.store, table, to_add, deletion_vectors=True, max_workers=max_workers, table=table)
+    # HEADs where the engine runs them (Spark: on its executors)
+    missing = file_checker(latest, max_workers).missing(dlog.store, table, to_add, deletion_vectors=True, table=table)
     gone = {f.key for f in missing}
     return RestorePlan(
         table=table,
