@@ -9,16 +9,17 @@ import pytest
 
 from airflow_delta_provider.delta.lake import discover, parse_policy, plan, scan
 
+BUCKET = f"lake-{uuid.uuid4().hex[:8]}"
+
 
 @pytest.fixture(scope="module")
-def s3():
-    pytest.importorskip("moto.server")
+def s3(moto_s3):
+    """The session's moto server, with this module's bucket."""
     pytest.importorskip("s3fs")
-    from support.s3_server import create_bucket, start_moto_server
+    from support.s3_server import create_bucket
 
-    with start_moto_server() as server:
-        create_bucket(server, "lake")
-        yield server
+    create_bucket(moto_s3, BUCKET)
+    return moto_s3
 
 
 def test_scan_and_plan_on_s3(s3):
@@ -26,12 +27,12 @@ def test_scan_and_plan_on_s3(s3):
 
     key = f"l-{uuid.uuid4().hex[:8]}"
     rs = deltalake_storage_options(s3)
-    write_sample_table(f"s3://lake/{key}/one", rs, commits=4)
-    write_sample_table(f"s3://lake/{key}/a/b/two", rs, commits=1, partition_by=None)
+    write_sample_table(f"s3://{BUCKET}/{key}/one", rs, commits=4)
+    write_sample_table(f"s3://{BUCKET}/{key}/a/b/two", rs, commits=1, partition_by=None)
     options = s3_storage_options(s3)
     missing = f"s3://no-such-bucket-{uuid.uuid4().hex[:6]}/lake"
-    found = discover([missing, f"s3://lake/{key}"], storage_options=options)
-    assert found.tables == [f"s3://lake/{key}/a/b/two", f"s3://lake/{key}/one"]
+    found = discover([missing, f"s3://{BUCKET}/{key}"], storage_options=options)
+    assert found.tables == [f"s3://{BUCKET}/{key}/a/b/two", f"s3://{BUCKET}/{key}/one"]
     assert [(e["prefix"], e["error_class"]) for e in found.errors] == [(missing, "BucketNotFoundError")]
 
     result = scan(found.tables, policy=parse_policy({"defaults": {"min_small_files": 3}}), storage_options=options)

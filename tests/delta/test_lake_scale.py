@@ -25,15 +25,17 @@ DAY = 86_400_000
 S3_KINDS = ("small_two", "tombstones", "healthy", "corrupt", "expired_log")
 
 
-@pytest.fixture(scope="module")
-def s3():
-    pytest.importorskip("moto.server")
-    pytest.importorskip("s3fs")
-    from support.s3_server import create_bucket, start_moto_server
+BUCKET = f"lake-scale-{uuid.uuid4().hex[:8]}"
 
-    with start_moto_server() as server:
-        create_bucket(server, "lake")
-        yield server
+
+@pytest.fixture(scope="module")
+def s3(moto_s3):
+    """The session's moto server, with this module's bucket."""
+    pytest.importorskip("s3fs")
+    from support.s3_server import create_bucket
+
+    create_bucket(moto_s3, BUCKET)
+    return moto_s3
 
 
 def _put_table(fs, src: Path, dst: str, *, spaced: bool) -> None:
@@ -63,14 +65,14 @@ def lake(tmp_path_factory, s3) -> tuple[Lake, dict[str, object], list[str]]:
     key = f"s3lake-{uuid.uuid4().hex[:8]}"
     for name in S3_KINDS:
         folder = "/".join(x for x in (key, KINDS[name].folder, f"{name}_s3") if x)
-        uri = f"s3://lake/{folder}"
-        _put_table(fs, built.templates[name], f"lake/{folder}", spaced=name == "expired_log")
+        uri = f"s3://{BUCKET}/{folder}"
+        _put_table(fs, built.templates[name], f"{BUCKET}/{folder}", spaced=name == "expired_log")
         built.tables[uri] = KINDS[name]
     prefixes = [
         str(root / "lake"),
         str(root / "empty"),
-        f"s3://lake/{key}",
-        f"s3://lake/empty-{key}",
+        f"s3://{BUCKET}/{key}",
+        f"s3://{BUCKET}/empty-{key}",
         f"s3://no-such-bucket-{key}/lake",
     ]
     return built, options, prefixes
