@@ -7,17 +7,21 @@ What runs on which tables (each corpus table is copied before anything writes):
 * Snapshot: `SNAPSHOT_TABLES`, a subset of the conformance corpus covering the log layouts and error
   kinds (commits only, multi-part and V2 checkpoints with sidecars, column mapping, domains, an
   unreadable protocol, a version gap), with `test_spark_engine.py`'s fingerprint. Each table costs
-  seconds over Connect; the whole corpus (292 roots, 0 differences, 1063 s on this loaded 2-core machine
-  over `remote("local[2]")`) runs with `DELTA_CONNECT_FULL_CORPUS=1`.
+  seconds over Connect; with `DELTA_CONNECT_FULL_CORPUS=1` it compares the whole corpus (292 roots: 0
+  differences, 1063 s on this loaded 2-core machine, run once over `remote("local[2]")` with the same
+  fingerprint).
 * Checkpoint: classic multi-part with DVs, V2 with sidecars, written by the executors over Connect;
   delta-rs reads the checkpointed table the same (also with the commits up to it set aside), and so
   does our local reader.
 * VACUUM: a delta-rs table after random operations with stray files (`test_spark_vacuum._random_table`):
   plan (file list at a plan location) equals the local plan, apply deletes exactly it; the plan from the
   state the Connect engine replayed equals it too.
-* OPTIMIZE: a table of small files compacted on Connect equals the local engine's compaction, and a table
-  whose state exceeds a small local memory budget (the local engine refuses it) is compacted on Connect.
+* OPTIMIZE: six small files compacted over Connect as the local engine compacts them (same counts,
+  delta-rs reads the same rows), on a table the local engine refuses to load under a small memory budget;
+  the plan collects the active files to the client, the tombstones stay on the cluster.
 * The CLI: `deltalog ... --engine spark --master sc://127.0.0.1:<port>` prints what the local engine prints.
+* How our code reaches the executors: the zip `spark_session(..., py_files=...)` adds with `addArtifacts`
+  is what their Python imports; the engine puts the process in its session's API mode.
 """
 
 from __future__ import annotations
