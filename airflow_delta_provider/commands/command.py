@@ -342,7 +342,8 @@ class _Run:
         return {"table": self.request.table, **done.to_dict()}
 
     def _lake(self) -> tuple[Any, Any, Any]:
-        """The lake's discovery, its policy and the scan of the tables found (`delta.lake`), from this process."""
+        """The lake's discovery, its policy and the scan of the tables found (`delta.lake`): from this process,
+        or with engine `spark` one Spark job of a task per table."""
         from ..delta.lake import discover, load_policy, scan
 
         r, o = self.request, self.request.options
@@ -351,7 +352,10 @@ class _Run:
         with self._timed("discover_s"):
             found = discover(prefixes, tables=o.tables, max_depth=o.max_depth, storage_options=self.options)
         with self._timed("scan_s"):
-            scanned = scan(found.tables, policy=policy, storage_options=self.options, now_ms=r.now_ms)
+            if r.engine == "spark":
+                self.engine, self.spark = "spark", self.spark_factory(self.options)
+            spark = self.spark if r.engine == "spark" else None
+            scanned = scan(found.tables, policy=policy, storage_options=self.options, now_ms=r.now_ms, spark=spark)
         return found, policy, scanned
 
     def lake_scan(self) -> dict[str, Any]:

@@ -111,26 +111,23 @@ def test_file_checker_chunks_equal_the_local_loop_with_deletion_vectors(tmp_path
 
 
 def test_lake_scan_as_one_spark_job_equals_the_local_scan(tmp_path: Path, spark: Any) -> None:
-    """`engines.spark.lake.scan_tables` (one task per table) returns the lake's per-table scan; here beside
-    repair for want of a Spark lake test module of its own."""
-    from airflow_delta_provider.delta.engines.spark.lake import scan_tables
-    from airflow_delta_provider.delta.errors import DeltaError
-    from airflow_delta_provider.delta.lake import scan, table_health
+    """`deltalog lake scan --engine spark`: one Spark task per table (`engines.spark.lake.scan_tables`) gives
+    the local scan's healths and error entries; here beside repair for want of a Spark lake module of its own."""
+    from airflow_delta_provider.commands.request import LakeScanOptions
+    from airflow_delta_provider.delta.lake import scan
 
     now = 1_900_000_000_000
-    tables = [str(make_table(tmp_path / name)) for name in ("a", "b")] + [str(tmp_path / "not-a-table")]
-    (tmp_path / "not-a-table").mkdir()
+    tables = [str(make_table(tmp_path / "lake" / name)) for name in ("a", "b")]
+    (tmp_path / "lake" / "c" / "_delta_log").mkdir(parents=True)  # a folder that looks like a table, with no log
 
-    def entry(table: str) -> Any:  # what `lake.scan` keeps of each table (pickled by value to the executors)
-        try:
-            return table_health(table, now_ms=now)
-        except DeltaError as exc:
-            return {"table": table, **exc.to_dict()}
+    def run(engine: str) -> Any:
+        request = Request(str(tmp_path / "lake"), "lake_scan", LakeScanOptions(), engine=engine, now_ms=now)
+        return commands.run(request, spark_factory=lambda _options: spark)
 
-    ours = scan_tables(spark, tables, entry)
-    local = scan(tables, now_ms=now)
-    assert [h.to_dict() for h in ours[:2]] == [h.to_dict() for h in local.healths]
-    assert ours[2] == local.errors[0] and ours[2]["error_class"] == "TableNotFoundError"
+    ours, local = run("spark"), run("local")
+    assert ours.engine == "spark" and local.engine == "local"
+    assert ours.body == local.body and len(ours.body["tables"]) == 2 and len(ours.body["errors"]) == 1
+    assert [h.to_dict() for h in scan(tables, now_ms=now).healths] == ours.body["tables"]
 
 
 def test_restore_on_spark_checks_files_on_the_executors_and_refuses_like_local(tmp_path: Path, spark: Any) -> None:

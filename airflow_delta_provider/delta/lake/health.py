@@ -11,7 +11,8 @@ import math
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from ..delta_log import DeltaLog
 from ..errors import DeltaError, StorageError
@@ -33,6 +34,9 @@ from ..read.protected_files import protected_set
 from ..storage import store_for
 from .discover import error_dict
 from .store import CountingStore
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
 
 #: What each lake operation does, in `check_can_write`'s terms (as the maintenance drivers check it).
 WRITE_CHECKS = {
@@ -429,6 +433,29 @@ class Scan:
         return {"tables": [h.to_dict() for h in self.healths], "errors": self.errors}
 
 
+def scan_entry(
+    table: str,
+    *,
+    policy: LakePolicy | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    now_ms: int | None = None,
+    history_commits: int = DEFAULT_HISTORY_COMMITS,
+    untracked: bool = False,
+) -> TableHealth | dict[str, Any]:
+    """`table_health` of one table, or its error entry: a corrupt log or a refused reader must not stop the lake."""
+    try:
+        return table_health(
+            table,
+            policy=policy,
+            storage_options=storage_options,
+            now_ms=now_ms,
+            history_commits=history_commits,
+            untracked=untracked,
+        )
+    except Exception as exc:  # reported per table
+        return error_dict(exc, table=table) if not isinstance(exc, DeltaError) else {"table": table, **exc.to_dict()}
+
+
 def scan(
     tables: Iterable[str],
     *,
@@ -438,26 +465,27 @@ def scan(
     history_commits: int = DEFAULT_HISTORY_COMMITS,
     untracked: bool = False,
     concurrency: int = 4,
+    spark: SparkSession | None = None,
 ) -> Scan:
-    """`table_health` of each table on a bounded pool; one table's failure is its error entry, never the scan's."""
+    """`scan_entry` of each table on a bounded pool, or with `spark` as one Spark job (a task per table, for
+    lakes beyond one machine); one table's failure is its error entry, never the scan's."""
+    one = partial(
+        scan_entry,
+        policy=policy,
+        storage_options=storage_options,
+        now_ms=now_ms,
+        history_commits=history_commits,
+        untracked=untracked,
+    )
+    tables = list(tables)
+    if spark is not None:
+        from ..engines.spark.lake import scan_tables
 
-    def one(table: str) -> TableHealth | dict[str, Any]:
-        try:
-            return table_health(
-                table,
-                policy=policy,
-                storage_options=storage_options,
-                now_ms=now_ms,
-                history_commits=history_commits,
-                untracked=untracked,
-            )
-        except Exception as exc:  # reported per table: a corrupt log or a refused reader must not stop the lake
-            return (
-                error_dict(exc, table=table) if not isinstance(exc, DeltaError) else {"table": table, **exc.to_dict()}
-            )
-
+        results = scan_tables(spark, tables, one)
+    else:
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            results = list(pool.map(one, tables))
     out = Scan()
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        for result in pool.map(one, list(tables)):
-            (out.healths if isinstance(result, TableHealth) else out.errors).append(result)  # type: ignore[arg-type]
+    for result in results:
+        (out.healths if isinstance(result, TableHealth) else out.errors).append(result)  # type: ignore[arg-type]
     return out
