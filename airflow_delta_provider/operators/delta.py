@@ -90,7 +90,8 @@ class DeltaJobOperator(SparkSubmitOperator):
     """Run one command-layer action on a table (base of the concrete operators): in the worker process
     (`engine="local"`, or `submit=False`, which never starts a JVM), spark-submitted on `conn_id`
     (`engine="spark"`), or in process when the log segment is under `auto_threshold_mb` and fits the local
-    memory limit, else on Spark (`engine="auto"`)."""
+    memory limit, else on Spark (`engine="auto"`). A `conn_id` of conn type `spark_connect` runs the Spark
+    work from this process over a Spark Connect session instead of spark-submit (`DeltaJobHook`)."""
 
     action: str = ""
     #: The action's own arguments, read into its request by their parsers (`dry_run` as `apply=not dry_run`,
