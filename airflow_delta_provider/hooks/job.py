@@ -105,6 +105,8 @@ class DeltaJobHook(BaseHook):
         self.spark_options = spark_options
         #: The `SparkSubmitHook` of this hook's own submit (`on_kill` kills its spark-submit).
         self.spark_hook: SparkSubmitHook | None = None
+        #: The Connect sessions of the running Connect run (`on_kill` interrupts their operations).
+        self.connect_sessions: list[SparkSession] = []
 
     def run(
         self, request: Request, result_uri: str | None = None, report_formats: Sequence[str] = (), *, why: str = ""
@@ -175,7 +177,7 @@ class DeltaJobHook(BaseHook):
         assert url is not None
         request = request_from_job(request.to_json(), result_uri, request.storage_options)
         sessions: list[SparkSession] = []
-
+        self.connect_sessions = sessions  # for on_kill
         py_files = [build_py_files_zip()] if self.ship_library else []  # as --py-files ships it to spark-submit
 
         def factory(options: Mapping[str, Any]) -> SparkSession:
@@ -261,6 +263,12 @@ class DeltaJobHook(BaseHook):
         self.spark_hook.submit(job_script())
 
     def on_kill(self) -> None:
-        """Kill the spark-submit (and the driver it tracks) this hook started, if any."""
+        """Kill the spark-submit (and the driver it tracks) this hook started, if any, and interrupt the
+        operations of its running Connect sessions."""
         if self.spark_hook is not None:
             self.spark_hook.on_kill()
+        for spark in list(self.connect_sessions):
+            try:
+                spark.interruptAll()
+            except Exception as exc:  # a session already stopped
+                self.log.warning("could not interrupt the Spark Connect session: %s", type(exc).__name__)
