@@ -146,6 +146,8 @@ class DeltaJobOperator(SparkSubmitOperator):
         self.report_formats = tuple(report_formats)
         #: The last job result this instance saw (success or error), for OpenLineage after the task.
         self._delta_result: dict[str, Any] | None = None
+        #: The running task's hook (`on_kill` interrupts its Connect sessions).
+        self._delta_hook: DeltaJobHook | None = None
 
     # -- the arguments and the request ----------------------------------------------------------------
     def set_arguments(self, **values: Any) -> None:
@@ -216,6 +218,7 @@ class DeltaJobOperator(SparkSubmitOperator):
             py_files=self.py_files,
             env_vars=self.env_vars,
         )
+        self._delta_hook = hook
         why = "engine='local'" if self.submit else "submit=False"
         try:
             self._delta_result = hook.run(request, result_uri, self.report_formats_for(result_uri), why=why)
@@ -225,6 +228,12 @@ class DeltaJobOperator(SparkSubmitOperator):
         summary = self.summarize(self._delta_result, context, result_uri)
         self.log.info("%s", self.describe(self._delta_result))
         return summary
+
+    def on_kill(self) -> None:
+        """Interrupt a Connect run's operations, and kill a spark-submit (the Spark provider's own `on_kill`)."""
+        if self._delta_hook is not None:
+            self._delta_hook.on_kill()
+        super().on_kill()
 
     def _spark_submit(self, context: Context, settings: dict[str, Any]) -> None:
         """spark-submit through `SparkSubmitOperator` (its driver tracking, `on_kill`) with the job's settings."""
