@@ -105,7 +105,7 @@ class DeltaJobHook(BaseHook):
         self.spark_options = spark_options
         #: The `SparkSubmitHook` of this hook's own submit (`on_kill` kills its spark-submit).
         self.spark_hook: SparkSubmitHook | None = None
-        #: The Connect sessions of the running Connect run (`on_kill` interrupts their operations).
+        #: The sessions of the running Connect run (`on_kill` interrupts and stops them).
         self.connect_sessions: list[SparkSession] = []
 
     def run(
@@ -263,12 +263,13 @@ class DeltaJobHook(BaseHook):
         self.spark_hook.submit(job_script())
 
     def on_kill(self) -> None:
-        """Kill the spark-submit (and the driver it tracks) this hook started, if any, and interrupt the
-        operations of its running Connect sessions."""
+        """Kill the spark-submit (and the driver it tracks) this hook started, if any, and interrupt and stop
+        its running Connect sessions."""
         if self.spark_hook is not None:
             self.spark_hook.on_kill()
         for spark in list(self.connect_sessions):
             try:
-                spark.interruptAll()
+                spark.interruptAll()  # what runs now
+                spark.stop()  # and whatever the run would start next fails
             except Exception as exc:  # a session already stopped
                 self.log.warning("could not interrupt the Spark Connect session: %s", type(exc).__name__)
