@@ -107,7 +107,7 @@ GRAPH = {m: _imports(m, p) for m, p in MODULES.items()}
 #: The layers, lowest first (README "Architecture"). A module may import its own layer and those
 #: below it. Names are relative to the package; the longest prefix decides a module's layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("", "delta.errors", "delta.protocol", "get_provider_info"),  # "": the package root (its version only)
+    ("", "delta.errors", "delta.progress", "delta.protocol", "get_provider_info"),  # "": the root (its version)
     ("delta.storage",),
     ("delta.read", "delta.write", "delta.txn"),
     ("delta.engines",),

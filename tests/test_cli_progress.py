@@ -19,7 +19,8 @@ import pytest
 from airflow_delta_provider.cli import main
 from airflow_delta_provider.cli.progress import progress_display
 from airflow_delta_provider.cli.text import JSON_BATCH, print_json
-from airflow_delta_provider.delta.maintenance.vacuum import PROGRESS, vacuum
+from airflow_delta_provider.delta.maintenance.vacuum import vacuum
+from airflow_delta_provider.delta.progress import PROGRESS
 
 ACTIVE, STRAYS = 50, 400
 OLD_S = 40 * 86_400  # strays and the commit 40 days old: past the 7-day retention and the 1-hour grace

@@ -1,4 +1,4 @@
-"""`deltalog`'s progress display: the library's progress callbacks (`delta.maintenance.vacuum.PROGRESS`)
+"""`deltalog`'s progress display: the library's progress callbacks (`delta.progress.PROGRESS`)
 drawn on stderr with `rich`, only when stderr is a terminal. Nothing is drawn into a pipe or a file, and
 never on stdout, so `--json` output and redirected text stay exactly the result."""
 
@@ -38,7 +38,7 @@ def progress_display(err: TextIO | None, title: str) -> Iterator[None]:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from ..delta.maintenance.vacuum import PROGRESS
+    from ..delta.progress import PROGRESS
 
     bar = Progress(
         SpinnerColumn(),

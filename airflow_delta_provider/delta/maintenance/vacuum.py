@@ -25,21 +25,25 @@ re-validation; their versions' files leave the plan before the engine sees it (d
 
 from __future__ import annotations
 
-import functools
 import gc
 import logging
 import math
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from numbers import Real
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from ..delta_log import DeltaLog
 from ..errors import DeltaError, InvalidArgumentError, OperationNotAllowedError, check_bool, check_int
+
+# re-exported: `delta.progress` is their home, this module was their first
+from ..progress import PROGRESS as PROGRESS
+from ..progress import Progress as Progress
+from ..progress import progress_to as progress_to
+from ..progress import report_progress, with_progress
 from ..protocol import vacuum as rules
 from ..protocol.actions import AddFile, RemoveFile
 from ..protocol.filenames import LogFileKind, parse_log_path
@@ -62,47 +66,6 @@ log = logging.getLogger(__name__)
 
 #: Schemes on which Spark writes the VACUUM START/END commits by default (Delta Spark `VacuumCommand`).
 AUDIT_SCHEMES = frozenset({"wasbs", "wasbss", "abfs", "abfss", "adl", "gs", "file", "hdfs"})
-
-#: A progress callback, `(phase, done, total)`: `total` is None while unknown; a phase ends when `done ==
-#: total` or the next one starts. It only observes: nothing it does changes what an operation decides.
-Progress = Callable[[str, int, "int | None"], None]
-P = ParamSpec("P")
-R = TypeVar("R")
-#: The progress callback of the operations running in this context (`deltalog` sets one when stderr is a
-#: terminal), so a face shows progress without threading it through the command layer; VACUUM, PURGE and
-#: the statistics backfill report to it, and their `progress=` argument sets it for one call.
-PROGRESS: ContextVar[Progress | None] = ContextVar("delta_progress", default=None)
-
-
-def report_progress(phase: str, done: int, total: int | None = None) -> None:
-    """Tell the context's progress callback (`PROGRESS`), if there is one."""
-    callback = PROGRESS.get()
-    if callback is not None:
-        callback(phase, done, total)
-
-
-def with_progress(fn: Callable[P, R]) -> Callable[P, R]:
-    """`fn` run with its `progress=` keyword argument as the context's callback (`progress_to`)."""
-
-    @functools.wraps(fn)
-    def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        with progress_to(kwargs.get("progress")):  # type: ignore[arg-type]
-            return fn(*args, **kwargs)
-
-    return run
-
-
-@contextmanager
-def progress_to(progress: Progress | None) -> Iterator[None]:
-    """`progress` as the context's callback while the block runs (None: the context's stays)."""
-    if progress is None:
-        yield
-        return
-    token = PROGRESS.set(progress)
-    try:
-        yield
-    finally:
-        PROGRESS.reset(token)
 
 
 @dataclass
