@@ -461,7 +461,7 @@ def _store_file(
         note="; the file was not written",
     )
     try:
-        store.write_new(store.join(layout.table_uri, *decode_path(rel).split("/")), payload.to_pybytes())
+        store.write_new(store.join(layout.table_uri, *decode_path(rel).split("/")), memoryview(payload))  # type: ignore[arg-type]  # bytes-like, no copy
     except OSError as exc:
         raise StorageError(
             f"Cannot write {what} file: {type(exc).__name__}: {exc}",
