@@ -18,8 +18,8 @@ from functools import partial
 from typing import Any
 
 from ..delta.errors import InvalidArgumentError, check_bool, check_int, check_number
-from ..delta.lake.discover import DEFAULT_MAX_DEPTH
 from ..delta.protocol.history import to_epoch_ms
+from ..delta.protocol.lake_policy import DEFAULT_MAX_DEPTH
 from ..delta.protocol.optimize import DEFAULT_MIN_NUM_FILES, DEFAULT_SMALL_FILE_MB
 from ..delta.protocol.predicate import parse_predicate
 from ..delta.protocol.quarantine import check_quarantine_id

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import DeltaError, InvalidArgumentError, StorageError
+from ..protocol.lake_policy import DEFAULT_MAX_DEPTH as DEFAULT_MAX_DEPTH  # its home is the light protocol module
 from ..storage import normalize_table_uri, store_for
 from .store import CountingStore
 
 LOG_DIR = "_delta_log"
-DEFAULT_MAX_DEPTH = 4
 
 
 @dataclass

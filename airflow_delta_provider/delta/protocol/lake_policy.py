@@ -27,6 +27,9 @@ AUTO_COMPACT = "delta.autoOptimize.autoCompact"
 CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 #: Delta Spark's `DeltaConfigs.CHECKPOINT_INTERVAL` default.
 DEFAULT_CHECKPOINT_INTERVAL = 10
+#: How many folders below a prefix lake discovery looks for `_delta_log` (`lake.discover`); here, not there,
+#: so a command line reads it without loading the `lake` package.
+DEFAULT_MAX_DEPTH = 4
 #: Delta Spark's auto compaction: `autoCompact.maxFileSize` (128 MiB) and `autoCompact.minNumFiles` (50).
 AUTO_COMPACT_TARGET = 128 * 1024 * 1024
 AUTO_COMPACT_MIN_FILES = 50
