@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
@@ -247,12 +248,12 @@ class VacuumPlan:
         """Files and bytes per directory (partition), `""` for the root."""
         if self.totals is not None:
             return dict(sorted(self.totals.partitions.items()))
-        out: dict[str, dict[str, int]] = {}
-        for f in self.files:
-            entry = out.setdefault(partition_of(f.path), {"files": 0, "bytes": 0})
-            entry["files"] += 1
-            entry["bytes"] += f.size
-        return dict(sorted(out.items()))
+        directories = [path.rpartition("/")[0] for path, _, _ in self.files]  # partition_of, inlined
+        counts = Counter(directories)  # counted in C
+        sizes = dict.fromkeys(counts, 0)
+        for directory, file in zip(directories, self.files, strict=True):
+            sizes[directory] += file.size
+        return {d: {"files": counts[d], "bytes": sizes[d]} for d in sorted(counts)}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serializable form `from_dict` reads back (plan now, apply later)."""
@@ -265,7 +266,13 @@ class VacuumPlan:
             "retention_ms": self.retention_ms,
             "mode": self.mode,
             "protocol": dict(self.protocol),
-            "files": [f.to_dict() for f in self.files],
+            # PlannedFile.to_dict inlined (one dict a file, same keys in the same order): ~333k on a big plan
+            "files": [
+                {"path": path, "size": size}
+                if mtime is None
+                else {"path": path, "size": size, "modification_time": mtime}
+                for path, size, mtime in self.files
+            ],
             "num_files": self.num_files,
             "bytes": self.num_bytes,
             "partitions": self.partitions(),
