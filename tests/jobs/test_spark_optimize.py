@@ -16,7 +16,7 @@ import pytest
 deltalake = pytest.importorskip("deltalake")
 pytest.importorskip("pyspark")
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
-from support.spark_cluster import spark_submit, standalone_cluster  # noqa: E402
+from support.spark_cluster import spark_submit  # noqa: E402
 
 from airflow_delta_provider.commands.request import Request  # noqa: E402
 from airflow_delta_provider.delta.engines.spark.optimize import spark_bin_rewriter  # noqa: E402
@@ -100,26 +100,23 @@ def test_spark_submit_local2(tmp_path: Path, py_files: str) -> None:
 
 
 @pytest.mark.slow
-def test_standalone_cluster(tmp_path: Path, py_files: str) -> None:
+def test_standalone_cluster(tmp_path: Path, py_files: str, spark_standalone) -> None:
     table = _table(tmp_path / "t", 3)
     reference = tmp_path / "reference"
     shutil.copytree(table, reference)
     optimize(str(reference))
     out = tmp_path / "result.json"
-    work = tmp_path / "cluster"
-    work.mkdir()
-    with standalone_cluster(work, sys.executable) as cluster:
-        proc = spark_submit(
-            cluster.master_url,
-            _job_args(table, out),
-            py_files=py_files,
-            conf={
-                "spark.pyspark.python": sys.executable,
-                "spark.pyspark.driver.python": sys.executable,
-                "spark.executor.memory": "512m",
-                "spark.cores.max": "1",
-            },
-        )
+    proc = spark_submit(
+        spark_standalone.master_url,  # the session's cluster
+        _job_args(table, out),
+        py_files=py_files,
+        conf={
+            "spark.pyspark.python": sys.executable,
+            "spark.pyspark.driver.python": sys.executable,
+            "spark.executor.memory": "512m",
+            "spark.cores.max": "1",
+        },
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["status"] == "success" and result["spark_app_id"].startswith("app-")
