@@ -14,6 +14,7 @@ from stat import S_ISDIR, S_ISREG
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidArgumentError
+from ..progress import PROGRESS
 from ..protocol.vacuum import (
     Candidates,
     ListedFile,
@@ -31,6 +32,9 @@ from ..read.protected_files import expired_set, protected_set
 from ..storage.batch import delete_relative, remove_empty_dirs, stat_entries
 from ..storage.local import LocalLogStore
 from . import Deleted, Revalidation
+
+#: The progress phase of the walk (`maintenance.vacuum` reports the same one around `plan_full`).
+LISTING = "VACUUM: listing the table"
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..delta_log import DeltaLog
@@ -226,11 +230,14 @@ def walk_candidates(root: str, protected: AbstractSet[str], partition_columns: S
     columns = list(partition_columns)
     parts: list[tuple[str, Candidates]] = []
     pending = [(root, "", "")]
+    progress = PROGRESS.get()  # directories listed; the total is known once the walk ends
     while pending:
         directory = pending.pop()
         subdirs, found = _walk_directory(directory, protected, columns)
         parts.append((directory[1], found))
         pending.extend(subdirs)
+        if progress is not None:
+            progress(LISTING, len(parts), None if pending else len(parts))
     out = Candidates()
     for _, found in sorted(parts, key=lambda part: part[0]):
         out.extend(found)

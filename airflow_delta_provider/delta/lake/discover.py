@@ -15,11 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import DeltaError, InvalidArgumentError, StorageError
+from ..progress import PROGRESS, Progress
 from ..protocol.lake_policy import DEFAULT_MAX_DEPTH as DEFAULT_MAX_DEPTH  # its home is the light protocol module
 from ..storage import normalize_table_uri, store_for
 from .store import CountingStore
 
 LOG_DIR = "_delta_log"
+#: The progress phase (`delta.progress`): folders listed, the total known once the walk ends.
+LISTING = "LAKE DISCOVER: listing folders"
 
 
 @dataclass
@@ -45,9 +48,19 @@ def error_dict(exc: BaseException, **where: Any) -> dict[str, Any]:
     return out
 
 
-def _walk(prefix: str, store: CountingStore, max_depth: int, concurrency: int, out: Discovery) -> None:
+def _walk(
+    prefix: str,
+    store: CountingStore,
+    max_depth: int,
+    concurrency: int,
+    out: Discovery,
+    progress: Progress | None = None,
+    listed: list[int] | None = None,
+) -> None:
     """Walk one prefix; when it holds no table, a missing bucket is told from an empty prefix (a listing answers
-    both alike) by one HEAD of the bucket (`BucketNotFoundError`)."""
+    both alike) by one HEAD of the bucket (`BucketNotFoundError`). `listed[0]` counts the folders listed (of
+    every prefix), told to `progress` (the caller's context callback) as each listing comes back."""
+    listed = [0] if listed is None else listed
     before = len(out.tables)
 
     def level(folder: str) -> tuple[str, bool, list[str]]:
@@ -59,6 +72,9 @@ def _walk(prefix: str, store: CountingStore, max_depth: int, concurrency: int, o
         for depth in range(max_depth + 1):
             below: list[str] = []
             for folder, is_table, subfolders in pool.map(level, frontier):
+                listed[0] += 1
+                if progress is not None:
+                    progress(LISTING, listed[0], None)
                 if is_table:
                     out.tables.append(normalize_table_uri(folder))
                 elif depth == max_depth and subfolders:
@@ -91,6 +107,8 @@ def discover(
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise InvalidArgumentError(f"concurrency must be an integer >= 1, got {concurrency!r}", argument="concurrency")
     out = Discovery()
+    progress = PROGRESS.get()  # read here: the pool's threads do not see the context's callback
+    listed = [0]
     for prefix in prefixes:
         prefix = prefix.rstrip("/") or prefix
         try:
@@ -99,7 +117,7 @@ def discover(
             out.errors.append(error_dict(exc, prefix=prefix))
             continue
         try:
-            _walk(prefix, store, max_depth, concurrency, out)
+            _walk(prefix, store, max_depth, concurrency, out, progress, listed)
         except DeltaError as exc:
             out.errors.append(error_dict(exc, prefix=prefix))
         except OSError as exc:
@@ -108,4 +126,6 @@ def discover(
         finally:
             out.requests += sum(store.requests.values())
     out.tables = sorted({*out.tables, *(normalize_table_uri(t) for t in tables)})
+    if progress is not None:
+        progress(LISTING, listed[0], listed[0])
     return out

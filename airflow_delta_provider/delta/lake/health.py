@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..delta_log import DeltaLog
 from ..errors import DeltaError, StorageError
+from ..progress import PROGRESS
 from ..protocol.actions import Action, AddFile, CommitInfo, RemoveFile
 from ..protocol.filenames import LogFileKind, parse_log_path
 from ..protocol.lake_health import LastOperation, TableHealth, Tombstone, summarize_columns
@@ -47,6 +48,8 @@ WRITE_CHECKS = {
 }
 WRITE_RATE_WINDOW_MS = 7 * 86_400_000
 DEFAULT_HISTORY_COMMITS = 10
+#: The local scan's progress phase (`delta.progress`): tables scanned of the tables given.
+SCANNING = "LAKE SCAN: reading the tables' logs"
 
 
 def _records(stats: str | None) -> int | None:
@@ -483,8 +486,13 @@ def scan(
 
         results = scan_tables(spark, tables, one)
     else:
+        progress = PROGRESS.get()  # read here: the pool's threads do not see the context's callback
+        results = []
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            results = list(pool.map(one, tables))
+            for result in pool.map(one, tables):  # in table order, as each finishes
+                results.append(result)
+                if progress is not None:
+                    progress(SCANNING, len(results), len(tables))
     out = Scan()
     for result in results:
         (out.healths if isinstance(result, TableHealth) else out.errors).append(result)  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..delta_log import DeltaLog
 from ..errors import InvalidArgumentError, UnsupportedStoreError
+from ..progress import report_progress
 from ..protocol.actions import Action
 from ..protocol.checkpoints import ACTIONS_PER_SIDECAR, CheckpointPlan, plan_checkpoint
 from ..protocol.table_features import check_can_write
@@ -23,6 +24,10 @@ from ..write.checkpoint_file import CheckpointResult, update_last_checkpoint
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engines import CheckpointWriter
+
+#: Progress phases (`delta.progress`): the checkpoint's files (its parts once written), then the pointer.
+WRITING = "CHECKPOINT: writing the checkpoint"
+POINTING = "CHECKPOINT: updating _last_checkpoint"
 
 
 def write_checkpoint(
@@ -59,9 +64,13 @@ def write_checkpoint(
     )
     actions = _non_file_actions(snapshot, plan)
     writer = executor if executor is not None else snapshot.engine.checkpoint_writer()
+    report_progress(WRITING, 0)
     result = writer.write(snapshot, plan, actions)
+    written = len(result.parts) or 1  # the parts (sidecars/multi-part files) the writer produced, or the file
+    report_progress(WRITING, written, written)
     if not result.written:  # a classic checkpoint of this version was already there: nothing to point at
         return result
+    report_progress(POINTING, 0, 1)
     updated = update_last_checkpoint(
         store,
         log_dir,
@@ -72,6 +81,7 @@ def write_checkpoint(
         num_add_files=result.num_add_files,
         parts=len(result.parts) if result.parts else None,
     )
+    report_progress(POINTING, 1, 1)
     return replace(result, last_checkpoint_updated=updated)
 
 

@@ -7,9 +7,13 @@ import os
 from collections.abc import Iterable, Sequence
 from stat import S_ISDIR, S_ISREG
 
+from ..progress import PROGRESS
 from ..protocol.vacuum import DIR, FILE, OTHER, StoredEntry, partition_of
 from .base import LogStore, is_local
 from .local import LocalLogStore
+
+#: `delete_relative`'s progress phase by default (VACUUM's, its caller's).
+DELETING = "VACUUM: deleting files"
 
 #: A directory holding at least this many entries to look up is listed once (`LogStore.list_level`)
 #: instead of one HEAD per entry (`stat_entries`, object stores).
@@ -52,9 +56,12 @@ def stat_entries(store: LogStore, table_uri: str, paths: Sequence[str]) -> list[
     return found
 
 
-def delete_relative(store: LogStore, table_uri: str, paths: Sequence[str], batch_size: int) -> int:
+def delete_relative(
+    store: LogStore, table_uri: str, paths: Sequence[str], batch_size: int, *, phase: str = DELETING
+) -> int:
     """Delete `paths` with one `delete_many` per `batch_size` of them; returns files handled (a missing file
-    counts)."""
+    counts). The context's progress callback (`delta.progress`) is told `phase` once a batch."""
+    progress = PROGRESS.get()
     done = 0
     root = store.join(table_uri)
     prefix = store.join(root, "")
@@ -64,6 +71,8 @@ def delete_relative(store: LogStore, table_uri: str, paths: Sequence[str], batch
         chunk = paths[i : i + batch_size]
         batch = [prefix + p for p in chunk] if prefix is not None else [store.join(root, *p.split("/")) for p in chunk]
         done += store.delete_many(batch)
+        if progress is not None:
+            progress(phase, done, len(paths))
     return done
 
 
