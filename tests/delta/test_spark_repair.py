@@ -160,3 +160,24 @@ def test_restore_on_spark_checks_files_on_the_executors_and_refuses_like_local(t
     assert [m["path"] if isinstance(m, dict) else m for m in done.body["missing_files"]] == [gone]
     rows = DeltaTable(str(path)).to_pyarrow_table().num_rows  # delta-rs reads the restored table
     assert rows == sum(n for p, n in first.items() if p != gone) > 0
+
+
+def test_an_executor_that_cannot_see_the_table_is_a_storage_error_not_every_file_missing(
+    tmp_path: Path, spark: Any
+) -> None:
+    """Workers that do not mount a local table would find none of its files: the checker refuses to call them
+    missing (RESTORE with allow_partial would leave out files that exist)."""
+    from airflow_delta_provider.delta.engines.spark.repair import SparkFileChecker
+    from airflow_delta_provider.delta.errors import StorageError
+
+    path = make_table(tmp_path / "t")
+    snapshot = DeltaLog(str(path)).update()
+    files = list(snapshot.all_files())
+    unseen = tmp_path / "not-mounted"  # the same files, at a root whose _delta_log the executors cannot see
+    shutil.copytree(path, unseen)
+    shutil.rmtree(unseen / "_delta_log")
+    checker = SparkFileChecker(spark, {}, files_per_task=3)
+    assert checker.missing(snapshot.store, str(path), files) == []
+    with pytest.raises(StorageError, match="cannot see the table") as info:
+        checker.missing(snapshot.store, str(unseen), files)
+    assert info.value.table == str(unseen)

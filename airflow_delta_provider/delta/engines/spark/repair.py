@@ -29,6 +29,20 @@ FILES_PER_TASK = 2000
 CHECKED_SCHEMA = "checked long, add string, error string"
 
 
+def check_table_visible(store: LogStore, table_root: str, table: str | None) -> None:
+    """`StorageError` unless this executor sees the table's `_delta_log` (e.g. a local path the workers do
+    not mount): checked before any file is called missing, so RESTORE's `allow_partial` cannot leave out
+    files that exist."""
+    from ...errors import StorageError
+
+    if not store.is_dir(store.join(table_root, "_delta_log")):
+        raise StorageError(
+            f"a Spark executor cannot see the table's _delta_log at {table_root}: the executors must reach "
+            "the table's storage (a local path must be mounted on every worker)",
+            table=table or table_root,
+        )
+
+
 def _chunk_task(
     table_root: str, storage_options: Mapping[str, Any], deletion_vectors: bool, workers: int, table: str | None
 ) -> TaskFactory:
@@ -39,8 +53,12 @@ def _chunk_task(
         from .. import missing_files
 
         store = store_for(table_root, options)
+        seen: list[bool] = []
 
         def one(item: str) -> str:
+            if not seen:  # an executor that cannot see the table would call every file missing
+                check_table_visible(store, table_root, table)
+                seen.append(True)
             files = [AddFile.from_json(a) for a in json.loads(item)]
             gone = missing_files(
                 store, table_root, files, deletion_vectors=deletion_vectors, max_workers=workers, table=table
@@ -68,6 +86,15 @@ def _frame_task(
         from .. import missing_files
 
         store = store_for(table_root, options)
+        try:
+            check_table_visible(store, table_root, table_root)
+        except DeltaError as exc:
+            error = json.dumps(exc.to_dict(), default=str)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([0], pa.int64()), pa.array([None], pa.string()), pa.array([error], pa.string())],
+                ["checked", "add", "error"],
+            )
+            return
         for batch in batches:
             adds = []
             for (text,) in batch_rows(batch, ("json",)):
