@@ -108,12 +108,15 @@ class Services:
             pytest.fail(f"services exited: {dead}; logs in {self.home / 'service-logs'}")
 
     def stop(self) -> None:
+        """SIGTERM to each service's group, 10 s for all of them to exit, then SIGKILL to what is left (the
+        test is over: nothing asserts a graceful shutdown)."""
         for proc in self.procs.values():
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)  # the group of the process this test started
+        deadline = time.monotonic() + 10
         for proc in self.procs.values():
             try:
-                proc.wait(timeout=30)
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
