@@ -33,6 +33,7 @@ from typing import Any
 
 from ..delta_log import DeltaLog
 from ..errors import QuarantineError, UnsupportedStoreError, check_bool
+from ..progress import report_progress
 from ..protocol import quarantine as rules
 from ..protocol.quarantine import Manifest, Settled
 from ..protocol.vacuum import VacuumPlan, deletable, normalize_relative, partition_of
@@ -43,6 +44,9 @@ from ..storage.batch import remove_empty_dirs, stat_entries
 from .leases import in_process_log, lease_pins
 
 log = logging.getLogger(__name__)
+
+#: `purge_quarantines`' progress phase (`delta.progress`): quarantines handled of the table's.
+PURGING = "PURGE QUARANTINES: deleting quarantines"
 
 Clock = Callable[[], int]
 #: Paths a refusal names at most (the error's `paths`; the message names the first few).
@@ -431,7 +435,9 @@ def purge_quarantines(
     dlog = DeltaLog.of(table_or_log, storage_options, clock)
     now_ms = (clock or dlog.clock)()
     result = PurgeResult(dlog.table_uri, older_than_ms, now_ms, dry_run)
-    for quarantine_id in quarantine_ids(dlog):
+    ids = list(quarantine_ids(dlog))
+    for done, quarantine_id in enumerate(ids):
+        report_progress(PURGING, done, len(ids))  # the ones before it handled (purged or skipped)
         try:
             info = read_quarantine(dlog, quarantine_id)
         except QuarantineError as exc:
@@ -464,6 +470,7 @@ def purge_quarantines(
                 "bytes": size,
             }
         )
+    report_progress(PURGING, len(ids), len(ids))
     return result
 
 

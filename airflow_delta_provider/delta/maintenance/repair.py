@@ -18,11 +18,18 @@ from typing import Any
 from ..delta_log import DeltaLog
 from ..engines import DEFAULT_HEAD_WORKERS, FileChecker, LocalFileChecker, missing_files
 from ..errors import check_bool, check_int
+from ..progress import PROGRESS
+from ..protocol.actions import AddFile
 from ..protocol.repair import FSCK_OPERATION, RepairPlan, operation_metrics, rows_lost
 from ..protocol.table_features import check_can_write
 from ..snapshot import Snapshot
 
 log = logging.getLogger(__name__)
+
+#: The progress phase (`delta.progress`) of the local checker: active files checked.
+CHECKING = "REPAIR: checking the active files"
+#: Files a local check asks about between two progress reports (only when a callback listens).
+CHECK_CHUNK = 1024
 
 
 @dataclass
@@ -56,7 +63,19 @@ def file_checker(snapshot: Snapshot, max_workers: int = DEFAULT_HEAD_WORKERS) ->
 def plan_repair(snapshot: Snapshot, *, max_workers: int = DEFAULT_HEAD_WORKERS) -> RepairPlan:
     """The active files of `snapshot` storage no longer holds, by path (one HEAD each, on the engine's
     `file_checker(max_workers=...)`: Spark's runs them on its executors, where the state's files are)."""
-    checked, missing = file_checker(snapshot, max_workers).missing_active(snapshot)
+    checker = file_checker(snapshot, max_workers)
+    progress = PROGRESS.get()
+    if progress is None or type(checker) is not LocalFileChecker:
+        checked, missing = checker.missing_active(snapshot)
+    else:  # `LocalFileChecker.missing_active` a chunk at a time, told to `progress` after each (same answer)
+        files = list(snapshot.all_files(with_stats=True))
+        gone: list[AddFile] = []
+        progress(CHECKING, 0, len(files))
+        for start in range(0, len(files), CHECK_CHUNK):
+            chunk = files[start : start + CHECK_CHUNK]
+            gone += checker.missing(snapshot.store, snapshot.table, chunk, table=snapshot.table)
+            progress(CHECKING, start + len(chunk), len(files))
+        checked, missing = len(files), sorted(gone, key=lambda f: f.path)
     return RepairPlan(snapshot.table, snapshot.version, num_files_checked=checked, missing=missing)
 
 
