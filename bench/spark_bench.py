@@ -32,6 +32,12 @@ used (machine busy time minus the run's process tree) and redoes the run (up to 
 when that exceeds `--max-others` cores. Spark's logs and results stay in `bench/.data/sparkbench/`.
 `--report-from run.json` re-renders the report of a saved `--json`. Exits 1 when an answer
 disagrees (`--strict`: also when a target is missed).
+
+`--fixed-cost` (issue 27) times only the fixed costs: a tiny delta-rs table's VACUUM (dry run) and OPTIMIZE
+(applied to a fresh copy) by spark-submit local[2] and on a warm Spark Connect server (local[2]), with each
+run's Spark jobs, stages and tasks from the INFO logs; `--fixed-conf NAME:key=value,...` adds variants
+(Spark conf; `snapshot_partitions=N` is the request's), `--fixed-modes` picks submit and/or connect. It runs
+the working tree's library, not a frozen copy.
 """
 
 from __future__ import annotations
