@@ -120,7 +120,10 @@ def test_library_reports_phases_without_changing_the_plan(table):
     quiet = vacuum(str(table))
     told = vacuum(str(table), progress=lambda *event: seen.append(event))
     assert [f.path for f in told.plan.files] == [f.path for f in quiet.plan.files]
-    assert seen == [("VACUUM: listing the table", 0, None), ("VACUUM: listing the table", 1, 1)]
+    listing = "VACUUM: listing the table"
+    dirs = 1 + 5  # the walk's directories: the root and the 5 partitions (`_delta_log` is hidden)
+    walked = [(listing, n, None) for n in range(1, dirs)] + [(listing, dirs, dirs)]
+    assert seen == [(listing, 0, None), *walked, (listing, 1, 1)]  # the walk's, inside vacuum's own
     assert PROGRESS.get() is None  # the call's callback is gone with the call
     context: list[tuple[str, int, int | None]] = []
     token = PROGRESS.set(lambda *event: context.append(event))  # what deltalog sets at a terminal
@@ -137,12 +140,52 @@ def test_apply_reports_revalidation_and_deletes(table, tmp_path):
     seen: list[tuple[str, int, int | None]] = []
     done = vacuum(str(copy), dry_run=False, progress=lambda *event: seen.append(event))
     assert done.deleted == STRAYS
-    assert seen[2:] == [
+    assert [event for event in seen if event[0] != "VACUUM: listing the table"] == [
         ("VACUUM: re-validating the plan", 0, STRAYS),
         ("VACUUM: re-validating the plan", STRAYS, STRAYS),
         ("VACUUM: deleting files", 0, STRAYS),
-        ("VACUUM: deleting files", STRAYS, STRAYS),
+        ("VACUUM: deleting files", STRAYS, STRAYS),  # delete_relative's one batch (1,000 a batch)
+        ("VACUUM: deleting files", STRAYS, STRAYS),  # vacuum's own end of the phase
     ]
+
+
+def test_lake_scan_and_checkpoint_report_phases(table, tmp_path):
+    """`deltalog lake scan` and `deltalog checkpoint` run in this process (stderr not a terminal, so deltalog
+    sets no callback of its own) under a collecting context callback, as `deltalog` sets one at a terminal."""
+    events: list[tuple[str, int, int | None]] = []
+    token = PROGRESS.set(lambda *event: events.append(event))
+    try:
+        out, err = io.StringIO(), io.StringIO()
+        assert main(["lake", "scan", str(table.parent), "--json"], out, err) == 0, err.getvalue()
+        scan_events = list(events)
+        events.clear()
+        small = tmp_path / "small"
+        (small / "_delta_log").mkdir(parents=True)
+        commit = [
+            {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+            {"metaData": {"id": "m", "format": {"provider": "parquet", "options": {}}, "partitionColumns": []}},
+            {"add": {"path": "a.parquet", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": True}},
+        ]
+        commit[1]["metaData"]["schemaString"] = json.dumps({"type": "struct", "fields": []})
+        (small / "_delta_log" / f"{0:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in commit))
+        assert main(["checkpoint", str(small), "--json"], io.StringIO(), err) == 0, err.getvalue()
+    finally:
+        PROGRESS.reset(token)
+    assert [t["table"].rstrip("/").endswith("/table") for t in json.loads(out.getvalue())["tables"]] == [True]
+    # discovery: the parent and the table listed (the table is not walked into), then the scan's one table
+    assert scan_events == [
+        ("LAKE DISCOVER: listing folders", 1, None),
+        ("LAKE DISCOVER: listing folders", 2, None),
+        ("LAKE DISCOVER: listing folders", 2, 2),
+        ("LAKE SCAN: reading the tables' logs", 1, 1),
+    ]
+    assert events == [
+        ("CHECKPOINT: writing the checkpoint", 0, None),
+        ("CHECKPOINT: writing the checkpoint", 1, 1),
+        ("CHECKPOINT: updating _last_checkpoint", 0, 1),
+        ("CHECKPOINT: updating _last_checkpoint", 1, 1),
+    ]
+    assert (small / "_delta_log" / f"{0:020d}.checkpoint.parquet").exists()
 
 
 def test_json_is_compact_and_equal_to_json_dumps():

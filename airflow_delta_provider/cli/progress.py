@@ -65,7 +65,10 @@ def progress_display(err: TextIO | None, title: str) -> Iterator[None]:
                 for other, (task, other_total) in phases.items():  # a new phase ends the ones before it
                     if other != phase:
                         bar.update(task, total=other_total or 1, completed=other_total or 1)
-                text = phase if total is None or total <= 1 else f"{phase} {done:,}/{total:,}"
+                if total is None:  # a count so far (directories, folders listed), or the phase alone
+                    text = f"{phase} {done:,}" if done > 0 else phase
+                else:
+                    text = phase if total <= 1 else f"{phase} {done:,}/{total:,}"
                 if phase not in phases:
                     phases[phase] = (bar.add_task(text, total=total), total)
                 task = phases[phase][0]
