@@ -19,8 +19,10 @@ import pytest
 from airflow_delta_provider.cli import main
 from airflow_delta_provider.cli.progress import progress_display
 from airflow_delta_provider.cli.text import JSON_BATCH, print_json
+from airflow_delta_provider.delta.maintenance.quarantine import purge_quarantines
+from airflow_delta_provider.delta.maintenance.repair import repair
 from airflow_delta_provider.delta.maintenance.vacuum import vacuum
-from airflow_delta_provider.delta.progress import PROGRESS
+from airflow_delta_provider.delta.progress import PROGRESS, progress_to
 
 ACTIVE, STRAYS = 50, 400
 OLD_S = 40 * 86_400  # strays and the commit 40 days old: past the 7-day retention and the 1-hour grace
@@ -186,6 +188,30 @@ def test_lake_scan_and_checkpoint_report_phases(table, tmp_path):
         ("CHECKPOINT: updating _last_checkpoint", 1, 1),
     ]
     assert (small / "_delta_log" / f"{0:020d}.checkpoint.parquet").exists()
+
+
+def test_repair_and_quarantine_purge_report_without_changing_their_answers(table, tmp_path):
+    copy = tmp_path / "table"
+    shutil.copytree(table, copy)
+    (copy / "part=0" / "part-00000.parquet").unlink()  # an active file gone: what repair finds
+    quiet = repair(str(copy))
+    events: list[tuple[str, int, int | None]] = []
+    with progress_to(lambda *event: events.append(event)):
+        told = repair(str(copy))
+    assert told.to_dict() == quiet.to_dict() and told.files_removed == ["part=0/part-00000.parquet"]
+    assert events == [
+        ("REPAIR: checking the active files", 0, ACTIVE),
+        ("REPAIR: checking the active files", ACTIVE, ACTIVE),
+    ]
+    assert vacuum(str(copy), quarantine=True, dry_run=False).quarantine_id is not None
+    events.clear()
+    with progress_to(lambda *event: events.append(event)):
+        purged = purge_quarantines(str(copy), older_than="0")
+    assert len(purged.purged) == 1 and purged.purged[0]["files"] == STRAYS
+    assert events == [
+        ("PURGE QUARANTINES: deleting quarantines", 0, 1),
+        ("PURGE QUARANTINES: deleting quarantines", 1, 1),
+    ]
 
 
 def test_json_is_compact_and_equal_to_json_dumps():
