@@ -7,7 +7,8 @@ offline (`--no-index`) from a wheelhouse: the wheels `pip download` picks for th
 requirements, same constraints) from the index, kept per machine under `~/.cache` and keyed by the
 constraints and the wheel's `Requires-Dist`. The first run on a machine fills it (as slow as an online
 install); later runs skip a minute or more of index look-ups. Byte-compiling is skipped (`--no-compile`):
-Python compiles what the checks import.
+Python compiles what the checks import. The venv has no pip of its own (`--without-pip`): this venv's pip
+installs into it (`pip --python`).
 """
 
 from __future__ import annotations
@@ -88,10 +89,11 @@ def test_wheel_installs_in_a_clean_venv_and_airflow_lists_the_provider(wheel: Pa
     house = _wheelhouse(wheel, constraints, airflow_pin)
 
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)])
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])  # this venv's pip installs into it
     py = venv / "bin" / "python"
     offline = ["--no-index", "--find-links", str(house), "--no-compile"]
-    _run([str(py), "-m", "pip", "install", "--quiet", *offline, "-c", str(constraints), str(wheel), airflow_pin])
+    pip = [sys.executable, "-m", "pip", "--python", str(py), "install", "--quiet", *offline]
+    _run([*pip, "-c", str(constraints), str(wheel), airflow_pin])
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PYTHONPATH"))}
     env |= {"AIRFLOW_HOME": str(tmp_path / "airflow-home"), "PATH": f"{venv / 'bin'}:/usr/bin:/bin"}
