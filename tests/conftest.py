@@ -117,15 +117,14 @@ def submitted(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
 def spark_standalone(tmp_path_factory: pytest.TempPathFactory):
     """One Spark standalone master + worker (1 core, 1 GiB) on 127.0.0.1 for the whole session.
 
-    Tests that submit to it choose their executors' Python per application (`spark.pyspark.python`);
-    the worker's own default is this venv's. Each application's executor logs are under
-    `<worker work dir>/<spark_app_id>/`.
+    The worker's default Python for executors (`worker_python`) is a bare venv with nothing installed;
+    an application that needs packages on its executors picks its own Python (`spark.pyspark.python`).
+    Each application's executor logs are under `<worker work dir>/<spark_app_id>/`.
     """
-    import sys
+    from support.spark_cluster import bare_python, standalone_cluster
 
-    from support.spark_cluster import standalone_cluster
-
-    with standalone_cluster(tmp_path_factory.mktemp("spark-standalone"), sys.executable) as cluster:
+    work = tmp_path_factory.mktemp("spark-standalone")
+    with standalone_cluster(work, bare_python(work / "bare-venv")) as cluster:
         yield cluster
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CORPUS
-from support.spark_cluster import bare_python, spark_submit
+from support.spark_cluster import spark_submit
 
 from airflow_delta_provider.commands.request import Request
 from airflow_delta_provider.commands.results import snapshot_dict, tombstone_report
@@ -107,21 +107,17 @@ def test_failing_job_writes_typed_error_and_exits_non_zero(
 
 
 @pytest.fixture(scope="module")
-def bare_worker_python(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The executors' Python on the standalone cluster: a venv with nothing installed."""
-    work = tmp_path_factory.mktemp("bare")
-    python = bare_python(work / "bare-venv")
+def cluster(spark_standalone):
+    """The session's standalone cluster, whose worker Python is a bare venv."""
     # the worker's Python really has nothing: the provider can only come from --py-files
-    probe = subprocess.run([python, "-c", "import airflow_delta_provider"], capture_output=True, cwd=work)
+    python = spark_standalone.worker_python
+    probe = subprocess.run([python, "-c", "import airflow_delta_provider"], capture_output=True, cwd="/")
     assert probe.returncode != 0
-    return python
+    return spark_standalone
 
 
 @pytest.mark.skipif(not PARTITIONED.exists(), reason="reference corpus not found")
-def test_job_on_standalone_cluster_with_bare_worker(
-    tmp_path: Path, py_files: str, spark_standalone, bare_worker_python: str
-) -> None:
-    cluster = spark_standalone  # the session's cluster; this application's executors run the bare Python
+def test_job_on_standalone_cluster_with_bare_worker(tmp_path: Path, py_files: str, cluster) -> None:
     out = tmp_path / "files.json"
     proc = spark_submit(
         cluster.master_url,
@@ -129,7 +125,7 @@ def test_job_on_standalone_cluster_with_bare_worker(
                               where="year = '2021'"), str(out)),
         py_files=py_files,
         conf={
-            "spark.pyspark.python": bare_worker_python,
+            "spark.pyspark.python": cluster.worker_python,
             "spark.pyspark.driver.python": __import__("sys").executable,
             "spark.executor.memory": "512m",
             "spark.cores.max": "1",

@@ -1,6 +1,7 @@
 """OPTIMIZE on Spark: bins rewritten on executors (`mapInArrow`), the commit on the driver. Same rows and the
 same number of files as the local engine, in process on local[2], through the real spark-submit, and on a
-real standalone master and worker (whose Python has pyarrow: `mapInArrow` needs it on the executors)."""
+real standalone master and worker (the session's; the application runs its executors on this venv's Python:
+`mapInArrow` needs pyarrow there)."""
 
 from __future__ import annotations
 
@@ -107,11 +108,11 @@ def test_standalone_cluster(tmp_path: Path, py_files: str, spark_standalone) -> 
     optimize(str(reference))
     out = tmp_path / "result.json"
     proc = spark_submit(
-        spark_standalone.master_url,  # the session's cluster
+        spark_standalone.master_url,  # the session's cluster: its worker's default Python is a bare venv,
         _job_args(table, out),
         py_files=py_files,
         conf={
-            "spark.pyspark.python": sys.executable,
+            "spark.pyspark.python": sys.executable,  # so mapInArrow works only with this application's choice
             "spark.pyspark.driver.python": sys.executable,
             "spark.executor.memory": "512m",
             "spark.cores.max": "1",
