@@ -264,7 +264,10 @@ def cmd_completion(args: argparse.Namespace, out: TextIO) -> None:
     out.write((bash_completion if args.shell == "bash" else zsh_completion)(build_parser()))
 
 
-_OPTIMIZE_JSON = ("version", "num_files_removed", "num_files_added", "bytes_removed", "bytes_added", "partitions")
+_OPTIMIZE_JSON = (
+    *("version", "num_files_removed", "num_files_added", "bytes_removed", "bytes_added", "partitions"),
+    *("num_files_over_budget", "bytes_over_budget"),
+)
 cmd_version = _action("version", lambda b, out: out.write(f"{b['version']}\n"), lambda b: {"version": b["version"]})
 cmd_snapshot = _action("snapshot", text.show_snapshot, fields=lambda args: {"include_files": args.json})
 cmd_files = _action("files", text.show_files, lambda b: {k: b[k] for k in ("table", "version", "files", "engine")})

@@ -248,6 +248,9 @@ def show_optimize(result: dict[str, Any], out: TextIO) -> None:
         )
     for name, p in result["partitions"].items():
         out.write(f"  {name or '(unpartitioned)'}  {json.dumps(p)}\n")
+    if result.get("num_files_over_budget"):
+        left = f"{result['num_files_over_budget']} files ({human_bytes(result['bytes_over_budget'])})"
+        out.write(f"{left} over the budget (--max-files/--max-bytes): left for a later run\n")
 
 
 def show_restore(result: dict[str, Any], out: TextIO) -> None:

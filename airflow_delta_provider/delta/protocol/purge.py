@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InvalidArgumentError, check_int, check_number
+from ..errors import InvalidArgumentError, check_number
 from .actions import AddFile, canonical_path
-from .optimize import Bin, num_records, pack, partition_key
+from .optimize import Bin, num_records, pack, partition_key, within_budget
 
 #: Delta Spark `DeltaOperations.REORG_OPERATION_NAME`.
 REORG_OPERATION = "REORG"
@@ -158,9 +158,7 @@ def plan_purge(
     with the most dead bytes come first, taken up to `max_files` input files and `max_bytes` input bytes (the
     first always, so a run progresses); the rest are `over_budget`."""
     ratio = check_number(min_deleted_ratio, "min_deleted_ratio", maximum=1, table=table)
-    for name, limit in (("max_files", max_files), ("max_bytes", max_bytes)):
-        if limit is not None:
-            check_int(limit, name, minimum=1, table=table)
+    within_budget([], len, max_files=max_files, max_bytes=max_bytes, table=table)  # a bad budget, before any work
     by_partition: dict[tuple[tuple[str, str | None], ...], list[AddFile]] = {}
     for f in files:
         if needs_purge(f, ratio):
@@ -170,19 +168,9 @@ def plan_purge(
     for key, values in named:
         members = by_partition[values]
         plan.bins.extend(Bin(key, dict(members[0].partition_values), tuple(b)) for b in pack(members, target_size))
-    if max_files is None and max_bytes is None:
-        return plan
-    ranked, plan.bins = sorted(plan.bins, key=lambda b: -dead_bytes(b.files)), []
-    taken_files = taken_bytes = 0
-    for b in ranked:
-        fits = (max_files is None or taken_files + len(b.files) <= max_files) and (
-            max_bytes is None or taken_bytes + b.num_bytes <= max_bytes
-        )
-        if plan.bins and not fits:
-            plan.over_budget.append(b)
-            continue
-        plan.bins.append(b)
-        taken_files, taken_bytes = taken_files + len(b.files), taken_bytes + b.num_bytes
+    plan.bins, plan.over_budget = within_budget(
+        plan.bins, lambda b: dead_bytes(b.files), max_files=max_files, max_bytes=max_bytes, table=table
+    )
     return plan
 
 
