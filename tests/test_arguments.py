@@ -475,7 +475,6 @@ JOB_BAD = [
     ({"action": "purge", "options": {"apply": "false"}}, "apply"),
     ({"action": "purge", "options": {"min_deleted_ratio": 2}}, "min_deleted_ratio"),
     ({"action": "purge", "options": {"max_bytes": 0}}, "max_bytes"),
-    ({"action": "stats_backfill", "engine": "spark", "options": {"apply": True}}, "engine"),
     ({"action": "stats_backfill", "options": {"tighten": "no"}}, "tighten"),
     ({"action": "lake_scan", "options": {"prefixes": "/one/string"}}, "prefixes"),
     ({"action": "lake_plan", "options": {"budget_requests": -1}}, "budget_requests"),

@@ -165,7 +165,8 @@ def _run(args: argparse.Namespace, action: str, **fields: Any) -> dict[str, Any]
         **{**travel, **fields},
     )
     with progress_display(getattr(args, "stderr", None), action.replace("_", " ")):  # ends before any output
-        outcome = run(request, _spark_factory(args.master) if engine == "spark" else None)
+        master = getattr(args, "master", None) or os.environ.get("SPARK_REMOTE") or "local[*]"
+        outcome = run(request, _spark_factory(master) if engine == "spark" else None)
     return {**outcome.body, "engine": outcome.engine}
 
 
@@ -347,7 +348,12 @@ def _option_flags(p: argparse.ArgumentParser, action: str) -> None:
 def _spark(p: argparse.ArgumentParser, help_text: str) -> None:
     engine = cli_type(parse_choice, "--engine", choices=CLI_ENGINES)
     p.add_argument("--engine", type=engine, choices=CLI_ENGINES, default="local", help=help_text)
-    p.add_argument("--master", default="local[*]", help="Spark master URL for --engine spark (default local[*])")
+    p.add_argument(
+        "--master",
+        default=None,
+        help="Spark master for --engine spark: local[*] (default), spark://..., or sc://host:15002 for Spark "
+        "Connect (the package is shipped to the server); $SPARK_REMOTE when set (keeps a token off the command line)",
+    )
 
 
 def _travel(p: argparse.ArgumentParser) -> None:

@@ -26,7 +26,7 @@ from ..commands.commit_checks import validate_commit_checks, version_ranges
 from ..commands.reports import REPORT_KINDS
 from ..commands.request import Request, option_names
 from ..delta.errors import InvalidArgumentError
-from ..delta.lake.discover import DEFAULT_MAX_DEPTH
+from ..delta.protocol.lake_policy import DEFAULT_MAX_DEPTH
 from ..delta.protocol.optimize import DEFAULT_MIN_NUM_FILES, DEFAULT_SMALL_FILE_MB
 from ..hooks.job import SUBMIT_CONF_DEFAULTS, DeltaJobError, DeltaJobHook, spark_target  # noqa: F401 (re-exported)
 from ..jobs import job_script

@@ -27,13 +27,13 @@ from ..errors import (
     check_bool,
     check_int,
 )
+from ..progress import Progress, report_progress, with_progress
 from ..protocol.actions import AddFile, RemoveFile, canonical_path
 from ..protocol.optimize import commit_batches, num_records, operation_metrics, target_file_size
 from ..protocol.purge import REORG_OPERATION, PurgePlan, expected_rows, operation_parameters, plan_purge, revalidate
 from ..protocol.table_features import check_can_write
 from ..snapshot import Snapshot
 from .optimize import _batch_failed, candidates, table_layout
-from .vacuum import Progress, report_progress, with_progress
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engines import BinRewriter
@@ -134,7 +134,7 @@ def purge(
         the rest are reported over budget.
     :param max_commit_bytes: commit after each batch of bins of about this many input bytes (progress is kept).
     :param executor: runs the bins (default: the engine's `bin_rewriter(max_workers=...)`).
-    :param progress: told the bins rewritten after each commit (default: `maintenance.vacuum.PROGRESS`'s).
+    :param progress: told the bins rewritten after each commit (default: `delta.progress.PROGRESS`'s).
     :raises UnsupportedFeatureError: the table uses a feature a rewrite cannot preserve (row tracking, ...).
     :raises ConcurrentModificationError: a concurrent commit removed or changed an input.
     :raises LogCorruptedError: an input unreadable, or a new file not holding the rows its inputs show.

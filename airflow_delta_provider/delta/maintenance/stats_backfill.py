@@ -27,6 +27,7 @@ from ..errors import (
     check_bool,
     check_int,
 )
+from ..progress import Progress, report_progress, with_progress
 from ..protocol.actions import AddFile
 from ..protocol.stats import stats_columns
 from ..protocol.stats_backfill import (
@@ -40,7 +41,6 @@ from ..protocol.stats_backfill import (
 from ..protocol.table_features import check_can_write
 from ..snapshot import Snapshot
 from .optimize import candidates, require_unchanged, table_layout
-from .vacuum import Progress, report_progress, with_progress
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engines import StatsRecomputer
@@ -158,7 +158,7 @@ def backfill_stats(
     :param files_per_commit: commit after each batch of this many files, so a long run keeps its progress.
     :param tighten: also recompute stats that are wide (`tightBounds=false`, left by deletion vectors).
     :param executor: reads the files (default: the engine's `stats_recomputer(max_workers=...)`).
-    :param progress: told the files recomputed after each commit (default: `maintenance.vacuum.PROGRESS`'s).
+    :param progress: told the files recomputed after each commit (default: `delta.progress.PROGRESS`'s).
     :raises UnsupportedFeatureError, OperationNotAllowedError: a table this library must not write.
     :raises InvalidArgumentError: a bad argument, or stats properties that cannot be parsed.
     :raises LogCorruptedError: a planned file (or its deletion vector) unreadable or not holding the schema.
