@@ -78,14 +78,12 @@ def test_memory_store_level_equals_the_local_one(tmp_path: Path) -> None:
 
 # -- S3 ------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def s3():
-    pytest.importorskip("moto.server")
+def s3(moto_s3):
     pytest.importorskip("s3fs")
-    from support.s3_server import create_bucket, start_moto_server
+    from support.s3_server import create_bucket
 
-    with start_moto_server() as server:
-        create_bucket(server, "level")
-        yield server
+    create_bucket(moto_s3, "level")  # the session's moto server, this module's bucket
+    return moto_s3
 
 
 @pytest.fixture

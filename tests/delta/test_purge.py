@@ -528,10 +528,7 @@ def test_spark_engine_purges_as_the_local_one(tmp_path: Path) -> None:
     remote = Path(shutil.copytree(local, tmp_path / "b"))
     rows = deltars_rows(local)
     purge(str(local), dry_run=False)
-    spark = local_session("purge-tests")
-    try:
-        result = purge(DeltaLog(str(remote), engine=SparkEngine(spark)), dry_run=False)
-    finally:
-        spark.stop()
+    spark = local_session("purge-tests")  # the suite's shared local[2] session: left running
+    result = purge(DeltaLog(str(remote), engine=SparkEngine(spark)), dry_run=False)
     assert result.version is not None and active_dvs(remote) == {} == active_dvs(local)
     assert deltars_rows(remote) == rows == deltars_rows(local)

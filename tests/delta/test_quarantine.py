@@ -558,14 +558,12 @@ def test_undo_killed_during_moves_leaves_each_file_in_one_place(kind: str, step:
 
 
 @pytest.fixture(scope="module")
-def s3_server():
-    pytest.importorskip("moto.server")
+def s3_server(moto_s3):
     pytest.importorskip("s3fs")
-    from support.s3_server import create_bucket, start_moto_server
+    from support.s3_server import create_bucket
 
-    with start_moto_server() as server:
-        create_bucket(server, "quarantine")
-        yield server
+    create_bucket(moto_s3, "quarantine")  # the session's moto server, this module's bucket
+    return moto_s3
 
 
 def _s3_table(server: Any) -> tuple[str, dict[str, str]]:

@@ -54,9 +54,8 @@ def engine():
 
     from airflow_delta_provider.delta.engines.spark import SparkEngine
 
-    spark = local_session("delta-checkpoint-tests")
-    yield SparkEngine(spark, snapshot_partitions=4)
-    spark.stop()
+    spark = local_session("delta-checkpoint-tests")  # the suite's shared local[2] session: left running
+    return SparkEngine(spark, snapshot_partitions=4)
 
 
 @pytest.fixture(scope="module")

@@ -36,9 +36,7 @@ OLD = time.time() - 30 * 86_400
 def spark():
     from support.spark_cluster import local_session
 
-    session = local_session("delta-vacuum-tests")
-    yield session
-    session.stop()
+    return local_session("delta-vacuum-tests")  # the suite's shared local[2] session: left running
 
 
 def _data(n: int, part: str) -> pa.Table:

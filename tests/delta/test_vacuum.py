@@ -379,14 +379,12 @@ def test_dv_tables_keep_live_dv_files_where_deltars_would_delete_them(tmp_path: 
 
 # -- S3 (a real S3-compatible server on loopback, through the fault-injecting proxy) -----------------------
 @pytest.fixture(scope="module")
-def s3_server():
-    pytest.importorskip("moto.server")
+def s3_server(moto_s3):
     pytest.importorskip("s3fs")
-    from support.s3_server import create_bucket, start_moto_server
+    from support.s3_server import create_bucket
 
-    with start_moto_server() as server:
-        create_bucket(server, "vacuum")
-        yield server
+    create_bucket(moto_s3, "vacuum")  # the session's moto server, this module's bucket
+    return moto_s3
 
 
 def test_s3_apply_deletes_through_the_store_without_audit_by_default(s3_server) -> None:
