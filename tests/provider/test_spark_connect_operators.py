@@ -94,6 +94,7 @@ def test_replay_and_vacuum_over_spark_connect_equal_the_local_engine(
     # name would need TLS); this server does not check it, the task must still never show it
     conn = {"conn_type": "spark_connect", "host": "localhost", "port": spark_connect_server.port, "password": TOKEN}
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_TEST", json.dumps(conn))
+    spark_connect.stop_classic_session()  # an Airflow worker runs no classic session; this pytest process may
     connect = _table(tmp_path / "connect")
     local = tmp_path / "local" / "t"
     shutil.copytree(connect, local, copy_function=shutil.copy2)

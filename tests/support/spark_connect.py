@@ -116,12 +116,24 @@ def restore_connect_env(saved: dict[str, str | None]) -> None:
             os.environ[key] = value
 
 
+def stop_classic_session() -> None:
+    """Stop this process's classic SparkContext, if any: PySpark refuses to start a Connect client beside one
+    (SESSION_ALREADY_EXIST), and the classic Spark test modules leave the shared local[2] session running."""
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is not None:
+        from pyspark.sql import SparkSession
+
+        (SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()).stop()
+
+
 @contextmanager
 def connect_session(server: ConnectServer) -> Iterator[Any]:
     """A Connect client session to `server` (through `commands.spark_session`, as the CLI builds it),
     stopped on exit with the process's Connect mode undone."""
     from airflow_delta_provider.commands.spark_session import spark_session
 
+    stop_classic_session()
     saved = {key: os.environ.get(key) for key in _CONNECT_ENV}
     spark = spark_session(server.url, {}, app_name="delta-connect-tests")
     try:
