@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -495,6 +496,10 @@ def _positions(n: int) -> pa.Array:
     return _ARANGE[0].slice(0, n)
 
 
+def _as_int(value: pa.Scalar) -> int:
+    return value.as_py()
+
+
 def iter_file_rows(store: LogStore, table_root: str, add: AddFile, *, table: str | None = None) -> Iterator[pa.Table]:
     """The rows of `add`'s Parquet file its deletion vector keeps, in batches of at most `READ_BATCH_ROWS`
     (as `read_data_file` reads them whole: the file's own schema, INT96 at microseconds), each batch filtered
@@ -534,16 +539,18 @@ def iter_file_rows(store: LogStore, table_root: str, add: AddFile, *, table: str
             if not num_rows:
                 yield parquet.schema_arrow.empty_table()
                 return
-            offset = 0
+            offset = start = 0  # `deleted` is ascending: each batch's rows are the slice from `start`
             for batch in parquet.iter_batches(batch_size=READ_BATCH_ROWS, use_threads=False):  # threads: per bin
                 rows = pa.Table.from_batches([batch])
                 n = rows.num_rows
-                if deleted is not None and len(deleted):
-                    lo, hi = u64_scalar(offset), u64_scalar(offset + n)  # pa.scalar of an int imports pandas
-                    here = deleted.filter(pc.and_(pc.greater_equal(deleted, lo), pc.less(deleted, hi)))
-                    if len(here):
+                if deleted is not None and start < len(deleted):
+                    end = bisect_left(deleted, offset + n, lo=start, key=_as_int)
+                    if end > start:
+                        here = deleted.slice(start, end - start)
+                        lo = u64_scalar(offset)  # pa.scalar of an int imports pandas
                         gone = pc.is_in(_positions(n), value_set=pc.subtract(here, lo))
                         rows = rows.filter(pc.invert(gone))
+                    start = end
                 offset += n
                 yield rows
         except DeltaError:  # storage failures mid-read come typed from the store
