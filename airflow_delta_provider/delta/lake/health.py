@@ -436,25 +436,11 @@ class Scan:
         return {"tables": [h.to_dict() for h in self.healths], "errors": self.errors}
 
 
-def scan_entry(
-    table: str,
-    *,
-    policy: LakePolicy | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-    now_ms: int | None = None,
-    history_commits: int = DEFAULT_HISTORY_COMMITS,
-    untracked: bool = False,
-) -> TableHealth | dict[str, Any]:
-    """`table_health` of one table, or its error entry: a corrupt log or a refused reader must not stop the lake."""
+def scan_entry(table: str, **health: Any) -> TableHealth | dict[str, Any]:
+    """`table_health(table, **health)`, or the table's error entry: a corrupt log or a refused reader must not
+    stop the lake."""
     try:
-        return table_health(
-            table,
-            policy=policy,
-            storage_options=storage_options,
-            now_ms=now_ms,
-            history_commits=history_commits,
-            untracked=untracked,
-        )
+        return table_health(table, **health)
     except Exception as exc:  # reported per table
         return error_dict(exc, table=table) if not isinstance(exc, DeltaError) else {"table": table, **exc.to_dict()}
 

@@ -91,47 +91,27 @@ def summarize_partitions(
     max_deleted_rows_ratio: float,
     retention_cutoff_ms: int,
 ) -> dict[str, PartitionHealth]:
-    """Per-partition counts. A tombstone deleted at or before `retention_cutoff_ms` is reclaimable now."""
-    out: dict[str, PartitionHealth] = {}
-
-    def get(key: str) -> PartitionHealth:
-        found = out.get(key)
-        if found is None:
-            found = out[key] = PartitionHealth(key)
-        return found
-
+    """Per-partition counts of `ActiveFile`s: `summarize_columns` (the one rule) over their columns. A
+    tombstone deleted at or before `retention_cutoff_ms` is reclaimable now."""
+    files = list(files)
+    code_of: dict[str, int] = {}
+    partitions: list[tuple[str, tuple[tuple[str, str | None], ...]]] = []
     for f in files:
-        p = get(f.partition)
-        p.values = p.values or f.values
-        p.num_files += 1
-        p.bytes += f.size
-        bucket = size_bucket(f.size)
-        p.histogram[bucket] = p.histogram.get(bucket, 0) + 1
-        p.dv_rows += f.dv_rows
-        if f.records is None:
-            p.files_without_stats += 1
-        else:
-            p.rows += f.records
-        # Spark `OptimizeTableCommand`: a DV file without numRecords is always a candidate
-        dv_heavy = f.dv_rows > 0 and (f.records is None or f.dv_rows > max_deleted_rows_ratio * f.records)
-        p.dv_heavy_files += dv_heavy
-        if f.size < small_file_bytes:
-            p.small_files += 1
-            p.small_bytes += f.size
-        if f.size < target_file_size or dv_heavy:
-            p.rewrite_files += 1
-            p.rewrite_bytes += f.size
-            p.rewrite_rows += f.records or 0
-            p.rewrite_dv_rows += f.dv_rows
-    for t in tombstones:
-        p = get(t.partition)
-        if t.deletion_timestamp <= retention_cutoff_ms:
-            p.tombstone_files_now += 1
-            p.tombstone_bytes_now += t.size
-        else:
-            p.tombstone_files_later += 1
-            p.tombstone_bytes_later += t.size
-    return out
+        if f.partition not in code_of:
+            code_of[f.partition] = len(partitions)
+            partitions.append((f.partition, f.values))
+    return summarize_columns(
+        [code_of[f.partition] for f in files],
+        partitions,
+        [f.size for f in files],
+        [-1 if f.records is None else f.records for f in files],
+        [f.dv_rows for f in files],
+        tombstones,
+        small_file_bytes=small_file_bytes,
+        target_file_size=target_file_size,
+        max_deleted_rows_ratio=max_deleted_rows_ratio,
+        retention_cutoff_ms=retention_cutoff_ms,
+    )
 
 
 def summarize_columns(
@@ -147,7 +127,7 @@ def summarize_columns(
     max_deleted_rows_ratio: float,
     retention_cutoff_ms: int,
 ) -> dict[str, PartitionHealth]:
-    """`summarize_partitions` over columns (numpy arrays, one entry per active file): `codes` index
+    """Per-partition counts over columns (numpy arrays, one entry per active file): `codes` index
     `partitions` ((key, values) of each), `records` is -1 where a file has no `numRecords`. The same counts,
     vectorized: a table of 10k files is summed in a few bincounts instead of 10k Python steps."""
     import numpy as np
