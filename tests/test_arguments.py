@@ -186,6 +186,8 @@ OPERATOR_VALUES = [
     ("DeltaPurgeOperator", "max_files", [0, "0", "false", "no", "bogus", 1.5, True]),
     ("DeltaPurgeOperator", "max_bytes", [0, "0", "false", "no", "bogus", "-1", "5XB", True]),
     ("DeltaPurgeOperator", "target_size", [0, "no", True]),
+    ("DeltaOptimizeOperator", "max_files", [0, "0", "false", "no", "bogus", 1.5, True]),
+    ("DeltaOptimizeOperator", "max_bytes", [0, "0", "false", "no", "bogus", "-1", "5XB", True]),
     ("DeltaStatsBackfillOperator", "max_files", [0, "false", "no", "bogus"]),
     ("DeltaStatsBackfillOperator", "max_bytes", [0, "false", "no", "bogus"]),
     ("DeltaStatsBackfillOperator", "files_per_commit", [0, "false", "no", "bogus", True]),
@@ -199,6 +201,8 @@ OPERATOR_VALUES = [
 ]
 #: Optional arguments of the new operators: None and "" (what a template renders for nothing) are not given.
 OPERATOR_OPTIONAL = [
+    ("DeltaOptimizeOperator", "max_files"),
+    ("DeltaOptimizeOperator", "max_bytes"),
     ("DeltaPurgeOperator", "max_files"),
     ("DeltaPurgeOperator", "max_bytes"),
     ("DeltaStatsBackfillOperator", "max_files"),
