@@ -154,6 +154,8 @@ class _Run:
             snapshot_partitions=r.snapshot_partitions,
             prefetch_digest=prefetch,
             storage_options=self.options,
+            # a log under the auto threshold is replayed here; only the heavy work goes to the executors
+            driver_state_max_bytes=int(r.auto_threshold_mb * 1024 * 1024),
         )
         return DeltaLog(r.table, storage_options=self.options, clock=self._clock(), engine=engine)
 

@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
     from ...snapshot import Snapshot
+    from .. import CheckpointWriter
 
 #: Footer entry naming the write that created a checkpoint file (readers ignore footer entries).
 WRITE_ID_KEY = "delta.checkpoint.writeId"
@@ -292,17 +293,29 @@ class SparkCheckpointExecutor:
 
     :param spark: the session the snapshot was loaded with (`SparkEngine`).
     :param storage_options: the table's storage options, for the stores the executors build.
+    :param driver_writer: writes the checkpoint of a state replayed on the driver (`SparkEngine`'s small
+        logs); without it such a state is refused.
     """
 
-    def __init__(self, spark: SparkSession, *, storage_options: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        driver_writer: CheckpointWriter | None = None,
+    ) -> None:
         match_session_mode(spark)
         self.spark = spark
         self.storage_options = dict(storage_options or {})
+        self.driver_writer = driver_writer
         #: file actions each partition of the last write held (after retention), in partition order
         self.partition_rows: tuple[int, ...] = ()
 
     def write(self, snapshot: Snapshot, plan: CheckpointPlan, actions: list[Action]) -> CheckpointResult:
         files = snapshot.state.files
+        if not isinstance(files, DistributedFileState) and self.driver_writer is not None:
+            self.partition_rows = ()
+            return self.driver_writer.write(snapshot, plan, actions)
         if not isinstance(files, DistributedFileState):
             raise InvalidArgumentError(
                 "SparkCheckpointExecutor writes snapshots loaded with the Spark engine "
