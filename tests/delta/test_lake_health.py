@@ -225,3 +225,19 @@ def test_a_racing_writer_never_breaks_a_scan(events):
         assert h.num_files == len(dt.file_uris())
         assert h.to_dict()["totals"]["rows"] == dt.to_pyarrow_table().num_rows
     assert seen[-1].version == 21
+
+
+def test_partition_values_lookup_answers_as_map_lookup():
+    """The flattened-entry lookup the health uses gives `map_lookup(..., "first")`'s answer: a null map, an empty
+    one, a missing key, a null value and a repeated key (first wins), on whole and sliced arrays."""
+    import pyarrow.compute as pc
+
+    from airflow_delta_provider.delta.lake.health import _map_values
+
+    maps = pa.array(
+        [[("a", "1"), ("b", "2")], None, [("b", "3")], [], [("a", None), ("a", "9")], [("b", "4"), ("a", "5")]],
+        type=pa.map_(pa.string(), pa.string()),
+    )
+    for arr in (maps, maps.slice(1), maps.slice(1, 3), maps.slice(4), maps.slice(0, 0)):
+        for key in ("a", "b", "c"):
+            assert _map_values(arr, key).equals(pc.map_lookup(arr, key, "first")), (arr, key)

