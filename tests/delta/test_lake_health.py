@@ -241,3 +241,24 @@ def test_partition_values_lookup_answers_as_map_lookup():
     for arr in (maps, maps.slice(1), maps.slice(1, 3), maps.slice(4), maps.slice(0, 0)):
         for key in ("a", "b", "c"):
             assert _map_values(arr, key).equals(pc.map_lookup(arr, key, "first")), (arr, key)
+
+
+def test_without_row_counts_the_plan_is_the_same(tmp_path, events):
+    """`row_counts=False` leaves the checkpoint's stats unread: rows and files without stats are unknown (None),
+    every other count and the plan are the same; a table with deletion vectors still has its rows counted (the
+    deleted-rows ratio needs `numRecords`)."""
+    DeltaTable(str(events)).create_checkpoint()
+    _append(events, "b")
+    full = table_health(str(events), policy=POLICY, history_commits=0)
+    lean = table_health(str(events), policy=POLICY, history_commits=0, row_counts=False)
+    assert lean.requests == full.requests == {"get": 2, "list": 1}
+    totals, lean_totals = full.to_dict()["totals"], lean.to_dict()["totals"]
+    assert totals["rows"] == 24 and lean_totals["rows"] is None and lean_totals["files_without_stats"] is None
+    assert lean.stats_missing_share is None and all(p.rewrite_rows is None for p in lean.partitions.values())
+    unknown = {"rows", "files_without_stats", "stats_missing_share"}
+    assert {k: v for k, v in lean_totals.items() if k not in unknown} == {
+        k: v for k, v in totals.items() if k not in unknown
+    }
+    assert plan([lean]).to_dict()["tasks"] == plan([full]).to_dict()["tasks"] != []
+    dv = copy_table("delta-golden/dv-partitioned-with-checkpoint", tmp_path)
+    assert table_health(str(dv), row_counts=False).to_dict()["totals"] == table_health(str(dv)).to_dict()["totals"]

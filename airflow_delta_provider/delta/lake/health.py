@@ -1,5 +1,6 @@
-"""A table's health from its log alone: one listing of `_delta_log`, `_last_checkpoint`, the checkpoint and each
-commit after it read once (`CountingStore`), no data file; a few older commits only to find the last OPTIMIZE
+"""A table's health from its log alone: one listing of `_delta_log` (it names the checkpoints, so
+`_last_checkpoint` is not read), the checkpoint and each commit after it read once (`CountingStore`), no data
+file; a few older commits only to find the last OPTIMIZE
 and VACUUM (`history_commits`). The counting rules are in `protocol.lake_health`. Untracked files need a listing
 of the whole table, so they are counted only on request (`untracked=True`), priced in list requests.
 """
@@ -15,6 +16,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..delta_log import DeltaLog
+from ..engines.local import EAGER_STATS, LocalEngine
 from ..errors import DeltaError, StorageError
 from ..progress import PROGRESS
 from ..protocol.actions import Action, AddFile, CommitInfo, RemoveFile
@@ -32,7 +34,7 @@ from ..protocol.table_features import check_can_write
 from ..protocol.vacuum import deletable, normalize_relative, protected_from_logged, relative_to_root
 from ..read.commits import read_commit
 from ..read.protected_files import protected_set
-from ..storage import store_for
+from ..storage import is_local, store_for
 from .discover import error_dict
 from .store import CountingStore
 
@@ -110,24 +112,30 @@ def _map_values(maps: Any, key: str) -> Any:
     return pc.take(values, pa.array(take, mask=take < 0))
 
 
-def _file_columns(snapshot: Any, physical: Mapping[str, str]) -> tuple[Any, list[Any], Any, Any, Any]:
+def _file_columns(
+    snapshot: Any, physical: Mapping[str, str], row_counts: bool = True
+) -> tuple[Any, list[Any], Any, Any | None, Any]:
     """The active files as columns for `summarize_columns`: partition codes, (key, values) per code, sizes,
-    `numRecords` (-1: none) and rows deleted by deletion vectors. Partition values are looked up per column and
-    dictionary-encoded, so the per-file work is vectorized; keys are built once per partition."""
+    `numRecords` (-1: none; None: not read) and rows deleted by deletion vectors. Partition values are looked
+    up per column and dictionary-encoded, so the per-file work is vectorized; keys are built once per
+    partition. Without `row_counts` the checkpoint's stats are read only when a file has a deletion vector
+    (its deleted-rows ratio needs `numRecords`)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    table = snapshot.add_files_table
+    table = snapshot.state.files.adds  # checkpoint rows' stats may be unread (`LocalEngine.lazy_stats_bytes`)
     n = table.num_rows
     columns = snapshot.partition_columns
     sizes = table.column("size").combine_chunks().fill_null(0).to_numpy(zero_copy_only=False)
-    records = _record_counts(table.column("stats"))
     dv = table.column("deletionVector").combine_chunks()
     if pa.types.is_struct(dv.type) and dv.type.get_field_index("cardinality") >= 0:
         dv_rows = pc.struct_field(dv, "cardinality").fill_null(0).to_numpy(zero_copy_only=False)
     else:
         dv_rows = np.zeros(n, dtype=np.int64)
+    records = None
+    if row_counts or bool(np.any(dv_rows > 0)):
+        records = _record_counts(snapshot.add_files_table.column("stats"))  # same rows, stats read
     if not columns or n == 0:
         return np.zeros(n, dtype=np.int64), [("", ())], sizes, records, dv_rows
     pv = table.column("partitionValues").combine_chunks()
@@ -167,7 +175,7 @@ def _tombstones(snapshot: Any, physical: Mapping[str, str], vacuumed: _Vacuumed 
     root = snapshot.table
     if snapshot.remove_files_table.num_rows == 0:
         return []  # nothing removed: no set of live paths to build
-    adds = snapshot.add_files_table
+    adds = snapshot.state.files.adds  # paths and deletion vectors: the stats are not needed
     live_dvs = [(d["storageType"], d["pathOrInlineDv"]) for d in adds.column("deletionVector").to_pylist() if d]
     live = protected_from_logged(adds.column("path").to_pylist(), live_dvs, table_root=root)
     table = snapshot.remove_files_table
@@ -345,6 +353,13 @@ def _untracked(dlog: DeltaLog, snapshot: Any, store: CountingStore, cutoff_ms: i
     return out
 
 
+def _engine(table: str, row_counts: bool) -> LocalEngine:
+    """The local engine reading a checkpoint's stats with the rest when the counts need them (one read, not a
+    second pass), else not at all; the checkpoint read overlaps the commits' only on a remote store (locally
+    the scan's own threads overlap tables)."""
+    return LocalEngine(lazy_stats_bytes=EAGER_STATS if row_counts else 0, threaded=not is_local(table))
+
+
 def table_health(
     table: str,
     *,
@@ -353,11 +368,16 @@ def table_health(
     now_ms: int | None = None,
     history_commits: int = DEFAULT_HISTORY_COMMITS,
     untracked: bool = False,
+    row_counts: bool = True,
 ) -> TableHealth:
     """The health of one table, counted with its policy's thresholds; a table that cannot be read raises its
-    typed `DeltaError`."""
+    typed `DeltaError`.
+
+    `row_counts=False` leaves the files' statistics (a checkpoint's `add.stats`, most of its bytes, PROTOCOL.md
+    "Per-file Statistics") unread unless a file has a deletion vector: `rows`, `rewrite_rows` and
+    `files_without_stats` are then None; everything the plan needs is still counted."""
     store = CountingStore(store_for(table, storage_options))
-    dlog = DeltaLog(table, store=store)  # type: ignore[arg-type]
+    dlog = DeltaLog(table, store=store, engine=_engine(table, row_counts))  # type: ignore[arg-type]
     try:
         listing = dlog.list_log(0)  # the one full listing: later listings are answered from it
         snapshot = dlog.update()
@@ -370,7 +390,7 @@ def table_health(
     cutoff = now - tp.deleted_file_retention_ms
     hist = _history(dlog, snapshot, listing, history_commits, physical)
     tombstones = _tombstones(snapshot, physical, hist.vacuumed)
-    codes, keys, sizes, records, dv_rows = _file_columns(snapshot, physical)
+    codes, keys, sizes, records, dv_rows = _file_columns(snapshot, physical, row_counts)
     partitions = summarize_columns(
         codes,
         keys,
@@ -481,9 +501,11 @@ def scan(
     untracked: bool = False,
     concurrency: int = 4,
     spark: SparkSession | None = None,
+    row_counts: bool = True,
 ) -> Scan:
     """`scan_entry` of each table on a bounded pool, or with `spark` as one Spark job (a task per table, for
-    lakes beyond one machine); one table's failure is its error entry, never the scan's."""
+    lakes beyond one machine); one table's failure is its error entry, never the scan's. `row_counts`: as
+    `table_health`'s (False: the files' statistics are not read, so rows are not counted)."""
     one = partial(
         scan_entry,
         policy=policy,
@@ -491,6 +513,7 @@ def scan(
         now_ms=now_ms,
         history_commits=history_commits,
         untracked=untracked,
+        row_counts=row_counts,
     )
     tables = list(tables)
     if spark is not None:

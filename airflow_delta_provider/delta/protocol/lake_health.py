@@ -64,11 +64,12 @@ class PartitionHealth:
     #: selects: under the target size, or over the deleted-rows ratio): files, bytes, rows and rows DVs hide.
     rewrite_files: int = 0
     rewrite_bytes: int = 0
-    rewrite_rows: int = 0
+    #: None (as `rows` and `files_without_stats`) when the scan did not read the files' statistics.
+    rewrite_rows: int | None = 0
     rewrite_dv_rows: int = 0
-    rows: int = 0
+    rows: int | None = 0
     dv_rows: int = 0
-    files_without_stats: int = 0
+    files_without_stats: int | None = 0
     histogram: dict[str, int] = field(default_factory=dict)
     tombstone_files_now: int = 0
     tombstone_bytes_now: int = 0
@@ -80,6 +81,10 @@ class PartitionHealth:
     @property
     def small_file_share(self) -> float:
         return self.small_files / self.num_files if self.num_files else 0.0
+
+
+#: The counts that need the files' `numRecords` statistics.
+UNREAD_WITHOUT_STATS = frozenset({"rows", "rewrite_rows", "files_without_stats"})
 
 
 def summarize_partitions(
@@ -118,7 +123,7 @@ def summarize_columns(
     codes: Any,
     partitions: Sequence[tuple[str, tuple[tuple[str, str | None], ...]]],
     sizes: Any,
-    records: Any,
+    records: Any | None,
     dv_rows: Any,
     tombstones: Iterable[Tombstone],
     *,
@@ -128,13 +133,16 @@ def summarize_columns(
     retention_cutoff_ms: int,
 ) -> dict[str, PartitionHealth]:
     """Per-partition counts over columns (numpy arrays, one entry per active file): `codes` index
-    `partitions` ((key, values) of each), `records` is -1 where a file has no `numRecords`. The same counts,
-    vectorized: a table of 10k files is summed in a few bincounts instead of 10k Python steps."""
+    `partitions` ((key, values) of each), `records` is -1 where a file has no `numRecords`, None when the
+    statistics were not read (`rows`, `rewrite_rows` and `files_without_stats` are then None; a file with a
+    deletion vector counts as one without stats, so the caller reads them when any file has one). The same
+    counts, vectorized: a table of 10k files is summed in a few bincounts instead of 10k Python steps."""
     import numpy as np
 
     k = len(partitions)
     sizes = np.asarray(sizes, dtype=np.int64)
-    records = np.asarray(records, dtype=np.int64)
+    unknown = records is None
+    records = np.full(len(sizes), -1, dtype=np.int64) if records is None else np.asarray(records, dtype=np.int64)
     dv_rows = np.asarray(dv_rows, dtype=np.int64)
     codes = np.asarray(codes, dtype=np.int64)
     has_stats = records >= 0
@@ -171,7 +179,10 @@ def summarize_columns(
         out[key] = p
         p.num_files += files[i]
         for name, sums in columns.items():
-            setattr(p, name, getattr(p, name) + sums[i])
+            if unknown and name in UNREAD_WITHOUT_STATS:
+                setattr(p, name, None)
+            else:
+                setattr(p, name, getattr(p, name) + sums[i])
         for b, (label, _) in enumerate(SIZE_BUCKETS):
             n = int(hist[i * len(SIZE_BUCKETS) + b])
             if n:
@@ -229,8 +240,10 @@ class TableHealth:
     untracked: dict[str, int] | None = None
     requests: dict[str, int] = field(default_factory=dict)
 
-    def _sum(self, name: str) -> int:
-        return sum(getattr(p, name) for p in self.partitions.values())
+    def _sum(self, name: str) -> Any:
+        """The partitions' total of `name`; None when a partition's is unknown (statistics not read)."""
+        values = [getattr(p, name) for p in self.partitions.values()]
+        return None if None in values else sum(values)
 
     @property
     def num_files(self) -> int:
@@ -246,9 +259,10 @@ class TableHealth:
         return self._sum("small_files") / n if n else 0.0
 
     @property
-    def stats_missing_share(self) -> float:
-        n = self.num_files
-        return self._sum("files_without_stats") / n if n else 0.0
+    def stats_missing_share(self) -> float | None:
+        """None when the scan did not read the files' statistics."""
+        n, missing = self.num_files, self._sum("files_without_stats")
+        return None if missing is None else missing / n if n else 0.0
 
     @property
     def histogram(self) -> dict[str, int]:
