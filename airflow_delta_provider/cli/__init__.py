@@ -317,6 +317,7 @@ def _lake_command(action: str, show: Show) -> Callable[[argparse.Namespace, Text
 cmd_lake_scan = _lake_command("lake_scan", text.show_lake_scan)
 cmd_lake_plan = _lake_command("lake_plan", text.show_lake_plan)
 cmd_lake_run = _lake_command("lake_run", text.show_lake_run)
+cmd_lake_report = _action("lake_report", text.show_lake_report, lambda b: {k: v for k, v in b.items() if k != "engine"})
 #: argparse types of the options, each calling the one parser of its kind (`commands.arguments`).
 VERSION = cli_type(parse_count, "--version")
 
@@ -342,6 +343,8 @@ def _option_flags(p: argparse.ArgumentParser, action: str) -> None:
         parse = f.metadata.get("parse")
         choices = getattr(parse, "keywords", {}).get("choices")
         kwargs = {"type": cli_type(parse, flag)} if parse else {}
+        if "metavar" in shape:
+            kwargs["metavar"] = shape["metavar"]
         p.add_argument(flag, dest=f.name, default=f.default, choices=choices, help=doc, **kwargs)
 
 
@@ -481,6 +484,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true", help="print stable JSON (see docs/lake.md); errors as JSON")
         _option_flags(p, f"lake_{name}")
         p.set_defaults(fn=fn)
+    report_help = "the lake report of a maintenance history: each table's health across runs, what runs spent and saved"
+    p = lake.add_parser("report", help=report_help, description=report_help)
+    p.prog = "deltalog lake report"
+    p.add_argument("path", metavar="HISTORY_URI", help="the maintenance history table (the autopilot's history_uri)")
+    p.add_argument("--storage-option", type=KEY_VALUE, action="append", metavar="KEY=VALUE", help="fsspec option")
+    p.add_argument("--json", action="store_true", help="print the report as JSON (see docs/lake.md); errors as JSON")
+    _option_flags(p, "lake_report")
+    p.set_defaults(fn=cmd_lake_report)
     p = sub.add_parser("completion", help="print a shell completion script", description="print a completion script")
     p.add_argument("shell", choices=("bash", "zsh"))
     p.set_defaults(fn=cmd_completion, json=False)

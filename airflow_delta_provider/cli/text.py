@@ -390,3 +390,56 @@ def show_lake_run(result: dict[str, Any], out: TextIO) -> None:
     write_table(rows, list(keys), out)
     if result["history_version"] is not None:
         out.write(f"history: version {result['history_version']}\n")
+
+
+def _change(value: int | None) -> str:
+    return "-" if value is None else f"{value:+,}" if value else "0"
+
+
+def show_lake_report(result: dict[str, Any], out: TextIO) -> None:
+    """The lake report: its runs and totals, then one line per table (its latest health, and what changed
+    between the last two runs' plan-time health)."""
+    t = result["totals"]
+    what = f"table {result['table']}" if result.get("table") else f"{t['tables']} tables"
+    out.write(
+        f"history {result['history_uri']} (version {result['history_version']}): {t['runs']} runs, {what}; "
+        f"{t['operations']} steps done, {t['failed']} failed\n"
+    )
+    out.write(
+        f"spent: read {human_bytes(t['bytes_read'])}, wrote {human_bytes(t['bytes_written'])}, "
+        f"{t['seconds']:.3g} s; saved: {t['files_removed']:,} files, {human_bytes(t['bytes_reclaimed'])}\n"
+    )
+    rows = []
+    for tb in result["tables"]:
+        p, c = tb.get("latest") or {}, tb.get("since_previous") or {}
+        share = p.get("small_file_share")
+        rows.append(
+            [
+                tb["table"],
+                str(len(tb["runs"])),
+                "-" if p.get("files") is None else f"{p['files']:,}",
+                "-" if share is None else f"{share:.0%}",
+                "-" if p.get("tombstone_bytes") is None else human_bytes(p["tombstone_bytes"]),
+                "-" if p.get("commits_since_checkpoint") is None else str(p["commits_since_checkpoint"]),
+                _change(c.get("files")),
+                _change(c.get("versions")),
+                str(len(tb["failures"])),
+            ]
+        )
+    if rows:
+        head = [
+            "table",
+            "runs",
+            "files",
+            "small",
+            "tombstoned",
+            "since checkpoint",
+            "files since last",
+            "commits since last",
+            "failed",
+        ]
+        write_table(rows, head, out)
+    if not result["runs"]:
+        out.write("no maintenance run is recorded in this history yet\n")
+    if result.get("out"):
+        out.write(f"report written to {result['out']}\n")

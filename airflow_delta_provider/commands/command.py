@@ -116,6 +116,8 @@ class _Run:
         self.options = dict(request.storage_options)
         self.spark_factory = spark_factory or default_spark_session
         self.spark: SparkSession | None = None
+        #: the lake scan's table healths (`lake_plan`), recorded by `lake_run`
+        self.healths: list[Any] = []
         #: the snapshot the action read, and its small-file threshold (for a report's histograms)
         self.snap: Snapshot | None = None
         self.small_file_bytes = 0
@@ -372,14 +374,17 @@ class _Run:
         found, _, scanned = self._lake()
         budget = Budget(bytes=o.budget_bytes, requests=o.budget_requests, seconds=o.budget_seconds)
         planned = plan(scanned.healths, budget, errors=[*found.errors, *scanned.errors])
+        self.healths = list(scanned.healths)  # `lake_run` records them
         tables = sorted({t.table for t in planned.tasks})
         by_table = [{"table": t, "tasks": [x.to_dict() for x in planned.for_table(t)]} for t in tables]
         return {"table": self.request.table, "discovery": found.to_dict(), **planned.to_dict(), "by_table": by_table}
 
     def lake_run(self) -> dict[str, Any]:
         """`lake_plan`, then (with `apply`) each table's tasks in order, rewrites proved; the rows appended to
-        the `history` table in one commit. A table's failure is its rows' error, never the others'."""
-        from ..delta.lake.history import record_runs
+        the `history` table in one commit, with each scanned table's health at plan time. A table's failure is
+        its rows' error, never the others'. With engine `spark`, the tables the plan put on "spark" (the
+        policy's `spark_min_files`) run on the session the scan used."""
+        from ..delta.lake.history import health_row, record_runs
         from ..delta.lake.run import run_table
 
         o = self.request.options
@@ -394,11 +399,41 @@ class _Run:
                     apply_vacuum=o.apply_vacuum,
                     clock=self._clock(),
                     storage_options=self.options,
+                    engines=self._lake_engines(),
                 )
+            rows += [health_row(h) for h in self.healths]
         run_id = f"deltalog-{uuid.uuid4()}"  # one CLI or job run; the autopilot DAG records its DAG run's id
         rows = [{"run_id": run_id, **row} for row in rows]
         version = record_runs(o.history, rows, storage_options=self.options) if o.history and rows else None
         return {**planned, "apply": o.apply, "runs": rows, "history_version": version}
+
+    def lake_report(self) -> dict[str, Any]:
+        """The lake report of the history at the request's `table` (`commands.lake_report`), written to `out`
+        when given (HTML; Markdown or JSON for a `.md` or `.json` name): the report and `out`. No history
+        table there is a `TableNotFoundError`."""
+        from .lake_report import LAKE_RENDERERS, lake_report
+        from .request import REPORT_FORMATS
+
+        r, o = self.request, self.request.options
+        with self._timed("report_s"):
+            report = lake_report(
+                r.table, table=o.table_uri, storage_options=self.options, max_runs=o.max_runs, health=o.health
+            )
+        if report["history_version"] is None:  # the report pages show an empty history; a command names it
+            raise TableNotFoundError(f"No maintenance history table at {r.table}", table=r.table)
+        if o.out:
+            fmt = next((f for ext, f in REPORT_FORMATS.items() if o.out.lower().endswith(ext)), "html")
+            write_text(o.out, LAKE_RENDERERS[fmt](report), self.options)
+        return {**report, "out": o.out}
+
+    def _lake_engines(self) -> dict[str, Callable[[], Any]]:
+        """The lake run's "spark" engine: this run's session (engine `spark`), else none."""
+        if self.request.engine != "spark" or self.spark is None:
+            return {}
+        from ..delta.engines.spark import SparkEngine
+
+        spark, threshold = self.spark, int(self.request.auto_threshold_mb * 1024 * 1024)
+        return {"spark": lambda: SparkEngine(spark, storage_options=self.options, driver_state_max_bytes=threshold)}
 
     def snapshot_report(self) -> dict[str, Any]:
         o = self.request.options
@@ -511,6 +546,7 @@ ACTIONS: dict[str, Callable[[_Run], dict[str, Any]]] = {
     "lake_scan": _Run.lake_scan,
     "lake_plan": _Run.lake_plan,
     "lake_run": _Run.lake_run,
+    "lake_report": _Run.lake_report,
 }
 assert set(ACTIONS) == set(OPTIONS), "every action has a handler and an options class"
 #: Actions that read a whole table state (the ones `engine="auto"` sizes by their log segment).

@@ -9,6 +9,11 @@ Only the log is read (no data file): files and small files (the lake policy's de
 target file size), tombstoned bytes and those past the deleted-file retention, rows hidden by deletion vectors
 (PROTOCOL.md "Deletion Vectors"), commits since the last checkpoint. A version no longer reconstructible (its
 log cleaned up) is a point with its error and no numbers.
+
+Each run also records every scanned table's health at plan time (`delta.lake.history.health_row`): those
+rows are each table's `recorded_health` (one point per run, from the history alone), `since_previous` (what
+changed between its last two recorded points) and the lake's `lake_recorded` series; a table whose log is not
+read (`health=False`, or beyond `MAX_HEALTH_TABLES`) is charted from them.
 """
 
 from __future__ import annotations
@@ -23,12 +28,14 @@ from typing import Any
 
 from ..delta.delta_log import DeltaLog
 from ..delta.errors import DeltaError, InvalidArgumentError, TableNotFoundError
+from ..delta.lake.history import HEALTH_COLUMNS, HEALTH_OPERATION
 from ..delta.protocol.lake_policy import LakePolicy
 from ..delta.read.deletion_vectors import read_data_file
 from .charts import human_bytes, lake_health_chart, lake_tables_chart, maintenance_chart
+from .request import REPORT_MAX_RUNS
 
 #: Most runs (the latest) a report shows; the JSON holds the same ones.
-MAX_RUNS = 30
+MAX_RUNS = REPORT_MAX_RUNS
 #: Most tables whose health across runs the lake report reads (the ones run most recently); the others show
 #: their history rows only.
 MAX_HEALTH_TABLES = 50
@@ -231,7 +238,7 @@ def lake_points(runs: Sequence[Mapping[str, Any]], tables: Sequence[Mapping[str,
                 continue
             known = []
             for t in tables:
-                seen = [p for p in t.get("health") or () if p.get("files") is not None and p["at_ms"] <= at]
+                seen = [p for p in t.get("health") or () if p.get("files") is not None and (p["at_ms"] or 0) <= at]
                 if seen:
                     known.append(seen[-1])
             if not known:
@@ -240,6 +247,63 @@ def lake_points(runs: Sequence[Mapping[str, Any]], tables: Sequence[Mapping[str,
             point = {k: sum(p[k] or 0 for p in known) for k in _HEALTH_SUMS}
             points.append({"run_id": run["run_id"], "phase": phase, "label": label, "at_ms": at,
                            "tables_counted": len(known), **point})  # fmt: skip
+    return points
+
+
+#: What `since_previous` compares between a table's last two recorded health points.
+CHANGE_KEYS = ("files", "bytes", "small_files", "rows", "dv_rows", "tombstone_bytes", "reclaimable_bytes",
+               "commits_since_checkpoint", "log_files")  # fmt: skip
+_HEALTH_NAMES = tuple(name for name, _ in HEALTH_COLUMNS)
+
+
+def recorded_points(rows: Iterable[Mapping[str, Any]], runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A table's health rows as chart points, one per run (its last row in a run), oldest run first."""
+    order = {r["run_id"]: (i, r) for i, r in enumerate(runs)}
+    latest: dict[str, Mapping[str, Any]] = {}
+    for row in rows:
+        if row.get("operation") == HEALTH_OPERATION and row["run_id"] in order:
+            seen = latest.get(row["run_id"])
+            if seen is None or (row.get("started") or 0) >= (seen.get("started") or 0):
+                latest[row["run_id"]] = row
+    points = []
+    for run_id, row in sorted(latest.items(), key=lambda kv: order[kv[0]][0]):
+        run = order[run_id][1]
+        points.append({"at_ms": row.get("started"), "run_id": run_id, "phase": "plan",
+                       "label": f"{run['label']}\nplan", "version": row.get("version"), "error": None,
+                       **{k: row.get(k) for k in _HEALTH_NAMES}})  # fmt: skip
+    return points
+
+
+def since_previous(points: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """What changed between the last two recorded points: each of `CHANGE_KEYS` as (now - then), None where
+    either side is unknown, and the commits between them (`versions`); None with fewer than two points."""
+    known = [p for p in points if p.get("files") is not None]
+    if len(known) < 2:
+        return None
+    then, now = known[-2], known[-1]
+
+    def delta(key: str) -> Any:
+        a, b = then.get(key), now.get(key)
+        return None if a is None or b is None else b - a
+
+    return {"from_run": then["run_id"], "to_run": now["run_id"], "versions": delta("version"),
+            **{k: delta(k) for k in CHANGE_KEYS}}  # fmt: skip
+
+
+def recorded_lake_points(runs: Sequence[Mapping[str, Any]], tables: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """The lake at each run's plan time, from the history alone: each table's recorded health summed, every
+    table counted at its last recorded point at or before that run (`tables_counted` says how many had one)."""
+    points = []
+    for i, run in enumerate(runs):
+        known = []
+        for t in tables:
+            seen = [p for p in t["recorded_health"] if p["run_id"] in {r["run_id"] for r in runs[: i + 1]}]
+            if seen:
+                known.append(seen[-1])
+        if known:
+            sums = {k: sum(p.get(k) or 0 for p in known) for k in _HEALTH_SUMS}
+            points.append({"run_id": run["run_id"], "phase": "plan", "label": f"{run['label']}\nplan",
+                           "at_ms": run.get("started_ms"), "tables_counted": len(known), **sums})  # fmt: skip
     return points
 
 
@@ -306,6 +370,8 @@ def lake_report(
                 "_runs": table_runs,
             }
         )
+        recorded = recorded_points(table_rows, table_runs)
+        tables[-1].update(recorded_health=recorded, since_previous=since_previous(recorded))
     tables.sort(key=lambda t: (-(t["last_run_ms"] or 0), t["table"]))
     if health:
         chosen = tables[:MAX_HEALTH_TABLES]
@@ -315,7 +381,8 @@ def lake_report(
             t["health"] = points
     for t in tables:
         t.pop("_runs")
-        t.setdefault("health", None)
+        if t.get("health") is None:  # its log not read: its recorded health, if any
+            t["health"] = t["recorded_health"] or None
         readable = [p for p in t["health"] or () if p.get("files") is not None]
         t["latest"] = readable[-1] if readable else None
     totals = {
@@ -333,7 +400,8 @@ def lake_report(
             tombstone_bytes_now=sum(p["tombstone_bytes"] for p in latest),
         )
     return {
-        "lake_health": lake_points(runs, tables) if health and table is None else [],
+        "lake_health": lake_points(runs, tables) if table is None else [],
+        "lake_recorded": recorded_lake_points(runs, tables) if table is None else [],
         "history_uri": history_uri,
         "history_version": version,
         "table": table,
@@ -356,6 +424,16 @@ def render_lake_json(report: Mapping[str, Any]) -> str:
 def _share(point: Mapping[str, Any] | None) -> str:
     share = (point or {}).get("small_file_share")
     return "-" if share is None else f"{100 * share:.0f} %"
+
+
+def _signed(value: int | None, fmt: Any = None) -> str:
+    """A change with its sign (`+3`, `-1.2 MiB`), `0` for none, `-` when unknown."""
+    if value is None:
+        return "-"
+    if not value:
+        return "0"
+    text = fmt(abs(value)) if fmt else f"{abs(value):,}"
+    return ("+" if value > 0 else "-") + text
 
 
 def render_lake_markdown(report: Mapping[str, Any]) -> str:
@@ -385,6 +463,31 @@ def render_lake_markdown(report: Mapping[str, Any]) -> str:
                 f"| {p['label'].replace(chr(10), ' ')} | {p.get('run_id') or '-'} | {p.get('version', '-')} | "
                 f"{p['files']:,} | {p['small_files']:,} | {human_bytes(p['tombstone_bytes'])} | "
                 f"{human_bytes(p['reclaimable_bytes'])} | {p['dv_rows']:,} | {p['commits_since_checkpoint']:,} |"
+            )
+    one = report.get("table") and report["tables"]
+    recorded = report["tables"][0]["recorded_health"] if one else report.get("lake_recorded") or []
+    if recorded:
+        head = "| run | version | files | small | bytes | tombstoned | past retention | DV rows | commits since "
+        head += "checkpoint |"
+        out += ["", "## Health at plan time (recorded by each run)", "", head, "|" + "---|" * 9]
+        for p in recorded:
+            version = "-" if p.get("version") is None else p["version"]
+            out.append(
+                f"| {p['run_id']} | {version} | {p['files']:,} | "
+                f"{p['small_files']:,} | {human_bytes(p['bytes'])} | {human_bytes(p['tombstone_bytes'])} | "
+                f"{human_bytes(p['reclaimable_bytes'])} | {p['dv_rows']:,} | {p['commits_since_checkpoint']:,} |"
+            )
+    changed = [tb for tb in report["tables"] if tb.get("since_previous")]
+    if changed:
+        out += ["", "## Changed since the previous run", "", "| table | runs | commits | files | small | bytes | "
+                "tombstoned | DV rows | commits since checkpoint |", "|" + "---|" * 9]  # fmt: skip
+        for tb in changed:
+            c = tb["since_previous"]
+            out.append(
+                f"| {tb['table']} | {c['from_run']} -> {c['to_run']} | {_signed(c['versions'])} | "
+                f"{_signed(c['files'])} | {_signed(c['small_files'])} | {_signed(c['bytes'], human_bytes)} | "
+                f"{_signed(c['tombstone_bytes'], human_bytes)} | {_signed(c['dv_rows'])} | "
+                f"{_signed(c['commits_since_checkpoint'])} |"
             )
     if report["runs"]:
         out += ["", "## Runs", "", "| run | started | tables | done | failed | read | written | files removed "

@@ -340,6 +340,41 @@ class LakeRunOptions(LakePlanOptions):
     history: str | None = _opt(None, _location, "append what ran to this Delta table", parse=parse_location)
 
 
+#: The lake report's formats, by the extension of `--out` (anything else: HTML).
+REPORT_FORMATS = {".json": "json", ".md": "md"}
+#: Most runs a lake report shows by default (`commands.lake_report.MAX_RUNS`).
+REPORT_MAX_RUNS = 30
+
+
+@dataclass(frozen=True)
+class LakeReportOptions(_Options):
+    """The lake report (`commands.lake_report`) of the maintenance history that is the request's `table`."""
+
+    table_uri: str | None = _opt(
+        None, _location, "report this table only (as the history names it)", flag="--table", metavar="URI",
+        parse=parse_location,
+    )  # fmt: skip
+    max_runs: int = _opt(
+        REPORT_MAX_RUNS,
+        _count(minimum=1, optional=False),
+        f"show the last N runs (default {REPORT_MAX_RUNS})",
+        parse=partial(parse_count, minimum=1),
+    )
+    out: str | None = _opt(
+        None,
+        _location,
+        "write the report to this file or URI: HTML, or Markdown/JSON for a .md/.json name",
+        metavar="FILE",
+        parse=parse_location,
+    )
+    health: bool = _opt(
+        True,
+        _flag,
+        "read no table's log: health from what each run recorded at plan time only",
+        flag="--no-health",
+    )
+
+
 #: Each action's options class (the command layer's `ACTIONS` maps the same names to their handlers).
 OPTIONS: dict[str, type] = {
     "version": NoOptions,
@@ -361,6 +396,7 @@ OPTIONS: dict[str, type] = {
     "lake_scan": LakeScanOptions,
     "lake_plan": LakePlanOptions,
     "lake_run": LakeRunOptions,
+    "lake_report": LakeReportOptions,
 }
 
 

@@ -35,6 +35,7 @@ def estimate_row(table: str, task: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "table": table,
         "operation": task["operation"],
+        "engine": task.get("engine") or "local",
         "est_bytes": (cost.get("bytes_read") or 0) + (cost.get("bytes_written") or 0),
         "est_requests": sum((cost.get("requests") or {}).values()),
         "est_seconds": cost.get("seconds"),
