@@ -1,30 +1,39 @@
 """The lake scan at scale (issue 26): `delta.lake.scan` over N tables, each a classic checkpoint of F active files
 and a tail of C commits after it, locally and on the loopback S3 server (moto, tests/support/s3_server.py).
 
-For each store it reports seconds per table and requests per table, against two floors measured the same way
-(same tables, same thread count):
+For each store it reports, per table, wall and CPU milliseconds (this process: `getrusage`; on S3 the moto
+server's CPU is reported apart) and requests, for two scans (`row_counts=True`, the default, and
+`row_counts=False`, which leaves the checkpoint's `add.stats` unread) against floors measured the same way (same
+tables, same thread count, each a pass over every table):
 
 * `list floor`: listing every `_delta_log` once (the issue's floor);
-* `I/O floor`: that listing plus reading, as raw bytes without parsing, exactly what a log-only health needs:
-  the checkpoint (one GET) and each commit after it (one GET each).
+* `I/O floor`: that listing plus reading, as raw bytes without parsing, what a log-only health reads: the
+  checkpoint (one GET) and each commit after it (one GET each);
+* `health floor`: the listing, the commits' raw bytes and pyarrow decoding exactly the checkpoint columns the
+  health needs (`HEALTH_COLUMNS`: the file actions' path, size, partition values, deletion vector and stats,
+  the tombstones' fields, metaData and protocol), nothing else; `lean floor`: the same without `add.stats`
+  (what `row_counts=False` needs).
 
 Requests on S3 are counted by the counting proxy (`S3Proxy`), by kind; the expected set per table is the listing
 page(s), the checkpoint's reads (footer and row groups) and one GET per commit, nothing more. Locally the
-library's own counts (`TableHealth.requests`) are reported.
+library's own counts (`TableHealth.requests`) are reported. `--profile N` also times (CPU, one thread, N tables)
+where one table's scan goes: listing, checkpoint decode, snapshot, the health's counting.
 
 The template log is generated directly with pyarrow (bench/generate.py's checkpoint writer, the Delta checkpoint
 schema), not through delta-rs writes, then copied to each table (the tables are identical; on disk each is its own
-copy, so the page cache holds N copies). The runs are warm (the floor runs first and fills the cache).
+copy, so the page cache holds N copies). The runs are warm (the floors run first and fill the cache).
 
-    .venv/bin/python bench/lake_scan_bench.py --tables 1000 --files 1000 [--s3] [--markdown out.md]
+    .venv/bin/python bench/lake_scan_bench.py --tables 1000 --files 10000 [--s3 --s3-tables 100] [--profile 20]
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import random
+import resource
 import shutil
 import sys
 import time
@@ -39,7 +48,7 @@ sys.path.insert(0, str(BENCH_DIR.parent / "tests"))
 sys.path.insert(0, str(BENCH_DIR))
 
 import generate as gen  # noqa: E402
-from benchlib import machine_info  # noqa: E402
+from benchlib import loadavg, machine_info  # noqa: E402
 
 from airflow_delta_provider.delta.lake import scan  # noqa: E402
 
@@ -81,31 +90,130 @@ def build_lake(root: Path, tables: int, tmpl: Path) -> list[Path]:
     return paths
 
 
+#: What a log-only health needs of a checkpoint (as `pyarrow.parquet` column paths; absent ones are skipped).
+HEALTH_COLUMNS = (
+    "metaData",
+    "protocol",
+    "add.path",
+    "add.size",
+    "add.partitionValues",
+    "add.deletionVector",
+    "add.stats",
+    "remove.path",
+    "remove.size",
+    "remove.partitionValues",
+    "remove.deletionTimestamp",
+    "remove.deletionVector",
+)
+LEAN_COLUMNS = tuple(c for c in HEALTH_COLUMNS if c != "add.stats")
+
+
+def cpu_seconds() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     t0 = time.perf_counter()
     out = fn()
     return time.perf_counter() - t0, out
 
 
-def local_floors(paths: list[Path], threads: int) -> tuple[float, float]:
+def measured(fn: Callable[[], Any], server_cpu: Callable[[], float] | None = None) -> tuple[dict[str, Any], Any]:
+    """Wall and CPU seconds of `fn` (this process; `server_cpu`'s too when given), the 1-minute load."""
+    c0, s0 = cpu_seconds(), server_cpu() if server_cpu else 0.0
+    wall, out = timed(fn)
+    m = {"wall_s": round(wall, 3), "cpu_s": round(cpu_seconds() - c0, 3), "load1": loadavg().split()[0]}
+    if server_cpu:
+        m["server_cpu_s"] = round(server_cpu() - s0, 3)
+    return m, out
+
+
+def run_phases(
+    phases: dict[str, Callable[[], Any]], repeat: int, server_cpu: Callable[[], float] | None = None
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Each phase `repeat` times, round-robin (a change of load touches every phase alike); per phase the run
+    with the least wall time (with its CPU, load and the walls of every run) and its last output."""
+    best: dict[str, dict[str, Any]] = {}
+    outputs: dict[str, Any] = {}
+    for _ in range(repeat):
+        for name, fn in phases.items():
+            m, outputs[name] = measured(fn, server_cpu)
+            walls = [*best.get(name, {}).get("walls", []), m["wall_s"]]
+            if name not in best or m["wall_s"] < best[name]["wall_s"]:
+                best[name] = m
+            best[name]["walls"] = walls
+    return best, outputs
+
+
+def decode(source: Any, columns: tuple[str, ...]) -> int:
+    """Rows of `columns` (those present) decoded from a checkpoint with pyarrow: the floor's parse."""
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(source)
+    names = set(pf.schema_arrow.names)
+    present = []
+    for c in columns:
+        parent, _, child = c.partition(".")
+        if parent not in names:
+            continue
+        ptype = pf.schema_arrow.field(parent).type
+        if not child or ptype.get_field_index(child) >= 0:
+            present.append(c)
+    return pf.read(columns=present).num_rows
+
+
+def _tail(names: list[str], cp: str) -> list[str]:
+    return [n for n in names if n.endswith(".json") and n > cp[:20]]
+
+
+def local_phases(paths: list[Path], pool: ThreadPoolExecutor) -> dict[str, Callable[[], Any]]:
+    """The floors over `paths` (see the module docstring) on `pool`."""
+
     def listing(p: Path) -> list[str]:
         return os.listdir(p / "_delta_log")
 
-    def io(p: Path) -> int:
+    def raw(p: Path) -> int:
         names = listing(p)
         log = p / "_delta_log"
         cp = max(n for n in names if n.endswith(".checkpoint.parquet"))
-        tail = [n for n in names if n.endswith(".json") and n > cp[:20]]
-        return sum(len((log / n).read_bytes()) for n in [cp, *tail])
+        return sum(len((log / n).read_bytes()) for n in [cp, *_tail(names, cp)])
 
-    with ThreadPoolExecutor(threads) as pool:
-        list_s, _ = timed(lambda: list(pool.map(listing, paths)))
-        io_s, _ = timed(lambda: list(pool.map(io, paths)))
-    return list_s, io_s
+    def health(p: Path, columns: tuple[str, ...]) -> int:
+        names = listing(p)
+        log = p / "_delta_log"
+        cp = max(n for n in names if n.endswith(".checkpoint.parquet"))
+        return decode(str(log / cp), columns) + sum(len((log / n).read_bytes()) for n in _tail(names, cp))
+
+    return {
+        "list floor": lambda: list(pool.map(listing, paths)),
+        "I/O floor": lambda: list(pool.map(raw, paths)),
+        "health floor": lambda: list(pool.map(lambda p: health(p, HEALTH_COLUMNS), paths)),
+        "lean floor": lambda: list(pool.map(lambda p: health(p, LEAN_COLUMNS), paths)),
+    }
 
 
-def run_scan(uris: list[str], threads: int, options: dict[str, Any] | None) -> tuple[float, Any]:
-    return timed(lambda: scan(uris, storage_options=options, concurrency=threads, now_ms=BASE_MS + 86_400_000))
+def run_scan(uris: list[str], threads: int, options: dict[str, Any] | None, row_counts: bool = True) -> Any:
+    result = scan(
+        uris, storage_options=options, concurrency=threads, now_ms=BASE_MS + 86_400_000, row_counts=row_counts
+    )
+    assert not result.errors, result.errors[:3]
+    return result
+
+
+def scan_phases(uris: list[str], threads: int, options: dict[str, Any] | None) -> dict[str, Callable[[], Any]]:
+    """The scan with row counts (the default) and without (`row_counts=False`), after a scan of a few tables in
+    each mode (imports, clients and connections are set up outside the measured runs)."""
+    for row_counts in (True, False):
+        run_scan(uris[:4], threads, options, row_counts)
+    return {
+        "scan": lambda: run_scan(uris, threads, options, True),
+        "scan, row_counts=False": lambda: run_scan(uris, threads, options, False),
+    }
 
 
 def per_table(result: Any) -> dict[str, float]:
@@ -116,23 +224,59 @@ def per_table(result: Any) -> dict[str, float]:
     return {k: round(v / n, 2) for k, v in sorted(counts.items())}
 
 
-def bench_local(paths: list[Path], threads: int) -> dict[str, Any]:
-    local_floors(paths, threads)  # warm the page cache
-    list_s, io_s = local_floors(paths, threads)
-    uris = [str(p) for p in paths]
-    scan_s, result = run_scan(uris, threads, None)
-    assert not result.errors, result.errors[:3]
+def bench_local(paths: list[Path], threads: int, repeat: int) -> dict[str, Any]:
+    with ThreadPoolExecutor(threads) as pool:
+        phases = local_phases(paths, pool)
+        for fn in phases.values():  # warm the page cache
+            fn()
+        phases.update(scan_phases([str(p) for p in paths], threads, None))
+        best, outputs = run_phases(phases, repeat)
     return {
         "store": "local",
         "tables": len(paths),
-        "list_floor_s": list_s,
-        "io_floor_s": io_s,
-        "scan_s": scan_s,
-        "requests_per_table": per_table(result),
+        "phases": best,
+        "requests_per_table": per_table(outputs["scan"]),
+        "peak_rss_mib": round(peak_rss_mib(), 1),
     }
 
 
-def bench_s3(paths: list[Path], threads: int) -> dict[str, Any]:
+def _process_cpu(pid: int) -> float:
+    """CPU seconds of process `pid` (utime + stime, /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's running children (the moto server)."""
+    total = 0.0
+    me = str(os.getpid())
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+            if text.rsplit(")", 1)[1].split()[1] == me:
+                total += _process_cpu(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def _kinds(seen: list[Any]) -> Counter[str]:
+    """HTTP requests seen by the proxy, by kind."""
+    kinds: Counter[str] = Counter()
+    for r in seen:
+        if r.is_list:
+            kinds["LIST"] += 1
+        elif r.method == "GET" and "range" in r.headers:
+            kinds["GET range (checkpoint)" if r.path.endswith(".parquet") else "GET range"] += 1
+        elif r.method == "GET":
+            kind = "GET _last_checkpoint" if r.path.endswith("_last_checkpoint") else "GET"
+            kinds[kind + (" commit" if r.path.endswith(".json") else "")] += 1
+        else:
+            kinds[r.method + (" checkpoint" if r.path.endswith(".parquet") else "")] += 1
+    return kinds
+
+
+def bench_s3(paths: list[Path], threads: int, repeat: int) -> dict[str, Any]:
     from support.s3_server import S3Proxy, boto3_client, create_bucket, s3_storage_options, start_moto_server
 
     bucket = "lake"
@@ -157,65 +301,133 @@ def bench_s3(paths: list[Path], threads: int) -> dict[str, Any]:
                 out.extend(page.get("Contents", []))
             return out
 
-        def io(name: str) -> int:
+        def io_floor(name: str) -> int:
             keys = [o["Key"] for o in listing(name)]
             cp = max(k for k in keys if k.endswith(".checkpoint.parquet"))
             base = cp.rsplit("/", 1)[1][:20]
             tail = [k for k in keys if k.endswith(".json") and k.rsplit("/", 1)[1] > base]
             return sum(len(client.get_object(Bucket=bucket, Key=k)["Body"].read()) for k in [cp, *tail])
 
+        def health(name: str, columns: tuple[str, ...]) -> int:
+            keys = [o["Key"] for o in listing(name)]
+            cp = max(k for k in keys if k.endswith(".checkpoint.parquet"))
+            base = cp.rsplit("/", 1)[1][:20]
+            tail = [k for k in keys if k.endswith(".json") and k.rsplit("/", 1)[1] > base]
+            data = client.get_object(Bucket=bucket, Key=cp)["Body"].read()
+            rows = decode(io.BytesIO(data), columns)
+            return rows + sum(len(client.get_object(Bucket=bucket, Key=k)["Body"].read()) for k in tail)
+
         names = [p.name for p in paths]
-        with ThreadPoolExecutor(threads) as pool:
-            list_s, _ = timed(lambda: list(pool.map(listing, names)))
-            io_s, _ = timed(lambda: list(pool.map(io, names)))
         uris = [f"s3://{bucket}/{n}" for n in names]
-        options = s3_storage_options(server)
-        scan_s, result = run_scan(uris, threads, options)
-        assert not result.errors, result.errors[:3]
-        with S3Proxy(server.endpoint) as proxy:
-            counted = scan(uris, storage_options=s3_storage_options(server, proxy.endpoint), concurrency=threads)
-            assert not counted.errors, counted.errors[:3]
-            seen = proxy.snapshot()
-        kinds: Counter[str] = Counter()
-        for r in seen:
-            if r.is_list:
-                kinds["LIST"] += 1
-            elif r.method == "GET" and "range" in r.headers:
-                kinds["GET range (checkpoint)" if r.path.endswith(".parquet") else "GET range"] += 1
-            elif r.method == "GET":
-                kind = "GET _last_checkpoint" if r.path.endswith("_last_checkpoint") else "GET"
-                kinds[kind + (" commit" if r.path.endswith(".json") else "")] += 1
-            else:
-                kinds[r.method + (" checkpoint" if r.path.endswith(".parquet") else "")] += 1
+        with ThreadPoolExecutor(threads) as pool:
+            phases: dict[str, Callable[[], Any]] = {
+                "list floor": lambda: list(pool.map(listing, names)),
+                "I/O floor": lambda: list(pool.map(io_floor, names)),
+                "health floor": lambda: list(pool.map(lambda n: health(n, HEALTH_COLUMNS), names)),
+                "lean floor": lambda: list(pool.map(lambda n: health(n, LEAN_COLUMNS), names)),
+                **scan_phases(uris, threads, s3_storage_options(server)),
+            }
+            best, outputs = run_phases(phases, repeat, _children_cpu)
+        result = outputs["scan"]
+        http: dict[str, dict[str, float]] = {}
+        for name, row_counts in (("scan", True), ("scan, row_counts=False", False)):
+            with S3Proxy(server.endpoint) as proxy:
+                options = s3_storage_options(server, proxy.endpoint)
+                counted = scan(uris, storage_options=options, concurrency=threads, row_counts=row_counts)
+                assert not counted.errors, counted.errors[:3]
+                http[name] = {k: round(v / len(paths), 2) for k, v in sorted(_kinds(proxy.snapshot()).items())}
     n = len(paths)
     return {
         "store": "s3 (moto, loopback)",
         "tables": n,
-        "upload_s": upload_s,
-        "list_floor_s": list_s,
-        "io_floor_s": io_s,
-        "scan_s": scan_s,
+        "upload_s": round(upload_s, 1),
+        "phases": best,
         "requests_per_table": per_table(result),
-        "http_per_table": {k: round(v / n, 2) for k, v in sorted(kinds.items())},
-        "http_total_per_table": round(sum(kinds.values()) / n, 2),
+        "peak_rss_mib": round(peak_rss_mib(), 1),
+        "http_per_table": http,
     }
+
+
+def profile(paths: list[Path]) -> dict[str, float]:
+    """CPU milliseconds per table (one thread, warm) of each part of a local scan, over `paths`."""
+    from airflow_delta_provider.delta.delta_log import DeltaLog
+    from airflow_delta_provider.delta.engines.local import EAGER_STATS, LocalEngine
+    from airflow_delta_provider.delta.lake import table_health
+    from airflow_delta_provider.delta.lake.health import _file_columns
+
+    def log(p: Path) -> Path:
+        return p / "_delta_log"
+
+    def cp(p: Path) -> str:
+        return str(max(log(p).glob("*.checkpoint.parquet")))
+
+    def update(p: Path, lazy: int) -> Any:
+        return DeltaLog(str(p), engine=LocalEngine(lazy_stats_bytes=lazy, threaded=False)).update()
+
+    snap = update(paths[0], EAGER_STATS)
+    physical = snap.physical_partition_columns
+    parts: dict[str, Callable[[Path], Any]] = {
+        "listing": lambda p: os.listdir(log(p)),
+        "commits, raw bytes": lambda p: [f.read_bytes() for f in sorted(log(p).glob("*.json"))],
+        "checkpoint, health columns (pyarrow)": lambda p: decode(cp(p), HEALTH_COLUMNS),
+        "checkpoint, health columns but add.stats (pyarrow)": lambda p: decode(cp(p), LEAN_COLUMNS),
+        "checkpoint, add.stats alone (pyarrow)": lambda p: decode(cp(p), ("add.stats",)),
+        "checkpoint, every column (pyarrow)": lambda p: _read_all(cp(p)),
+        "snapshot (listing, checkpoint, commits, state), stats read": lambda p: update(p, EAGER_STATS),
+        "snapshot, stats unread": lambda p: update(p, 0),
+        "health counting (numRecords, partitions, sizes; on a loaded snapshot)": lambda p: _file_columns(
+            snap, physical
+        ),
+        "table_health": lambda p: table_health(str(p), now_ms=BASE_MS + 86_400_000),
+        "table_health(row_counts=False)": lambda p: table_health(str(p), now_ms=BASE_MS + 86_400_000, row_counts=False),
+    }
+    out = {}
+    for name, fn in parts.items():
+        fn(paths[0])
+        c0 = cpu_seconds()
+        for p in paths:
+            fn(p)
+        out[name] = round(1000 * (cpu_seconds() - c0) / len(paths), 2)
+    out["load1"] = float(loadavg().split()[0])
+    return out
+
+
+def _read_all(path: str) -> int:
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path).read().num_rows
 
 
 def markdown(rows: list[dict[str, Any]], files: int, commits: int) -> str:
     lines = [
-        f"Tables of {files:,} active files in one checkpoint and {commits} commits after it.",
+        f"Tables of {files:,} active files in one checkpoint and {commits} commits after it; per table: wall ms, "
+        "this process's CPU ms (moto's apart), and each phase's ratio to the floors (wall); each phase the fastest of "
+        "its runs (round-robin).",
         "",
-        "| store | tables | scan s | ms/table | list floor s | I/O floor s | scan / list floor | scan / I/O floor "
-        "| requests per table |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| store | tables | phase | wall ms/table | CPU ms/table | server CPU ms/table | load1 "
+        "| / list floor | / health floor | / lean floor |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        reqs = r.get("http_per_table") or r["requests_per_table"]
-        lines.append(
-            f"| {r['store']} | {r['tables']} | {r['scan_s']:.2f} | {1000 * r['scan_s'] / r['tables']:.1f} "
-            f"| {r['list_floor_s']:.2f} | {r['io_floor_s']:.2f} | {r['scan_s'] / r['list_floor_s']:.1f}x "
-            f"| {r['scan_s'] / r['io_floor_s']:.2f}x | {json.dumps(reqs)} |"
-        )
+        n, ph = r["tables"], r["phases"]
+        for name, m in ph.items():
+            server = f"{1000 * m['server_cpu_s'] / n:.1f}" if "server_cpu_s" in m else ""
+            ratios = " | ".join(
+                f"{m['wall_s'] / ph[f]['wall_s']:.2f}x" if ph[f]["wall_s"] else "-"
+                for f in ("list floor", "health floor", "lean floor")
+            )
+            lines.append(
+                f"| {r['store']} | {n} | {name} | {1000 * m['wall_s'] / n:.2f} | {1000 * m['cpu_s'] / n:.2f} "
+                f"| {server} | {m['load1']} | {ratios} |"
+            )
+    lines.append("")
+    for r in rows:
+        reqs = r.get("http_per_table") or {"scan": r["requests_per_table"]}
+        lines.append(f"Requests per table, {r['store']}: {json.dumps(reqs)}; peak RSS {r['peak_rss_mib']} MiB.")
+        if "profile_cpu_ms" in r:
+            lines.append("")
+            parts = json.dumps(r["profile_cpu_ms"])
+            lines.append(f"Where one table's scan goes (CPU ms per table, one thread): {parts}")
     return "\n".join(lines) + "\n"
 
 
@@ -227,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--s3", action="store_true", help="also on the loopback S3 server")
     parser.add_argument("--s3-tables", type=int, default=None, help="tables on S3 (default: --tables)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each phase, round-robin (the fastest kept)")
+    parser.add_argument("--profile", type=int, default=0, help="time the parts of a scan over this many tables")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
@@ -235,10 +449,12 @@ def main(argv: list[str] | None = None) -> int:
     root = DATA / f"lake_{args.files}_{args.commits}"
     paths = build_lake(root, args.tables, tmpl)
     print(f"generated {args.tables} tables in {time.perf_counter() - t0:.1f} s", flush=True)
-    rows = [bench_local(paths, args.threads)]
+    rows = [bench_local(paths, args.threads, args.repeat)]
+    if args.profile:
+        rows[0]["profile_cpu_ms"] = profile(paths[: args.profile])
     print(json.dumps(rows[-1]), flush=True)
     if args.s3:
-        rows.append(bench_s3(paths[: args.s3_tables or args.tables], args.threads))
+        rows.append(bench_s3(paths[: args.s3_tables or args.tables], args.threads, args.repeat))
         print(json.dumps(rows[-1]), flush=True)
     text = markdown(rows, args.files, args.commits)
     print(text)
