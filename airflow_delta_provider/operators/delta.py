@@ -7,6 +7,7 @@ docs/airflow.md.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -27,14 +28,13 @@ from ..commands.reports import REPORT_KINDS
 from ..commands.request import Request, option_names
 from ..delta.errors import InvalidArgumentError
 from ..delta.protocol.lake_policy import DEFAULT_MAX_DEPTH
-from ..delta.protocol.optimize import DEFAULT_MIN_NUM_FILES, DEFAULT_SMALL_FILE_MB
 from ..hooks.job import SUBMIT_CONF_DEFAULTS, DeltaJobError, DeltaJobHook, spark_target  # noqa: F401 (re-exported)
 from ..jobs import job_script
 from ..jobs.runner import job_argv
 from ..version_watch import last_version, storage_options
 from .leases import DeltaReleaseLeaseOperator as DeltaReleaseLeaseOperator  # re-exported with the operators
 from .leases import take_lease
-from .parsers import PARSERS
+from .parsers import PARSERS, action_arguments
 
 if TYPE_CHECKING:  # pragma: no cover
     from airflow.providers.common.compat.sdk import Context
@@ -94,8 +94,11 @@ class DeltaJobOperator(SparkSubmitOperator):
     work from this process over a Spark Connect session instead of spark-submit (`DeltaJobHook`)."""
 
     action: str = ""
-    #: The action's own arguments, read into its request by their parsers (`dry_run` as `apply=not dry_run`,
-    #: `plan` as `plan` or `plan_uri`).
+    #: Defaults of the action's arguments that differ from its options' (`parsers.action_arguments`): the
+    #: options' `apply` is taken as `dry_run`, a dry run by default, unless `apply` is named here.
+    argument_defaults: Mapping[str, Any] = {"dry_run": True}
+    #: The action's own arguments (set from its options by `__init_subclass__`), read into its request by
+    #: their parsers (`dry_run` as `apply=not dry_run`, `plan` as `plan` or `plan_uri`); each is templated.
     request_arguments: tuple[str, ...] = ()
     #: The result's keys the XCom summary copies (besides `table_uri`, `engine`, `result_uri` and, for an
     #: action with a report, `reports`), and the counts it adds (summary key: the result's list or dict).
@@ -148,6 +151,21 @@ class DeltaJobOperator(SparkSubmitOperator):
         self._delta_result: dict[str, Any] | None = None
         #: The running task's hook (`on_kill` interrupts its Connect sessions).
         self._delta_hook: DeltaJobHook | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Give an operator of an action its arguments from the action's options, unless the class writes its
+        own `__init__`: the request's names, the template fields and an `__init__` taking those its bases do
+        not (`inspect.signature` shows them, so Airflow's `default_args` and `expand` see them too)."""
+        super().__init_subclass__(**kwargs)
+        if not cls.action or "__init__" in vars(cls):
+            return
+        arguments = action_arguments(cls.action, cls.argument_defaults)
+        cls.request_arguments = tuple(arguments)
+        cls.template_fields = tuple(dict.fromkeys((*cls.template_fields, *arguments)))
+        taken = {name for base in cls.__mro__[1:] for name in inspect.signature(base.__init__).parameters}
+        own = {name: p for name, p in arguments.items() if name not in taken}
+        if own:
+            cls.__init__ = _arguments_init(cls, own)  # type: ignore[method-assign]
 
     # -- the arguments and the request ----------------------------------------------------------------
     def set_arguments(self, **values: Any) -> None:
@@ -268,6 +286,27 @@ class DeltaJobOperator(SparkSubmitOperator):
 
     #: As on completion: a failed check is reported as a failed data quality assertion.
     get_openlineage_facets_on_failure = get_openlineage_facets_on_complete
+
+
+def _arguments_init(cls: type[DeltaJobOperator], own: Mapping[str, inspect.Parameter]) -> Any:
+    """`cls.__init__`: takes `own` (keyword arguments: name to `inspect.Parameter`), hands the rest to the base
+    class and sets each of `own` by its parser (`DeltaJobOperator.set_arguments`)."""
+    required = [name for name, p in own.items() if p.default is inspect.Parameter.empty]
+
+    def __init__(self: DeltaJobOperator, **kwargs: Any) -> None:
+        missing = [name for name in required if name not in kwargs]
+        if missing:
+            raise TypeError(f"{cls.__name__}() missing required keyword argument {missing[0]!r}")
+        values = {name: kwargs.pop(name, p.default) for name, p in own.items()}
+        super(cls, self).__init__(**kwargs)
+        self.set_arguments(**values)
+
+    varkw = inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD, annotation="Any")
+    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    __init__.__signature__ = inspect.Signature([self_param, *own.values(), varkw], return_annotation="None")  # type: ignore[attr-defined]
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    __init__.__doc__ = f"Arguments: {', '.join(own)} (the {cls.action} options'), and `DeltaJobOperator`'s."
+    return __init__
 
 
 #: `since_version` default: the version the previous successful run of this task checked (its XCom).
@@ -402,23 +441,11 @@ class DeltaLogCleanupOperator(DeltaJobOperator):
     (`apply=False`); `write_checkpoint_first=True` writes a checkpoint at the cutoff first."""
 
     action = "cleanup_log"
-    request_arguments = ("apply", "write_checkpoint_first", "lease_location")
+    argument_defaults: Mapping[str, Any] = {"apply": False}
     summary_keys = (
         *("dry_run", "cutoff", "num_files", "bytes", "deleted", "earliest_readable_version"),
         *("kept_checkpoint_version", "reason"),
     )
-    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "apply", "lease_location")
-
-    def __init__(
-        self,
-        *,
-        apply: bool | str = False,
-        write_checkpoint_first: bool = False,
-        lease_location: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.set_arguments(apply=apply, write_checkpoint_first=write_checkpoint_first, lease_location=lease_location)
 
     def describe(self, result: dict[str, Any]) -> str:
         dry = result["dry_run"]
@@ -435,35 +462,11 @@ class DeltaVacuumOperator(DeltaJobOperator):
     (local engine only) moves the files aside instead, for `DeltaVacuumUndoOperator` to put back."""
 
     action = "vacuum"
-    request_arguments = ("dry_run", "mode", "enforce_retention_duration", "untracked_grace_hours", "quarantine")
-    request_arguments += ("lease_location", "plan")
     summary_keys = (
         *("dry_run", "version", "cutoff", "mode", "num_files", "bytes", "deleted", "deleted_bytes"),
         *("directories", "quarantine_id", "quarantine", "lease_kept_files", "lease_kept_bytes"),
     )
     summary_counts = (("num_dropped", "dropped"), ("num_leases", "leases"))
-    template_fields: Sequence[str] = (
-        *DeltaJobOperator.template_fields,
-        *("plan", "untracked_grace_hours", "lease_location"),
-    )
-
-    def __init__(
-        self,
-        *,
-        dry_run: bool = True,
-        mode: str = "full",
-        enforce_retention_duration: bool = True,
-        untracked_grace_hours: float | str | None = None,
-        plan: Mapping[str, Any] | str | None = None,
-        quarantine: bool = False,
-        lease_location: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.set_arguments(untracked_grace_hours=untracked_grace_hours, dry_run=dry_run, mode=mode)
-        self.set_arguments(enforce_retention_duration=enforce_retention_duration, quarantine=quarantine)
-        self.set_arguments(lease_location=lease_location)
-        self.plan = plan
 
     def describe(self, result: dict[str, Any]) -> str:
         table, moves, qid = result["table"], result.get("quarantine"), result.get("quarantine_id")
@@ -485,17 +488,12 @@ class DeltaVacuumUndoOperator(DeltaJobOperator):
     quarantine is another table's or being purged; a rerun continues an interrupted undo."""
 
     action = "vacuum_undo"
-    request_arguments = ("quarantine_id",)
+    argument_defaults: Mapping[str, Any] = {"quarantine_id": inspect.Parameter.empty}
     summary_keys = (
         *("quarantine_id", "location", "state", "num_files", "moved", "moved_bytes", "finished"),
         "already_in_place",
     )
     summary_counts = (("num_missing", "missing"),)
-    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "quarantine_id")
-
-    def __init__(self, *, quarantine_id: str | Mapping[str, Any], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.set_arguments(quarantine_id=quarantine_id)
 
     def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
         summary = super().summarize(result, context, result_uri)
@@ -512,14 +510,8 @@ class DeltaVacuumPurgeOperator(DeltaJobOperator):
     unfinished ones are left and reported. **Dry run by default** (`dry_run=True`)."""
 
     action = "vacuum_purge"
-    request_arguments = ("older_than_hours", "dry_run")
     summary_keys = ("dry_run", "older_than_ms", "num_purged", "deleted_files", "deleted_bytes")
     summary_counts = (("num_skipped", "skipped"),)
-    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "older_than_hours", "dry_run")
-
-    def __init__(self, *, older_than_hours: float | str = 168.0, dry_run: bool | str = True, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.set_arguments(older_than_hours=older_than_hours, dry_run=dry_run)
 
     def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
         summary = super().summarize(result, context, result_uri)
@@ -543,40 +535,13 @@ class DeltaOptimizeOperator(DeltaJobOperator):
     `max_files`/`max_bytes` bound one run (most valuable bins first); the rest is reported over budget."""
 
     action = "optimize"
-    request_arguments = ("dry_run", "where", "target_size", "min_num_files", "min_small_file_ratio")
-    request_arguments += ("small_file_mb", "max_commit_bytes", "zorder_by", "max_files", "max_bytes")
+    argument_defaults: Mapping[str, Any] = {"dry_run": False}
     summary_keys = (
         *("dry_run", "read_version", "version", "versions", "num_files_removed", "num_files_added"),
         *("bytes_removed", "bytes_added", "zorder_by", "zorder_overlap"),
         *("num_files_over_budget", "bytes_over_budget"),
     )
     summary_counts = (("num_partitions", "partitions"),)
-    template_fields: Sequence[str] = (
-        *DeltaJobOperator.template_fields,
-        *("where", "dry_run", "min_small_file_ratio", "zorder_by", "max_files", "max_bytes"),
-    )
-
-    def __init__(
-        self,
-        *,
-        dry_run: bool | str = False,
-        zorder_by: str | Sequence[str] | None = None,
-        target_size: int | None = None,
-        min_num_files: int = DEFAULT_MIN_NUM_FILES,
-        where: str | None = None,
-        min_small_file_ratio: float | str | None = None,
-        small_file_mb: float = DEFAULT_SMALL_FILE_MB,
-        max_commit_bytes: int | None = None,
-        max_files: int | str | None = None,
-        max_bytes: int | str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.set_arguments(dry_run=dry_run, min_small_file_ratio=min_small_file_ratio, target_size=target_size)
-        self.set_arguments(min_num_files=min_num_files, small_file_mb=small_file_mb, max_commit_bytes=max_commit_bytes)
-        self.set_arguments(max_files=max_files, max_bytes=max_bytes)
-        self.where = where
-        self.zorder_by = zorder_by if zorder_by is None or isinstance(zorder_by, str) else ",".join(zorder_by)
 
     def describe(self, result: dict[str, Any]) -> str:
         verb = ("would z-order" if result["dry_run"] else "z-ordered") if result.get("zorder_by") else None
@@ -593,26 +558,12 @@ class DeltaRestoreOperator(DeltaJobOperator):
     `dry_run=False` with `plan` (that dry run's result or `result_uri`) applies it only if a fresh plan matches."""
 
     action = "restore"
-    request_arguments = ("dry_run", "allow_partial", "plan")
     summary_keys = ("dry_run", "version", "read_version", "target_version", "metrics")
     summary_counts = (
         ("num_restored", "files_restored"),
         ("num_removed", "files_removed"),
         ("num_missing", "missing_files"),
     )
-    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "plan", "dry_run")
-
-    def __init__(
-        self,
-        *,
-        dry_run: bool | str = True,
-        allow_partial: bool = False,
-        plan: Mapping[str, Any] | str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.set_arguments(dry_run=dry_run, allow_partial=allow_partial)
-        self.plan = plan
 
     def describe(self, result: dict[str, Any]) -> str:
         m = result.get("metrics") or {}
@@ -626,13 +577,7 @@ class DeltaRepairOperator(DeltaJobOperator):
     removed in an `FSCK` commit so readers stop failing on them. **Dry run by default** (`dry_run=True`)."""
 
     action = "repair"
-    request_arguments = ("dry_run",)
     summary_keys = ("dry_run", "version", "read_version", "num_files_checked", "num_missing", "missing_bytes")
-    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "dry_run")
-
-    def __init__(self, *, dry_run: bool | str = True, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.set_arguments(dry_run=dry_run)
 
     def describe(self, result: dict[str, Any]) -> str:
         done = "would remove" if result["dry_run"] else f"removed (version {result['version']})"
@@ -646,36 +591,11 @@ class DeltaPurgeOperator(DeltaJobOperator):
     re-validated, or a fresh plan. The old files stay until VACUUM deletes them after the table's retention."""
 
     action = "purge"
-    request_arguments = ("dry_run", "min_deleted_ratio", "where", "max_files", "max_bytes", "target_size")
-    request_arguments += ("max_commit_bytes", "plan")
     summary_keys = (
         *("dry_run", "read_version", "version", "versions", "num_files_removed", "num_files_added"),
         *("bytes_removed", "bytes_added", "num_deleted_rows_purged", "erasable_after_ms"),
     )
     summary_counts = (("num_dropped", "dropped"),)
-    template_fields: Sequence[str] = (
-        *DeltaJobOperator.template_fields,
-        *("dry_run", "where", "min_deleted_ratio", "max_files", "max_bytes", "plan"),
-    )
-
-    def __init__(
-        self,
-        *,
-        dry_run: bool | str = True,
-        min_deleted_ratio: float | str = 0.0,
-        where: str | None = None,
-        max_files: int | str | None = None,
-        max_bytes: int | str | None = None,
-        target_size: int | None = None,
-        max_commit_bytes: int | None = None,
-        plan: Mapping[str, Any] | str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.set_arguments(dry_run=dry_run, min_deleted_ratio=min_deleted_ratio, max_files=max_files)
-        self.set_arguments(max_bytes=max_bytes, target_size=target_size, max_commit_bytes=max_commit_bytes)
-        self.where = where
-        self.plan = plan
 
     def describe(self, result: dict[str, Any]) -> str:
         done = "would rewrite" if result["dry_run"] else f"rewrote (version {result['version']})"
@@ -690,29 +610,8 @@ class DeltaStatsBackfillOperator(DeltaJobOperator):
     `engine="spark"` is refused before anything runs."""
 
     action = "stats_backfill"
-    request_arguments = ("dry_run", "where", "max_files", "max_bytes", "tighten", "files_per_commit")
     summary_keys = ("dry_run", "read_version", "version", "versions", "metrics")
     summary_counts = (("num_dropped", "files_dropped"),)
-    template_fields: Sequence[str] = (
-        *DeltaJobOperator.template_fields,
-        *("dry_run", "where", "max_files", "max_bytes"),
-    )
-
-    def __init__(
-        self,
-        *,
-        dry_run: bool | str = True,
-        where: str | None = None,
-        max_files: int | str | None = None,
-        max_bytes: int | str | None = None,
-        tighten: bool | str = False,
-        files_per_commit: int | str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.set_arguments(dry_run=dry_run, max_files=max_files, max_bytes=max_bytes, tighten=tighten)
-        self.set_arguments(files_per_commit=files_per_commit)
-        self.where = where
 
     def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> dict[str, Any]:
         summary = super().summarize(result, context, result_uri)
@@ -730,9 +629,6 @@ class DeltaStatsBackfillOperator(DeltaJobOperator):
 class _LakeOperator(DeltaJobOperator):
     """A lake action over `prefixes` (walked for tables) and `tables`; the task's `table_uri` is the first of
     them (it labels the result). Runs in the worker process: a lake scan reads logs only."""
-
-    request_arguments = ("prefixes", "tables", "policy", "max_depth")
-    template_fields: Sequence[str] = (*DeltaJobOperator.template_fields, "prefixes", "tables", "policy")
 
     def __init__(
         self,
@@ -794,22 +690,6 @@ class DeltaLakePlanOperator(_LakeOperator):
     order, ready for `.expand()` (a table with nothing to do is left out)."""
 
     action = "lake_plan"
-    request_arguments = (*_LakeOperator.request_arguments, "budget_bytes", "budget_requests", "budget_seconds")
-    template_fields: Sequence[str] = (
-        *_LakeOperator.template_fields,
-        *("budget_bytes", "budget_requests", "budget_seconds"),
-    )
-
-    def __init__(
-        self,
-        *,
-        budget_bytes: int | str | None = None,
-        budget_requests: int | str | None = None,
-        budget_seconds: float | str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.set_arguments(budget_bytes=budget_bytes, budget_requests=budget_requests, budget_seconds=budget_seconds)
 
     def summarize(self, result: dict[str, Any], context: Context, result_uri: str | None) -> list[dict[str, Any]]:  # type: ignore[override]
         return [{"table_uri": group["table"], "tasks": group["tasks"]} for group in result["by_table"]]

@@ -1,16 +1,28 @@
-"""The operators' argument parsers (`commands.arguments`), one per argument name (`PARSERS`)."""
+"""The operators' arguments, derived from the options each action takes (`commands.request.OPTIONS`).
+
+An operator's own keyword arguments are its action's option fields (`action_arguments`), with their defaults,
+each read by one parser (`PARSERS`): a flag's (`parse_flag`), else the one the option's metadata gives
+`deltalog` (made optional where the default is None), else one named here (`_OWN`) for an argument no
+`deltalog` flag reads or whose Python value is more than text (a plan, a list of URIs, a VACUUM task's XCom).
+"""
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import MISSING, fields
 from functools import partial
 from typing import Any
 
 from ..commands import arguments as arg
-from ..commands.request import ENGINES, VACUUM_MODES
+from ..commands.request import ENGINES, OPTIONS
 from ..delta.protocol.quarantine import check_quarantine_id
 from .leases import parse_lease_ttl, parse_location
+
+#: Option fields that are no operator's own argument: `DeltaJobOperator`'s (`retention_hours`,
+#: `include_files`), those `plan` fills (`plan_uri`) and the one the spark-submit job sets (`plan_dir`).
+NOT_OWN = frozenset({"retention_hours", "include_files", "plan_uri", "plan_dir"})
 
 
 def _quarantine_id(value: Any, argument: str) -> str:
@@ -26,7 +38,12 @@ def _plan(plan: Mapping[str, Any] | str | None, argument: str) -> dict[str, Any]
     if isinstance(plan, Mapping):
         return {"plan": plan}
     text = str(plan)
-    return {"plan": json.loads(text)} if text.lstrip().startswith("{") else {"plan_uri": text}
+    if not text.lstrip().startswith("{"):
+        return {"plan_uri": text}
+    try:
+        return {"plan": json.loads(text)}
+    except ValueError:
+        raise arg.refuse(argument, "a plan (JSON object) or the path or URI of a dry run's result", text) from None
 
 
 def _uris(value: Any, argument: str) -> tuple[str, ...]:
@@ -44,41 +61,77 @@ def _uris(value: Any, argument: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in items)
 
 
-#: Each argument's parser (`commands.arguments`), called as `parse(value, name)`: at `__init__` (a bad literal
-#: fails the DAG at parse time; a template waits), and again once templates are rendered (`argument`).
-PARSERS: dict[str, Callable[[Any, str], Any]] = {
+def _columns(value: Any, argument: str) -> str | None:
+    """Column names: comma-separated text or a list of names (joined); none: None."""
+    if isinstance(value, list | tuple):
+        value = ",".join(value)
+    return value or None
+
+
+_COUNT_FROM_1 = partial(arg.optional(arg.parse_count), minimum=1)
+
+#: The parsers no option's metadata gives: `DeltaJobOperator`'s own arguments, and option fields without a
+#: `deltalog` flag or taking Python values beyond text.
+_OWN: dict[str, Callable[[Any, str], Any]] = {
     "engine": partial(arg.parse_choice, choices=ENGINES),
-    "mode": partial(arg.parse_choice, choices=VACUUM_MODES),
     "version": arg.as_version,
     "since_version": arg.as_version,
     "snapshot_partitions": partial(arg.parse_count, minimum=1),
-    "min_num_files": partial(arg.parse_count, minimum=1),
-    "target_size": partial(arg.optional(arg.parse_count), minimum=1),
-    "max_commit_bytes": partial(arg.optional(arg.parse_count), minimum=1),
     "auto_threshold_mb": arg.optional(arg.parse_number),
-    "retention_hours": arg.optional(arg.parse_hours),
-    "untracked_grace_hours": arg.optional(arg.parse_hours),
+    "dry_run": arg.parse_flag,
+    "submit": arg.parse_flag,
+    "ship_library": arg.parse_flag,
+    "target_size": _COUNT_FROM_1,
+    "max_commit_bytes": _COUNT_FROM_1,
+    "files_per_commit": _COUNT_FROM_1,
     "older_than_hours": arg.parse_hours,
+    "small_file_mb": partial(arg.parse_size, unit="MiB"),
     "lease_ttl": parse_lease_ttl,
     "lease_location": parse_location,
     "quarantine_id": _quarantine_id,
-    "min_small_file_ratio": arg.optional(arg.parse_ratio),
-    "small_file_mb": partial(arg.parse_size, unit="MiB"),
     "where": lambda value, argument: value or None,
-    "zorder_by": lambda value, argument: value or None,
-    "min_deleted_ratio": arg.parse_ratio,
-    "max_files": partial(arg.optional(arg.parse_count), minimum=1),
-    "files_per_commit": partial(arg.optional(arg.parse_count), minimum=1),
-    "max_bytes": arg.optional(arg.parse_bytes),
+    "zorder_by": _columns,
     "prefixes": _uris,
     "tables": _uris,
-    "policy": parse_location,
-    "max_depth": arg.parse_count,
-    "budget_bytes": arg.optional(arg.parse_bytes),
-    "budget_requests": arg.optional(arg.parse_count),
-    "budget_seconds": arg.optional(arg.parse_number),
     "plan": _plan,
-    **dict.fromkeys(("submit", "ship_library", "include_files", "fail_on_data_loss", "apply"), arg.parse_flag),
-    **dict.fromkeys(("write_checkpoint_first", "dry_run", "enforce_retention_duration"), arg.parse_flag),
-    **dict.fromkeys(("allow_partial", "quarantine", "tighten"), arg.parse_flag),
 }
+
+
+def _parsers() -> dict[str, Callable[[Any, str], Any]]:
+    """`_OWN`, then each option field's parser from its metadata (an argument means one thing in every action)."""
+    out = dict(_OWN)
+    for options in OPTIONS.values():
+        for f in fields(options):
+            parse = f.metadata.get("parse")
+            if f.name in out or f.name in ("checks", "plan_uri", "plan_dir"):
+                continue
+            if isinstance(f.default, bool):
+                out[f.name] = arg.parse_flag
+            elif parse is not None:
+                out[f.name] = arg.optional(parse) if f.default is None else parse
+            else:  # pragma: no cover - a new option field needs a parser here
+                raise TypeError(f"option {options.__name__}.{f.name} has no operator parser: add one to _OWN")
+    return out
+
+
+#: Each argument's parser, called as `parse(value, name)`: at `__init__` (a bad literal fails the DAG at parse
+#: time; a template waits), and again once templates are rendered (`DeltaJobOperator.argument`).
+PARSERS: dict[str, Callable[[Any, str], Any]] = _parsers()
+
+
+def action_arguments(action: str, defaults: Mapping[str, Any]) -> dict[str, inspect.Parameter]:
+    """The keyword arguments an operator of `action` takes beyond `DeltaJobOperator`'s: the action's option
+    fields with their defaults, `apply` taken as `dry_run` (its negation; default `defaults["dry_run"]`)
+    unless `defaults` names `apply`, and `defaults` overriding (`inspect.Parameter.empty`: required).
+    Each is annotated with its option's type, or text (a template, or a value as it renders)."""
+    out = {}
+    for f in fields(OPTIONS[action]):
+        if f.name in NOT_OWN:
+            continue
+        name = "dry_run" if f.name == "apply" and "apply" not in defaults else f.name
+        default = f.default if f.default_factory is MISSING else f.default_factory()  # type: ignore[misc]
+        default = defaults.get(name, default)
+        kinds = str(f.type).split(" | ")
+        annotation = " | ".join(dict.fromkeys([*kinds[:1], "str", *kinds[1:]]))  # `int | None` -> `int | str | None`
+        out[name] = inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+    return out
