@@ -586,13 +586,41 @@ def test_name_rules_per_directory_equal_the_rules_per_path() -> None:
     assert subdirectory_key("p=1", "q=e\u0301") == "p=1/q=\u00e9"
 
 
+def test_path_index_holds_the_paths_of_its_arrays_by_directory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`PathIndex` over several arrays, grouped in slices smaller than an array: each directory's subset,
+    membership and the whole set equal a Python set of the same paths (repeats included)."""
+    from airflow_delta_provider.delta.protocol.vacuum import normalize_relative, unprotected_names
+    from airflow_delta_provider.delta.read.arrow_build import string_array
+    from airflow_delta_provider.delta.read.protected_files import PathIndex
+
+    monkeypatch.setattr(PathIndex, "SLICE", 7)
+    paths = [normalize_relative(p) for p in _random_paths(5, 400)]
+    paths = [p for p in paths if p] + paths[:50]
+    index = PathIndex([string_array(paths[:150]), string_array([]), string_array(paths[150:])])
+    expected = set(paths)
+    assert index == expected and len(index) == len(expected) and set(index) == expected
+    directories = {p.rpartition("/")[0] for p in expected}
+    for directory in sorted(directories) * 2:  # again: from the cache or rebuilt
+        under = {p for p in expected if p.rpartition("/")[0] == directory}
+        assert index.directory(directory) == under
+        names = [p.rpartition("/")[2] for p in under] + ["not-there"]
+        assert unprotected_names(directory, names, index) == unprotected_names(directory, names, expected)
+    assert all(p in index for p in expected) and "not-there" not in index and 3 not in index
+
+
 def test_protected_set_from_columns_equals_the_rules_on_logged_files(tmp_path: Path) -> None:
     """`protected_set` (Arrow columns, fast path for simple paths) against `protected_paths` over the same
     snapshot's `LoggedFile`s, on deletion-vector tables of the corpus and a table with encoded paths."""
     from conftest import copy_table
 
     from airflow_delta_provider.delta.protocol.vacuum import protected_paths
-    from airflow_delta_provider.delta.read.protected_files import logged_files, protected_set
+    from airflow_delta_provider.delta.read.protected_files import (
+        expired_index,
+        expired_set,
+        logged_files,
+        protected_index,
+        protected_set,
+    )
 
     path = tmp_path / "enc"
     write_deltalake(str(path), pa.table({"id": [1, 2, 3], "p": ["a b", "café", "x+y%z"]}), partition_by=["p"])
@@ -607,6 +635,14 @@ def test_protected_set_from_columns_equals_the_rules_on_logged_files(tmp_path: P
         for cutoff in (0, later(1)):
             expected = protected_paths(active, tombs, cutoff_ms=cutoff, table_root=dlog.table_uri)
             assert protected_set(snap, cutoff_ms=cutoff, table_root=dlog.table_uri) == expected
+            # the same paths kept in Arrow by directory: equal as a set, and directory by directory
+            index = protected_index(snap, cutoff_ms=cutoff, table_root=dlog.table_uri)
+            assert index == expected and len(index) == len(expected)
+            for directory in {p.rpartition("/")[0] for p in expected} | {"", "nowhere"}:
+                assert index.directory(directory) == {p for p in expected if p.rpartition("/")[0] == directory}
+            assert all(p in index for p in expected) and "nowhere/x" not in index
+            expired = expired_set(snap, cutoff_ms=cutoff, table_root=dlog.table_uri)
+            assert expired_index(snap, cutoff_ms=cutoff, table_root=dlog.table_uri) == expired
         assert any("deletion_vector_" in p for p in expected) or table == path
 
 

@@ -28,7 +28,7 @@ from ..protocol.vacuum import (
     subdirectory_key,
     unprotected_names,
 )
-from ..read.protected_files import expired_set, protected_set
+from ..read.protected_files import PathIndex, expired_index, protected_index
 from ..storage.batch import delete_relative, remove_empty_dirs, stat_entries
 from ..storage.local import LocalLogStore
 from . import Deleted, Revalidation
@@ -51,20 +51,21 @@ class LocalVacuumExecutor:
     can_quarantine = True
 
     def __init__(self) -> None:
-        #: the last protected set, with its snapshot and (cutoff, root): a plan applied in the same call reuses it
-        self._protected: tuple[Snapshot, tuple[int, str], set[str]] | None = None
+        #: the last protected paths, with their snapshot and (cutoff, root): a plan applied in the same call
+        #: reuses them
+        self._protected: tuple[Snapshot, tuple[int, str], PathIndex] | None = None
 
     def _sets(
         self, snapshot: Snapshot, cutoff_ms: int, root: str, now_ms: int, grace_ms: int
-    ) -> tuple[set[str], set[str]]:
+    ) -> tuple[PathIndex, AbstractSet[str]]:
         """The snapshot's protected paths at `cutoff_ms`, and its expired tombstones when the grace matters."""
         last = self._protected
         if last is None or last[0] is not snapshot or last[1] != (cutoff_ms, root):
-            protected = protected_set(snapshot, cutoff_ms=cutoff_ms, table_root=root)
+            protected = protected_index(snapshot, cutoff_ms=cutoff_ms, table_root=root)
             last = self._protected = (snapshot, (cutoff_ms, root), protected)
-        tracked: set[str] = set()
-        if grace_matters(cutoff_ms=cutoff_ms, now_ms=now_ms, grace_ms=grace_ms):
-            tracked = expired_set(snapshot, cutoff_ms=cutoff_ms, table_root=root)
+        tracked: AbstractSet[str] = frozenset()
+        if grace_matters(cutoff_ms=cutoff_ms, now_ms=now_ms, grace_ms=grace_ms):  # grouped when first asked
+            tracked = expired_index(snapshot, cutoff_ms=cutoff_ms, table_root=root)
         return last[2], tracked
 
     def plan_full(

@@ -386,11 +386,19 @@ def subdirectory_key(directory: str, name: str, partition_columns: Sequence[str]
     return f"{directory}/{name}" if directory else name
 
 
+def in_directory(protected: AbstractSet[str], directory: str) -> AbstractSet[str]:
+    """What of `protected` a path directly under `directory` can be: `protected.directory(directory)` when
+    the set is kept by directory (`read.protected_files.PathIndex`), else the whole set."""
+    by_directory = getattr(protected, "directory", None)
+    return protected if by_directory is None else by_directory(directory)
+
+
 def unprotected_names(
     directory: str, names: Sequence[str], protected: AbstractSet[str], partition_columns: Sequence[str] = ()
 ) -> list[tuple[int, str]]:
     """`(index, comparable path)` of the `names` (single components) listed in `directory` that FULL mode
     deletes if old enough: neither hidden, protected, nor a protected file's DV alias. Only these need a stat."""
+    protected = in_directory(protected, directory)  # a name's DV alias is in its directory too
     allowed = _allowed_prefixes(tuple(partition_columns))
     prefix = f"{directory}/" if directory else ""
     out: list[tuple[int, str]] = []
