@@ -22,17 +22,14 @@ import pytest
 from airflow_delta_provider.commands import Request, run
 from airflow_delta_provider.commands.checks import evaluate_checks
 from airflow_delta_provider.commands.command import execute, previous_runs
-from airflow_delta_provider.commands.reports import (
-    REPORT_KINDS,
+from airflow_delta_provider.commands.report_data import (
     deletion_age_histogram,
     file_size_histogram,
-    human_bytes,
-    render_html,
-    render_markdown,
     size_histogram,
     table_health,
     tombstone_age_histogram,
 )
+from airflow_delta_provider.commands.reports import REPORT_KINDS, human_bytes, render_html, render_markdown
 from airflow_delta_provider.delta import DeltaLog
 from airflow_delta_provider.delta.protocol.actions import AddFile
 from airflow_delta_provider.delta.read.arrow_build import int_array
