@@ -8,12 +8,15 @@ tables, same thread count, each a pass over every table):
 
 * `list floor`: listing every `_delta_log` once (the issue's floor);
 * `I/O floor`: that listing plus reading, as raw bytes without parsing, what a log-only health reads: the
-  checkpoint (one GET) and each commit after it (one GET each);
+  checkpoint (one GET) and each commit after it (one GET each; on S3 all at once after the listing, so a
+  table costs two round trips);
 * `health floor`: the listing, the commits' raw bytes and pyarrow decoding exactly the checkpoint columns the
   health needs (`HEALTH_COLUMNS`: the file actions' path, size, partition values, deletion vector and stats,
   the tombstones' fields, metaData and protocol), nothing else; `lean floor`: the same without `add.stats`
   (what `row_counts=False` needs).
 
+`--s3-latency-ms L` runs the S3 phases through a proxy that holds every request L ms first (requests overlap),
+as a store with that first-byte latency (moto on loopback has almost none; its cost is its own CPU).
 Requests on S3 are counted by the counting proxy (`S3Proxy`), by kind; the expected set per table is the listing
 page(s), the checkpoint's reads (footer and row groups) and one GET per commit, nothing more. Locally the
 library's own counts (`TableHealth.requests`) are reported. `--profile N` also times (CPU, one thread, N tables)
@@ -29,6 +32,7 @@ copy, so the page cache holds N copies). The runs are warm (the floors run first
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -106,6 +110,8 @@ HEALTH_COLUMNS = (
     "remove.deletionVector",
 )
 LEAN_COLUMNS = tuple(c for c in HEALTH_COLUMNS if c != "add.stats")
+#: Concurrent GETs of the S3 floors (a table's checkpoint and commits are fetched at once after its listing).
+FLOOR_GETS = 16
 
 
 def cpu_seconds() -> float:
@@ -276,13 +282,45 @@ def _kinds(seen: list[Any]) -> Counter[str]:
     return kinds
 
 
-def bench_s3(paths: list[Path], threads: int, repeat: int) -> dict[str, Any]:
-    from support.s3_server import S3Proxy, boto3_client, create_bucket, s3_storage_options, start_moto_server
+def _delayed_proxy(base: type) -> type:
+    """`S3Proxy` whose every request first waits `latency_s` (in its own handler thread: requests overlap)."""
+
+    class Delayed(base):  # type: ignore[misc, valid-type]
+        latency_s = 0.0
+
+        def _decide(self, seen: Any) -> None:
+            time.sleep(self.latency_s)
+
+    return Delayed
+
+
+def bench_s3(paths: list[Path], threads: int, repeat: int, latency_ms: float = 0) -> dict[str, Any]:
+    from support.s3_server import (
+        S3Proxy,
+        boto3_client,
+        create_bucket,
+        s3_storage_options,
+        start_moto_server,
+    )
 
     bucket = "lake"
     with start_moto_server(auth=False) as server:
         create_bucket(server, bucket)
         client = boto3_client(server)
+
+        def floor_client(endpoint: str) -> Any:
+            import boto3
+            from botocore.config import Config
+
+            return boto3.client(
+                "s3",
+                endpoint_url=endpoint,
+                region_name=server.region,
+                aws_access_key_id=server.access_key,
+                aws_secret_access_key=server.secret_key,
+                config=Config(max_pool_connections=FLOOR_GETS + threads),
+            )
+
         objects = [(p.name, f) for p in paths for f in sorted((p / "_delta_log").iterdir())]
         upload_s, _ = timed(
             lambda: list(
@@ -301,31 +339,41 @@ def bench_s3(paths: list[Path], threads: int, repeat: int) -> dict[str, Any]:
                 out.extend(page.get("Contents", []))
             return out
 
-        def io_floor(name: str) -> int:
+        gets = ThreadPoolExecutor(FLOOR_GETS)  # the floors' GETs after a listing, all at once
+
+        def get(key: str) -> bytes:
+            return client.get_object(Bucket=bucket, Key=key)["Body"].read()
+
+        def after_listing(name: str) -> tuple[str, list[str]]:
             keys = [o["Key"] for o in listing(name)]
             cp = max(k for k in keys if k.endswith(".checkpoint.parquet"))
             base = cp.rsplit("/", 1)[1][:20]
-            tail = [k for k in keys if k.endswith(".json") and k.rsplit("/", 1)[1] > base]
-            return sum(len(client.get_object(Bucket=bucket, Key=k)["Body"].read()) for k in [cp, *tail])
+            return cp, [k for k in keys if k.endswith(".json") and k.rsplit("/", 1)[1] > base]
+
+        def io_floor(name: str) -> int:
+            cp, tail = after_listing(name)
+            return sum(len(b) for b in gets.map(get, [cp, *tail]))
 
         def health(name: str, columns: tuple[str, ...]) -> int:
-            keys = [o["Key"] for o in listing(name)]
-            cp = max(k for k in keys if k.endswith(".checkpoint.parquet"))
-            base = cp.rsplit("/", 1)[1][:20]
-            tail = [k for k in keys if k.endswith(".json") and k.rsplit("/", 1)[1] > base]
-            data = client.get_object(Bucket=bucket, Key=cp)["Body"].read()
-            rows = decode(io.BytesIO(data), columns)
-            return rows + sum(len(client.get_object(Bucket=bucket, Key=k)["Body"].read()) for k in tail)
+            cp, tail = after_listing(name)
+            data, *commits = gets.map(get, [cp, *tail])
+            return decode(io.BytesIO(data), columns) + sum(len(b) for b in commits)
 
         names = [p.name for p in paths]
         uris = [f"s3://{bucket}/{n}" for n in names]
-        with ThreadPoolExecutor(threads) as pool:
+        with contextlib.ExitStack() as stack, ThreadPoolExecutor(threads) as pool, gets:
+            endpoint = server.endpoint
+            if latency_ms:  # every request waits first, as on a store with that latency to the first byte
+                delayed = stack.enter_context(_delayed_proxy(S3Proxy)(server.endpoint))
+                delayed.latency_s = latency_ms / 1000
+                endpoint = delayed.endpoint
+            client = floor_client(endpoint)
             phases: dict[str, Callable[[], Any]] = {
                 "list floor": lambda: list(pool.map(listing, names)),
                 "I/O floor": lambda: list(pool.map(io_floor, names)),
                 "health floor": lambda: list(pool.map(lambda n: health(n, HEALTH_COLUMNS), names)),
                 "lean floor": lambda: list(pool.map(lambda n: health(n, LEAN_COLUMNS), names)),
-                **scan_phases(uris, threads, s3_storage_options(server)),
+                **scan_phases(uris, threads, s3_storage_options(server, endpoint)),
             }
             best, outputs = run_phases(phases, repeat, _children_cpu)
         result = outputs["scan"]
@@ -338,7 +386,7 @@ def bench_s3(paths: list[Path], threads: int, repeat: int) -> dict[str, Any]:
                 http[name] = {k: round(v / len(paths), 2) for k, v in sorted(_kinds(proxy.snapshot()).items())}
     n = len(paths)
     return {
-        "store": "s3 (moto, loopback)",
+        "store": "s3 (moto, loopback)" + (f", +{latency_ms:g} ms per request" if latency_ms else ""),
         "tables": n,
         "upload_s": round(upload_s, 1),
         "phases": best,
@@ -439,6 +487,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--s3", action="store_true", help="also on the loopback S3 server")
     parser.add_argument("--s3-tables", type=int, default=None, help="tables on S3 (default: --tables)")
+    parser.add_argument(
+        "--s3-latency-ms", type=float, default=0, help="S3 phases through a proxy that delays every request"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="runs of each phase, round-robin (the fastest kept)")
     parser.add_argument("--profile", type=int, default=0, help="time the parts of a scan over this many tables")
     parser.add_argument("--json", type=Path)
@@ -454,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
         rows[0]["profile_cpu_ms"] = profile(paths[: args.profile])
     print(json.dumps(rows[-1]), flush=True)
     if args.s3:
-        rows.append(bench_s3(paths[: args.s3_tables or args.tables], args.threads, args.repeat))
+        rows.append(bench_s3(paths[: args.s3_tables or args.tables], args.threads, args.repeat, args.s3_latency_ms))
         print(json.dumps(rows[-1]), flush=True)
     text = markdown(rows, args.files, args.commits)
     print(text)

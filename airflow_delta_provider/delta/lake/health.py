@@ -380,7 +380,10 @@ def table_health(
     dlog = DeltaLog(table, store=store, engine=_engine(table, row_counts))  # type: ignore[arg-type]
     try:
         listing = dlog.list_log(0)  # the one full listing: later listings are answered from it
-        snapshot = dlog.update()
+        segment = dlog.log_segment()
+        if not is_local(dlog.table_uri):  # the commits after the checkpoint in one round of concurrent GETs
+            store.prefetch([c.file.path for c in segment.commits])
+        snapshot = dlog.load_segment(segment)
     except OSError as exc:
         raise StorageError(f"Cannot read the log: {type(exc).__name__}: {exc}", table=dlog.table_uri) from None
     now = snapshot.now_ms() if now_ms is None else now_ms

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO
 
 from ..protocol.filenames import FileInfo
@@ -18,6 +19,21 @@ from ..storage import LogStore
 from ..storage.base import LevelEntry
 
 LAST_CHECKPOINT = "_last_checkpoint"
+
+
+#: Concurrent GETs of all prefetches together (one pool for the process: tables scanned at once share it, and
+#: no thread is started per table).
+PREFETCH_WORKERS = 16
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _prefetch_pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=PREFETCH_WORKERS, thread_name_prefix="delta-lake-get")
+        return _POOL
 
 
 class CountingStore:
@@ -63,8 +79,25 @@ class CountingStore:
         self._count("get")
         data = self.inner.read_bytes(path)
         if path.endswith(".json") and "/_delta_log/" in path.replace("\\", "/"):
-            self._commits[path] = data
+            with self._lock:
+                self._commits[path] = data
         return data
+
+    def prefetch(self, paths: Sequence[str]) -> None:
+        """Read log files (commits) concurrently into the cache, each with the one GET a later `read_bytes` would
+        make: on an object store a tail of commits then costs about one round trip, not one per commit. A read
+        that fails is left to the later `read_bytes`, which raises it as the sequential read would."""
+        todo = [p for p in dict.fromkeys(paths) if p not in self._commits]
+        if len(todo) < 2:
+            return
+
+        def get(path: str) -> None:
+            try:
+                self.read_bytes(path)
+            except Exception:  # not cached: the caller's own read meets (and types) the error
+                pass
+
+        list(_prefetch_pool().map(get, todo))
 
     def open(self, path: str) -> BinaryIO:
         self._count("get")
