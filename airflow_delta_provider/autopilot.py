@@ -4,7 +4,8 @@ task group, prove every rewrite changed no row, and append what happened to the 
 
     discover -> plan -> approval_needed -> approve (HITL, Airflow 3.1+) | no_approval_needed
              -> approved_work -> table[i]: optimize -> vacuum -> checkpoint -> log_cleanup -> prove  (mapped)
-             -> record (one commit to the history table, whatever the tables' outcome)
+             -> record (one commit to the history table, whatever the tables' outcome, with each scanned
+                table's health at plan time)
 
 A table's tasks run in order and only do what was planned for it (a step with nothing planned returns at once);
 its failure fails that table's tasks only; `record` still writes every table's rows (errors included). VACUUM
@@ -25,7 +26,7 @@ from airflow.sdk import DAG, Param, get_current_context, task, task_group
 
 from .delta.errors import DeltaError
 from .delta.lake import Budget, LakePolicy, discover, load_policy, parse_policy, plan, scan
-from .delta.lake.history import record_runs
+from .delta.lake.history import health_row, record_runs
 from .delta.lake.run import STEPS, prove_versions, run_task, with_proofs
 
 try:  # human-in-the-loop operators: Airflow 3.1+ (the module refuses to import before)
@@ -48,6 +49,40 @@ def _retry_kwargs(retries: int) -> dict[str, Any]:
     except ImportError:  # pragma: no cover - Airflow < 3.3
         return {}
     return {"retries": retries, "retry_policy": delta_retry_policy()} if retries else {}
+
+
+def spark_engines(
+    master: str | None,
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    conf: Mapping[str, str] | None = None,
+    app_name: str = "delta_lake_autopilot",
+) -> dict[str, Callable[[], Any]]:
+    """`engines=` for the plan's "spark" tables: a `SparkEngine` on the session `master` names
+    (`commands.spark_session`: `local[...]`, `spark://...`, `yarn`, `k8s://...`, or `sc://host:port` for Spark
+    Connect, this package shipped to its executors), made when a table's task runs (a classic session is
+    the worker process's own, `getOrCreate`). A log under the command layer's auto threshold is replayed on
+    the driver; the rewrites, VACUUM's listing and the checkpoint's writing run on the executors. None or ""
+    master: no engine (a table planned on "spark" then fails its own tasks, naming `engines`)."""
+    if not master:
+        return {}
+    options = dict(storage_options or {})
+
+    def make() -> Any:
+        from .commands.request import DEFAULT_AUTO_THRESHOLD_MB
+        from .commands.spark_session import is_connect_master, spark_session
+        from .delta.engines.spark import SparkEngine
+
+        py_files: list[str] = []
+        if is_connect_master(master):
+            from .jobs import build_py_files_zip
+
+            py_files = [build_py_files_zip()]
+        spark = spark_session(master, options, app_name=app_name, py_files=py_files, conf=conf)
+        threshold = int(DEFAULT_AUTO_THRESHOLD_MB * 1024 * 1024)
+        return SparkEngine(spark, storage_options=options, driver_state_max_bytes=threshold)
+
+    return {"spark": make}
 
 
 def _budget(budget: Budget | Mapping[str, Any] | None) -> Budget | None:
@@ -107,6 +142,7 @@ def lake_autopilot_dag(
     approval_timeout: dt.timedelta = dt.timedelta(hours=20),
     clock: Callable[[], int] | None = None,
     engines: Mapping[str, Callable[[], Any]] | None = None,
+    spark_master: str | None = None,
     **dag_kwargs: Any,
 ) -> DAG:
     """The autopilot DAG over the lake under `prefixes` (plus `tables`), its history appended at `history_uri`.
@@ -120,9 +156,11 @@ def lake_autopilot_dag(
     :param engines: engines by the name the plan gives a table (`{"spark": lambda: SparkEngine(spark)}`, made in
         the task that runs it): a policy's `spark_min_files` puts tables with that many active files on
         "spark"; the others run on the local engine. A table planned on an engine not given fails its own tasks.
+    :param spark_master: the "spark" engine's master when `engines` names none (`spark_engines`).
     """
     prefix_list = [prefixes] if isinstance(prefixes, str) else list(prefixes)
     options = dict(storage_options or {})
+    engines = {**spark_engines(spark_master, options), **(engines or {})}
     budget_ = _budget(budget)
     dag_kwargs.setdefault("schedule", None)
     dag_kwargs.setdefault("catchup", False)
@@ -153,6 +191,7 @@ def lake_autopilot_dag(
             groups = [{"table_uri": t, "tasks": [x.to_dict() for x in lake_plan.for_table(t)]} for t in tables_]
             return {
                 "groups": groups,
+                "health": [health_row(h) for h in result.healths],  # each table at plan time, for the history
                 "needs_approval": [t.to_dict() for t in lake_plan.tasks if t.needs_approval],
                 "deferred": len(lake_plan.deferred),
                 "errors": lake_plan.errors,
@@ -248,6 +287,7 @@ def lake_autopilot_dag(
                     if not row:
                         continue
                     rows.append(with_proofs(row, proofs) if op == "optimize" else dict(row))
+            rows += [dict(h) for h in (planned or {}).get("health") or []]
             now = dt.datetime.now(dt.UTC).isoformat()
             for e in (planned or {}).get("errors") or []:
                 rows.append(

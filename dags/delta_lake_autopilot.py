@@ -13,6 +13,12 @@ with `-c '{"approve": true}'` to run it unattended.
 Configured by environment: DELTA_LAKE_PREFIXES (comma-separated URIs; default: the demo folder),
 DELTA_LAKE_POLICY (a policy file, YAML or JSON; docs/lake.md), DELTA_LAKE_HISTORY_URI (the history table;
 default <first prefix>/_maintenance_history), DELTA_LAKE_BUDGET_BYTES / _REQUESTS / _SECONDS, DELTA_LAKE_POOL.
+
+Big tables on Spark: DELTA_LAKE_SPARK_MASTER (`local[*]`, `spark://host:7077`, `yarn`, `k8s://...`, or
+`sc://host:15002` for Spark Connect) gives the plan's "spark" tables a Spark engine, made in the table's task.
+Which tables are "spark" is the policy's `spark_min_files`: in a DELTA_LAKE_POLICY file, else
+DELTA_LAKE_SPARK_MIN_FILES (default 10000 active files) over the built-in policy. Without a master every table
+runs on the local engine.
 """
 
 from __future__ import annotations
@@ -43,12 +49,20 @@ BUDGET = Budget(
     parallelism=4,
 )
 
+SPARK_MASTER = os.environ.get("DELTA_LAKE_SPARK_MASTER", "").strip() or None
+_spark_min_files = _number("DELTA_LAKE_SPARK_MIN_FILES")
+#: The built-in policy: VACUUM behind a person; with a Spark master, tables from this many files on Spark.
+POLICY_DOC: dict = {"never_unattended": ["vacuum"]}
+if SPARK_MASTER:
+    POLICY_DOC["defaults"] = {"spark_min_files": int(_spark_min_files) if _spark_min_files is not None else 10_000}
+
 dag = lake_autopilot_dag(
     "delta_lake_autopilot",
     PREFIXES,
     history_uri=HISTORY_URI,
-    policy=os.environ.get("DELTA_LAKE_POLICY") or parse_policy({"never_unattended": ["vacuum"]}),
+    policy=os.environ.get("DELTA_LAKE_POLICY") or parse_policy(POLICY_DOC),
     budget=BUDGET,
+    spark_master=SPARK_MASTER,
     pool=os.environ.get("DELTA_LAKE_POOL") or None,
     schedule="@daily",
     start_date=pendulum.datetime(2025, 1, 1, tz="UTC"),

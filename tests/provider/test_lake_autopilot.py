@@ -239,7 +239,12 @@ def test_the_autopilot_runs_the_plan_proves_it_and_records_it(airflow_db: str, t
     DeltaLog.clear_cache()
     hist = DeltaTable(str(history))
     assert hist.version() == recorded["history_version"] == 1  # version 0 created it
-    rows = hist.to_pyarrow_table().to_pylist()
+    every_row = hist.to_pyarrow_table().to_pylist()
+    # each readable table's health as the plan saw it (before the racing writes), then the steps' rows
+    health = {r["table"]: r for r in every_row if r["operation"] == "health"}
+    assert set(health) == {*uri.values(), f"{refused}/clustered"} and health[uri["sales/small"]]["files"] == 7
+    assert {r["status"] for r in health.values()} == {"measured"} and health[uri["old"]]["checkpoint_version"] == 3
+    rows = [r for r in every_row if r["operation"] != "health"]
     assert {(r["table"], r["operation"], r["status"]) for r in rows} == {
         *((t, o, "failed" if t in (broken, raced) else "done") for t, o in planned),
         (f"{refused}/corrupt", "scan", "failed"),  # the scan's error, recorded too
