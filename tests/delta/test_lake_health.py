@@ -265,8 +265,9 @@ def test_without_row_counts_the_plan_is_the_same(tmp_path, events):
 
 
 def test_prefetched_commits_are_read_once_and_a_failed_one_fails_later(events):
-    """`CountingStore.prefetch` reads commits at once into its cache (one GET each, none again later); one that
-    cannot be read is not an error there: the caller's own read raises it, as without the prefetch."""
+    """`CountingStore.prefetch` starts reading commits into its cache (one GET each; a read of one waits for
+    it, none is sent again); one that cannot be read is not an error there: the caller's own read sends it
+    again and raises, as without the prefetch."""
     from airflow_delta_provider.delta.lake.store import CountingStore
     from airflow_delta_provider.delta.storage import LocalLogStore
 
@@ -275,8 +276,9 @@ def test_prefetched_commits_are_read_once_and_a_failed_one_fails_later(events):
     paths = [str(log / f"{v:020d}.json") for v in (0, 1)]
     missing = str(log / f"{99:020d}.json")
     store.prefetch([*paths, missing, paths[0]])
-    assert store.requests["get"] == 3
-    assert [store.read_bytes(p) for p in paths] == [(log / f"{v:020d}.json").read_bytes() for v in (0, 1)]
-    assert store.requests["get"] == 3
+    assert [store.read_bytes(p) for p in (*paths, *paths)] == [
+        (log / f"{v:020d}.json").read_bytes() for v in (0, 1)
+    ] * 2
     with pytest.raises(FileNotFoundError):
         store.read_bytes(missing)
+    assert store.requests["get"] == 4  # three prefetched, the failed one sent again by its reader

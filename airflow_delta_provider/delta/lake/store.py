@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, BinaryIO
 
 from ..protocol.filenames import FileInfo
@@ -44,6 +44,7 @@ class CountingStore:
         self.requests: Counter[str] = Counter()
         self._listings: dict[str, list[FileInfo]] = {}
         self._commits: dict[str, bytes] = {}
+        self._pending: dict[str, Future[None]] = {}
         self._lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
@@ -71,11 +72,20 @@ class CountingStore:
         cached = self._commits.get(path)
         if cached is not None:
             return cached
+        pending = self._pending.get(path)
+        if pending is not None:  # prefetched: wait for that GET rather than send another
+            pending.result()
+            cached = self._commits.get(path)
+            if cached is not None:
+                return cached
         directory, _, name = path.rpartition("/")
         if name == LAST_CHECKPOINT and directory in self._listings:
             # the full listing names every checkpoint: the hint would only cost a GET (PROTOCOL.md "Last
             # Checkpoint File": readers may do without it), so it reads as absent
             raise FileNotFoundError(path)
+        return self._get(path)
+
+    def _get(self, path: str) -> bytes:
         self._count("get")
         data = self.inner.read_bytes(path)
         if path.endswith(".json") and "/_delta_log/" in path.replace("\\", "/"):
@@ -84,20 +94,23 @@ class CountingStore:
         return data
 
     def prefetch(self, paths: Sequence[str]) -> None:
-        """Read log files (commits) concurrently into the cache, each with the one GET a later `read_bytes` would
-        make: on an object store a tail of commits then costs about one round trip, not one per commit. A read
-        that fails is left to the later `read_bytes`, which raises it as the sequential read would."""
-        todo = [p for p in dict.fromkeys(paths) if p not in self._commits]
+        """Start reading log files (commits) concurrently into the cache, each with the one GET a later
+        `read_bytes` would make (which then waits for it): on an object store a tail of commits costs about
+        one round trip, not one per commit, and overlaps the checkpoint's read. A read that fails is left to
+        the later `read_bytes`, which sends it again and raises as the sequential read would."""
+        todo = [p for p in dict.fromkeys(paths) if p not in self._commits and p not in self._pending]
         if len(todo) < 2:
             return
 
         def get(path: str) -> None:
             try:
-                self.read_bytes(path)
+                self._get(path)
             except Exception:  # not cached: the caller's own read meets (and types) the error
                 pass
 
-        list(_prefetch_pool().map(get, todo))
+        pool = _prefetch_pool()
+        for path in todo:
+            self._pending[path] = pool.submit(get, path)
 
     def open(self, path: str) -> BinaryIO:
         self._count("get")
