@@ -586,6 +586,42 @@ def test_name_rules_per_directory_equal_the_rules_per_path() -> None:
     assert subdirectory_key("p=1", "q=e\u0301") == "p=1/q=\u00e9"
 
 
+def _plan_files_reference(c, cutoff_ms: int, now_ms: int, grace_ms: int, tracked: set[str]) -> tuple[list, int, int]:
+    """`plan_candidates`' files and grace counts written out: old enough, the young untracked ones counted
+    apart, then the first listed of each comparable path, sorted by stored path (stable)."""
+    from airflow_delta_provider.delta.protocol.vacuum import PlannedFile
+
+    keep = [i for i in range(len(c)) if c.mtimes[i] < cutoff_ms]
+    young = [i for i in keep if c.mtimes[i] > now_ms - grace_ms and c.keys[i] not in tracked]
+    keep = [i for i in keep if i not in young]
+    first: dict[str, int] = {}
+    for i in keep:
+        first.setdefault(c.keys[i], i)
+    chosen = sorted(first.values(), key=lambda i: (c.paths[i], i))
+    files = [PlannedFile(c.paths[i], c.sizes[i], c.mtimes[i]) for i in chosen]
+    return files, len(young), sum(c.sizes[i] for i in young)
+
+
+def test_plan_candidates_keeps_the_first_listed_of_each_path() -> None:
+    """`plan_candidates` (one pass, no per-candidate set) against the rule written out, on random listings
+    with NFC/NFD twins, `a//b`-style spellings, the same stored path listed twice, young and tracked files."""
+    from airflow_delta_provider.delta.protocol.vacuum import Candidates, normalize_relative, plan_candidates
+
+    rng = random.Random(7)
+    names = ["a", "b", "caf\u00e9", "cafe\u0301", "x y", "p=1/a", "p=1//a", "p=1/./a", "p=2/caf\u00e9", "p=2/z"]
+    for _ in range(200):
+        c = Candidates()
+        for _ in range(rng.randint(0, 12)):
+            path = rng.choice(names)
+            c.append(path, normalize_relative(path), rng.randint(0, 9), rng.choice([10, 50, 90, 99, 100, 120]))
+        tracked = set(rng.sample([normalize_relative(n) for n in names], 3))
+        plan = plan_candidates(
+            c, table="t", version=1, cutoff_ms=100, retention_ms=10, now_ms=110, untracked_grace_ms=20, tracked=tracked
+        )
+        files, young, young_bytes = _plan_files_reference(c, 100, 110, 20, tracked)
+        assert (plan.files, plan.grace_kept_files, plan.grace_kept_bytes) == (files, young, young_bytes)
+
+
 def test_path_index_holds_the_paths_of_its_arrays_by_directory(monkeypatch: pytest.MonkeyPatch) -> None:
     """`PathIndex` over several arrays, grouped in slices smaller than an array: each directory's subset,
     membership and the whole set equal a Python set of the same paths (repeats included)."""

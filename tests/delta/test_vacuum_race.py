@@ -85,6 +85,21 @@ def _readable(path: Path, version: int) -> str | None:
     return None
 
 
+#: The writes that must race the rounds: rounds go on (past `ROUNDS`) until delta-rs committed each of them,
+#: however slowly the writers start on a loaded machine.
+KINDS = {"append", "overwrite", "update", "delete", "merge"}
+
+
+def _kinds_committed(path: Path) -> set[str]:
+    """The kinds of delta-rs writes in the table's history (its WRITE commits by mode)."""
+    out = set()
+    for entry in DeltaTable(str(path)).history():
+        op = str(entry.get("operation", ""))
+        mode = str((entry.get("operationParameters") or {}).get("mode", "")).lower()
+        out.add(mode if op == "WRITE" else op.lower())
+    return out & KINDS
+
+
 def _round(dlog: DeltaLog, i: int) -> VacuumResult:
     kw: dict[str, Any] = dict(retention_hours=0, enforce_retention_duration=False)
     if i % 2:
@@ -117,7 +132,7 @@ def test_no_committed_version_loses_a_file_while_deltars_writes(tmp_path: Path) 
     try:
         time.sleep(0.5)  # the writers start
         low = 0  # versions below the last plan's are no longer checked (retention 0 may empty them)
-        while len(done) < ROUNDS and time.monotonic() < deadline:
+        while (len(done) < ROUNDS or _kinds_committed(path) != KINDS) and time.monotonic() < deadline:
             assert all(w.poll() is None for w in writers), "a writer exited early"
             before_latest = DeltaTable(str(path)).version()
             readable_before = {v for v in range(low, before_latest + 1) if _readable(path, v) is None}
@@ -153,7 +168,7 @@ def test_no_committed_version_loses_a_file_while_deltars_writes(tmp_path: Path) 
         f"delta-rs commits {commits}, {sum(len(s['failures']) for s in stats)} failed operations"
     )
     assert lost == [], "\n".join(lost[:10])
-    assert len(done) == ROUNDS and deleted > 0  # tombstoned files did go: retention 0 was in force
+    assert len(done) >= ROUNDS and deleted > 0  # tombstoned files did go: retention 0 was in force
     assert all(commits[op] > 0 for op in commits), commits  # every kind of write raced the vacuum
     assert missing_active(path) == []  # the latest version, read by this library: every file there
     assert DeltaTable(str(path)).version() == dlog.update().version

@@ -79,6 +79,7 @@ class LocalVacuumExecutor:
         now_ms: int,
         untracked_grace_ms: int,
     ) -> VacuumPlan:
+        release_freed_arrow_memory()
         protected, tracked = self._sets(snapshot, cutoff_ms, dlog.table_uri, now_ms, untracked_grace_ms)
         return plan_candidates(
             listed_candidates(dlog, protected, partition_columns),
@@ -162,6 +163,16 @@ class LocalVacuumExecutor:
         return Deleted(len(done), sum(f.size for f in done), _remove_dirs(dlog, checked))
 
 
+def release_freed_arrow_memory() -> None:
+    """Give the pages Arrow's default pool freed back to the system before a listing: the pool (mimalloc)
+    keeps them, and `ParquetFile` decodes a checkpoint into it, so after a 1M-file state load ~140 MiB of
+    freed decode buffers stayed resident while the listing's Python objects, which cannot use them, grew
+    beside them (bench/RESULTS.md)."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+
+
 def _remove_dirs(dlog: DeltaLog, checked: Revalidation) -> int:
     """The empty directories of the kept and the missing entries removed (a killed run left the latter's)."""
     dirs = {partition_of(f.path) for f in [*checked.plan.files, *checked.missing]}
@@ -239,9 +250,10 @@ def walk_candidates(root: str, protected: AbstractSet[str], partition_columns: S
         pending.extend(subdirs)
         if progress is not None:
             progress(LISTING, len(parts), None if pending else len(parts))
+    parts.sort(key=lambda part: part[0], reverse=True)
     out = Candidates()
-    for _, found in sorted(parts, key=lambda part: part[0]):
-        out.extend(found)
+    while parts:  # each directory's lists freed once copied: no second copy of every candidate at the end
+        out.extend(parts.pop()[1])
     return out
 
 

@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from itertools import pairwise
+from operator import itemgetter
 from typing import Any, NamedTuple
 from urllib.parse import unquote
 
@@ -585,28 +587,36 @@ def plan_candidates(
 ) -> VacuumPlan:
     """The FULL plan: the `candidates` modified before `cutoff_ms`, one per comparable path (the first
     listed), sorted by path. With `untracked_grace_ms`, a candidate not in `tracked` and `within_grace` at
-    `now_ms` (default `cutoff_ms + retention_ms`) is left out and counted in `grace_kept_*`."""
-    mtimes = candidates.mtimes
-    keep = [i for i, mtime in enumerate(mtimes) if mtime < cutoff_ms]
-    grace_files = grace_bytes = 0
+    `now_ms` (default `cutoff_ms + retention_ms`) is left out and counted in `grace_kept_*`.
+
+    One pass in listing order, no per-candidate index or set (a 1M-file table lists 333k candidates): two
+    stored spellings of one comparable path (NFC and NFD, `a//b` and `a/b`) need a key that differs from its
+    stored path (`twins`), and the same stored path listed twice meets its twin in the (stable) sort."""
+    young_after: int | None = None  # `within_grace`: modified after this
     if untracked_grace_ms is not None:
         now = cutoff_ms + retention_ms if now_ms is None else now_ms
         if grace_matters(cutoff_ms=cutoff_ms, now_ms=now, grace_ms=untracked_grace_ms):
-            keys, sizes = candidates.keys, candidates.sizes
-            young = {
-                i
-                for i in keep
-                if within_grace(mtimes[i], now_ms=now, grace_ms=untracked_grace_ms) and keys[i] not in tracked
-            }
-            grace_files, grace_bytes = len(young), sum(sizes[i] for i in young)
-            keep = [i for i in keep if i not in young]
-    keys = [candidates.keys[i] for i in keep]
-    if len(set(keys)) != len(keys):  # two stored spellings of one path (NFC and NFD): the first listed
-        seen: set[str] = set()
-        keep = [i for i, key in zip(keep, keys, strict=True) if not (key in seen or seen.add(key))]
-    paths, sizes = candidates.paths, candidates.sizes
-    keep.sort(key=paths.__getitem__)
-    files = [PlannedFile(paths[i], sizes[i], mtimes[i]) for i in keep]
+            young_after = now - untracked_grace_ms
+    twins = {key for path, key in zip(candidates.paths, candidates.keys, strict=True) if key != path}
+    seen: set[str] = set()
+    files: list[PlannedFile] = []
+    grace_files = grace_bytes = 0
+    columns = (candidates.paths, candidates.keys, candidates.sizes, candidates.mtimes)
+    for path, key, size, mtime in zip(*columns, strict=True):
+        if mtime >= cutoff_ms:
+            continue
+        if young_after is not None and mtime > young_after and key not in tracked:
+            grace_files += 1
+            grace_bytes += size
+            continue
+        if twins and key in twins:
+            if key in seen:
+                continue
+            seen.add(key)
+        files.append(PlannedFile(path, size, mtime))
+    files.sort(key=itemgetter(0))
+    if any(a.path == b.path for a, b in pairwise(files)):  # the same stored path listed twice: the first
+        files = [f for i, f in enumerate(files) if not i or f.path != files[i - 1].path]
     return VacuumPlan(
         table,
         version,
