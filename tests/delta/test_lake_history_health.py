@@ -68,3 +68,32 @@ def test_a_history_whose_column_has_another_type_is_refused(tmp_path: Path) -> N
         record_runs(uri, [{"run_id": "r1", "table": "t", "operation": "optimize"}])
     assert info.value.field_path == "files" and "not a maintenance history" in str(info.value)
     assert DeltaTable(uri).version() == 0
+
+
+def test_a_recorder_that_read_the_old_schema_loses_to_the_evolution_and_finds_it_done(tmp_path, monkeypatch) -> None:
+    """Two recorders at once, in order: the first read the old history, the second evolves it and appends; the
+    first's ADD COLUMNS then loses (a metadata change won: `MetadataChangedError`) and finds the columns there,
+    and an append for the old schema is refused the same way (`record_runs` writes it again for the new one)."""
+    from airflow_delta_provider.delta.errors import MetadataChangedError
+
+    uri = str(tmp_path / "history")
+    _old_history(uri, monkeypatch)
+    first = DeltaLog(uri)
+    stale = first.update()
+    assert record_runs(uri, [{"run_id": "r2", "table": "t", "operation": "health", "files": 1}]) == 3
+    clock = stale.now_ms
+    evolved = history._evolved(first, stale, clock)
+    names = [f["name"] for f in evolved.metadata.schema_json["fields"]]
+    assert evolved.version == 3 and names == [n for n, _ in COLUMNS]  # read, not written again
+    row = history._normalized({"run_id": "r3", "table": "t", "operation": "health", "files": 2}, 0)
+    with pytest.raises(MetadataChangedError):
+        history._append(first, stale, [row], clock)
+    assert record_runs(uri, [{"run_id": "r3", "table": "t", "operation": "health", "files": 2}]) == 4
+    DeltaLog.clear_cache()
+    table = DeltaTable(uri)
+    assert [h["operation"] for h in table.history()].count("ADD COLUMNS") == 1
+    assert sorted((r["run_id"], r["files"]) for r in table.to_pyarrow_table().to_pylist()) == [
+        ("r1", None),
+        ("r2", 1),
+        ("r3", 2),
+    ]
