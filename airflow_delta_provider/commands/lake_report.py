@@ -293,11 +293,12 @@ def since_previous(points: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None
 def recorded_lake_points(runs: Sequence[Mapping[str, Any]], tables: Sequence[Mapping[str, Any]]) -> list[dict]:
     """The lake at each run's plan time, from the history alone: each table's recorded health summed, every
     table counted at its last recorded point at or before that run (`tables_counted` says how many had one)."""
+    index = {r["run_id"]: i for i, r in enumerate(runs)}
     points = []
     for i, run in enumerate(runs):
         known = []
         for t in tables:
-            seen = [p for p in t["recorded_health"] if p["run_id"] in {r["run_id"] for r in runs[: i + 1]}]
+            seen = [p for p in t["recorded_health"] if index.get(p["run_id"], len(runs)) <= i]
             if seen:
                 known.append(seen[-1])
         if known:
