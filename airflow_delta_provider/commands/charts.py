@@ -237,37 +237,45 @@ def age_chart(report: Mapping[str, Any]) -> Chart | None:
     return _chart(fig, "chart-deletion-ages", "Deletion age against the retention cutoff", description)
 
 
+def _files_and_bytes(
+    xs: Sequence[int], points: Sequence[Mapping[str, Any]], files: str, size: str, marker: str | None
+) -> tuple[Figure, Axes]:
+    """Two axes sharing `xs`: each point's active files (key `files`; and its small files when every point has
+    them) above, their bytes (key `size`) below, both from zero. Returns the figure and the lower axes."""
+    from matplotlib.ticker import MaxNLocator
+
+    divisor, unit = byte_unit(max(p[size] or 0 for p in points))
+    fig = _figure(4.2)
+    files_ax, bytes_ax = fig.subplots(2, 1, sharex=True)
+    for ax in (files_ax, bytes_ax):
+        _style(ax)
+        ax.grid(color="#eeeeee")
+    files_ax.plot(xs, [p[files] for p in points], color=_BLUE, marker=marker, label="active files")
+    if all(p.get("small_files") is not None for p in points):
+        small = [p["small_files"] for p in points]
+        files_ax.plot(xs, small, color=_RED, marker=marker, linestyle="--", label="small files")
+    files_ax.set_ylabel("files")
+    files_ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    files_ax.legend(frameon=False, fontsize="small")
+    bytes_ax.plot(xs, [(p[size] or 0) / divisor for p in points], color=_GREEN, marker=marker)
+    bytes_ax.set_ylabel(f"size ({unit})")
+    files_ax.set_ylim(0, max(max(p[files] for p in points), 1) * 1.1)  # a few more files look like a few more
+    bytes_ax.set_ylim(0, max(max((p[size] or 0) for p in points) / divisor, 1) * 1.1)
+    if len(xs) == 1:
+        bytes_ax.set_xlim(xs[0] - 1, xs[0] + 1)
+    return fig, bytes_ax
+
+
 def versions_chart(rows: Sequence[Mapping[str, Any]]) -> Chart | None:
     rows = [r for r in rows if r.get("num_files") is not None]
     if not rows:
         return None
     from matplotlib.ticker import MaxNLocator
 
-    versions = [r["version"] for r in rows]
-    divisor, unit = byte_unit(max(r["size_bytes"] or 0 for r in rows))
     marker = "o" if len(rows) <= 60 else None
-    fig = _figure(4.2)
-    files_ax, bytes_ax = fig.subplots(2, 1, sharex=True)
-    for ax in (files_ax, bytes_ax):
-        _style(ax)
-        ax.grid(color="#eeeeee")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    files_ax.plot(versions, [r["num_files"] for r in rows], color=_BLUE, marker=marker, label="active files")
-    if all(r.get("small_files") is not None for r in rows):
-        small = [r["small_files"] for r in rows]
-        files_ax.plot(versions, small, color=_RED, marker=marker, linestyle="--", label="small files")
-    files_ax.set_ylabel("files")
-    files_ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    files_ax.legend(frameon=False, fontsize="small")
-    bytes_ax.plot(versions, [(r["size_bytes"] or 0) / divisor for r in rows], color=_GREEN, marker=marker)
-    bytes_ax.set_ylabel(f"size ({unit})")
-    files_top = max(max(r["num_files"] for r in rows), 1)
-    bytes_top = max(max((r["size_bytes"] or 0) for r in rows) / divisor, 1)
-    files_ax.set_ylim(0, files_top * 1.1)  # from zero: a few more files should look like a few more
-    bytes_ax.set_ylim(0, bytes_top * 1.1)
+    fig, bytes_ax = _files_and_bytes([r["version"] for r in rows], rows, "num_files", "size_bytes", marker)
+    bytes_ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     bytes_ax.set_xlabel("table version")
-    if len(versions) == 1:
-        files_ax.set_xlim(versions[0] - 1, versions[0] + 1)
     description = f"Active files and their total size at {'each checked version' if len(rows) > 1 else 'this version'}."
     return _chart(fig, "chart-versions", "Files and bytes over versions", description)
 
@@ -356,31 +364,11 @@ def runs_chart(points: Sequence[Mapping[str, Any]]) -> Chart | None:
     points = [p for p in points if p.get("files") is not None]
     if not points:
         return None
-    from matplotlib.ticker import MaxNLocator
-
     xs = list(range(1, len(points) + 1))
-    divisor, unit = byte_unit(max(p["bytes"] or 0 for p in points))
-    fig = _figure(4.2)
-    files_ax, bytes_ax = fig.subplots(2, 1, sharex=True)
-    for ax in (files_ax, bytes_ax):
-        _style(ax)
-        ax.grid(color="#eeeeee")
-    files_ax.plot(xs, [p["files"] for p in points], color=_BLUE, marker="o", label="active files")
-    if all(p.get("small_files") is not None for p in points):
-        small = [p["small_files"] for p in points]
-        files_ax.plot(xs, small, color=_RED, marker="o", linestyle="--", label="small files")
-    files_ax.set_ylabel("files")
-    files_ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    files_ax.set_ylim(0, max(max(p["files"] for p in points), 1) * 1.1)
-    files_ax.legend(frameon=False, fontsize="small")
-    bytes_ax.plot(xs, [(p["bytes"] or 0) / divisor for p in points], color=_GREEN, marker="o")
-    bytes_ax.set_ylabel(f"size ({unit})")
-    bytes_ax.set_ylim(0, max(max((p["bytes"] or 0) for p in points) / divisor, 1) * 1.1)
+    fig, bytes_ax = _files_and_bytes(xs, points, "files", "bytes", "o")
     labels = [f"v{p['version']}" + ("\n(this run)" if i == len(points) - 1 else "") for i, p in enumerate(points)]
     bytes_ax.set_xticks(xs, labels, fontsize="small")
     bytes_ax.set_xlabel("run (table version after it)")
-    if len(xs) == 1:
-        bytes_ax.set_xlim(0, 2)
     n = len(points)
     description = (
         f"Active files and bytes after each of the last {n} runs of this task, oldest first."
