@@ -13,8 +13,10 @@ the checkpoint. Both implementations use the table's default retention (7 days) 
 plans are the tombstoned files and the strays: the bench asserts the two sets are equal.
 
 Every timed command is a fresh process (`run.run_process`: whole-process wall and CPU from `os.wait4`;
-peak RSS from GNU time, since `os.wait4` here would report at least this process's own peak RSS);
-children import a frozen copy of the library, as `run.py` does.
+peak RSS from GNU time, since `os.wait4` here would report at least this process's own peak RSS; the dry
+runs also report their VmHWM right after the library call, before the paths are written out, one line at a
+time: no joined copy of 333k paths adds to either peak); children import a frozen copy of the library, as
+`run.py` does.
 
 * **dry run**: ours through the library (`vacuum(p)`, the planned paths written to a file) and through the
   CLI (`deltalog vacuum TABLE --json` to a file), delta-rs `DeltaTable(p).vacuum(dry_run=True, full=True)`
@@ -64,18 +66,30 @@ SCHEMA = json.dumps(
 # ---------------------------------------------------------------------------------------------------
 # Child programs (argv: table path, then program-specific values). Each prints one JSON line.
 
-OURS_DRY = """
+#: Peak RSS so far (VmHWM), read in a dry-run child right after the library call: the whole-process peak
+#: (GNU time) also counts writing the planned paths out.
+_HWM = """
+def PEAK_RSS_MIB():
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) / 1024 for line in fh if line.startswith("VmHWM:"))
+"""
+
+OURS_DRY = (
+    _HWM
+    + """
 import json, sys, time
 t0 = time.perf_counter()
 from airflow_delta_provider.delta.maintenance.vacuum import vacuum
 t1 = time.perf_counter()
 plan = vacuum(sys.argv[1]).plan
 t2 = time.perf_counter()
+hwm = PEAK_RSS_MIB()
 with open(sys.argv[2], "w") as fh:
-    fh.write("\\n".join(f.path for f in plan.files))
+    fh.writelines(f"{f.path}\\n" for f in plan.files)
 t3 = time.perf_counter()
-print(json.dumps({"answer": [len(plan.files)], "import": t1 - t0, "work": t2 - t1, "write": t3 - t2}))
+print(json.dumps({"answer": [len(plan.files)], "import": t1 - t0, "work": t2 - t1, "write": t3 - t2, "hwm": hwm}))
 """
+)
 
 OURS_CLI_DRY = """
 import sys
@@ -83,20 +97,23 @@ from airflow_delta_provider.cli import main
 sys.exit(main(["vacuum", sys.argv[1], "--json"]))
 """
 
-DELTARS_DRY = """
+DELTARS_DRY = (
+    _HWM
+    + """
 import json, sys, time
 t0 = time.perf_counter()
 from deltalake import DeltaTable
 t1 = time.perf_counter()
 files = DeltaTable(sys.argv[1]).vacuum(dry_run=True, full=True)
 t2 = time.perf_counter()
+hwm = PEAK_RSS_MIB()
 root = sys.argv[1].rstrip("/") + "/"
-rel = sorted(f[len(root):] if f.startswith(root) else f for f in files)
 with open(sys.argv[2], "w") as fh:
-    fh.write("\\n".join(rel))
+    fh.writelines(f"{f[len(root):] if f.startswith(root) else f}\\n" for f in files)
 t3 = time.perf_counter()
-print(json.dumps({"answer": [len(files)], "import": t1 - t0, "work": t2 - t1, "write": t3 - t2}))
+print(json.dumps({"answer": [len(files)], "import": t1 - t0, "work": t2 - t1, "write": t3 - t2, "hwm": hwm}))
 """
+)
 
 OURS_APPLY = """
 import json, sys, time
@@ -401,6 +418,7 @@ def row(name: str, samples: list[run.Sample], base: list[run.Sample] | None, bas
     answers = sorted({f"{s.payload['answer'][0]:,}" for s in samples if s.payload.get("answer")}) or ["-"]
     ratio = f"{med(samples, 'wall') / med(base, 'wall'):.2f}x {base_name}" if base else ""
     inproc = [s.payload for s in samples if "import" in s.payload and "work" in s.payload]
+    hwms = [s for s in samples if "hwm" in s.payload]
     split = (
         f"{statistics.median(p['import'] for p in inproc):.2f} + {statistics.median(p['work'] for p in inproc):.2f} s"
         if inproc
@@ -412,6 +430,7 @@ def row(name: str, samples: list[run.Sample], base: list[run.Sample] | None, bas
         f"{min(walls):.2f}-{max(walls):.2f}",
         f"{med(samples, 'cpu'):.2f} s",
         f"{med(samples, 'rss_mib'):.0f} MiB",
+        f"{statistics.median(s.payload['hwm'] for s in hwms):.0f} MiB" if hwms else "",
         ratio,
         split,
         ", ".join(answers),
@@ -420,7 +439,8 @@ def row(name: str, samples: list[run.Sample], base: list[run.Sample] | None, bas
 
 def report(manifest: dict[str, Any], machine: dict[str, str], dry: dict[str, Any], applies: dict | None) -> str:
     s = dry["samples"]
-    header = ["command", "wall (median)", "wall range", "CPU", "peak RSS", "ratio", "in-process import + work", "files"]
+    header = ["command", "wall (median)", "wall range", "CPU", "peak RSS", "peak RSS after the call", "ratio"]
+    header += ["in-process import + work", "files"]
     rows = [
         row("dry run: ours, `vacuum(p)`", s["ours"], s["delta-rs"], "delta-rs"),
         row("dry run: ours, `deltalog vacuum --json`", s["ours-cli"], s["delta-rs"], "delta-rs"),
