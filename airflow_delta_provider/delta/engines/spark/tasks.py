@@ -26,12 +26,15 @@ FILES_TYPE = (
     "array<struct<is_add:boolean,path:string,size:bigint,partition_values:map<string,string>,"
     "deletion_ts:bigint,json:string>>"
 )
-_SQL_TYPES = {"string": "string", "int64": "long", "bool": "boolean"}
 
 
-def ddl(fields: Iterable[tuple[str, Any]]) -> str:
-    """The Spark DDL schema of (name, Arrow type) pairs (strings, int64s and booleans)."""
-    return ", ".join(f"{name} {_SQL_TYPES[str(t)]}" for name, t in fields)
+def ddl(fields: Iterable[tuple[str, Any]]) -> Any:
+    """The Spark schema (`StructType`) of (name, Arrow type) pairs (strings, int64s and booleans): a
+    schema object, not DDL text, which classic PySpark parses with a call to the JVM each time."""
+    from pyspark.sql import types as T
+
+    kinds = {"string": T.StringType(), "int64": T.LongType(), "bool": T.BooleanType()}
+    return T.StructType([T.StructField(name, kinds[str(t)]) for name, t in fields])
 
 
 def batch_rows(batch: Any, names: Iterable[str]) -> Iterator[tuple[Any, ...]]:

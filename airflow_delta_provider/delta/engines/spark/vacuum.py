@@ -19,6 +19,7 @@ Each task builds its store from the table URI and the storage options (inside it
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -42,20 +43,26 @@ from ...protocol.vacuum import (
     partition_of,
 )
 from ...read.protected_files import expired_set, protected_set
+from ...storage import store_for
 from ...storage.batch import remove_empty_dirs
 from .. import Deleted, Revalidation
 from .vacuum_tasks import (
     CANDIDATE_SCHEMA,
     DELETED_SCHEMA,
     ENTRY_SCHEMA,
+    FLAGGED_SCHEMA,
     LISTED_SCHEMA,
     PLAN_FILE_SCHEMA,
     REFUSED,
     delete_task,
     entry_task,
     expand_task,
+    flag_task,
     list_root_task,
+    listed_table,
     paths_task,
+    plan_task,
+    root_rows,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -71,6 +78,11 @@ DEFAULT_COLLECT_LIMIT = 100_000
 #: Protected paths at most this many are broadcast to the plan's joins (about 10 MB, Spark's default
 #: broadcast threshold); more are sort-merge joined.
 DEFAULT_BROADCAST_LIMIT = 100_000
+#: Protected paths and expired tombstones, together, at most this many travel in the tasks' closures (about
+#: 1 MB pickled) when the state was replayed on the driver: the plan then takes one Spark job, no joins.
+DEFAULT_CLOSURE_LIMIT = 10_000
+#: Listing tasks of a plan made in one job when no parallelism is given (one per root directory, at most).
+_CLOSURE_TASKS = 16
 #: Planned files per task when a plan carried inline is re-validated and deleted (one delete batch).
 _FILES_PER_TASK = 1000
 #: `protocol.vacuum.partition_of(path)` in SQL (no regular expression: names may hold anything).
@@ -107,6 +119,8 @@ class SparkVacuumExecutor:
     :param parallelism: listing tasks, and the most partitions a persisted frame or the delete tasks get
         (default: the session's default parallelism).
     :param broadcast_limit: most protected paths broadcast to the joins (above, they are sort-merge joined).
+    :param closure_limit: most protected paths (and expired tombstones) of a state replayed on the driver
+        that travel in the tasks' closures, so that a plan or its re-validation takes no join (0: never).
     """
 
     in_process = False
@@ -120,6 +134,7 @@ class SparkVacuumExecutor:
         collect_limit: int = DEFAULT_COLLECT_LIMIT,
         parallelism: int | None = None,
         broadcast_limit: int = DEFAULT_BROADCAST_LIMIT,
+        closure_limit: int = DEFAULT_CLOSURE_LIMIT,
     ) -> None:
         if collect_limit < 0:
             raise ValueError("collect_limit must be >= 0")
@@ -132,12 +147,21 @@ class SparkVacuumExecutor:
         self.storage_options = dict(storage_options or {})
         self.plan_dir = plan_dir
         self.collect_limit = collect_limit
-        self.parallelism = parallelism or _default_parallelism(spark)
+        self._parallelism = parallelism
         self.broadcast_limit = broadcast_limit
+        self.closure_limit = closure_limit
         #: the last plan made without a file list, with its files (persisted) for the same executor's apply
         self._unlisted: tuple[VacuumPlan, DataFrame] | None = None
         #: frames the cached list of `_unlisted` was computed from, freed with it
         self._unlisted_inputs: list[DataFrame] = []
+
+    @property
+    def parallelism(self) -> int:
+        """The listing tasks and most partitions of a frame: as given, else the session's default (asked for
+        once, when first needed: a Spark job)."""
+        if self._parallelism is None:
+            self._parallelism = _default_parallelism(self.spark)
+        return self._parallelism
 
     # -- frames ------------------------------------------------------------------------------------------
     def candidates(self, dlog: DeltaLog, *, cutoff_ms: int, partition_columns: Sequence[str]) -> DataFrame:
@@ -227,6 +251,66 @@ class SparkVacuumExecutor:
 
         return run_spark(action, table=dlog.table_uri, version=version)
 
+    def _driver_sets(
+        self, snapshot: Snapshot, table_uri: str, cutoff_ms: int, now_ms: int, grace_ms: int
+    ) -> tuple[frozenset[str], frozenset[str] | None] | None:
+        """The protected paths and (when the grace period matters) the expired tombstones as sets that travel
+        in the tasks' closures, for a state replayed on the driver with at most `closure_limit` of them;
+        else None (the frames and joins of `_lookups`)."""
+        from .state import DistributedFileState
+
+        if isinstance(snapshot.state.files, DistributedFileState):
+            return None
+        protected = protected_set(snapshot, cutoff_ms=cutoff_ms, table_root=table_uri)
+        tracked = None
+        if grace_matters(cutoff_ms=cutoff_ms, now_ms=now_ms, grace_ms=grace_ms):
+            tracked = frozenset(expired_set(snapshot, cutoff_ms=cutoff_ms, table_root=table_uri))
+        if len(protected) + len(tracked or ()) > self.closure_limit:
+            return None
+        return frozenset(protected), tracked
+
+    def _plan_in_tasks(
+        self,
+        dlog: DeltaLog,
+        plan: VacuumPlan,
+        sets: tuple[frozenset[str], frozenset[str] | None],
+        *,
+        partition_columns: list[str],
+        young_after_ms: int,
+    ) -> bool:
+        """Fill `plan` in one Spark job: the root listed here, its directories listed by one task each (at
+        most `parallelism`), the joins done in the tasks (`plan_task`), the rows collected. False, and
+        `plan` untouched, when more than `collect_limit` files would come back."""
+        table, cutoff_ms = dlog.table_uri, plan.cutoff_ms
+        listed = list(root_rows(dlog.store, table, cutoff_ms, partition_columns))
+        if not listed:
+            return True
+        tasks = min(len(listed), self._parallelism or _CLOSURE_TASKS)
+        protected, tracked = sets
+        task = plan_task(
+            table,
+            self.storage_options,
+            cutoff_ms,
+            partition_columns,
+            protected=protected,
+            tracked=tracked,
+            young_after_ms=young_after_ms,
+            max_rows=-(-(self.collect_limit + 1) // tasks),
+        )
+        frame = self.spark.createDataFrame(listed_table(listed)).repartition(tasks)
+        rows = frame.mapInArrow(task, FLAGGED_SCHEMA).collect()
+        if any(r["path"] is None for r in rows) or len(rows) > self.collect_limit:
+            return False
+        young = [r for r in rows if r["young"]]
+        plan.grace_kept_files, plan.grace_kept_bytes = len(young), sum(int(r["size"] or 0) for r in young)
+        plan.files = sorted((_planned(r) for r in rows if not r["young"]), key=lambda f: f.path)
+        if self.plan_dir:  # the list where the executors would have written it, as JSON lines
+            plan.files_uri = f"{self.plan_dir.rstrip('/')}/vacuum-plan-v{plan.version}-{uuid.uuid4().hex}"
+            store = store_for(plan.files_uri, self.storage_options)
+            lines = (json.dumps(f.to_dict()) for f in plan.files)
+            store.write_new(store.join(plan.files_uri, "part-00000.json"), "".join(f"{x}\n" for x in lines).encode())
+        return True
+
     # -- VacuumExecutor ----------------------------------------------------------------------------------
     def plan_full(
         self,
@@ -243,7 +327,6 @@ class SparkVacuumExecutor:
         from pyspark.sql import functions as F
 
         table = dlog.table_uri
-        cands = self.candidates(dlog, cutoff_ms=cutoff_ms, partition_columns=partition_columns)
         plan = VacuumPlan(
             table,
             snapshot.version,
@@ -255,6 +338,15 @@ class SparkVacuumExecutor:
             untracked_grace_ms=untracked_grace_ms,
             table_id=snapshot.metadata.id,
         )
+        sets = self._driver_sets(snapshot, table, cutoff_ms, now_ms, untracked_grace_ms)
+        if sets is not None:
+            young_after = now_ms - untracked_grace_ms
+            run_in_tasks = lambda: self._plan_in_tasks(  # noqa: E731
+                dlog, plan, sets, partition_columns=partition_columns, young_after_ms=young_after
+            )
+            if self._run(run_in_tasks, dlog, snapshot.version):
+                return plan
+        cands = self.candidates(dlog, cutoff_ms=cutoff_ms, partition_columns=partition_columns)
         lookups: list[DataFrame] = []
         flagged: list[DataFrame] = []  # the grace period's flagged candidates
 
@@ -357,7 +449,7 @@ class SparkVacuumExecutor:
             paths = pa.array([f.path for f in plan.files], pa.string())
             sizes = pa.array([f.size for f in plan.files], pa.int64())
             mtimes = pa.array([f.modification_time for f in plan.files], pa.int64())
-            parts = min(self.parallelism, -(-len(plan.files) // _FILES_PER_TASK))
+            parts = min(self._parallelism or _CLOSURE_TASKS, -(-len(plan.files) // _FILES_PER_TASK))
             table = pa.table({"path": paths, "size": sizes, "modification_time": mtimes})
             return self.spark.createDataFrame(table).repartition(parts, "path")  # repeats meet in one task
         if plan.files_uri:
@@ -396,6 +488,11 @@ class SparkVacuumExecutor:
             for frame in cached:
                 frame.unpersist()
             self._release_plan(plan)
+
+        sets = self._driver_sets(snapshot, plan.table, cutoff_ms, now_ms, grace_ms) if plan.files_inline else None
+        if sets is not None:
+            in_tasks = lambda: self._revalidate_in_tasks(plan, task, sets)  # noqa: E731
+            return self._run(in_tasks, dlog, snapshot.version)
 
         def run() -> Revalidation:
             entries = self._plan_files(plan).mapInArrow(task, ENTRY_SCHEMA)
@@ -455,6 +552,42 @@ class SparkVacuumExecutor:
 
         return self._run(run, dlog, snapshot.version)
 
+    def _revalidate_in_tasks(
+        self, plan: VacuumPlan, task: Any, sets: tuple[frozenset[str], frozenset[str] | None]
+    ) -> Revalidation:
+        """`revalidate` of an inline plan in one Spark job: the per-row rules and storage checks on the
+        executors (`entry_task`), the joins in the same tasks (`flag_task`), every entry collected."""
+        rows = self._plan_files(plan).mapInArrow(task, ENTRY_SCHEMA).mapInArrow(flag_task(*sets), ENTRY_SCHEMA)
+        entries = sorted(rows.collect(), key=lambda r: r["path"])
+        refused = next((r for r in entries if (r["reason"] or "").startswith(REFUSED)), None)
+        if refused is not None:
+            raise VacuumPlanRefusedError(
+                f"The vacuum plan names {refused['path']!r}: {refused['reason'][len(REFUSED) :]}. No planner "
+                "writes such an entry; nothing was deleted",
+                argument="plan",
+                table=plan.table,
+                file=refused["path"],
+            )
+        kept = [r for r in entries if r["reason"] is None]
+        dropped = [r for r in entries if r["reason"] not in (None, MISSING)]
+        missing = [_planned(r) for r in entries if r["reason"] == MISSING]
+        checked = plan.with_files([_planned(r) for r in kept])
+        handle = None
+        if kept:
+            columns = {"path": pa.string(), "size": pa.int64(), "partition": pa.string()}
+            table = pa.table({c: pa.array([r[c] for r in kept], t) for c, t in columns.items()})
+            handle = self.spark.createDataFrame(table).repartition(min(len(kept) // _FILES_PER_TASK + 1, 64))
+        return Revalidation(
+            checked,
+            [_planned(r) for r in dropped[: self.collect_limit]],
+            len(dropped),
+            handle,
+            lambda: None,
+            reasons=[r["reason"] for r in dropped[: self.collect_limit]],
+            missing=missing[: self.collect_limit],
+            num_missing=len(missing),
+        )
+
     def _collect(self, frame: DataFrame, count: int, *, with_reason: bool = False) -> list[Any]:
         """At most `collect_limit` of `frame`'s entries, by path: `PlannedFile`s, or (`PlannedFile`, reason)."""
         if not count:
@@ -466,20 +599,21 @@ class SparkVacuumExecutor:
         return [_planned(r) for r in rows]
 
     def delete(self, dlog: DeltaLog, checked: Revalidation, *, batch_size: int) -> Deleted:
-        from pyspark.sql import functions as F
-
-        kept: DataFrame = checked.handle
+        kept: DataFrame | None = checked.handle
+        if kept is None:  # nothing to delete (`_revalidate_in_tasks`)
+            return Deleted(
+                0, 0, remove_empty_dirs(dlog.store, dlog.table_uri, [partition_of(f.path) for f in checked.missing])
+            )
         task = delete_task(dlog.table_uri, self.storage_options, batch_size)
 
-        def run() -> list[Any]:
-            done = kept.select("path", "size", "partition").mapInArrow(task, DELETED_SCHEMA)
-            return done.groupBy("partition").agg(F.sum("files").alias("files"), F.sum("bytes").alias("bytes")).collect()
+        def run() -> list[Any]:  # a row per (task, directory): few, summed here
+            return kept.select("path", "size", "partition").mapInArrow(task, DELETED_SCHEMA).collect()
 
         rows = self._run(run, dlog, checked.plan.version)
         files = sum(int(r["files"] or 0) for r in rows)
         size = sum(int(r["bytes"] or 0) for r in rows)
         # the directories of missing entries too (those collected): a killed run left them behind
-        dirs = [r["partition"] for r in rows] + [partition_of(f.path) for f in checked.missing]
+        dirs = list(dict.fromkeys(r["partition"] for r in rows)) + [partition_of(f.path) for f in checked.missing]
         return Deleted(files, size, remove_empty_dirs(dlog.store, dlog.table_uri, dirs))
 
 

@@ -15,6 +15,8 @@ from ...protocol.actions import AddFile, RemoveFile, action_from_json
 from ...protocol.vacuum import (
     DUPLICATE,
     HIDDEN,
+    PROTECTED,
+    UNTRACKED_GRACE,
     ListedFile,
     LoggedFile,
     PlannedFile,
@@ -43,9 +45,11 @@ _CANDIDATE = (*_PLAN_FILE, ("rel", _S), ("alias", _S), ("partition", _S))
 #: a plan entry after the per-row rules: `reason` (null: so far deletable; `REFUSED:<why>` refuses the
 #: plan), `young` (within the grace period, if untracked)
 _ENTRY = (*_CANDIDATE, ("reason", _S), ("young", _B))
+#: a listed candidate nothing protects; `young`: untracked and within the grace period
+_FLAGGED = (*_PLAN_FILE, ("young", _B))
 _DELETED = (("partition", _S), ("files", _L), ("bytes", _L))
 LISTED_SCHEMA, CANDIDATE_SCHEMA, PLAN_FILE_SCHEMA = ddl(_LISTED), ddl(_CANDIDATE), ddl(_PLAN_FILE)
-ENTRY_SCHEMA, DELETED_SCHEMA = ddl(_ENTRY), ddl(_DELETED)
+ENTRY_SCHEMA, DELETED_SCHEMA, FLAGGED_SCHEMA = ddl(_ENTRY), ddl(_DELETED), ddl(_FLAGGED)
 #: `ENTRY_SCHEMA.reason` of an entry that refuses the whole plan (`protocol.vacuum.refused_entry`)
 REFUSED = "refused:"
 
@@ -79,45 +83,119 @@ def list_root_task(table_uri: str, options: Mapping[str, Any], cutoff_ms: int, c
     its files that pass the per-file rules, as `LISTED_SCHEMA` rows."""
     options, columns = dict(options), list(columns)
 
-    def rows(store: LogStore) -> Iterator[Row]:
-        for entry in store.list_level(_root(store, table_uri)):
-            if entry.is_dir:
-                if not is_hidden(entry.name, columns):
-                    yield entry.name, 0, 0, True
-            elif _candidate(entry.name, entry.size, entry.modification_time, cutoff_ms, columns) is not None:
-                yield entry.name, entry.size, entry.modification_time, False
-
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         if any(b.num_rows for b in batches):
-            yield from _batches(rows(store_for(table_uri, options)), _LISTED)
+            yield from _batches(root_rows(store_for(table_uri, options), table_uri, cutoff_ms, columns), _LISTED)
 
     return run
+
+
+def root_rows(store: LogStore, table_uri: str, cutoff_ms: int, columns: Sequence[str]) -> Iterator[Row]:
+    """`LISTED_SCHEMA` rows of the table root: its directories (hidden ones and `_delta_log` pruned) and its
+    files that pass the per-file rules."""
+    for entry in store.list_level(_root(store, table_uri)):
+        if entry.is_dir:
+            if not is_hidden(entry.name, columns):
+                yield entry.name, 0, 0, True
+        elif _candidate(entry.name, entry.size, entry.modification_time, cutoff_ms, columns) is not None:
+            yield entry.name, entry.size, entry.modification_time, False
+
+
+def listed_table(rows: Iterable[Row]) -> pa.Table:
+    """`LISTED_SCHEMA` rows as an Arrow table (the driver's root listing handed to the executors)."""
+    return pa.Table.from_batches(list(_batches(rows, _LISTED)), pa.schema(_LISTED))
 
 
 def expand_task(table_uri: str, options: Mapping[str, Any], cutoff_ms: int, columns: Sequence[str]) -> ArrowTask:
     """`mapInArrow` over `LISTED_SCHEMA` rows: each directory listed recursively, its files and the root's
     passed through the per-file rules, as `CANDIDATE_SCHEMA` rows (paths relative to the root, as stored)."""
-    options, columns = dict(options), list(columns)
-
-    def rows(store: LogStore, batches: Iterator[pa.RecordBatch]) -> Iterator[Row]:
-        root = _root(store, table_uri)
-        for batch in batches:
-            for path, size, mtime, directory in batch_rows(batch, (n for n, _ in _LISTED)):
-                if not directory:
-                    found = _candidate(path, size, mtime, cutoff_ms, columns)
-                    if found is not None:
-                        yield found
-                    continue
-                for info in store.list_recursive(store.join(table_uri, *path.split("/"))):
-                    if info.path.startswith(root + "/"):
-                        found = _candidate(
-                            info.path[len(root) + 1 :], info.size, info.modification_time, cutoff_ms, columns
-                        )
-                        if found is not None:
-                            yield found
+    options = dict(options)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield from _batches(rows(store_for(table_uri, options), batches), _CANDIDATE)
+        yield from _batches(
+            _expanded(store_for(table_uri, options), table_uri, cutoff_ms, columns, batches), _CANDIDATE
+        )
+
+    return run
+
+
+def _expanded(
+    store: LogStore, table_uri: str, cutoff_ms: int, columns: Sequence[str], batches: Iterator[pa.RecordBatch]
+) -> Iterator[Row]:
+    """`expand_task`'s `CANDIDATE_SCHEMA` rows."""
+    columns = list(columns)
+    root = _root(store, table_uri)
+    for batch in batches:
+        for path, size, mtime, directory in batch_rows(batch, (n for n, _ in _LISTED)):
+            if not directory:
+                found = _candidate(path, size, mtime, cutoff_ms, columns)
+                if found is not None:
+                    yield found
+                continue
+            for info in store.list_recursive(store.join(table_uri, *path.split("/"))):
+                if info.path.startswith(root + "/"):
+                    found = _candidate(
+                        info.path[len(root) + 1 :], info.size, info.modification_time, cutoff_ms, columns
+                    )
+                    if found is not None:
+                        yield found
+
+
+def plan_task(
+    table_uri: str,
+    options: Mapping[str, Any],
+    cutoff_ms: int,
+    columns: Sequence[str],
+    *,
+    protected: frozenset[str],
+    tracked: frozenset[str] | None,
+    young_after_ms: int,
+    max_rows: int,
+) -> ArrowTask:
+    """`expand_task` with the plan's joins done in the task, for protected paths (and, when the grace
+    period matters, `tracked` expired tombstones) few enough to travel in its closure: `FLAGGED_SCHEMA` rows
+    of the candidates nothing protects, `young` for an untracked one within the grace period (counted, not
+    planned). At most `max_rows` rows, then one row with a null path: too many to collect."""
+    options = dict(options)
+
+    def rows(store: LogStore, batches: Iterator[pa.RecordBatch]) -> Iterator[Row]:
+        n = 0
+        for stored, size, mtime, rel, alias, _ in _expanded(store, table_uri, cutoff_ms, columns, batches):
+            if rel in protected or alias in protected:
+                continue
+            if n == max_rows:
+                yield None, 0, 0, False
+                return
+            n += 1
+            yield stored, size, mtime, tracked is not None and mtime > young_after_ms and rel not in tracked
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield from _batches(rows(store_for(table_uri, options), batches), _FLAGGED)
+
+    return run
+
+
+def flag_task(protected: frozenset[str], tracked: frozenset[str] | None) -> ArrowTask:
+    """`mapInArrow` over `ENTRY_SCHEMA` rows (`entry_task`'s): the final `reason` of each, as
+    `SparkVacuumExecutor._flag`'s joins give it, with the protected paths and the expired tombstones
+    (`tracked`, when the grace period matters) in the closure."""
+
+    def reason(row: dict[str, Any]) -> str | None:
+        why = row["reason"]
+        if why is not None and (why.startswith(REFUSED) or why in (HIDDEN, DUPLICATE)):
+            return why
+        if row["rel"] is not None and (row["rel"] in protected or row["alias"] in protected):
+            return PROTECTED
+        if why is not None:
+            return why
+        if row["young"] and (tracked is None or row["rel"] not in tracked):
+            return UNTRACKED_GRACE
+        return None
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            reasons = pa.array([reason(r) for r in batch.to_pylist()], pa.string())
+            yield batch.set_column(batch.schema.get_field_index("reason"), "reason", reasons)
 
     return run
 
