@@ -89,11 +89,20 @@ def test_text_and_written_pages(history: dict) -> None:
     code, out, err = run("lake", "report", history["history"])
     assert code == 0, err
     assert "2 runs, 2 tables" in out and history["t"] in out and "files since last" in out
-    page = history["root"] / "t.html"
-    code, out, _ = run("lake", "report", history["history"], "--table", history["t"], "--out", str(page))
+    page = history["root"] / "t.html"  # its log not read: the chart and tables say plan time, not before/after
+    argv = ("lake", "report", history["history"], "--table", history["t"], "--no-health", "--out", str(page))
+    code, out, _ = run(*argv)
     assert code == 0 and f"report written to {page}" in out
     html = page.read_text()
-    assert html.count("<svg") == 2 and history["t"] in html
+    assert html.count("<svg") == 2 and history["t"] in html and "Health at plan time" in html
+    assert "The table at each run&#39;s plan time, as the run recorded it, oldest first" in html
+    assert "before and after each run" not in html
+    lake_page = history["root"] / "lake.html"
+    assert run("lake", "report", history["history"], "--out", str(lake_page), "--no-health")[0] == 0
+    lake_html = lake_page.read_text()  # t was compacted, u only measured: 1 of the 2 tables maintained
+    assert "Health at plan time" in lake_html and "files since last run" in lake_html
+    assert '<div class="value">1</div><div class="label">tables maintained</div>' in lake_html
+    assert "A table whose log was not read counts at its last plan-time record." in lake_html
     md = history["root"] / "lake.md"
     assert run("lake", "report", history["history"], "--out", str(md), "--max-runs", "1")[0] == 0
     text = md.read_text()

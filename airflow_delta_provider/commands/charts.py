@@ -441,9 +441,10 @@ def _run_axes(fig: Figure, rows: int, labels: Sequence[str]) -> list[Axes]:
 
 
 def lake_health_chart(points: Sequence[Mapping[str, Any]], *, title: str = "Health across runs") -> Chart | None:
-    """A table's (or the lake's) health before and after each run, oldest first: files and small files,
-    tombstone bytes (those past retention apart), rows hidden by deletion vectors, commits since the last
-    checkpoint (the lake's: summed over its tables)."""
+    """A table's (or the lake's) health before and after each run, or at each run's plan time when `points`
+    are the runs' records (phase `plan`), oldest first: files and small files, tombstone bytes (those past
+    retention apart), rows hidden by deletion vectors, commits since the last checkpoint (the lake's: summed
+    over its tables)."""
     points = [p for p in points if p.get("files") is not None]
     if not points:
         return None
@@ -476,15 +477,20 @@ def lake_health_chart(points: Sequence[Mapping[str, Any]], *, title: str = "Heal
     commits_ax.set_ylim(0, max(max(p["commits_since_checkpoint"] or 0 for p in points), 1) * 1.15)
     for ax in (files_ax, dv_ax, commits_ax):
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    commits_ax.set_xlabel("before and after each run (oldest first)")
     lake = any("tables_counted" in p for p in points)
+    recorded = all(p.get("phase") == "plan" for p in points)  # the runs' plan-time records, no log read
+    when = "at each run's plan time, as the run recorded it" if recorded else "before and after each run"
+    commits_ax.set_xlabel(f"{when} (oldest first)")
     what = "The lake (its tables summed, each at its last reading)" if lake else "The table"
+    now = "" if lake or recorded else ", and now"
     description = (
-        f"{what} before and after each run, oldest first{'' if lake else ', and now'}: active and small files, "
-        "tombstoned bytes, rows hidden by deletion vectors, commits since the last checkpoint."
+        f"{what} {when}, oldest first{now}: active and small files, tombstoned bytes, rows hidden by "
+        "deletion vectors, commits since the last checkpoint."
         if len(points) > 1
         else "One point so far; the next runs add theirs."
     )
+    if lake and any(p.get("tables_recorded") for p in points):
+        description += " A table whose log was not read counts at its last plan-time record."
     return _chart(fig, "chart-lake-health" if lake else "chart-health-runs", title, description)
 
 

@@ -230,7 +230,8 @@ _HEALTH_SUMS = ("files", "bytes", "small_files", "tombstone_bytes", "reclaimable
 
 def lake_points(runs: Sequence[Mapping[str, Any]], tables: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The lake before and after each run: each table's health summed, every table counted at its last point
-    at or before that moment (`tables_counted` says how many had one)."""
+    at or before that moment (`tables_counted` says how many had one, `tables_recorded` how many of those
+    points are a run's plan-time record, the table's log not read)."""
     points = []
     for run in runs:
         for phase, at in (("before", run.get("started_ms")), ("after", run.get("ended_ms"))):
@@ -245,8 +246,9 @@ def lake_points(runs: Sequence[Mapping[str, Any]], tables: Sequence[Mapping[str,
                 continue
             label = f"{run['label']}\nbefore" if phase == "before" else "after"
             point = {k: sum(p[k] or 0 for p in known) for k in _HEALTH_SUMS}
+            recorded = sum(p.get("phase") == "plan" for p in known)
             points.append({"run_id": run["run_id"], "phase": phase, "label": label, "at_ms": at,
-                           "tables_counted": len(known), **point})  # fmt: skip
+                           "tables_counted": len(known), "tables_recorded": recorded, **point})  # fmt: skip
     return points
 
 
@@ -357,6 +359,7 @@ def lake_report(
                 "runs": [r["run_id"] for r in table_runs],
                 "last_run_ms": last["started_ms"],
                 "operations": dict(sorted(operations.items())),
+                "maintained": any(r.get("operation") != HEALTH_OPERATION for r in table_rows),
                 "failures": failures,
                 "proofs": sorted({r["proof"] for r in table_rows if r.get("proof")}),
                 **_sum(table_rows),
@@ -388,6 +391,7 @@ def lake_report(
         t["latest"] = readable[-1] if readable else None
     totals = {
         "tables": len(tables),
+        "tables_maintained": sum(t["maintained"] for t in tables),
         "runs": len(runs),
         "operations": sum(r["operations"] for r in runs),
         "failed": sum(r["failed"] for r in runs),
@@ -444,7 +448,8 @@ def render_lake_markdown(report: Mapping[str, Any]) -> str:
         f"# {_title(report)}",
         "",
         f"- History: {report['history_uri']} (version {report['history_version']})",
-        f"- Runs: {t['runs']} (the last {report['max_runs']} at most); tables: {t['tables']}; "
+        f"- Runs: {t['runs']} (the last {report['max_runs']} at most); tables: {t['tables']} "
+        f"({t['tables_maintained']} maintained); "
         f"steps done: {t['operations']}; failed: {t['failed']}",
         f"- Spent: read {human_bytes(t['bytes_read'])}, wrote {human_bytes(t['bytes_written'])}, "
         f"{t['requests_planned']:,} requests (planned), {t['seconds']:.3g} s",
@@ -453,7 +458,7 @@ def render_lake_markdown(report: Mapping[str, Any]) -> str:
     if not report["runs"]:
         out += ["", "No maintenance run is recorded in this history yet."]
     health = report["tables"][0]["health"] if report.get("table") and report["tables"] else report["lake_health"]
-    if health:
+    if health and (not report.get("table") or _health_read(report["tables"][0])):  # else: the plan-time table
         out += ["", "## Health before and after each run", "", "| point | run | version | files | small | "
                 "tombstoned | past retention | DV rows | commits since checkpoint |", "|" + "---|" * 9]  # fmt: skip
         for p in health:
@@ -513,6 +518,11 @@ def render_lake_markdown(report: Mapping[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _health_read(table: Mapping[str, Any]) -> bool:
+    """Whether `table`'s health points were read from its log (not its runs' plan-time records)."""
+    return any(p.get("phase") != "plan" for p in table.get("health") or ())
+
+
 def render_lake_html(report: Mapping[str, Any], *, table_link: str | None = None) -> str:
     """The report as one self-contained HTML page. `table_link` (e.g. `health/table?uri=`) links each table
     to its own page (the URI appended, URL-encoded); None: no links (a page read offline)."""
@@ -544,6 +554,7 @@ def render_lake_html(report: Mapping[str, Any], *, table_link: str | None = None
             t=report["totals"],
             one=one,
             links=links,
+            health_read=one and bool(report["tables"]) and _health_read(report["tables"][0]),
             charts=[c for c in charts if c is not None],
             share=_share,
             provider_version=__version__,
