@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ..errors import InvalidArgumentError
 from ..progress import PROGRESS
 from ..protocol.vacuum import (
+    LISTING,
     Candidates,
     ListedFile,
     PlannedFile,
@@ -32,9 +33,6 @@ from ..read.protected_files import PathIndex, expired_index, protected_index
 from ..storage.batch import delete_relative, remove_empty_dirs, stat_entries
 from ..storage.local import LocalLogStore
 from . import Deleted, Revalidation
-
-#: The progress phase of the walk (`maintenance.vacuum` reports the same one around `plan_full`).
-LISTING = "VACUUM: listing the table"
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..delta_log import DeltaLog

@@ -38,12 +38,7 @@ from urllib.parse import urlparse
 
 from ..delta_log import DeltaLog
 from ..errors import DeltaError, InvalidArgumentError, OperationNotAllowedError, check_bool, check_int
-
-# re-exported: `delta.progress` is their home, this module was their first
-from ..progress import PROGRESS as PROGRESS
-from ..progress import Progress as Progress
-from ..progress import progress_to as progress_to
-from ..progress import report_progress, with_progress
+from ..progress import Progress, report_progress, with_progress
 from ..protocol import vacuum as rules
 from ..protocol.actions import AddFile, RemoveFile
 from ..protocol.filenames import LogFileKind, parse_log_path
@@ -180,7 +175,6 @@ def _lite_tombstones(dlog: DeltaLog, snapshot: Snapshot) -> list[rules.LoggedFil
     return list(out.values())
 
 
-_LISTING = "VACUUM: listing the table"
 _READING = "VACUUM: reading the log's tombstones"
 _STATTING = "VACUUM: reading the planned files' sizes and times"
 _REVALIDATING = "VACUUM: re-validating the plan"
@@ -200,7 +194,7 @@ def make_plan(
 ) -> VacuumPlan:
     """List (FULL, through `executor`) or read the log (LITE) and plan at `now_ms - retention_ms`."""
     if mode == rules.FULL:
-        report_progress(_LISTING, 0)
+        report_progress(rules.LISTING, 0)
         plan = executor.plan_full(
             dlog,
             snapshot,
@@ -210,7 +204,7 @@ def make_plan(
             now_ms=now_ms,
             untracked_grace_ms=untracked_grace_ms,
         )
-        report_progress(_LISTING, 1, 1)
+        report_progress(rules.LISTING, 1, 1)
         return plan
     report_progress(_READING, 0)
     active, tombs = logged_files(snapshot)

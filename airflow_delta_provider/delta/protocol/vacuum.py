@@ -2,7 +2,10 @@
 
 Pure: the snapshot's files and tombstones, a listing, the cutoff and the mode in, a `VacuumPlan` out;
 `maintenance.vacuum` does the I/O. The Spark engine applies the per-row rules (`listed_candidate`,
-`plan_entry_relative`, `dv_alias_key`) where the rows are and the protected set as a join.
+`plan_entry_relative`, `dv_alias_key`) where the rows are and the protected set as a join. It is one
+module, longer than most: every rule below rests on one comparable-path form (`normalize_relative`,
+`relative_to_root`), one set of name rules (`is_hidden`, `deletable_name`) and one plan type, and the local
+walk, an object-store listing and the Spark tasks all apply them from here, so each is written once.
 
 Never in a plan: an active file or its deletion-vector file (PROTOCOL.md "Deletion Vectors"); a tombstone
 deleted after the cutoff or its DV file; anything under `_delta_log` or with a hidden component (`_` or `.`,
@@ -58,6 +61,10 @@ MISSING = "missing"  # nothing there any more: not deleted, not counted
 LEASED = "leased"  # a file a live version lease needs (`protocol.leases`): dropped before re-validation
 DROP_REASONS = (HIDDEN, PROTECTED, DUPLICATE, NO_EVIDENCE, DIRECTORY, NOT_A_FILE, CHANGED, NOT_OLD_ENOUGH)
 DROP_REASONS += (UNTRACKED_GRACE, LEASED)
+
+#: The progress phase of the listing: the local walk reports directories listed, `maintenance.vacuum` the
+#: start and the end around any engine's.
+LISTING = "VACUUM: listing the table"
 
 # What `StoredEntry.kind` says a path is now.
 FILE, DIR, OTHER = "file", "directory", "other"
