@@ -448,6 +448,7 @@ CLI_BAD = [
     (["lake", "plan", "{T}", "--budget-requests", "-1"], "--budget-requests"),
     (["lake", "plan", "{T}", "--budget-seconds", "false"], "--budget-seconds"),
     (["lake", "plan", "{T}", "--budget-seconds", ""], "--budget-seconds"),
+    (["lake", "report", "{T}", "--max-runs", "0"], "--max-runs"),
 ]
 
 
