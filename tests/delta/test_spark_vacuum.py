@@ -436,6 +436,59 @@ def test_tiny_table_runs_few_tasks_whatever_the_shuffle_partitions(spark, tmp_pa
     assert sum(tasks) < 200, tasks
 
 
+def _jobs(spark, group: str, run):
+    """`run()`'s result and the Spark jobs it ran, counted by the status tracker over a job group."""
+    spark.sparkContext.setJobGroup(group, group)
+    try:
+        result = run()
+    finally:
+        for key in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
+            spark.sparkContext.setLocalProperty(key, None)
+    return result, len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+
+@pytest.mark.spark
+def test_a_state_replayed_on_the_driver_plans_in_one_listing_job_and_applies_in_two(spark, tmp_path: Path) -> None:
+    """Issue 27's fixed costs: with the log under `driver_state_max_bytes` the Spark engine replays it on the
+    driver (no Spark job), the protected paths travel in the listing tasks' closures (one job, no joins), and
+    the apply is one re-validation job and one delete job; the plan, the deletes and the rows equal the local
+    engine's. Jobs counted by the status tracker (an adaptive shuffle may add its map stage as a job)."""
+    from airflow_delta_provider.delta.engines.spark import DistributedFileState, SparkEngine
+    from airflow_delta_provider.delta.engines.spark.vacuum import SparkVacuumExecutor
+
+    path = tmp_path / "t"
+    _random_table(path, 23)
+    now = int(time.time() * 1000) + 1000
+    kw: dict = dict(retention_hours=0, enforce_retention_duration=False, clock=lambda: now)
+    local = vacuum(str(path), **kw).to_dict()
+    engine = SparkEngine(spark, snapshot_partitions=2, driver_state_max_bytes=1 << 30)
+    dlog = DeltaLog(str(path), engine=engine)
+    snap, replay_jobs = _jobs(spark, "driver-state-replay", dlog.update)
+    assert replay_jobs == 0 and not isinstance(snap.state.files, DistributedFileState)
+    executor = engine.vacuum_executor(plan_dir=str(tmp_path / "plans"))
+    plan, plan_jobs = _jobs(spark, "driver-state-plan", lambda: vacuum(dlog, executor=executor, **kw).to_dict())
+    assert _local_only(plan) == local and _read_plan_files(plan["files_uri"]) == local["files"]
+    assert 1 <= plan_jobs <= 2, plan_jobs
+    before, expected = _files(path), _rows(path)
+    done, apply_jobs = _jobs(
+        spark, "driver-state-apply", lambda: vacuum(dlog, plan=plan, dry_run=False, executor=executor, **kw).to_dict()
+    )
+    assert (done["deleted"], done["deleted_bytes"], done["dropped"]) == (local["num_files"], local["bytes"], [])
+    assert 2 <= apply_jobs <= 4, apply_jobs
+    assert _files(path) == before - {f["path"] for f in local["files"]} and _rows(path) == expected
+    assert not isinstance(dlog.update().state.files, DistributedFileState)  # extended on the driver
+    # its checkpoint is written on the driver, with every file's statistics; delta-rs reads from it
+    from airflow_delta_provider.delta.maintenance.checkpoint import write_checkpoint
+
+    _, checkpoint_jobs = _jobs(spark, "driver-state-checkpoint", lambda: write_checkpoint(dlog))
+    assert checkpoint_jobs == 0 and DeltaLog(str(path)).update().log_segment.checkpoint is not None
+    assert _rows(path) == expected
+    # over the closure limit: the joins of a distributed plan, the same answer
+    joined = SparkVacuumExecutor(spark, closure_limit=0)
+    _plant_old(path, "p=a/late-stray.parquet")
+    assert [f["path"] for f in vacuum(dlog, executor=joined, **kw).to_dict()["files"]] == ["p=a/late-stray.parquet"]
+
+
 # -- S3: executors list with a delimiter and delete with DeleteObjects, through the store's retries --------
 @pytest.fixture(scope="module")
 def s3_server():

@@ -35,7 +35,8 @@ def test_spark_submit_checkpoint_on_the_executors(tmp_path: Path) -> None:
     out = tmp_path / "result.json"
     proc = spark_submit(
         "local[2]",
-        job_argv(Request.make(table=str(table), action="checkpoint", engine="spark"), str(out)),
+        # auto_threshold_mb=0: the state replayed on the cluster (a small log is otherwise replayed on the driver)
+        job_argv(Request.make(table=str(table), action="checkpoint", engine="spark", auto_threshold_mb=0), str(out)),
         py_files=build_py_files_zip(tmp_path / "pyfiles"),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -46,7 +46,7 @@ def test_spark_submit_local_snapshot_and_tombstones(tmp_path: Path, py_files: st
     proc = spark_submit(
         "local[2]",
         job_argv(Request.make(table=str(TABLE), action="snapshot", engine="spark", snapshot_partitions=4,
-                              now_ms=NOW_MS), str(out)),
+                              now_ms=NOW_MS, auto_threshold_mb=0), str(out)),  # replayed on the cluster
         py_files=py_files,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -122,7 +122,7 @@ def test_job_on_standalone_cluster_with_bare_worker(tmp_path: Path, py_files: st
     proc = spark_submit(
         cluster.master_url,
         job_argv(Request.make(table=str(PARTITIONED), action="files", engine="spark", snapshot_partitions=3,
-                              where="year = '2021'"), str(out)),
+                              auto_threshold_mb=0, where="year = '2021'"), str(out)),
         py_files=py_files,
         conf={
             "spark.pyspark.python": cluster.worker_python,
