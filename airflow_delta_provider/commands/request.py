@@ -23,7 +23,17 @@ from ..delta.protocol.lake_policy import DEFAULT_MAX_DEPTH
 from ..delta.protocol.optimize import DEFAULT_MIN_NUM_FILES, DEFAULT_SMALL_FILE_MB
 from ..delta.protocol.predicate import parse_predicate
 from ..delta.protocol.quarantine import check_quarantine_id
-from .arguments import parse_bytes, parse_choice, parse_count, parse_hours, parse_location, parse_number, parse_ratio
+from .arguments import (
+    as_version,
+    parse_bytes,
+    parse_choice,
+    parse_count,
+    parse_hours,
+    parse_location,
+    parse_number,
+    parse_ratio,
+    parse_size,
+)
 
 ENGINES = ("auto", "local", "spark")
 #: VACUUM's modes: list the table (`full`) or the files removed in the log only (`lite`).
@@ -78,8 +88,9 @@ def _uris(value: Any, name: str) -> None:
 def _opt(
     default: Any = None, check: Callable[[Any, str], Any] | None = None, doc: str | None = None, **cli: Any
 ) -> Any:
-    """An option field: its default, the check every request runs on it and, with `doc` (its help), its
-    `deltalog` flag (`cli`: `flag` when not `--<name>`, `parse` from `commands.arguments`, `choices`)."""
+    """An option field: its default, the check every request runs on it, `parse` (from `commands.arguments`:
+    how every face reads its text; `operators.parsers` too) and, with `doc` (its help), its `deltalog` flag
+    (`cli`: `flag` when not `--<name>`, `choices`)."""
     return field(default=default, metadata={"check": check, "doc": doc, **cli})
 
 
@@ -107,7 +118,7 @@ class SnapshotOptions(_Options):
     #: checks at the version (`commands.checks`; with `since_version`, `commands.commit_checks`)
     checks: Mapping[str, Any] | None = _opt()
     #: also check every version and commit in (since_version, version]
-    since_version: int | None = _opt(None, _count())
+    since_version: int | None = _opt(None, _count(), parse=as_version)
     fail_on_data_loss: bool = _opt(False, _flag)
 
 
@@ -138,7 +149,7 @@ class CleanupLogOptions(_Options):
     apply: bool = _opt(False, _flag, _DELETE)
     write_checkpoint_first: bool = _opt(False, _flag, "write a checkpoint at the cutoff when none can be kept")
     #: the table's version lease folder (`maintenance.leases`; None: `<table>/_delta_leases`)
-    lease_location: str | None = _opt(None, _location)
+    lease_location: str | None = _opt(None, _location, parse=parse_location)
 
 
 @dataclass(frozen=True)
@@ -170,7 +181,7 @@ class VacuumOptions(_Options):
     #: on Spark: where the executors write a plan's file list (the job: `<result-uri>.plan/`)
     plan_dir: str | None = _opt()
     #: the table's version lease folder (`maintenance.leases`; None: `<table>/_delta_leases`)
-    lease_location: str | None = _opt(None, _location)
+    lease_location: str | None = _opt(None, _location, parse=parse_location)
 
 
 @dataclass(frozen=True)
@@ -186,14 +197,14 @@ class VacuumUndoOptions(_Options):
 @dataclass(frozen=True)
 class VacuumPurgeOptions(_Options):
     #: delete the quarantines made at least this many hours ago (0: every finished one)
-    older_than_hours: float = _opt(168.0, _number(optional=False))
+    older_than_hours: float = _opt(168.0, _number(optional=False), parse=parse_hours)
     apply: bool = _opt(False, _flag, _DELETE)
 
 
 @dataclass(frozen=True)
 class OptimizeOptions(_Options):
     #: bytes per output file (default: delta.targetFileSize, else 100 MiB, delta-rs's default)
-    target_size: int | None = _opt(None, _count(minimum=1))
+    target_size: int | None = _opt(None, _count(minimum=1), parse=partial(parse_count, minimum=1))
     min_num_files: int = _opt(
         DEFAULT_MIN_NUM_FILES,
         _count(minimum=1, optional=False),
@@ -210,8 +221,12 @@ class OptimizeOptions(_Options):
     )
     apply: bool = _opt(False, _flag, "rewrite and commit (default: a dry run that writes nothing)")
     #: commit after each batch of bins of about this many input bytes
-    max_commit_bytes: int | None = _opt(None, _count(minimum=1))
-    small_file_mb: float = _opt(DEFAULT_SMALL_FILE_MB, _number(minimum=1e-6, maximum=math.inf, optional=False))
+    max_commit_bytes: int | None = _opt(None, _count(minimum=1), parse=partial(parse_count, minimum=1))
+    small_file_mb: float = _opt(
+        DEFAULT_SMALL_FILE_MB,
+        _number(minimum=1e-6, maximum=math.inf, optional=False),
+        parse=partial(parse_size, unit="MiB"),
+    )
     zorder_by: str | None = _opt(
         None,
         _columns,
@@ -268,9 +283,9 @@ class PurgeOptions(_Options):
     plan: Mapping[str, Any] | None = _opt(None, _plan)
     plan_uri: str | None = _opt()
     #: bytes per output file (default: delta.targetFileSize, else OPTIMIZE's default)
-    target_size: int | None = _opt(None, _count(minimum=1))
+    target_size: int | None = _opt(None, _count(minimum=1), parse=partial(parse_count, minimum=1))
     #: commit after each batch of bins of about this many input bytes
-    max_commit_bytes: int | None = _opt(None, _count(minimum=1))
+    max_commit_bytes: int | None = _opt(None, _count(minimum=1), parse=partial(parse_count, minimum=1))
 
 
 @dataclass(frozen=True)
@@ -285,7 +300,7 @@ class StatsBackfillOptions(_Options):
     tighten: bool = _opt(False, _flag, "also recompute wide stats (tightBounds=false, left by deletion vectors)")
     apply: bool = _opt(False, _flag, "re-add the files with their stats (default: a dry run that writes nothing)")
     #: commit after each batch of this many files
-    files_per_commit: int | None = _opt(None, _count(minimum=1))
+    files_per_commit: int | None = _opt(None, _count(minimum=1), parse=partial(parse_count, minimum=1))
 
 
 _PREFIXES = "prefixes to walk for tables (a prefix may itself be a table)"

@@ -2,8 +2,9 @@
 
 An operator's own keyword arguments are its action's option fields (`action_arguments`), with their defaults,
 each read by one parser (`PARSERS`): a flag's (`parse_flag`), else the one the option's metadata gives
-`deltalog` (made optional where the default is None), else one named here (`_OWN`) for an argument no
-`deltalog` flag reads or whose Python value is more than text (a plan, a list of URIs, a VACUUM task's XCom).
+`deltalog` and the other faces (made optional where the default is None), else one named here (`_OWN`) for
+`DeltaJobOperator`'s own arguments and those whose Python value is more than text (a plan, a list of URIs, a
+VACUUM task's XCom).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from ..commands import arguments as arg
 from ..commands.request import ENGINES, OPTIONS
 from ..delta.protocol.quarantine import check_quarantine_id
-from .leases import parse_lease_ttl, parse_location
+from .leases import parse_lease_ttl
 
 #: Option fields that are no operator's own argument: `DeltaJobOperator`'s (`retention_hours`,
 #: `include_files`), those `plan` fills (`plan_uri`) and the one the spark-submit job sets (`plan_dir`).
@@ -68,26 +69,17 @@ def _columns(value: Any, argument: str) -> str | None:
     return value or None
 
 
-_COUNT_FROM_1 = partial(arg.optional(arg.parse_count), minimum=1)
-
-#: The parsers no option's metadata gives: `DeltaJobOperator`'s own arguments, and option fields without a
-#: `deltalog` flag or taking Python values beyond text.
+#: The parsers no option's metadata gives: `DeltaJobOperator`'s own arguments, and option fields taking Python
+#: values beyond text (an XCom, a list, a plan) or text the option's metadata does not parse.
 _OWN: dict[str, Callable[[Any, str], Any]] = {
     "engine": partial(arg.parse_choice, choices=ENGINES),
     "version": arg.as_version,
-    "since_version": arg.as_version,
     "snapshot_partitions": partial(arg.parse_count, minimum=1),
     "auto_threshold_mb": arg.optional(arg.parse_number),
     "dry_run": arg.parse_flag,
     "submit": arg.parse_flag,
     "ship_library": arg.parse_flag,
-    "target_size": _COUNT_FROM_1,
-    "max_commit_bytes": _COUNT_FROM_1,
-    "files_per_commit": _COUNT_FROM_1,
-    "older_than_hours": arg.parse_hours,
-    "small_file_mb": partial(arg.parse_size, unit="MiB"),
     "lease_ttl": parse_lease_ttl,
-    "lease_location": parse_location,
     "quarantine_id": _quarantine_id,
     "where": lambda value, argument: value or None,
     "zorder_by": _columns,
