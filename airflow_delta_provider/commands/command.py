@@ -21,17 +21,8 @@ from ..delta.protocol.predicate import parse_predicate
 from ..delta.protocol.table_properties import DEFAULT_SMALL_FILE_BYTES
 from ..delta.storage import is_local, local_path
 from .checks import KNOWN_CHECKS, evaluate_checks, failed_checks_message, small_file_bytes, validate_checks
-from .reports import (
-    HEALTH_KINDS,
-    MAX_RUNS,
-    RENDERERS,
-    REPORT_KINDS,
-    REWRITE_KINDS,
-    file_size_histogram,
-    run_point,
-    snapshot_health,
-    tombstone_age_histogram,
-)
+from .report_data import file_size_histogram, run_point, snapshot_health, tombstone_age_histogram
+from .reports import HEALTH_KINDS, MAX_RUNS, RENDERERS, REPORT_KINDS, REWRITE_KINDS
 from .request import OPTIONS, Request
 from .results import file_dict, snapshot_dict, tombstone_report
 from .spark_session import application_id
@@ -656,7 +647,7 @@ def _table_key(uri: str) -> str:
 def previous_runs(
     result_uri: str, action: str, table: str, storage_options: Mapping[str, Any] | None = None
 ) -> list[dict[str, Any]]:
-    """The chart points (`reports.run_point`) of the earlier successful results of `action` on `table` in
+    """The chart points (`report_data.run_point`) of the earlier successful results of `action` on `table` in
     `result_uri`'s folder (an operator's `dag/task/` folder holds one task's runs), oldest first, the last
     `MAX_RUNS`; none when the folder cannot be listed."""
     target = result_uri[len("file://") :] if result_uri.startswith("file://") else result_uri

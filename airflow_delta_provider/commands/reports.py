@@ -35,11 +35,6 @@ from .charts import (
 )
 from .report_data import HOUR_MS, changes_since, run_point
 
-# Re-exported for the command layer (`command.py` imports them from here).
-from .report_data import file_size_histogram as file_size_histogram
-from .report_data import snapshot_health as snapshot_health
-from .report_data import tombstone_age_histogram as tombstone_age_histogram
-
 if TYPE_CHECKING:  # pragma: no cover
     import jinja2
 
