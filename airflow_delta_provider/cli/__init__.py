@@ -46,8 +46,8 @@ from ..commands.arguments import (
     parse_number,
     parse_size,
 )
+from ..commands.charts import human_bytes
 from ..commands.command import run, storage_options_from_env
-from ..commands.reports import human_bytes
 from ..commands.request import OPTIONS, Request, option_names
 from ..delta.errors import (
     DeltaError,

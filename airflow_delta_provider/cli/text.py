@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
-from ..commands.reports import human_bytes
+from ..commands.charts import human_bytes
 from ..delta.protocol.history import format_ms
 
 #: Elements (of a list, or items of a dict) encoded per write: one C-encoder call per batch.

@@ -26,7 +26,7 @@ from ..delta.errors import InvalidArgumentError
 from ..delta.protocol.schema import StructType
 from ..delta.read.aggregates import DEFAULT_SMALL_FILE_BYTES
 from ..delta.snapshot import Snapshot
-from .reports import human_bytes
+from .charts import human_bytes
 
 KNOWN_CHECKS = (
     "protocol",
