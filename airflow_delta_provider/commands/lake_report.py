@@ -529,7 +529,7 @@ def render_lake_html(report: Mapping[str, Any], *, table_link: str | None = None
     from urllib.parse import quote
 
     from .. import __version__
-    from .reports import _environment
+    from .reports import environment
 
     one = report.get("table") is not None
     charts = []
@@ -546,7 +546,7 @@ def render_lake_html(report: Mapping[str, Any], *, table_link: str | None = None
     if table_link is not None:
         links = {tb["table"]: table_link + quote(tb["table"], safe="") for tb in report["tables"]}
     page = (
-        _environment()
+        environment()
         .get_template("lake.html.j2")
         .render(
             title=_title(report),

@@ -524,7 +524,9 @@ def render_markdown(kind: str, result: Mapping[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _environment() -> jinja2.Environment:
+def environment() -> jinja2.Environment:
+    """The Jinja environment of the report pages (`templates/`, autoescaped, strict) with their filters
+    (`bytes`, `hours`, `when`, `percent`, `short`, `count`); the lake report's pages use it too."""
     try:
         import jinja2
         import matplotlib  # noqa: F401 - fail here, naming both, rather than halfway through a page
@@ -548,7 +550,7 @@ def render_html(kind: str, result: Mapping[str, Any]) -> str:
     report = _report(kind, result)
     charts = [chart for draw in report.charts if (chart := draw()) is not None]
     page = (
-        _environment()
+        environment()
         .get_template(f"{kind}.html.j2")
         .render(**report.page, title=report.title, r=result, charts=charts, kind=kind, provider_version=__version__)
     )
