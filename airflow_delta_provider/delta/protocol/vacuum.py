@@ -741,6 +741,8 @@ def revalidate(
     seen: set[str] = set()
     drops: list[tuple[int, str]] = []  # (index in the plan, reason): reported in plan order
     pending: list[tuple[int, str]] = []
+    where: str | None = None  # `in_directory` asked once per run of one directory (plans are sorted)
+    here = protected
     for i, f in enumerate(plan.files):
         rel = plan_entry_relative(f.path, partition_columns)
         if rel is None:
@@ -749,14 +751,19 @@ def revalidate(
             drops.append((i, DUPLICATE))
         else:
             seen.add(f.path)
-            if unprotected(rel, protected):
+            if (directory := rel.rpartition("/")[0]) != where:
+                where, here = directory, in_directory(protected, directory)
+            if unprotected(rel, here):
                 pending.append((i, rel))
             else:
                 drops.append((i, PROTECTED))
     now = stored([plan.files[i].path for i, _ in pending]) if pending else []
     out = Rechecked()
+    where, here = None, tracked
     for (i, rel), s in zip(pending, now, strict=True):
-        why = recheck(plan.files[i], s, cutoff_ms=cutoff_ms, now_ms=now_ms, grace_ms=grace_ms, tracked=rel in tracked)
+        if (directory := rel.rpartition("/")[0]) != where:
+            where, here = directory, in_directory(tracked, directory)
+        why = recheck(plan.files[i], s, cutoff_ms=cutoff_ms, now_ms=now_ms, grace_ms=grace_ms, tracked=rel in here)
         if why is None:
             out.keep.append(plan.files[i])
         else:

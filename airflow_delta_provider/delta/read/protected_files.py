@@ -154,6 +154,7 @@ class PathIndex(AbstractSet[str]):
         self._groups: dict[str, list[tuple[int, pa.Array]]] | None = None
         self._cache: OrderedDict[str, frozenset[str]] = OrderedDict()
         self._len: int | None = None
+        self._last: tuple[str | None, frozenset[str]] = (None, frozenset())
 
     def _grouped(self) -> dict[str, list[tuple[int, pa.Array]]]:
         """Directory -> [(array number, its row numbers in that directory)], rows ascending."""
@@ -191,6 +192,8 @@ class PathIndex(AbstractSet[str]):
 
     def directory(self, directory: str) -> frozenset[str]:
         """The paths directly under `directory` (a comparable relative path, `""` the root)."""
+        if directory == self._last[0]:  # a listing or a sorted plan asks the same directory in a row
+            return self._last[1]
         found = self._cache.get(directory)
         if found is None:
             found = self._cache[directory] = self._build(directory)
@@ -198,10 +201,15 @@ class PathIndex(AbstractSet[str]):
                 self._cache.popitem(last=False)
         else:
             self._cache.move_to_end(directory)
+        self._last = (directory, found)
         return found
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and key in self.directory(key.rpartition("/")[0])
+        if not isinstance(key, str):
+            return False
+        directory = key.rpartition("/")[0]
+        last = self._last  # `directory`'s first test, inlined: a plan re-validated asks once per entry
+        return key in (last[1] if directory == last[0] else self.directory(directory))
 
     def __iter__(self) -> Iterator[str]:
         for directory in self._grouped():
