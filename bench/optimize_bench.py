@@ -472,16 +472,27 @@ def main(argv: list[str] | None = None) -> int:
         f"library `{fingerprint}`, {machine['cpu']}, {machine['nproc']} CPUs, deltalake {machine.get('deltalake')}, "
         f"pyarrow {machine.get('pyarrow')}; load at start {machine['loadavg']}; median of {args.reps}\n",
         md_table(
-            ["command", "wall s (median)", "min-max", "CPU s", "peak RSS MiB", "files after", "others' CPU"],
+            [
+                "command",
+                "wall s (median)",
+                "min-max",
+                "CPU s",
+                "peak RSS MiB (min-max)",
+                "files after",
+                "others' CPU",
+                "1-min load",
+            ],
             [
                 [
                     c.name,
                     f"{c.med('wall'):.2f}",
                     f"{min(s.wall for s in c.samples):.2f}-{max(s.wall for s in c.samples):.2f}",
                     f"{c.med('cpu'):.2f}",
-                    f"{c.med('tree_rss_mib'):.0f}",
+                    f"{c.med('tree_rss_mib'):.0f} ({min(s.tree_rss_mib for s in c.samples):.0f}-"
+                    f"{max(s.tree_rss_mib for s in c.samples):.0f})",
                     str(c.samples[0].check.get("files", c.samples[0].payload.get("added", ""))),
                     f"{statistics.median(s.others for s in c.samples):.0%}",
+                    f"{min(s.load for s in c.samples):.1f}-{max(s.load for s in c.samples):.1f}",
                 ]
                 for c in commands
             ],
