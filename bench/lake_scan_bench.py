@@ -453,16 +453,24 @@ def markdown(rows: list[dict[str, Any]], files: int, commits: int) -> str:
         "its runs (round-robin).",
         "",
         "| store | tables | phase | wall ms/table | CPU ms/table | server CPU ms/table | load1 "
-        "| / list floor | / health floor | / lean floor |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| / list floor | / health floor | / lean floor | CPU / health floor | CPU / lean floor |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         n, ph = r["tables"], r["phases"]
         for name, m in ph.items():
             server = f"{1000 * m['server_cpu_s'] / n:.1f}" if "server_cpu_s" in m else ""
             ratios = " | ".join(
-                f"{m['wall_s'] / ph[f]['wall_s']:.2f}x" if ph[f]["wall_s"] else "-"
-                for f in ("list floor", "health floor", "lean floor")
+                [
+                    *(
+                        f"{m['wall_s'] / ph[f]['wall_s']:.2f}x" if ph[f]["wall_s"] else "-"
+                        for f in ("list floor", "health floor", "lean floor")
+                    ),
+                    *(
+                        f"{m['cpu_s'] / ph[f]['cpu_s']:.2f}x" if ph[f]["cpu_s"] else "-"
+                        for f in ("health floor", "lean floor")
+                    ),
+                ]
             )
             lines.append(
                 f"| {r['store']} | {n} | {name} | {1000 * m['wall_s'] / n:.2f} | {1000 * m['cpu_s'] / n:.2f} "
@@ -493,8 +501,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each phase, round-robin (the fastest kept)")
     parser.add_argument("--profile", type=int, default=0, help="time the parts of a scan over this many tables")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--from-json", type=Path, help="only print the markdown of an earlier --json")
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
+    if args.from_json:
+        print(markdown(json.loads(args.from_json.read_text()), args.files, args.commits))
+        return 0
     t0 = time.perf_counter()
     tmpl = template(args.files, args.commits)
     root = DATA / f"lake_{args.files}_{args.commits}"
