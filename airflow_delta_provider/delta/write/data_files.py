@@ -544,29 +544,13 @@ def _store_file(
     )
 
 
-def _rewrite_pool() -> pa.MemoryPool:
-    """pyarrow's jemalloc pool set to return freed pages at once (`jemalloc_set_decay_ms(0)`), else the
-    system allocator. jemalloc is not pyarrow's default pool: besides this module only the library's own
-    pool (`read.arrow_memory.POOL`) uses it, and a 1M-file load's CPU did not move (1.4-1.7 s either way).
-
-    A rewrite's buffers (packed row groups, the encoder's pages, the output file) are large and short-lived.
-    glibc's malloc keeps them: past its first large free it raises its mmap threshold, so later buffers
-    come from its heap, which it rarely gives back; jemalloc's default decay keeps freed pages for a second.
-    Writing a 12 MiB row group grew RSS by 32 MiB from the system pool, 34 from mimalloc, 16 from this one;
-    the 2,000-file OPTIMIZE benchmark's peak RSS: system pool 197-203 MiB, jemalloc 198-207, jemalloc with
-    decay 0 185-187 (4 runs each, same CPU).
-    """
-    try:
-        pool = pa.jemalloc_memory_pool()
-    except NotImplementedError:  # a pyarrow built without jemalloc (macOS and Windows wheels)
-        return pa.system_memory_pool()
-    pa.jemalloc_set_decay_ms(0)
-    return pool
-
-
-#: The pool a rewrite's packed rows, encoding and output buffer allocate from (reads decode into pyarrow's
-#: default pool: `ParquetFile` takes none).
-REWRITE_POOL = _rewrite_pool()
+#: The pool a rewrite's packed rows, encoding and output buffer allocate from: the system allocator (reads
+#: decode into pyarrow's default pool: `ParquetFile` takes none). Measured on the 2,000-file OPTIMIZE
+#: benchmark (peak RSS, 4 runs each): system 197-203 MiB; jemalloc 198-207; jemalloc after each row group
+#: `release_unused()` 191-206; jemalloc with `jemalloc_set_decay_ms(0)` 185-187, but that setting is
+#: process-wide for jemalloc, which the library's own pool uses too (`read.arrow_memory.POOL`): it made a
+#: 1M-file load's CPU ~15% higher (medians 1.08 vs 0.91 s of 6 runs), so it is not set here.
+REWRITE_POOL = pa.system_memory_pool()
 
 
 _ARANGE: list[pa.Array] = []
