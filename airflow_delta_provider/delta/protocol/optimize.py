@@ -107,7 +107,7 @@ def keep_bin(files: Sequence[AddFile], max_deleted_rows_ratio: float) -> bool:
 
 @dataclass(frozen=True)
 class Bin:
-    """Files of one partition to be rewritten as one new file."""
+    """Files of one partition to be rewritten together (as one new file, or several of the target size)."""
 
     partition: str
     partition_values: Mapping[str, str | None]
@@ -157,7 +157,8 @@ class OptimizePlan:
         return sum(b.num_bytes for b in self.bins)
 
     def partitions(self) -> dict[str, dict[str, int]]:
-        """Per partition: files and bytes to rewrite, and the files expected out (one per bin)."""
+        """Per partition: files and bytes to rewrite, and the files expected out (one per bin; a bin whose
+        rows encode past the target size rolls over into more)."""
         out: dict[str, dict[str, int]] = {}
         for b in self.bins:
             p = out.setdefault(b.partition, {"files": 0, "bytes": 0, "expected_output_files": 0})
