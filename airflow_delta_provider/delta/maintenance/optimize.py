@@ -1,6 +1,8 @@
 """OPTIMIZE: compact small files with `dataChange=false` commits (Spark `OptimizeTableCommand`).
 
-The engine's `bin_rewriter()` rewrites each bin (`write.data_files.compact_bin`); the commit rebases over
+The engine's `bin_rewriter()` rewrites each bin (`write.data_files.compact_bin_files` on the local engine:
+files of about the target size, a bin's rows past it rolling over to another file, as Delta's and
+delta-rs's writers roll them; `compact_bin`, one file per bin, on Spark); the commit rebases over
 concurrent appends (SnapshotIsolation, as Spark downgrades compaction) but not over a removed or changed
 input. With `max_commit_bytes` bins commit in batches, so a long run keeps its progress; a later batch
 starts from the latest version and refuses a metadata or protocol change since the plan (its layout would
