@@ -9,7 +9,7 @@ the library allocates from jemalloc (else the system allocator) and leaves the d
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -45,3 +45,8 @@ class ParquetSource:
     def read(self, columns: Sequence[str] | None = None) -> pa.Table:
         """The named columns (`parent` or `parent.child`, as `ParquetFile.read` takes them), or all."""
         return self._file.read(columns=columns, use_threads=True)
+
+    def read_row_groups(self, columns: Sequence[str] | None = None) -> Iterator[pa.Table]:
+        """`read`, one row group at a time."""
+        for i in range(self._file.metadata.num_row_groups):
+            yield self._file.read_row_group(i, columns=columns, use_threads=True)

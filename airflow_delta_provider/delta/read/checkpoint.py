@@ -137,31 +137,46 @@ def _open_native(store: LogStore, path: str) -> Any:
     return store.open(path)
 
 
+def _wanted(schema: pa.Schema, columns: Sequence[str]) -> list[str]:
+    """The `columns` (top-level names or `parent.child` leaves) that exist in a file of `schema`."""
+    wanted: list[str] = []
+    for c in columns:
+        parent, _, child = c.partition(".")
+        idx = schema.get_field_index(parent)
+        if idx < 0:
+            continue
+        ptype = schema.field(idx).type
+        if child and not pa.types.is_struct(ptype):
+            # not a struct: read it whole so the caller sees (and refuses) the wrong type
+            if parent not in wanted:
+                wanted.append(parent)
+            continue
+        if child and ptype.get_field_index(child) < 0:
+            continue
+        wanted.append(c)
+    return wanted
+
+
 def read_parquet(store: LogStore, path: str, columns: Sequence[str] | None = None) -> pa.Table:
     """Read `columns` (top-level names or `parent.child` leaves) that exist in the file."""
     with _open_native(store, path) as fh:
         pf = ParquetSource(fh)
-        schema = pf.schema_arrow
         if columns is None:
             return pf.read()
-        wanted = []
-        for c in columns:
-            parent, _, child = c.partition(".")
-            idx = schema.get_field_index(parent)
-            if idx < 0:
-                continue
-            ptype = schema.field(idx).type
-            if child and not pa.types.is_struct(ptype):
-                # not a struct: read it whole so the caller sees (and refuses) the wrong type
-                if parent not in wanted:
-                    wanted.append(parent)
-                continue
-            if child and ptype.get_field_index(child) < 0:
-                continue
-            wanted.append(c)
+        wanted = _wanted(pf.schema_arrow, columns)
+        return pf.read(columns=wanted) if wanted else pa.table({})
+
+
+def read_parquet_groups(store: LogStore, path: str, columns: Sequence[str]) -> Iterator[pa.Table]:
+    """`read_parquet`, one row group at a time: a caller keeping part of each group (the file actions of a
+    checkpoint) holds one group's decode at once, not the whole file's."""
+    with _open_native(store, path) as fh:
+        pf = ParquetSource(fh)
+        wanted = _wanted(pf.schema_arrow, columns)
         if not wanted:
-            return pa.table({})
-        return pf.read(columns=wanted)
+            yield pa.table({})
+            return
+        yield from pf.read_row_groups(columns=wanted)
 
 
 #: Checkpoint `add` fields read with the file set; `stats` is read later, only when asked for.
@@ -281,29 +296,31 @@ def read_checkpoint(
                 adds.append(adds_to_table(a for a in parsed if isinstance(a, AddFile)))
                 removes.append(removes_to_table(a for a in parsed if isinstance(a, RemoveFile)))
             else:
-                data = read_parquet(store, part.file.path, columns)
-                actions.extend(non_file_actions(data))
-                adds.append(_file_actions(data, "add", ADD_SCHEMA))
-                removes.append(_file_actions(data, "remove", REMOVE_SCHEMA))
+                for data in read_parquet_groups(store, part.file.path, columns):
+                    actions.extend(non_file_actions(data))
+                    adds.append(_file_actions(data, "add", ADD_SCHEMA))
+                    removes.append(_file_actions(data, "remove", REMOVE_SCHEMA))
                 parquet_paths.append(part.file.path)
     sidecars = checkpoint_sidecars(store, log_dir, actions)
     if sidecars and check_sidecars is not None:
         check_sidecars(sidecars)
     for path, _, name in sidecars:
         with sidecar_read_errors(table, checkpoint.version, name):
-            data = read_parquet(store, path, [c for c in columns if c.startswith(("add.", "remove."))])
+            for data in read_parquet_groups(store, path, [c for c in columns if c.startswith(("add.", "remove."))]):
+                adds.append(_file_actions(data, "add", ADD_SCHEMA))
+                removes.append(_file_actions(data, "remove", REMOVE_SCHEMA))
             parquet_paths.append(path)
-        adds.append(_file_actions(data, "add", ADD_SCHEMA))
-        removes.append(_file_actions(data, "remove", REMOVE_SCHEMA))
     actions = [a for a in actions if not isinstance(a, Sidecar | CheckpointMetadata)]
-    add_table = pa.concat_tables(adds)
+    add_table = pa.concat_tables(adds) if adds else empty_table(ADD_SCHEMA)
     loader = stats_loader(table, checkpoint, store, parquet_paths)
     if eager_stats and loader is not None:
         # stats came with the first read; only struct-only stats (`stats_parsed`) still need the loader
         if add_table.num_rows and pc.all(pc.is_null(add_table.column("stats"))).as_py():
             add_table = fill_stats(add_table, loader())
         loader = None
-    return CheckpointData(actions, add_table, pa.concat_tables(removes), loader)
+    return CheckpointData(
+        actions, add_table, pa.concat_tables(removes) if removes else empty_table(REMOVE_SCHEMA), loader
+    )
 
 
 def stats_loader(
