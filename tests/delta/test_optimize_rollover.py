@@ -124,3 +124,30 @@ def test_compact_bin_keeps_one_file_per_bin_whatever_the_target(tmp_path: Path, 
     assert sum(json.loads(a.stats)["numRecords"] for a in many) == FILES * ROWS
     ids = pa.concat_tables([pq.read_table(path / decode_path(a.path), columns=["id"]) for a in many])["id"]
     assert sorted(ids.to_pylist()) == list(range(FILES * ROWS))
+
+
+def test_small_batches_are_packed_and_rolled_over_without_losing_or_reordering_a_row(
+    tmp_path: Path, source: tuple[Path, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read in 100-row batches, a row group is packed (`PACK_BATCHES`) many times over before it is encoded,
+    and the files roll over between batches: the new files hold every row once, in the inputs' order."""
+    from airflow_delta_provider.delta.write import data_files
+
+    monkeypatch.setattr(data_files, "READ_BATCH_ROWS", 100)
+    monkeypatch.setattr(data_files, "_ARANGE", [])
+    packs: list[int] = []
+    pack = data_files.DataFileWriter._pack
+    monkeypatch.setattr(data_files.DataFileWriter, "_pack", lambda self: (packs.append(1), pack(self))[1])
+    src, input_bytes = source
+    path = _copy(src, tmp_path / "t")
+    log = DeltaLog(str(path))
+    snap = log.update()
+    files = tuple(snap.all_files())
+    layout = dataclasses.replace(table_layout(snap, log.table_uri), target_size=input_bytes // 3)
+    many = compact_bin_files(log.store, layout, Bin("part=p", {"part": "p"}, files), now_ms=lambda: 0)
+    assert len(packs) >= 10  # 160 batches
+    assert len(many) >= 4
+    got = pa.concat_tables([pq.read_table(path / decode_path(a.path)) for a in many])
+    want = pa.concat_tables([pq.read_table(path / decode_path(f.path), columns=["id", "text"]) for f in files])
+    assert got.column("id").to_pylist() == want.column("id").to_pylist()
+    assert got.column("text").to_pylist() == want.column("text").to_pylist()
