@@ -49,6 +49,26 @@ def compact_task(layout: TableLayout, storage_options: Mapping[str, Any]) -> Cal
     return run
 
 
+#: Bins whose plan (JSON) totals at most this travel in the tasks' closure: one stage, no shuffle.
+_CLOSURE_BYTES = 1 << 20
+
+
+def _with_bins(texts: Sequence[str]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """`mapInArrow` over a range's `id` column: each id's row of `BIN_SCHEMA`, its bin from the closure."""
+    texts = list(texts)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        for batch in batches:
+            ids = batch.column("id").to_pylist()
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(ids, pa.int64()), pa.array([texts[i] for i in ids], pa.string())], ["bin_id", "bin"]
+            )
+
+    return run
+
+
 def spark_bin_rewriter(spark: SparkSession, storage_options: Mapping[str, Any]) -> Callable[..., list[AddFile | None]]:
     """The Spark engine's `BinRewriter`: each bin one Spark task."""
     from .state import match_session_mode
@@ -64,8 +84,12 @@ def spark_bin_rewriter(spark: SparkSession, storage_options: Mapping[str, Any]) 
     ) -> list[AddFile | None]:
         if not bins:
             return []
-        rows = [(i, json.dumps(b.to_dict())) for i, b in enumerate(bins)]
-        df = spark.createDataFrame(rows, BIN_SCHEMA).repartition(len(bins))  # round-robin: one bin per task
+        texts = [json.dumps(b.to_dict()) for b in bins]
+        if sum(map(len, texts)) <= _CLOSURE_BYTES:  # one stage: a range of bin ids, the bins in the closure
+            ids = spark.range(0, len(bins), 1, len(bins))
+            df = ids.mapInArrow(_with_bins(texts), BIN_SCHEMA)
+        else:  # round-robin: one bin per task
+            df = spark.createDataFrame(list(enumerate(texts)), BIN_SCHEMA).repartition(len(bins))
         out = df.mapInArrow(compact_task(layout, storage_options), ADD_SCHEMA).collect()
         by_id = {r["bin_id"]: None if r["add"] is None else AddFile.from_json(json.loads(r["add"])) for r in out}
         return [by_id[i] for i in range(len(bins))]
