@@ -246,7 +246,7 @@ READ_BACK = {
     "enforce_retention_duration": lambda request, op: request.options.enforce_retention_duration,
     "quarantine": lambda request, op: request.options.quarantine,
     "tighten": lambda request, op: request.options.tighten,
-    "fail_on_data_loss": lambda request, op: op.fail_on_data_loss,
+    "fail_on_data_loss": lambda request, op: op.argument("fail_on_data_loss"),  # templated: parsed when read
     "ship_library": lambda request, op: op.ship_library,
 }
 

@@ -63,7 +63,7 @@ class SnapshotReplayOperator(DeltaJobOperator):
     )
     template_fields: Sequence[str] = (
         *DeltaJobOperator.template_fields,
-        *("checks", "since_version", "lease_ttl", "lease_location"),
+        *("checks", "since_version", "fail_on_data_loss", "lease_ttl", "lease_location"),
     )
 
     def __init__(

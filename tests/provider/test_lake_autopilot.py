@@ -22,12 +22,12 @@ import pytest
 pytest.importorskip("airflow")
 pytest.importorskip("deltalake")
 
+from conftest import metadata_db, task_states, xcom_return
 from deltalake import DeltaTable, write_deltalake
 from support.lake_gen import KINDS, RACE, Appender
 
 from airflow_delta_provider.delta import DeltaLog, errors
 from airflow_delta_provider.delta.lake import parse_policy, plan, scan
-from tests.conftest import metadata_db, task_states, xcom_return
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
