@@ -26,23 +26,26 @@ ADD_SCHEMA = "bin_id long, add string"
 
 
 def compact_task(layout: TableLayout, storage_options: Mapping[str, Any]) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The `mapInArrow` function: each input row is one bin (JSON), each output row its new `add` (JSON)."""
+    """The `mapInArrow` function: each input row is one bin (JSON), each output row one of its new files'
+    `add` (JSON; with `layout.target_size` a bin's rows roll over to several files, as on the local engine),
+    or a null `add` for a bin whose deletion vectors deleted every row."""
     options = dict(storage_options)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
 
         from ...storage import store_for
-        from ...write.data_files import compact_bin
+        from ...write.data_files import compact_bin_files
 
         store = store_for(layout.table_uri, options)
         clock = lambda: int(time.time() * 1000)  # noqa: E731
         for batch in batches:
             ids, adds = [], []
             for bin_id, text in batch_rows(batch, ("bin_id", "bin")):
-                add = compact_bin(store, layout, Bin.from_dict(json.loads(text)), now_ms=clock)
-                ids.append(bin_id)
-                adds.append(None if add is None else json.dumps(add.to_json()))
+                files = compact_bin_files(store, layout, Bin.from_dict(json.loads(text)), now_ms=clock)
+                for add in files or [None]:
+                    ids.append(bin_id)
+                    adds.append(None if add is None else json.dumps(add.to_json()))
             columns = [pa.array(ids, pa.int64()), pa.array(adds, pa.string())]
             yield pa.RecordBatch.from_arrays(columns, ["bin_id", "add"])
 
@@ -91,7 +94,12 @@ def spark_bin_rewriter(spark: SparkSession, storage_options: Mapping[str, Any]) 
         else:  # round-robin: one bin per task
             df = spark.createDataFrame(list(enumerate(texts)), BIN_SCHEMA).repartition(len(bins))
         out = df.mapInArrow(compact_task(layout, storage_options), ADD_SCHEMA).collect()
-        by_id = {r["bin_id"]: None if r["add"] is None else AddFile.from_json(json.loads(r["add"])) for r in out}
-        return [by_id[i] for i in range(len(bins))]
+        by_id: dict[int, list[AddFile]] = {i: [] for i in range(len(bins))}
+        for r in out:
+            if r["add"] is not None:
+                by_id[r["bin_id"]].append(AddFile.from_json(json.loads(r["add"])))
+        if layout.target_size is not None:  # each bin's files, as the local engine's rewriter returns them
+            return [by_id[i] for i in range(len(bins))]  # type: ignore[misc]
+        return [files[0] if files else None for files in (by_id[i] for i in range(len(bins)))]
 
     return run
