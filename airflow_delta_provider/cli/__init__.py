@@ -59,7 +59,6 @@ from ..delta.errors import (
 )
 from ..delta.protocol.history import to_epoch_ms
 from ..delta.protocol.leases import MAX_TTL_MS
-from ..delta.read.arrow_memory import use_library_pool
 from . import text
 from .completion import bash_completion, zsh_completion
 from .progress import progress_display
@@ -572,8 +571,6 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     """Run `deltalog` with `argv` (default: the command line); the exit code."""
     out = out or sys.stdout
     err = err or sys.stderr
-    if argv is None:  # the `deltalog` process itself (not a caller's): its whole Arrow memory from one pool
-        use_library_pool()
     argv = sys.argv[1:] if argv is None else list(argv)
     if len(argv) > 1 and argv[0] == "vacuum" and argv[1] in VACUUM_SUBCOMMANDS:
         argv = [f"vacuum-{argv[1]}", *argv[2:]]

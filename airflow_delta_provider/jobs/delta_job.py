@@ -5,9 +5,7 @@ spark-submit --py-files airflow_delta_provider.zip delta_job.py --table URI --ac
 
 import sys
 
-from airflow_delta_provider.delta.read.arrow_memory import use_library_pool
 from airflow_delta_provider.jobs.runner import main
 
 if __name__ == "__main__":
-    use_library_pool()  # this driver process is ours: Parquet decoding shares the library's pool
     sys.exit(main())

@@ -28,15 +28,6 @@ def _library_pool() -> pa.MemoryPool:
 POOL: pa.MemoryPool = _library_pool()
 
 
-def use_library_pool() -> None:
-    """Make `POOL` the process's default pool, so Parquet decoding (which allocates from the default pool)
-    shares it; for processes that are ours alone (`deltalog`, the spark-submit job), never for a library
-    caller's. A 2,000-file OPTIMIZE's peak RSS: 165-174 MiB with jemalloc as the default pool against 198-209
-    MiB with mimalloc's per-thread pages (same CPU). An `ARROW_DEFAULT_MEMORY_POOL` choice is honoured."""
-    if not os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
-        pa.set_memory_pool(POOL)
-
-
 class ParquetSource:
     """One Parquet file opened for reading, its columns selectable by top-level or dotted leaf name.
 
