@@ -15,6 +15,10 @@ retention rules and the commits stay on the driver (`maintenance.vacuum`), the r
   now) and by the same joins, each dropped entry with its reason; the rest deleted in batches.
 
 Each task builds its store from the table URI and the storage options (inside its closure).
+
+One unit over 600 lines: the plan, its re-validation and the deletes share the executor's frames, joins and
+cached lists (a counts-only plan is applied from the list its planning cached), and each has a closure path for
+a state replayed on the driver beside the joined one; what runs in the tasks is in `vacuum_tasks.py`.
 """
 
 from __future__ import annotations
