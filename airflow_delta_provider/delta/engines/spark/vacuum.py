@@ -263,8 +263,8 @@ class SparkVacuumExecutor:
         else None (the frames and joins of `_lookups`)."""
         from .state import DistributedFileState
 
-        if isinstance(snapshot.state.files, DistributedFileState):
-            return None
+        if isinstance(snapshot.state.files, DistributedFileState) or snapshot.num_files > self.closure_limit:
+            return None  # (every active file is protected: too many, known before any set is built)
         protected = protected_set(snapshot, cutoff_ms=cutoff_ms, table_root=table_uri)
         tracked = None
         if grace_matters(cutoff_ms=cutoff_ms, now_ms=now_ms, grace_ms=grace_ms):
