@@ -1,5 +1,5 @@
-"""Print the XCom return values of a DAG's latest run and fail unless every task succeeded or was skipped
-(a branch not taken)."""
+"""Print the XCom return values of each named DAG's latest run and fail unless every task succeeded or was
+skipped (a branch not taken)."""
 
 from __future__ import annotations
 
@@ -37,4 +37,4 @@ def main(dag_id: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "delta_table_health"))
+    sys.exit(max(main(dag_id) for dag_id in sys.argv[1:] or ["delta_table_health"]))
