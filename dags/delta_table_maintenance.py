@@ -111,7 +111,7 @@ except (ImportError, AirflowOptionalProviderFeatureException):  # Airflow < 3.1
     ApprovalOperator = HITLOperator = None
 
 from airflow_delta_provider.assets import delta_table_asset
-from airflow_delta_provider.commands.command import read_result, write_result
+from airflow_delta_provider.commands.result_store import read_result, write_result
 from airflow_delta_provider.delta.errors import InvalidArgumentError
 from airflow_delta_provider.delta.maintenance.leases import release_lease
 from airflow_delta_provider.delta.maintenance.optimize import optimize as plan_optimize

@@ -1,11 +1,11 @@
 """The one command layer: a `Request` in, a result dict out, for the CLI (`run`), the spark-submit job and
 the operators (`execute`, which never raises for a failed action). No Airflow import: the job runs on a
-bare Spark driver."""
+bare Spark driver. One unit over 600 lines: `_Run` is the table of actions, one short handler per action, each
+the only place that action's request meets the library; results are stored by `result_store`."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 import traceback
@@ -19,11 +19,12 @@ from ..delta.errors import BucketNotFoundError, DeltaError, InvalidArgumentError
 from ..delta.protocol.actions import AddFile, action_to_json
 from ..delta.protocol.predicate import parse_predicate
 from ..delta.protocol.table_properties import DEFAULT_SMALL_FILE_BYTES
-from ..delta.storage import is_local, local_path
+from ..delta.storage import is_local
 from .checks import KNOWN_CHECKS, evaluate_checks, failed_checks_message, small_file_bytes, validate_checks
-from .report_data import file_size_histogram, run_point, snapshot_health, tombstone_age_histogram
-from .reports import HEALTH_KINDS, MAX_RUNS, RENDERERS, REPORT_KINDS, REWRITE_KINDS
+from .report_data import file_size_histogram, snapshot_health, tombstone_age_histogram
+from .reports import HEALTH_KINDS, RENDERERS, REPORT_KINDS, REWRITE_KINDS
 from .request import OPTIONS, Request
+from .result_store import previous_runs, read_result, sibling, write_result, write_text
 from .results import file_dict, snapshot_dict, tombstone_report
 from .spark_session import application_id
 
@@ -618,86 +619,3 @@ def execute(
             result = {**result, "result_write_error": f"{type(exc).__name__}: {exc}"}
             code = code or 3
     return code, result
-
-
-def write_result(uri: str, result: Mapping[str, Any], storage_options: Mapping[str, Any] | None = None) -> None:
-    """Write `result` as JSON to `uri` atomically (temp file + rename locally, one PUT on object stores)."""
-    write_text(uri, json.dumps(result, indent=2, default=str) + "\n", storage_options)
-
-
-def read_result(uri: str, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
-    """The JSON result at `uri`, or None when there is none (or it is not JSON)."""
-    try:
-        if is_local(uri):
-            with open(local_path(uri), encoding="utf-8") as fh:
-                return json.load(fh)
-        import fsspec
-
-        fs, path = fsspec.core.url_to_fs(uri, **dict(storage_options or {}))
-        return json.loads(fs.cat_file(path))
-    except (FileNotFoundError, ValueError):
-        return None
-
-
-def _table_key(uri: str) -> str:
-    """A table URI compared across results (some name a local table as a path, some as `file://`)."""
-    return uri.removeprefix("file://").rstrip("/")
-
-
-def previous_runs(
-    result_uri: str, action: str, table: str, storage_options: Mapping[str, Any] | None = None
-) -> list[dict[str, Any]]:
-    """The chart points (`report_data.run_point`) of the earlier successful results of `action` on `table` in
-    `result_uri`'s folder (an operator's `dag/task/` folder holds one task's runs), oldest first, the last
-    `MAX_RUNS`; none when the folder cannot be listed."""
-    target = result_uri[len("file://") :] if result_uri.startswith("file://") else result_uri
-    folder, own = target.rsplit("/", 1) if "/" in target else (".", target)
-    try:
-        if is_local(result_uri):
-            path = local_path(folder)
-            entries = [(e.name, e.stat().st_mtime) for e in os.scandir(path) if e.is_file()]
-        else:
-            import fsspec
-
-            fs, path = fsspec.core.url_to_fs(folder, **dict(storage_options or {}))
-            entries = []
-            for info in fs.ls(path, detail=True):
-                stamp = info.get("mtime") or info.get("LastModified") or info.get("updated") or 0
-                stamp = stamp.timestamp() if hasattr(stamp, "timestamp") else float(stamp or 0)
-                entries.append((info["name"].rsplit("/", 1)[-1], stamp))
-    except (OSError, ValueError):  # no folder yet, or one this process may not list: no earlier runs
-        return []
-    names = sorted((mtime, name) for name, mtime in entries if name.endswith(".json") and name != own)
-    points = []
-    for mtime, name in names[-MAX_RUNS * 2 :]:  # a folder shared with other actions may hold others
-        result = read_result(f"{folder}/{name}", storage_options)
-        if not isinstance(result, dict) or result.get("status") != "success" or result.get("action") != action:
-            continue
-        if _table_key(str(result.get("table"))) != _table_key(table):
-            continue
-        point = run_point(result, name=name, finished_ms=int(mtime * 1000))
-        if point is not None:
-            points.append(point)
-    return points[-MAX_RUNS:]
-
-
-def write_text(uri: str, text: str, storage_options: Mapping[str, Any] | None = None) -> None:
-    data = text.encode()
-    if is_local(uri):
-        path = local_path(uri)
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-        return
-    import fsspec
-
-    fs, path = fsspec.core.url_to_fs(uri, **dict(storage_options or {}))
-    fs.pipe_file(path, data)
-
-
-def sibling(uri: str, ext: str) -> str:
-    """`result.json` -> `result.<ext>`: where a rendering of a result goes."""
-    base = uri[: -len(".json")] if uri.endswith(".json") else uri
-    return f"{base}.{ext}"

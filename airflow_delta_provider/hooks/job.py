@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.common.compat.sdk import AirflowException, BaseHook
 
-from ..commands.command import execute, plan_engine, read_result
+from ..commands.command import execute, plan_engine
 from ..commands.request import Request
+from ..commands.result_store import read_result
 from ..commands.spark_session import spark_session
 from ..delta.engines.spark import SPARK_CONF
 from ..delta.errors import DeltaError, error_from_dict

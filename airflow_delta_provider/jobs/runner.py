@@ -15,8 +15,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..commands.command import SparkFactory, execute, sibling, storage_options_from_env, write_result
+from ..commands.command import SparkFactory, execute, storage_options_from_env
 from ..commands.request import Request
+from ..commands.result_store import sibling, write_result
 from ..delta.errors import DeltaError, InvalidArgumentError
 
 STORAGE_OPTIONS_ENV = "DELTA_STORAGE_OPTIONS"

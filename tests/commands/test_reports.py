@@ -21,7 +21,7 @@ import pytest
 
 from airflow_delta_provider.commands import Request, run
 from airflow_delta_provider.commands.checks import evaluate_checks
-from airflow_delta_provider.commands.command import execute, previous_runs
+from airflow_delta_provider.commands.command import execute
 from airflow_delta_provider.commands.report_data import (
     deletion_age_histogram,
     file_size_histogram,
@@ -30,6 +30,7 @@ from airflow_delta_provider.commands.report_data import (
     tombstone_age_histogram,
 )
 from airflow_delta_provider.commands.reports import REPORT_KINDS, human_bytes, render_html, render_markdown
+from airflow_delta_provider.commands.result_store import previous_runs
 from airflow_delta_provider.delta import DeltaLog
 from airflow_delta_provider.delta.protocol.actions import AddFile
 from airflow_delta_provider.delta.read.arrow_build import int_array
