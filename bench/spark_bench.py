@@ -325,7 +325,12 @@ def tree_cpu_s(root: int) -> float:
 
 
 def timed_process(
-    argv: list[str], env: dict[str, str], cwd: Path, timeout: float, poll: float = 0.25
+    argv: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    timeout: float,
+    poll: float = 0.25,
+    tree_rss: list[float] | None = None,
 ) -> tuple[float, float, float, int, str, float]:
     """(wall, cpu, peak RSS MiB, exit code, stderr, CPU s of other processes meanwhile) of `argv`.
 
@@ -333,7 +338,8 @@ def timed_process(
     it and the processes it reaped (launcher, Python driver, the PySpark daemon), but the daemon's
     workers live until shutdown and are not reaped into it; so every `poll` seconds the own CPU of
     each live grandchild or deeper descendant is read from /proc and added (last value seen).
-    "Other" is the machine's busy time during the run minus that. Peak RSS is `wait4`'s (the JVM).
+    "Other" is the machine's busy time during the run minus that. Peak RSS is `wait4`'s (the JVM);
+    `tree_rss`, when given, gets the tree's summed RSS (MiB) at every poll.
     """
     seen: dict[int, int] = {}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -356,6 +362,8 @@ def timed_process(
                 for p in _tree(table, proc.pid):
                     if p in table and p != proc.pid and table[p][0] != proc.pid:
                         seen[p] = table[p][1]  # own CPU only
+                if tree_rss is not None:
+                    tree_rss.append(_tree_rss_mib(proc.pid))
                 next_poll = now + poll
             time.sleep(0.02)
         wall = time.perf_counter() - t0
@@ -1324,6 +1332,397 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+# ---------------------------------------------------------------------------------------------------
+# --large (issue 27): L replay, checkpoint and VACUUM dry run, spark-submit local[2] against the local engine
+
+#: (name, action, table) of each large run: replay and checkpoint read the generated L log; VACUUM plans on
+#: L itself (1.03M active files to protect, its 11,380 tombstoned files on disk) and on vacuum_bench.py's
+#: 1,000,000-file table (every file on disk: 666,666 active, 333,334 planned).
+LARGE_RUNS = {
+    "snapshot": ("snapshot", "L"),
+    "checkpoint": ("checkpoint", "L"),
+    "vacuum-L": ("vacuum", "L"),
+    "vacuum-1M": ("vacuum", "vacuum-1M"),
+}
+LARGE_ENGINES = ("spark", "local")
+
+#: Untimed read-back of a written checkpoint: delta-rs and our local engine, from the checkpoint alone
+#: (`_last_checkpoint` names it; the commits before it are gone from the copy's view of the segment).
+READ_BACK = """
+import json, sys
+from deltalake import DeltaTable
+from airflow_delta_provider.delta import DeltaLog
+p = sys.argv[1]
+dt = DeltaTable(p)
+adds = dt.get_add_actions()
+rs = [dt.version(), adds.num_rows, sum(x for x in adds.column("size_bytes").to_pylist() if x is not None)]
+s = DeltaLog(p).update()
+seg = s.log_segment
+cp = seg.checkpoint.version if seg.checkpoint is not None else None
+ours = [s.version, s.num_files, s.size_in_bytes]
+hint = json.load(open(p + "/_delta_log/_last_checkpoint"))
+print(json.dumps({"delta-rs": rs, "ours": ours, "checkpoint_version": cp, "commits_after": len(seg.commits),
+                  "last_checkpoint": hint.get("version"), "parts": hint.get("parts")}))
+"""
+
+
+def _tree_rss_mib(root: int) -> float:
+    """Resident memory (MiB) of `root` and its live descendants, summed (from /proc/<pid>/statm)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for pid in _tree(_proc_table(), root):
+        try:
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 2**20
+
+
+def large_request(name: str, engine: str, table: str, manifest: dict[str, Any], partitions: int) -> Any:
+    """The bundled job's request for one large run (`auto_threshold_mb=0`: Spark replays on the cluster)."""
+    from airflow_delta_provider.commands.request import Request
+
+    action = LARGE_RUNS[name][0]
+    fields: dict[str, Any] = {}
+    if action == "snapshot":
+        fields["now_ms"] = manifest["now_ms"]
+    if name == "vacuum-L":  # L's tombstoned files were touched when L was generated: retention 0 plans them all
+        fields.update(retention_hours=0, enforce_retention_duration=False)
+    return Request.make(
+        table=table, action=action, engine=engine, snapshot_partitions=partitions, auto_threshold_mb=0, **fields
+    )
+
+
+def plan_paths(result: dict[str, Any]) -> set[str] | None:
+    """A VACUUM dry run's planned paths: inline, else the JSON lines at `files_uri` (Spark's plan_dir)."""
+    if result.get("files_inline", True) and result.get("files") is not None and not result.get("files_uri"):
+        return {f["path"] for f in result["files"]}
+    uri = result.get("files_uri")
+    if not uri:
+        return None
+    root = Path(uri.removeprefix("file://"))
+    out: set[str] = set()
+    for part in sorted(root.glob("part-*")):
+        with open(part) as fh:
+            out.update(json.loads(line)["path"] for line in fh if line.strip())
+    return out
+
+
+def answer_of(name: str, result: dict[str, Any]) -> dict[str, Any]:
+    """The answer two engines must agree on."""
+    if result.get("status") != "success":
+        return {"error": f"{result.get('error_class')}: {str(result.get('message'))[:300]}"}
+    if name == "snapshot":
+        return {k: result.get(k) for k in ("version", "num_files", "size_bytes", "num_tombstones")}
+    if name == "checkpoint":
+        return {k: result.get(k) for k in ("version", "num_add_files", "num_tombstones")}
+    return {k: result.get(k) for k in ("version", "num_files", "bytes", "dry_run", "deleted")}
+
+
+def large(args: argparse.Namespace) -> int:
+    """spark-submit (local[2], cluster replay) and the local engine (the same bundled job in one Python process),
+    interleaved, on L: replay, checkpoint (of a copy of the log) and VACUUM dry runs."""
+    import shutil
+
+    import vacuum_bench
+
+    names = [n for n in args.large_actions.split(",") if n]
+    unknown = [n for n in names if n not in LARGE_RUNS]
+    if unknown:
+        raise SystemExit(f"unknown --large-actions {unknown} (of {', '.join(LARGE_RUNS)})")
+    command_line = " ".join(shlex.quote(a) for a in [".venv/bin/python", "bench/spark_bench.py", *args.argv])
+    manifest = benchlib.ensure_table("L", args.data, generate=not args.no_generate)
+    tables = {"L": benchlib.table_dir("L", args.data)}
+    vacuum_manifest: dict[str, Any] = {}
+    if "vacuum-1M" in names:
+        tables["vacuum-1M"], vacuum_manifest = vacuum_bench.ensure_vacuum_table(1_000_000, args.data)
+    machine = benchlib.machine_info()
+    root, fingerprint = benchlib.snapshot_library()
+    sys.path.insert(0, str(root))  # the job script and the --py-files zip come from the frozen copy
+    from airflow_delta_provider.jobs import build_py_files_zip, job_script
+    from airflow_delta_provider.jobs.runner import job_argv
+
+    SPARK_DIR.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="large-", dir=SPARK_DIR))
+    py_files = build_py_files_zip(work / "pyfiles")
+    env = spark_env(root)
+    nice = ["nice", "-n", str(args.nice)] if args.nice else []
+    submit = [str(Path(env["SPARK_HOME"]) / "bin" / "spark-submit"), "--master", "local[2]", "--py-files", py_files]
+    if args.driver_memory:
+        submit += ["--driver-memory", args.driver_memory]
+    submit += spark_conf_args()
+    script = job_script()
+    quiet = benchlib.quiet_setting(args)
+    rows: list[dict[str, Any]] = []
+    started = time.time()
+    load_start = machine.pop("loadavg")
+    for rep in range(args.large_reps):
+        for name in names:
+            engines = LARGE_ENGINES if (rep + names.index(name)) % 2 == 0 else LARGE_ENGINES[::-1]
+            for engine in engines:
+                action, source = LARGE_RUNS[name]
+                table = tables[source]
+                run_dir = work / f"{name}-{engine}-{rep}"
+                run_dir.mkdir()
+                if action == "checkpoint":  # never into bench/.data/L: a copy of its log (data files not needed)
+                    (run_dir / "table").mkdir()
+                    subprocess.run(["cp", "-rp", str(table / "_delta_log"), str(run_dir / "table")], check=True)
+                    table = run_dir / "table"
+                request = large_request(name, engine, str(table), manifest, args.large_partitions)
+                out = run_dir / "result.json"
+                job = [script, *job_argv(request, str(out))]
+                argv = [*nice, *submit, *job] if engine == "spark" else [*nice, benchlib.python(), *job]
+                busy = benchlib.wait_for_quiet(*quiet) if quiet else -1.0
+                load1 = loadavg1()
+                peak: list[float] = []
+                wall, cpu, rss, code, stderr, others = timed_process(argv, env, run_dir, args.timeout, tree_rss=peak)
+                load_end = loadavg1()
+                (run_dir / "stderr.log").write_text(stderr)
+                try:
+                    result = json.loads(out.read_text())
+                except (OSError, ValueError):
+                    result = {"status": f"no result (exit {code})", "message": stderr[-2000:]}
+                row: dict[str, Any] = {
+                    "name": name,
+                    "engine": engine,
+                    "rep": rep,
+                    "table": str(table),
+                    "wall_s": round(wall, 2),
+                    "cpu_s": round(cpu, 2),
+                    "rss_mib": round(rss),
+                    "tree_rss_mib": round(max(peak, default=0.0)),
+                    "exit": code,
+                    "load1": load1,
+                    "load1_end": load_end,
+                    "busy_before": round(busy, 2),
+                    "others_cores": round(others / wall, 2) if wall else 0.0,
+                    "job_s": result.get("duration_s"),
+                    "timings": result.get("timings"),
+                    "status": result.get("status"),
+                    "result_engine": result.get("engine"),
+                    "answer": answer_of(name, result),
+                    "log": str(run_dir / "stderr.log"),
+                }
+                if engine == "spark":
+                    row.update(job_breakdown(stderr))
+                    stages, tasks = stages_from_log(stderr)
+                    row["stage_list"] = [[label, sec, *t] for (label, sec), t in zip(stages, tasks, strict=True)]
+                if action == "vacuum" and result.get("status") == "success":
+                    paths = plan_paths(result)
+                    row["plan_paths"] = len(paths) if paths is not None else None
+                    (run_dir / "plan-paths.json").write_text(json.dumps(sorted(paths or ())))
+                if action == "checkpoint" and result.get("status") == "success":
+                    proc = subprocess.run(
+                        [benchlib.python(), "-c", READ_BACK, str(table)],
+                        capture_output=True,
+                        text=True,
+                        cwd=run_dir,
+                        env={**os.environ, "PYTHONPATH": str(root)},
+                    )
+                    row["read_back"] = (
+                        json.loads(proc.stdout.strip().splitlines()[-1])
+                        if proc.returncode == 0
+                        else {"error": proc.stderr[-1000:]}
+                    )
+                    row["checkpoint_files"] = len(result.get("parts") or []) or 1
+                    row["checkpoint_mib"] = round((result.get("size_in_bytes") or 0) / 2**20, 1)
+                    shutil.rmtree(table)  # 166 MB of log per run
+                rows.append(row)
+                print(
+                    f"  {name} {engine} #{rep}: {wall:.1f} s wall, {cpu:.1f} s CPU, RSS {rss:.0f}/"
+                    f"{row['tree_rss_mib']} MiB, load {load1:.1f}->{load_end:.1f}, others {row['others_cores']} cores, "
+                    f"{row['answer']}"
+                    + (
+                        f", {row.get('jobs')} jobs {row.get('stages')} stages {row.get('tasks')} tasks"
+                        if engine == "spark"
+                        else ""
+                    ),
+                    file=sys.stderr,
+                    flush=True,
+                )
+    machine["library sources sha256"] = f"{fingerprint} (frozen copy in {root.relative_to(benchlib.REPO)})"
+    machine["date (UTC)"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
+    machine["command"] = f"`{command_line}`"
+    machine["loadavg (start -> end)"] = f"{load_start} -> {benchlib.loadavg()}"
+    machine["duration"] = f"{time.time() - started:.0f} s"
+    info = {"manifest": {k: v for k, v in manifest.items() if k != "tombstone_paths"}, "vacuum": vacuum_manifest}
+    return report_large(rows, machine, info, args, work)
+
+
+def check_large(rows: list[dict[str, Any]], info: dict[str, Any]) -> dict[tuple[str, int], str]:
+    """Per (run, rep): '' when both engines' answers agree (and match the generators' manifests), else why not."""
+    m, vm = info["manifest"], info["vacuum"]
+    out = {}
+    for name, rep in dict.fromkeys((r["name"], r["rep"]) for r in rows):
+        pair = {r["engine"]: r for r in rows if r["name"] == name and r["rep"] == rep}
+        problems = [f"{e}: {r['answer']['error']}" for e, r in pair.items() if "error" in r["answer"]]
+        problems += [f"{e} ran on {r['result_engine']}" for e, r in pair.items() if r.get("result_engine") != e]
+        if len(pair) == 2 and pair["spark"]["answer"] != pair["local"]["answer"]:
+            problems.append(f"spark {pair['spark']['answer']} != local {pair['local']['answer']}")
+        for e, r in pair.items():
+            a = r["answer"]
+            if "error" in a:
+                continue
+            if name == "snapshot" and [a["version"], a["num_files"], a["size_bytes"]] != [
+                m["version"],
+                m["num_files"],
+                m["size_in_bytes"],
+            ]:
+                problems.append(f"{e}: snapshot differs from the manifest")
+            if name == "checkpoint":
+                back = r.get("read_back") or {}
+                want = [m["version"], m["num_files"], m["size_in_bytes"]]
+                if a["num_add_files"] != m["num_files"]:
+                    problems.append(f"{e}: {a['num_add_files']} adds written, manifest {m['num_files']}")
+                if back.get("delta-rs") != want or back.get("ours") != want:
+                    problems.append(f"{e}: read back {back} != manifest {want}")
+                elif [back.get("checkpoint_version"), back.get("last_checkpoint"), back.get("commits_after")] != [
+                    m["version"],
+                    m["version"],
+                    0,
+                ]:
+                    problems.append(f"{e}: the readers did not use the new checkpoint ({back})")
+            if name == "vacuum-1M" and vm and a["num_files"] != vm["tombstoned"] + vm["strays"]:
+                problems.append(f"{e}: planned {a['num_files']}, expected {vm['tombstoned'] + vm['strays']}")
+            if name == "vacuum-L" and a["num_files"] != m["tombstones_total"]:
+                problems.append(f"{e}: planned {a['num_files']}, expected {m['tombstones_total']}")
+        if name.startswith("vacuum") and len(pair) == 2:
+            sets = [
+                json.loads((Path(r["log"]).parent / "plan-paths.json").read_text()) if r.get("plan_paths") else None
+                for r in pair.values()
+            ]
+            if sets[0] is not None and sets[0] != sets[1]:
+                problems.append("the planned paths differ")
+        out[(name, rep)] = "; ".join(problems)
+    return out
+
+
+def report_large(
+    rows: list[dict[str, Any]], machine: dict[str, str], info: dict[str, Any], args: argparse.Namespace, work: Path
+) -> int:
+    """The large table (one row per run), the Spark stages of each Spark run, printed and written where asked."""
+    checks = check_large(rows, info)
+    m, vm = info["manifest"], info["vacuum"]
+    parts = ["### Machine and run\n", table(["", ""], [[k, str(v)] for k, v in machine.items()])]
+    parts.append(
+        f"\nL: {m['num_files']:,} active files, version {m['version']}, checkpoint at {m['checkpoint_version']} "
+        f"({m['checkpoint_rows']:,} rows) + {m['commits_after_checkpoint']:,} commits, "
+        f"{m['log_bytes'] / 2**20:.0f} MiB of log; {m['tombstones_total']:,} tombstoned files on disk "
+        "(its only data files)."
+        + (
+            f" vacuum-1M: vacuum_bench.py's table, {vm['files']:,} files on disk ({vm['active']:,} active, "
+            f"{vm['tombstoned']:,} tombstoned, {vm['strays']:,} strays), {vm['partitions']} partitions."
+            if vm
+            else ""
+        )
+    )
+    parts.append(
+        "\nEach run is a fresh process: `spark-submit --master local[2]` of the bundled job (`engine=spark`, "
+        "`auto_threshold_mb=0`: the state is replayed on the cluster) or the same job script run by Python "
+        f"(`engine=local`); both under `nice -n {args.nice}`, the two engines interleaved (the order alternates). "
+        "Checkpoints are written to a `cp -rp` copy of L's `_delta_log` (removed after the read-back); VACUUMs are "
+        "dry runs (`vacuum-L` with retention 0, unenforced: L's tombstoned files were touched at generation; "
+        "`vacuum-1M` with the table's 7 days). CPU is the process tree's (`os.wait4` plus PySpark workers polled "
+        "from /proc); RSS: the largest process (`wait4`) / the tree's sum (sampled every 0.25 s). "
+        'load1 is /proc/loadavg\'s 1-minute figure at the start and the end of the run; "others" is the other '
+        "processes' CPU during the run (cores). Spark jobs, stages and tasks are from the driver's INFO log."
+    )
+    header = [
+        "run",
+        "engine",
+        "wall s",
+        "job s",
+        "CPU s",
+        "RSS MiB (largest / tree)",
+        "load1 start->end",
+        "others cores",
+        "Spark jobs / stages / tasks",
+        "stage s",
+        "longest stages (s / tasks)",
+        "answer",
+        "engines agree",
+    ]
+    body = []
+    for r in rows:
+        a = r["answer"]
+        if "error" in a:
+            ans = a["error"][:120]
+        elif r["name"] == "snapshot":
+            ans = f"v{a['version']}, {a['num_files']:,} files, {a['size_bytes']:,} B"
+        elif r["name"] == "checkpoint":
+            back = r.get("read_back") or {}
+            ans = (
+                f"v{a['version']}, {a['num_add_files']:,} adds, {r.get('checkpoint_files')} file(s), "
+                f"{r.get('checkpoint_mib')} MiB; read back from it alone: delta-rs "
+                f"{_count(back.get('delta-rs'))} files, ours {_count(back.get('ours'))}"
+            )
+        else:
+            ans = f"{a['num_files']:,} files, {a['bytes']:,} B planned"
+        spark = r["engine"] == "spark"
+        longest = "; ".join(f"{k[0]}{i} {sec:.1f}/{n}" for k, i, sec, n in r.get("longest_stages", []))
+        body.append(
+            [
+                f"{r['name']} #{r['rep']}" if args.large_reps > 1 else r["name"],
+                r["engine"],
+                f"{r['wall_s']:.1f}",
+                fmt(r["job_s"] if isinstance(r["job_s"], int | float) else float("nan"), 1),
+                f"{r['cpu_s']:.1f}",
+                f"{r['rss_mib']:,} / {r['tree_rss_mib']:,}",
+                f"{r['load1']:.1f}->{r['load1_end']:.1f}",
+                f"{r['others_cores']:.2f}",
+                f"{r['jobs']} / {r['stages']} / {r['tasks']}" if spark else "-",
+                f"{r['stage_s']:.1f}" if spark else "-",
+                longest if spark else "-",
+                ans,
+                "yes" if not checks[(r["name"], r["rep"])] else "**NO**: " + checks[(r["name"], r["rep"])][:200],
+            ]
+        )
+    parts.append("\n### L on Spark (local[2], cluster replay) vs the local engine\n")
+    parts.append(table(header, body))
+    parts.append("\nSpark/local ratios (same rep): " + "; ".join(ratio_lines(rows)) + ".")
+    for r in rows:
+        if r["engine"] != "spark" or not r.get("stage_list"):
+            continue
+        parts.append(
+            f"\n#### Spark stages: {r['name']} #{r['rep']} (seconds; tasks, longest task s, task s / stage s)\n"
+        )
+        parts.append(
+            table(
+                ["stage", "s", "tasks", "longest task s", "cores busy"],
+                [
+                    [label, fmt(sec), str(n), fmt(longest), fmt(total / sec if sec else float("nan"), 1)]
+                    for label, sec, n, longest, total in r["stage_list"]
+                ],
+            )
+        )
+    parts.append(f"\nLogs and results: `{work.relative_to(benchlib.REPO)}`.")
+    text = "\n".join(parts) + "\n"
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text)
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine, "info": info, "rows": rows}, indent=1, default=str))
+    return 1 if any(checks.values()) else 0
+
+
+def _count(answer: list[Any] | None) -> str:
+    """The file count of a [version, files, bytes] answer."""
+    return f"{answer[1]:,}" if answer else "?"
+
+
+def ratio_lines(rows: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for name, rep in dict.fromkeys((r["name"], r["rep"]) for r in rows):
+        pair = {r["engine"]: r for r in rows if r["name"] == name and r["rep"] == rep}
+        if len(pair) == 2:
+            s, lo = pair["spark"], pair["local"]
+            out.append(
+                f"{name}: wall {s['wall_s'] / lo['wall_s']:.1f}x, CPU {s['cpu_s'] / lo['cpu_s']:.1f}x, "
+                f"tree RSS {s['tree_rss_mib'] / max(lo['tree_rss_mib'], 1):.1f}x"
+            )
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scales", default="S,M,L", help="comma-separated, of S,M,L (default all)")
@@ -1368,7 +1767,24 @@ def main(argv: list[str] | None = None) -> int:
         help="a variant NAME:key=value,... (Spark conf on the submit and the Connect session; snapshot_partitions=N "
         "the request's); repeatable",
     )
+    parser.add_argument(
+        "--large",
+        action="store_true",
+        help="only L: replay, checkpoint (of a copy) and VACUUM dry runs, spark-submit local[2] vs the local engine",
+    )
+    parser.add_argument(
+        "--large-actions",
+        default=",".join(LARGE_RUNS),
+        help=f"of {','.join(LARGE_RUNS)} (default all)",
+    )
+    parser.add_argument("--large-reps", type=int, default=1, help="rounds of the large runs (default 1)")
+    parser.add_argument("--large-partitions", type=int, default=50, help="snapshot partitions (default 50)")
+    parser.add_argument("--nice", type=int, default=10, help="niceness of the large runs (default 10; 0: none)")
     args = parser.parse_args(argv)
+    args.argv = list(argv if argv is not None else sys.argv[1:])
+    if args.large:
+        args.data = args.data.resolve()
+        return large(args)
     args.fixed_variants = [("", {}, args.fixed_partitions)]
     for spec in args.fixed_conf:  # snapshot_partitions=N is the request's, the rest Spark conf
         name, _, pairs = spec.partition(":")
