@@ -38,6 +38,18 @@ disagrees (`--strict`: also when a target is missed).
 run's Spark jobs, stages and tasks from the INFO logs; `--fixed-conf NAME:key=value,...` adds variants
 (Spark conf; `snapshot_partitions=N` is the request's), `--fixed-modes` picks submit and/or connect. It runs
 the working tree's library, not a frozen copy.
+
+`--large` (issue 27) runs only L: replay (`snapshot`), `checkpoint` (written to a `cp -rp` copy of L's
+`_delta_log`, never into bench/.data/L) and VACUUM dry runs on L (`vacuum-L`: 1.03M active files to protect,
+its 11,380 tombstoned files on disk, retention 0) and on vacuum_bench.py's 1M-file table (`vacuum-1M`), each by
+`spark-submit --master local[2]` of the bundled job with `auto_threshold_mb=0` (the state replayed on the
+cluster) and by the same job with the local engine, interleaved, under `nice -n 10` (`--nice`): wall, CPU and
+peak RSS of the process tree, load1 at start and end, Spark's jobs, stages and tasks, and the answers
+compared (checkpoints read back by delta-rs and our local engine; VACUUM plans as path sets):
+
+    .venv/bin/python bench/spark_bench.py --large --no-wait-idle --markdown /tmp/l.md --json /tmp/l.json
+    .venv/bin/python bench/spark_bench.py --large --large-actions checkpoint --large-reps 2
+    .venv/bin/python bench/spark_bench.py --large --report-from /tmp/l.json    # re-render
 """
 
 from __future__ import annotations
