@@ -10,10 +10,12 @@ thread or a Spark executor; commits nothing.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -383,7 +385,8 @@ class DataFileWriter:
     Delta's and delta-rs's writers roll files (the size estimated from the encoded/decoded ratio of the row
     groups written so far). Each file's footer is checked against the table schema, then it is written once
     under a fresh name (`write_new`); `close` returns their `add`s (none: no row). Rows must be in the
-    physical schema (`physical_table`)."""
+    physical schema (`physical_table`). With `stores`, a finished file (its footer checked here) is written
+    by that `BackgroundStores` while the next rows are read and encoded (`close_deferred`)."""
 
     def __init__(
         self,
@@ -395,6 +398,7 @@ class DataFileWriter:
         what: str,
         *,
         target_size: int | None = None,
+        stores: BackgroundStores | None = None,
     ) -> None:
         self.store, self.layout, self.bin, self.prefix, self.now_ms, self.what = (
             store,
@@ -405,8 +409,9 @@ class DataFileWriter:
             what,
         )
         self.target_size = target_size
-        #: the files written so far
-        self.added: list[AddFile] = []
+        self.stores = stores
+        #: the files finished so far (written, or being written by `stores`)
+        self.files: list[Future[AddFile]] = []
         self._pending: list[pa.Table] = []
         self._pending_rows = self._pending_bytes = 0
         self._packed = 0  # how many of `_pending` are already packed
@@ -487,32 +492,31 @@ class DataFileWriter:
         self._writer.close()
         payload = self._sink.getvalue()
         self._sink = pa.BufferOutputStream()
-        self.added.append(
-            _store_file(
-                self.store, self.layout, self.bin, payload, self.stats.json(), self.prefix, self.now_ms, self.what
-            )
-        )
+        rel = _checked_name(self.layout, payload, self.prefix)
+        write = _FileWrite(self.store, self.layout, self.bin, payload, self.stats.json(), rel, self.now_ms, self.what)
         del payload
+        if self.stores is None:
+            done: Future[AddFile] = Future()
+            done.set_result(write())
+            self.files.append(done)
+        else:
+            self.files.append(self.stores.submit(write))
+        del write
         self._start_file()
+
+    def close_deferred(self) -> list[Future[AddFile]]:
+        """The pending rows written; every file's `add`, in order, once it is written (none: no row was)."""
+        self._flush()
+        self._finish_file()
+        return self.files
 
     def close(self) -> list[AddFile]:
         """The pending rows written; the `add` of every file written, in order (empty when no row was)."""
-        self._flush()
-        self._finish_file()
-        return self.added
+        return [f.result() for f in self.close_deferred()]
 
 
-def _store_file(
-    store: LogStore,
-    layout: TableLayout,
-    bin_: Bin,
-    payload: pa.Buffer,
-    stats: str,
-    prefix: str,
-    now_ms: Callable[[], int],
-    what: str,
-) -> AddFile:
-    """Write `payload` as a fresh file under `prefix` once its footer holds the table schema; its `add`."""
+def _checked_name(layout: TableLayout, payload: pa.Buffer, prefix: str) -> str:
+    """A fresh name under `prefix` for `payload`, once its footer holds the table schema (else raises)."""
     rel = f"{prefix}/{new_file_name()}" if prefix else new_file_name()
     check_file_schema(
         pq.read_schema(pa.BufferReader(payload)),  # the footer: what readers will see
@@ -525,23 +529,104 @@ def _store_file(
         file=rel,
         note="; the file was not written",
     )
-    try:
-        store.write_new(store.join(layout.table_uri, *decode_path(rel).split("/")), memoryview(payload))  # type: ignore[arg-type]  # bytes-like, no copy
-    except OSError as exc:
-        raise StorageError(
-            f"Cannot write {what} file: {type(exc).__name__}: {exc}",
-            table=layout.table_uri,
-            file=rel,
-            transient=not isinstance(exc, PermissionError | FileExistsError),
-        ) from exc
-    return AddFile(
-        path=rel,
-        partition_values=dict(bin_.partition_values),
-        size=payload.size,
-        modification_time=now_ms(),
-        data_change=False,
-        stats=stats,
-    )
+    return rel
+
+
+@dataclass
+class _FileWrite:
+    """A checked file's one write under `rel` (`write_new`), returning its `add`; its bytes are dropped once
+    it ran."""
+
+    store: LogStore
+    layout: TableLayout
+    bin: Bin
+    payload: pa.Buffer | None
+    stats: str
+    rel: str
+    now_ms: Callable[[], int]
+    what: str
+
+    @property
+    def size(self) -> int:
+        return self.payload.size if self.payload is not None else 0
+
+    def __call__(self) -> AddFile:
+        payload, self.payload = self.payload, None
+        assert payload is not None, "a file is written once"
+        store, table = self.store, self.layout.table_uri
+        try:
+            store.write_new(store.join(table, *decode_path(self.rel).split("/")), memoryview(payload))  # type: ignore[arg-type]  # bytes-like, no copy
+        except OSError as exc:
+            raise StorageError(
+                f"Cannot write {self.what} file: {type(exc).__name__}: {exc}",
+                table=table,
+                file=self.rel,
+                transient=not isinstance(exc, PermissionError | FileExistsError),
+            ) from exc
+        return AddFile(
+            path=self.rel,
+            partition_values=dict(self.bin.partition_values),
+            size=payload.size,
+            modification_time=self.now_ms(),
+            data_change=False,
+            stats=self.stats,
+        )
+
+
+#: Encoded bytes a `BackgroundStores` holds at most (waiting or being written); a larger file is written by
+#: the thread that encoded it, as without one, so a rewrite never holds two such files.
+STORE_AHEAD_BYTES = 32 * 1024 * 1024
+
+
+class BackgroundStores:
+    """Finished data files written (`write_new`) on one background thread while the threads that encoded them
+    read and encode the next: storage latency (a local fsync, an object store's PUT) overlaps CPU work
+    instead of idling a core. At most `max_bytes` of encoded files are held for it (the caller waits for
+    room); a file larger than that is written by its caller once nothing is in flight. Once a write failed,
+    `submit` raises its error. Exiting the context waits for every write.
+    """
+
+    def __init__(self, max_bytes: int = STORE_AHEAD_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._held = 0
+        self._failed: BaseException | None = None
+        self._cond = threading.Condition()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="delta-store")
+
+    def __enter__(self) -> BackgroundStores:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(wait=True)
+
+    def submit(self, write: _FileWrite) -> Future[AddFile]:
+        """`write` run in the background once its bytes fit (in this thread when they never would)."""
+        size = write.size
+        alone = size > self.max_bytes
+        with self._cond:
+            while self._failed is None and self._held and (alone or self._held + size > self.max_bytes):
+                self._cond.wait()
+            if self._failed is not None:
+                raise self._failed
+            if not alone:
+                self._held += size
+        if alone:
+            done: Future[AddFile] = Future()
+            done.set_result(write())
+            return done
+        return self._pool.submit(self._run, write, size)
+
+    def _run(self, write: _FileWrite, size: int) -> AddFile:
+        try:
+            return write()
+        except BaseException as exc:
+            with self._cond:
+                self._failed = self._failed or exc
+            raise
+        finally:
+            with self._cond:
+                self._held -= size
+                self._cond.notify_all()
 
 
 #: The pool a rewrite's packed rows, encoding and output buffer allocate from: the system allocator (reads
@@ -651,11 +736,11 @@ def _stream_bin(
     now_ms: Callable[[], int],
     in_files: bool,
     target_size: int | None,
-) -> list[AddFile]:
+    stores: BackgroundStores | None,
+) -> list[Future[AddFile]]:
     table = layout.table_uri
-    out = DataFileWriter(
-        store, layout, bin_, output_dir(bin_, layout.partition_keys), now_ms, "compacted", target_size=target_size
-    )
+    prefix = output_dir(bin_, layout.partition_keys)
+    out = DataFileWriter(store, layout, bin_, prefix, now_ms, "compacted", target_size=target_size, stores=stores)
     any_rows = False
     for f in bin_.files:
         checked = in_files or not layout.partition_columns
@@ -671,18 +756,23 @@ def _stream_bin(
             if data.num_columns == 0 and any_rows:  # Spark refuses such tables
                 raise _no_columns(layout, bin_)
             out.write(data)
-    return out.close()
+    return out.close_deferred()
 
 
 def _rewrite(
-    store: LogStore, layout: TableLayout, bin_: Bin, now_ms: Callable[[], int], target_size: int | None
-) -> list[AddFile]:
+    store: LogStore,
+    layout: TableLayout,
+    bin_: Bin,
+    now_ms: Callable[[], int],
+    target_size: int | None,
+    stores: BackgroundStores | None = None,
+) -> list[Future[AddFile]]:
     try:
         try:
-            return _stream_bin(store, layout, bin_, now_ms, False, target_size)
+            return _stream_bin(store, layout, bin_, now_ms, False, target_size, stores)
         except _Materialized:  # a writer materialized partition columns: every row carries them
             # (with roll-over, files finished before this are not in the table: left for VACUUM)
-            return _stream_bin(store, layout, bin_, now_ms, True, target_size)
+            return _stream_bin(store, layout, bin_, now_ms, True, target_size, stores)
     except pa.ArrowException as exc:
         raise LogCorruptedError(
             f"Cannot rewrite the {len(bin_.files)} files of partition {bin_.partition or '(unpartitioned)'}: "
@@ -703,14 +793,23 @@ def compact_bin_files(store: LogStore, layout: TableLayout, bin_: Bin, *, now_ms
     :raises OperationNotAllowedError: the files hold no column (every column a partition column).
     :raises StorageError: a new file could not be written.
     """
-    return _rewrite(store, layout, bin_, now_ms, layout.target_size)
+    return [f.result() for f in _rewrite(store, layout, bin_, now_ms, layout.target_size)]
+
+
+def compact_bin_files_deferred(
+    store: LogStore, layout: TableLayout, bin_: Bin, *, now_ms: Callable[[], int], stores: BackgroundStores
+) -> list[Future[AddFile]]:
+    """`compact_bin_files` handing each finished file to `stores`: returns once the bin is encoded, each
+    file's `add` in its future once written. Raises as `compact_bin_files` does (a write's error from its
+    future, or from a later bin's `submit`)."""
+    return _rewrite(store, layout, bin_, now_ms, layout.target_size, stores)
 
 
 def compact_bin(store: LogStore, layout: TableLayout, bin_: Bin, *, now_ms: Callable[[], int]) -> AddFile | None:
     """`compact_bin_files` writing one file whatever `layout.target_size` says; its `add` (None: no row left).
     The contract of `BinRewriter`s that return one `add` per bin (PURGE, the Spark executor)."""
     added = _rewrite(store, layout, bin_, now_ms, None)
-    return added[0] if added else None
+    return added[0].result() if added else None
 
 
 def write_data_file(
