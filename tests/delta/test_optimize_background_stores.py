@@ -1,12 +1,14 @@
-"""OPTIMIZE's finished files are written on a background thread (`BackgroundStores`) while the bin threads
-encode the next bins: the bytes it holds are bounded, a failed write fails the OPTIMIZE with nothing
-committed and no write still running, and a kill -9 in the middle of a background write leaves the table as
-it was. Real local stores and tables (delta-rs reads the results); only the store's `write_new` is wrapped
-to observe or fail writes.
+"""OPTIMIZE's cheaper bin rewrite. Finished files are written on a background thread (`BackgroundStores`)
+while the bin threads encode the next bins: the bytes it holds are bounded, a failed write fails the OPTIMIZE
+with nothing committed and no write still running, and a kill -9 in the middle of a background write leaves
+the table as it was. A batch of the schema last seen is only picked, never cast again; dictionary columns
+are chosen on distinct values as before. Real local stores and tables (delta-rs reads the results); only
+the store's `write_new` is wrapped to observe or fail writes.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -15,18 +17,26 @@ import sys
 import threading
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 deltalake = pytest.importorskip("deltalake")
-from deltalake import DeltaTable  # noqa: E402
+from deltalake import DeltaTable, write_deltalake  # noqa: E402
 from test_optimize import deltars_rows, listing, random_table  # noqa: E402
 
 from airflow_delta_provider.delta.delta_log import DeltaLog  # noqa: E402
 from airflow_delta_provider.delta.errors import StorageError  # noqa: E402
 from airflow_delta_provider.delta.maintenance.optimize import optimize  # noqa: E402
-from airflow_delta_provider.delta.protocol.actions import AddFile  # noqa: E402
+from airflow_delta_provider.delta.protocol.actions import AddFile, decode_path  # noqa: E402
 from airflow_delta_provider.delta.storage.local import LocalLogStore  # noqa: E402
-from airflow_delta_provider.delta.write.data_files import BackgroundStores  # noqa: E402
+from airflow_delta_provider.delta.write.data_files import (  # noqa: E402
+    DICTIONARY_MAX_DISTINCT,
+    DICTIONARY_SAMPLE_ROWS,
+    BackgroundStores,
+    dictionary_columns,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -178,3 +188,54 @@ def test_kill_9_during_a_background_write_leaves_the_table_as_before(base: Path,
     assert new and all(p.endswith(".parquet") and "_delta_log" not in p for p in new)  # only unreferenced files
     referenced = {f.path for f in DeltaLog(str(path)).update().all_files()}
     assert not new & referenced
+
+
+# -- the cheaper per-batch work: columns picked when a schema repeats, dictionary columns on distinct values --
+
+
+def _add_foreign_file(path: Path, rel: str, data: pa.Table) -> None:
+    """A Parquet file written by pyarrow and added with our transaction (as another writer would)."""
+    pq.write_table(data, path / rel)
+    add = AddFile(rel, {}, (path / rel).stat().st_size, 0, True, json.dumps({"numRecords": data.num_rows}))
+    DeltaLog(str(path)).update().transaction("WRITE").add(add).commit()
+
+
+def test_a_bin_alternating_input_schemas_keeps_every_row_in_input_order(tmp_path: Path) -> None:
+    """delta-rs files (the declared types) alternate with a foreign writer's (`id` as int32, columns reversed,
+    an extra column): every batch is cast or picked as its own file's schema needs, in the bin's order."""
+    path = tmp_path / "t"
+    for k in range(3):
+        for j in range(2):  # two of the same schema: the second batch is picked, not cast
+            rows = pa.table({"id": pa.array([10 * k + 2 * j, 10 * k + 2 * j + 1]), "v": ["a", None]})
+            write_deltalake(str(path), rows, mode="append")
+        foreign = pa.table({"extra": [1.5], "v": ["c"], "id": pa.array([100 + k], pa.int32())})
+        _add_foreign_file(path, f"foreign-{k}.parquet", foreign)
+    result = optimize(str(path))
+    (bin_,) = result.plan.bins
+    (added,) = result.added
+    out = pq.read_table(path / decode_path(added.path))
+    assert out.schema == pa.schema([("id", pa.int64()), ("v", pa.string())])
+    expected = [
+        r for f in bin_.files for r in pq.read_table(path / decode_path(f.path)).select(["id", "v"]).to_pylist()
+    ]
+    assert out.to_pylist() == expected and len(expected) == 15
+
+
+def test_dictionary_columns_are_judged_on_distinct_non_null_values() -> None:
+    n = DICTIONARY_SAMPLE_ROWS
+    rows = pa.table(
+        {
+            "unique": pa.array(range(n)),
+            "few_with_nulls": pa.array([None if i % 3 else f"x{i % 7}" for i in range(n)]),
+            "nan_and_nulls": pa.array([float("nan") if i % 2 else None for i in range(n)], pa.float64()),
+            "all_null": pa.nulls(n, pa.int32()),
+            "nested": pa.array([[i] for i in range(n)]),
+        }
+    )
+    expected = [
+        name
+        for name in ("unique", "few_with_nulls", "nan_and_nulls", "all_null")
+        if pc.count_distinct(rows.column(name).slice(0, n)).as_py() <= DICTIONARY_MAX_DISTINCT * n
+    ]
+    assert dictionary_columns(rows) == [*expected, "nested.list.item"]  # pyarrow's leaf name
+    assert expected == ["few_with_nulls", "nan_and_nulls", "all_null"]
