@@ -15,6 +15,9 @@ with the same target size (`--target-mb`, 256 MiB: one output file per partition
 * **ours**: `python -c` calling `maintenance.optimize.optimize(path, target_size=...)` (local engine:
   pyarrow on a thread pool);
 * **ours CLI**: `python -m airflow_delta_provider.cli optimize --apply --json --target-size-mb N` (the `deltalog` face);
+* **ours (baseline)**, with `--baseline DIR`: "ours" on another copy of the library (a directory holding
+  `airflow_delta_provider/`, e.g. `git archive <commit> airflow_delta_provider | tar -x -C DIR`), in the same
+  rounds, so that a change is measured against what it changes under the same load;
 * **delta-rs**: `python -c` calling `DeltaTable(path).optimize.compact(target_size=...)`;
 * floors, for context: **cat** (every data file read once to /dev/null: the bytes in) and **pyarrow**
   (each partition's files read one by one with `pq.read_table`, concatenated and written as one snappy
@@ -193,6 +196,8 @@ class Command:
     argv: list[str]  # `{table}` is replaced by the copy's path
     kind: str  # "table": a Delta table checked afterwards; "floor"
     samples: list[Sample] = field(default_factory=list)
+    #: run on this copy of the library instead of the run's (`--baseline`)
+    library: Path | None = None
 
     def med(self, attr: str) -> float:
         return statistics.median(getattr(s, attr) for s in self.samples) if self.samples else float("nan")
@@ -326,6 +331,8 @@ def run_attempt(
     copy = work / cmd.name.replace(" ", "-")
     subprocess.run(["cp", "-a", str(src), str(copy)], check=True)
     load = wait_for_quiet(args.max_load, args.max_busy, args.max_wait)
+    if cmd.library is not None:  # `python -c` imports from its working directory first
+        env, cwd = {**env, "PYTHONPATH": str(cmd.library)}, cmd.library
     try:
         argv = [str(copy) if a == "{table}" else a for a in cmd.argv]
         sample = run_timed(argv, env, cwd, args.timeout)
@@ -406,6 +413,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-wait", type=float, default=900, help="seconds to wait for that before each command")
     p.add_argument("--timeout", type=float, default=1800, help="seconds before a timed command is killed")
     p.add_argument("--library", type=Path, help="run the children on this copy (holding airflow_delta_provider/)")
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        help="also run `ours` on this copy of the library (`ours (baseline)`), interleaved with the others",
+    )
     p.add_argument("--json", type=Path)
     p.add_argument("--markdown", type=Path)
     args = p.parse_args(argv)
@@ -431,9 +443,14 @@ def main(argv: list[str] | None = None) -> int:
             "floor: cat", ["sh", "-c", "find \"$0\" -name '*.parquet' -exec cat {} + > /dev/null", "{table}"], "floor"
         ),
     ]
+    if args.baseline is not None:
+        baseline = args.baseline.resolve()
+        print(f"baseline library {benchlib.library_fingerprint(baseline)}", file=sys.stderr)
+        argv_ours = [py, "-c", OURS, "{table}", str(target)]
+        commands.insert(1, Command("ours (baseline)", argv_ours, "table", library=baseline))
     if args.commands is not None:
         wanted = {c.strip() for c in args.commands.split(",")}  # "none": the Spark runs only
-        commands = [c for c in commands if c.name in wanted]
+        commands = [c for c in commands if c.name in wanted or (c.library is not None and "ours" in wanted)]
     work = benchlib.scratch_dir()
     spark_rows: list[dict[str, Any]] = []
     try:
@@ -504,6 +521,13 @@ def main(argv: list[str] | None = None) -> int:
         parts.append(
             f"\nours / delta-rs wall: **{ratio:.2f}x** (target <= 0.8x: {'met' if ratio <= 0.8 else 'MISSED'}); "
             f"CPU {cpu:.2f}x; peak RSS **{rss:.2f}x** (target <= 1.0x: {'met' if rss <= 1.0 else 'MISSED'})"
+        )
+    if "ours (baseline)" in by_name and "ours" in by_name:
+        new, old = by_name["ours"], by_name["ours (baseline)"]
+        rss = new.med("tree_rss_mib") / old.med("tree_rss_mib")
+        parts.append(
+            f"\nours / ours (baseline): wall {new.med('wall') / old.med('wall'):.2f}x, "
+            f"CPU {new.med('cpu') / old.med('cpu'):.2f}x, peak RSS {rss:.2f}x"
         )
     if spark_rows:
         rows = [
