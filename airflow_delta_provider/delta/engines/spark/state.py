@@ -42,6 +42,7 @@ from ...protocol.actions import (
     action_from_json,
 )
 from ...protocol.checkpoints import NON_FILE_COLUMNS, sidecar_path
+from ...protocol.filenames import ParsedLogPath
 from ...protocol.log_segment import LogSegment
 from ...protocol.replay import InMemoryLogReplay
 from ...protocol.table_features import check_can_read
@@ -70,6 +71,9 @@ _EXECUTOR_ERROR = re.compile(r"airflow_delta_provider\.delta\.errors\.(?P<cls>\w
 _VERSION_IN = re.compile(r"version=(?P<v>\d+)")
 
 DEFAULT_SNAPSHOT_PARTITIONS = 50
+#: Paths Spark lists on the driver; more, given by name, cost a listing job (Spark's default
+#: `spark.sql.sources.parallelPartitionDiscovery.threshold`).
+LISTING_JOB_PATHS = 32
 #: Commits after the checkpoint, in total bytes, up to which the driver reads them for their file keys.
 DEFAULT_DRIVER_KEYS_MAX_BYTES = 16 << 20
 #: Threads the driver reads commit files with from an object store.
@@ -412,7 +416,7 @@ class SparkReplay:
         path = F.col("_metadata.file_path").alias("path")
         sources = []
         if segment.commits:
-            commits = self.spark.read.text([spark_path(c.file.path) for c in segment.commits], wholetext=True)
+            commits = self._commit_files(segment.commits)
             sources.append(commits.select(path, F.lit(0).cast("long").alias("pos"), "value"))
         if json_parts:
             lines = self.spark.read.text([spark_path(p) for p in json_parts])
@@ -422,6 +426,27 @@ class SparkReplay:
         frame = sources[0] if len(sources) == 1 else sources[0].unionByName(sources[1])
         parsed = F.udf(parse_text, PARSED_TYPE, useArrow=False)("path", "pos", "value")
         return frame.select(F.explode(parsed).alias("p")).select("p.*")
+
+    def _commit_files(self, commits: Sequence[ParsedLogPath]) -> DataFrame:
+        """The commits' text, one row per file (`wholetext`). Spark lists more than
+        `LISTING_JOB_PATHS` paths given by name with a Spark job of one task per path (a 1,000-commit
+        tail: 1,000 tasks, to list files the driver has listed); so a longer run of consecutive
+        `<log>/<version:020>.json` commits (PROTOCOL.md "Delta Log Entries") is read as its directory,
+        its other files left out by name (`_metadata.file_name`: Spark prunes files by it before reading)."""
+        from pyspark.sql import functions as F
+
+        paths = [spark_path(c.file.path) for c in commits]
+        first, last = commits[0].version, commits[-1].version
+        log_dir = paths[0].rpartition("/")[0]
+        names = [f"{c.version:020d}.json" for c in commits]
+        plain = [c.version for c in commits] == list(range(first, last + 1)) and all(
+            p == f"{log_dir}/{n}" for p, n in zip(paths, names, strict=True)
+        )
+        if len(paths) <= LISTING_JOB_PATHS or not plain:
+            return self.spark.read.text(paths, wholetext=True)
+        name = F.col("_metadata.file_name")
+        read = self.spark.read.option("pathGlobFilter", "*.json").text(log_dir, wholetext=True)
+        return read.where((F.length(name) == len(names[0])) & name.between(names[0], names[-1]))
 
     @staticmethod
     def _json_sidecars(store: LogStore, path: str) -> list[str]:
