@@ -8,7 +8,7 @@ before any checkpoint file action is read; a state over `memory_limit_bytes` is 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Literal
 
@@ -44,7 +44,9 @@ class LocalEngine:
     `plain=True` replays every action, checkpoint rows included, through `InMemoryLogReplay`: the reference
     path the columnar one is tested against. `threaded=True` reads an Arrow checkpoint in a second thread
     while the commits after it are replayed; errors keep the sequential order (a commit's, then the protocol
-    check's, then the checkpoint's).
+    check's, then the checkpoint's). `file_fields` projects a Parquet checkpoint's file actions onto those
+    fields (`read_checkpoint`: the file identity and size are always read, the rest come back null), for a
+    reader that needs only them (the lake health); None reads every field, and `for_checkpoint` drops it.
     """
 
     name = "local"
@@ -57,8 +59,10 @@ class LocalEngine:
         lazy_stats_bytes: int = LAZY_STATS_BYTES,
         threaded: bool = True,
         memory_limit_bytes: int | Literal["auto"] | None = "auto",
+        file_fields: Collection[str] | None = None,
     ) -> None:
         self.plain = plain
+        self.file_fields = None if file_fields is None else frozenset(file_fields)
         self.lazy_stats_bytes = lazy_stats_bytes
         self.threaded = threaded
         self.memory_limit_bytes = default_memory_limit() if memory_limit_bytes == "auto" else memory_limit_bytes
@@ -67,6 +71,7 @@ class LocalEngine:
         """This engine reading file stats in the same pass as the rest (a checkpoint needs every one)."""
         engine = copy.copy(self)
         engine.lazy_stats_bytes = EAGER_STATS
+        engine.file_fields = None
         return engine
 
     def checkpoint_writer(self) -> CheckpointWriter:
@@ -115,7 +120,9 @@ class LocalEngine:
         check_sidecars: SidecarCheck | None = None,
     ) -> CheckpointData:
         """Read every file of a complete checkpoint with pyarrow, following V2 sidecars."""
-        return read_checkpoint(table, log_dir, store, checkpoint, self.lazy_stats_bytes, check_sidecars)
+        return read_checkpoint(
+            table, log_dir, store, checkpoint, self.lazy_stats_bytes, check_sidecars, file_fields=self.file_fields
+        )
 
     def replay_commits(
         self,

@@ -15,7 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, BinaryIO
 
 from ..protocol.filenames import FileInfo
-from ..storage import LogStore
+from ..storage import LocalLogStore, LogStore, local_path
 from ..storage.base import LevelEntry
 
 LAST_CHECKPOINT = "_last_checkpoint"
@@ -113,7 +113,13 @@ class CountingStore:
             self._pending[path] = pool.submit(get, path)
 
     def open(self, path: str) -> BinaryIO:
+        """`inner.open`; a local file memory-mapped, as the checkpoint reader maps it from the store itself
+        (Parquet reads then release the GIL and allocate no read buffers)."""
         self._count("get")
+        if type(self.inner) is LocalLogStore:
+            import pyarrow as pa
+
+            return pa.memory_map(local_path(path))  # type: ignore[return-value]
         return self.inner.open(path)
 
     def head(self, path: str) -> FileInfo | None:

@@ -6,7 +6,7 @@ naming the table, version and file.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -183,6 +183,19 @@ def read_parquet_groups(store: LogStore, path: str, columns: Sequence[str]) -> I
 _ADD_FIELDS = [f.name for f in ADD_SCHEMA if f.name != "stats"]
 _REMOVE_FIELDS = [f.name for f in REMOVE_SCHEMA]
 _ACTION_COLUMNS = [*NON_FILE_COLUMNS, *(f"add.{f}" for f in _ADD_FIELDS), *(f"remove.{f}" for f in _REMOVE_FIELDS)]
+#: The file-action fields a file set cannot do without, whatever a projection leaves out: the file identity
+#: (PROTOCOL.md "Add File and Remove File": path and deletion vector) and the sizes the state totals.
+IDENTITY_FIELDS = frozenset({"path", "deletionVector", "size"})
+
+
+def _action_columns(eager_stats: bool, file_fields: Collection[str] | None) -> list[str]:
+    """The checkpoint columns a read decodes: every non-file action, the file actions' fields (only
+    `file_fields` and `IDENTITY_FIELDS` of them when a projection is given), `add.stats` when eager."""
+    keep = None if file_fields is None else IDENTITY_FIELDS | set(file_fields)
+    columns = [
+        c for c in _ACTION_COLUMNS if keep is None or not c.startswith(("add.", "remove.")) or c.split(".")[1] in keep
+    ]
+    return [*columns, "add.stats"] if eager_stats else columns
 
 
 def read_checkpoint_stats(store: LogStore, paths: Sequence[str]) -> pa.Table:
@@ -276,14 +289,18 @@ def read_checkpoint(
     checkpoint: CheckpointInstance,
     lazy_stats_bytes: int = LAZY_STATS_BYTES,
     check_sidecars: SidecarCheck | None = None,
+    file_fields: Collection[str] | None = None,
 ) -> CheckpointData:
-    """Every file of a complete checkpoint, V2 sidecars too (`check_sidecars` sees them before the read)."""
+    """Every file of a complete checkpoint, V2 sidecars too (`check_sidecars` sees them before the read).
+
+    `file_fields`: the add/remove fields to decode from Parquet parts (with `IDENTITY_FIELDS`; `stats` as
+    `lazy_stats_bytes` says); the others come back null. None: every field."""
     actions: list[Action] = []
     adds: list[pa.Table] = []
     removes: list[pa.Table] = []
     parquet_paths: list[str] = []
     eager_stats = sum(f.file.size for f in checkpoint.files) < lazy_stats_bytes
-    columns = [*_ACTION_COLUMNS, "add.stats"] if eager_stats else _ACTION_COLUMNS
+    columns = _action_columns(eager_stats, file_fields)
     for part in checkpoint.files:
         name = part.name
         with checkpoint_read_errors(table, checkpoint.version, name):
