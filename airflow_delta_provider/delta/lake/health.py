@@ -34,7 +34,7 @@ from ..protocol.table_features import check_can_write
 from ..protocol.vacuum import deletable, normalize_relative, protected_from_logged, relative_to_root
 from ..read.commits import read_commit
 from ..read.memory_budget import default_memory_limit
-from ..read.protected_files import protected_set
+from ..read.protected_files import active_set, protected_set
 from ..storage import is_local, store_for
 from .discover import error_dict
 from .store import CountingStore
@@ -254,14 +254,14 @@ def _tombstones(snapshot: Any, physical: Mapping[str, str], vacuumed: _Vacuumed 
     """One entry per file VACUUM may delete once its tombstones expire: a removed path still active (a deletion
     vector update removes and re-adds it) is none; a path removed twice counts once, at its latest removal;
     the DV files of removed files count too, when no active file uses them. A tombstone the last completed
-    VACUUM already deleted (`vacuumed`) is none: tombstones stay in the log after their file is gone."""
+    VACUUM already deleted (`vacuumed`) is none: tombstones stay in the log after their file is gone. The live
+    paths are taken from the Arrow columns (`active_set`: simple paths as they are) and the removes' partition
+    keys coded once per partition (`_partition_codes`), not per file."""
     root = snapshot.table
-    if snapshot.remove_files_table.num_rows == 0:
-        return []  # nothing removed: no set of live paths to build
-    adds = snapshot.state.files.adds  # paths and deletion vectors: the stats are not needed
-    live_dvs = [(d["storageType"], d["pathOrInlineDv"]) for d in adds.column("deletionVector").to_pylist() if d]
-    live = protected_from_logged(adds.column("path").to_pylist(), live_dvs, table_root=root)
     table = snapshot.remove_files_table
+    if table.num_rows == 0:
+        return []  # nothing removed: no set of live paths to build
+    live = active_set(snapshot, table_root=root)  # paths and deletion vectors: the stats are not needed
     columns = snapshot.partition_columns
     found: dict[str, Tombstone] = {}
 
@@ -273,16 +273,21 @@ def _tombstones(snapshot: Any, physical: Mapping[str, str], vacuumed: _Vacuumed 
             size, ts = max(size, seen.size), max(ts, seen.deletion_timestamp)
         found[rel] = Tombstone(partition, size, ts)
 
+    if columns:
+        codes, partitions = _partition_codes(table.column("partitionValues").combine_chunks(), columns, physical)
+        names = [key for key, _ in partitions]
+        keys = [names[c] for c in codes.tolist()]
+    else:
+        keys = [""] * table.num_rows
     rows = zip(
         table.column("path").to_pylist(),
-        table.column("partitionValues").to_pylist(),
+        keys,
         table.column("size").to_pylist(),
         table.column("deletionTimestamp").to_pylist(),
         table.column("deletionVector").to_pylist(),
         strict=True,
     )
-    for path, pv, size, ts, dv in rows:
-        key = partition_key(dict(pv or ()), columns, physical) if columns else ""
+    for path, key, size, ts, dv in rows:
         keep(relative_to_root(path, root), key, size or 0, ts or 0)
         if dv and dv["storageType"] in ("u", "p"):
             for dv_rel in protected_from_logged([], [(dv["storageType"], dv["pathOrInlineDv"])], table_root=root):
