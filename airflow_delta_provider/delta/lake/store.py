@@ -43,6 +43,7 @@ class CountingStore:
         self.inner = inner
         self.requests: Counter[str] = Counter()
         self._listings: dict[str, list[FileInfo]] = {}
+        self._sizes: dict[str, int] = {}  # listed path -> size
         self._commits: dict[str, bytes] = {}
         self._pending: dict[str, Future[None]] = {}
         self._lock = threading.Lock()
@@ -62,6 +63,7 @@ class CountingStore:
         found = self.inner.list_from(directory, start)
         if not start:
             self._listings[directory] = found
+            self._sizes.update((f.path, f.size) for f in found)
         return found
 
     def list_level(self, directory: str) -> Iterator[LevelEntry]:
@@ -113,14 +115,21 @@ class CountingStore:
             self._pending[path] = pool.submit(get, path)
 
     def open(self, path: str) -> BinaryIO:
-        """`inner.open`; a local file memory-mapped, as the checkpoint reader maps it from the store itself
-        (Parquet reads then release the GIL and allocate no read buffers)."""
+        """`inner.open`; a local file memory-mapped, as the checkpoint reader maps it from the store itself, and
+        a listed log file no larger than the store's read block (`block_size`: one ranged GET either way) read
+        whole into memory: Parquet reads then release the GIL and go through no Python file object."""
+        import pyarrow as pa
+
         self._count("get")
         if type(self.inner) is LocalLogStore:
-            import pyarrow as pa
-
             return pa.memory_map(local_path(path))  # type: ignore[return-value]
-        return self.inner.open(path)
+        raw = self.inner.open(path)
+        size = self._sizes.get(path)
+        block = getattr(self.inner, "block_size", None)
+        if size is None or not isinstance(block, int) or size > block:
+            return raw
+        with raw:
+            return pa.BufferReader(raw.read())  # type: ignore[return-value]
 
     def head(self, path: str) -> FileInfo | None:
         self._count("head")
