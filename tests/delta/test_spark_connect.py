@@ -4,12 +4,8 @@ by `commands.spark_session` as `deltalog --master sc://...` builds it. Nothing i
 
 What runs on which tables (each corpus table is copied before anything writes):
 
-* Snapshot: `SNAPSHOT_TABLES`, a subset of the conformance corpus covering the log layouts and error
-  kinds (commits only, multi-part and V2 checkpoints with sidecars, column mapping, domains, an
-  unreadable protocol, a version gap), with `test_spark_engine.py`'s fingerprint. Each table costs
-  seconds over Connect; with `DELTA_CONNECT_FULL_CORPUS=1` it compares the whole corpus (292 roots: 0
-  differences, 1063 s on this loaded 2-core machine, run once over `remote("local[2]")` with the same
-  fingerprint).
+* Snapshot: every corpus root, and the write actions on copies of every root the local engine loads,
+  over this same server: `test_spark_corpus.py` (its `connect` target).
 * Checkpoint: classic multi-part with DVs, V2 with sidecars, written by the executors over Connect;
   delta-rs reads the checkpointed table the same (also with the commits up to it set aside), and so
   does our local reader.
@@ -45,7 +41,6 @@ deltalake = pytest.importorskip("deltalake")
 
 from support import spark_connect  # noqa: E402
 from support.spark_connect import connect_session  # noqa: E402
-from test_spark_engine import ORACLE, _fingerprint  # noqa: E402
 
 from airflow_delta_provider.delta import DeltaLog  # noqa: E402
 from airflow_delta_provider.delta.errors import ResourceLimitError  # noqa: E402
@@ -54,18 +49,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 #: The pytest session's Connect server (`support.spark_connect`), a fixture of this module too.
 spark_connect_server = spark_connect.spark_connect_server
-#: Corpus roots the snapshot test compares: commits only, multi-part, V2 (JSON top level, sidecars), column
-#: mapping, domains, an unreadable protocol and a version gap (the checkpoint tests add classic with DVs
-#: and V2 parquet).
-SNAPSHOT_TABLES = [
-    "dat-2022/basic_partitioned/delta",
-    "delta-golden/multi-part-checkpoint",
-    "delta-golden/v2-checkpoint-json",
-    "delta-golden/table-with-columnmapping-mode-name",
-    "delta-rs/table-with-domain-metadata",
-    "delta-golden/deltalog-invalid-protocol-version",
-    "delta-golden/versions-not-contiguous",
-]
 
 
 @pytest.fixture(scope="module")
@@ -96,18 +79,6 @@ def test_the_engine_puts_the_process_in_the_sessions_mode(engine, monkeypatch: p
     assert DeltaLog(str(CORPUS / "dat-2022/basic_append/delta"), engine=replayed).update().num_files > 0
     with pytest.raises(EngineError, match="classic SparkSession in a process in Spark Connect mode"):
         SparkEngine(object())
-
-
-@pytest.mark.skipif(not ORACLE, reason="reference corpus not found")
-def test_snapshot_equals_the_local_engine_on_the_corpus(engine) -> None:
-    roots = sorted(ORACLE) if os.environ.get("DELTA_CONNECT_FULL_CORPUS") else SNAPSHOT_TABLES
-    assert set(roots) <= set(ORACLE)
-    differences = {}
-    for root in roots:
-        local, spark = _fingerprint(root, None), _fingerprint(root, engine)
-        if local != spark:
-            differences[root] = (str(local)[:300], str(spark)[:300])
-    assert differences == {}
 
 
 # -- checkpoint ------------------------------------------------------------------------------------------

@@ -1,0 +1,336 @@
+"""Issue 27: the Spark engine equals the local engine on the whole conformance corpus, on each Spark target.
+
+Targets (a module-scoped parametrized fixture: every test of one target runs before the next target starts):
+
+* `local2`: the suite's shared `local[2]` session (`support.spark_cluster.local_session`), in this process.
+* `standalone`: the session's standalone master + worker (`conftest.spark_standalone`), as ONE spark-submit
+  application (`support/spark_corpus_job.py`: a classic SparkContext is one per process, and this process
+  holds the `local[2]` one) that writes its results as JSON; the executors run this venv's Python.
+* `connect`: the session's Spark Connect server (`support.spark_connect`), a client session in this
+  process (the classic session is stopped first, as `connect_session` does; later modules start it again).
+
+Compared on every corpus root (292; `support.corpus_parity`):
+
+* Snapshot: version, protocol, metadata, txns, domains, every active file (path, size, stats, DV) and
+  every tombstone — or the same typed error. The reports the executors aggregate (file and tombstone
+  summaries, tombstone count, distinct paths) are compared on `local2`; they are the same DataFrame
+  queries on the other targets.
+* Write actions, on copies (`conftest.copy_table`, mtimes kept) of every root the local engine loads:
+  checkpoint (the result, then our reader and delta-rs read the Spark-written table as they read the
+  locally written one), VACUUM (plan, then apply: retention 0 at a fixed clock, the check and the
+  untracked grace off; the same files are left), OPTIMIZE (same counts, plan and partitions; delta-rs
+  reads the same rows). A table whose protocol is refused for writes: the same typed error, nothing written.
+
+Nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import CORPUS, copy_table
+
+pytest.importorskip("pyspark")
+deltalake = pytest.importorskip("deltalake")
+
+from support import corpus_parity as cp  # noqa: E402
+
+from airflow_delta_provider.delta import DeltaLog  # noqa: E402
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+ROOTS: list[str] = cp.corpus_roots(CORPUS) if (CORPUS / cp.ORACLE_FILE).exists() else []
+#: `DELTA_CORPUS_SAMPLE=n` compares every n-th root only (a quick run while working on the engine).
+SAMPLE = int(os.environ.get("DELTA_CORPUS_SAMPLE", "1"))
+ROOTS = ROOTS[::SAMPLE]
+TARGETS = ("local2", "standalone", "connect")
+#: Shuffle partitions of the replay: the corpus tables hold at most a few hundred file actions.
+PARTITIONS = 2
+#: The write actions run on every n-th root the local engine loads, each target from its own offset (so
+#: the targets' shares are disjoint): the whole matrix does not fit the suite's budget (module docstring).
+#: `DELTA_CORPUS_ACTIONS_EVERY=1` runs them on every root on every target.
+ACTIONS_EVERY = {"local2": 30, "standalone": 30, "connect": 30}
+ACTIONS_OFFSET = {"local2": 0, "standalone": 10, "connect": 20}
+if os.environ.get("DELTA_CORPUS_ACTIONS_EVERY"):
+    ACTIONS_EVERY = dict.fromkeys(TARGETS, int(os.environ["DELTA_CORPUS_ACTIONS_EVERY"]))
+#: Session settings for many short jobs: log directories of up to 10000 commits are listed on the driver
+#: (Spark's default lists more than 32 paths with a Spark job of its own). Results do not depend on it.
+SHORT_JOBS_CONF = {"spark.sql.sources.parallelPartitionDiscovery.threshold": "10000"}
+
+if not ROOTS:
+    pytest.skip(f"reference corpus not found at {CORPUS}", allow_module_level=True)
+
+
+# -- what the local engine sees and does --------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def expected() -> dict[str, Any]:
+    """The local engine's fingerprint of every root (summaries included), computed once."""
+    return {root: cp.fingerprint(str(CORPUS / root), None) for root in ROOTS}
+
+
+def _copies(base: Path, roots: list[str]) -> dict[str, dict[str, Path]]:
+    """A fresh copy of each root per write action, under `base/<action>/`."""
+    return {action: {root: copy_table(root, base / action) for root in roots} for action in cp.ACTIONS}
+
+
+def _files(table: Path) -> list[str]:
+    """Every file under the table root outside the log (what VACUUM deletes from)."""
+    found = (p.relative_to(table) for p in table.rglob("*") if p.is_file())
+    return sorted(str(p) for p in found if p.parts[0] != "_delta_log")
+
+
+def _deltars(table: Path) -> Any:
+    """What delta-rs reads at the latest version: version, active paths and sizes, rows (as a multiset)."""
+    try:
+        dt = deltalake.DeltaTable(str(table))
+        rows = sorted(json.dumps(r, sort_keys=True, default=repr) for r in dt.to_pyarrow_table().to_pylist())
+        return {"version": dt.version(), "rows": rows}
+    except Exception as exc:  # delta-rs refuses some corpus tables (features, null schemaString): the same way
+        return type(exc).__name__
+
+
+def _after(action: str, table: Path, result: Any) -> Any:
+    """What the table looks like after `action` (read by the local engine and by delta-rs)."""
+    if isinstance(result, str):  # refused: nothing was written
+        return {"files": _files(table), "log": sorted(p.name for p in (table / "_delta_log").iterdir())}
+    snap = cp.fingerprint(str(table), None, summaries=False)
+    if action == "checkpoint":
+        log = DeltaLog(str(table))
+        checkpoint = log.log_segment().checkpoint
+        return {
+            "snapshot": snap,
+            "checkpoint": None if checkpoint is None else (checkpoint.version, len(checkpoint.files)),
+            "deltars": _deltars(table),
+        }
+    if action == "vacuum":
+        return {"snapshot": snap, "files": _files(table)}
+    # OPTIMIZE writes new files with new names: the rows, the number of files and their partitions
+    files = DeltaLog(str(table)).update().all_files()
+    layout = sorted(json.dumps(dict(a.partition_values), sort_keys=True) for a in files)
+    return {"layout": layout, "deltars": _deltars(table) if result.get("num_files_removed") else None}
+
+
+def _action_tasks(copies: dict[str, dict[str, Path]]) -> list[dict[str, str]]:
+    return [
+        {"kind": action, "table": str(table), "key": f"{action}:{root}"}
+        for action, tables in copies.items()
+        for root, table in tables.items()
+    ]
+
+
+@pytest.fixture(scope="module")
+def loadable(expected: dict[str, Any]) -> list[str]:
+    """Roots the local engine loads: where a write action can apply (or be refused by protocol)."""
+    return [root for root, fp in expected.items() if not isinstance(fp, str)]
+
+
+def _share(loadable: list[str], target: str) -> list[str]:
+    """The roots `target` runs the write actions on."""
+    every = ACTIONS_EVERY[target]
+    return loadable[ACTIONS_OFFSET[target] % every :: every]
+
+
+@pytest.fixture(scope="module")
+def expected_actions(loadable: list[str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The local engine's result of each write action on its own copy of each root any target writes,
+    and the table after."""
+    roots = sorted({root for name in TARGETS for root in _share(loadable, name)})
+    copies = _copies(tmp_path_factory.mktemp("corpus-local"), roots)
+    results = cp.run_tasks(_action_tasks(copies), None)
+    return {
+        f"{action}:{root}": (results[f"{action}:{root}"], _after(action, table, results[f"{action}:{root}"]))
+        for action, tables in copies.items()
+        for root, table in tables.items()
+    }
+
+
+# -- the targets ----------------------------------------------------------------------------------------------
+@dataclass
+class Outcome:
+    """One target's results (by task key) and what its pass cost."""
+
+    name: str
+    results: dict[str, Any]
+    after: dict[str, Any] = field(default_factory=dict)
+    summaries: bool = False
+    cost: dict[str, Any] = field(default_factory=dict)
+
+
+def _cpu(pid: int | None = None) -> float:
+    """CPU seconds of this process and its waited-for children, plus those of the JVM `pid` if given."""
+    usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    total = sum(u.ru_utime + u.ru_stime for u in usage)
+    if pid is not None:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _standalone(cluster: Any, tasks: list[dict[str, str]], work: Path) -> dict[str, Any]:
+    """The tasks as ONE application on the standalone master: its executors run this venv's Python."""
+    from support.spark_cluster import spark_bin, spark_env
+
+    from airflow_delta_provider.delta.engines.spark import SPARK_CONF
+
+    (work / "tasks.json").write_text(json.dumps(tasks))
+    conf = {
+        **SPARK_CONF,
+        "spark.ui.enabled": "false",
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.executor.memory": "512m",
+        "spark.cores.max": "1",
+        "spark.sql.shuffle.partitions": str(PARTITIONS),
+        "spark.default.parallelism": str(PARTITIONS),
+        **SHORT_JOBS_CONF,
+    }
+    argv = [spark_bin("spark-submit"), "--master", cluster.master_url]
+    for key, value in conf.items():
+        argv += ["--conf", f"{key}={value}"]
+    script = Path(__file__).resolve().parents[1] / "support" / "spark_corpus_job.py"
+    argv += [
+        str(script),
+        str(work / "tasks.json"),
+        str(work / "out.json"),
+        "--partitions",
+        str(PARTITIONS),
+        "--no-prefetch",
+    ]
+    proc = subprocess.run(argv, env=spark_env(), capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((work / "out.json").read_text())
+    assert report["app_id"].startswith("app-") and report["master"] == cluster.master_url
+    return report
+
+
+@pytest.fixture(scope="module", params=TARGETS)
+def target(
+    request: pytest.FixtureRequest,
+    loadable: list[str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Outcome]:
+    """Every root's snapshot, and the write actions on copies of its share of roots, run on one target
+    (once per module). The executors' reports (summaries) are compared on `local2` only."""
+    from airflow_delta_provider.delta.engines.spark import SparkEngine
+
+    name: str = request.param
+    work = tmp_path_factory.mktemp(f"corpus-{name}")
+    copies = _copies(work, _share(loadable, name))
+    tasks = [{"kind": "snapshot", "table": str(CORPUS / r), "key": f"snapshot:{r}"} for r in ROOTS]
+    tasks += _action_tasks(copies)
+    cost: dict[str, Any] = {}
+    jvm: int | None = None  # the JVM doing the work in another process, for its CPU seconds
+    if name == "local2":
+        from support.spark_cluster import local_session
+
+        spark = local_session("delta-corpus-tests")  # the suite's shared local[2] session: left running
+        jvm = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
+        started, cpu = time.monotonic(), _cpu(jvm)
+        saved = {key: spark.conf.get(key, None) for key in SHORT_JOBS_CONF}
+        for key, value in SHORT_JOBS_CONF.items():
+            spark.conf.set(key, value)
+        tracker = spark.sparkContext.statusTracker()
+        first = max(tracker.getJobIdsForGroup(None) or [-1])
+        try:
+            engine = SparkEngine(spark, snapshot_partitions=PARTITIONS)
+            results = cp.run_tasks(tasks, engine, summaries=True, cost=cost)
+        finally:
+            for key, value in saved.items():
+                spark.conf.unset(key) if value is None else spark.conf.set(key, value)
+        cost["jobs"] = max(tracker.getJobIdsForGroup(None) or [-1]) - first
+        outcome = Outcome(name, results, summaries=True, cost=cost)
+    elif name == "standalone":  # the driver's JVM is a waited-for child; the executors' are the worker's
+        started, cpu = time.monotonic(), _cpu()
+        report = _standalone(request.getfixturevalue("spark_standalone"), tasks, work)
+        outcome = Outcome(name, report["results"], cost={**report["cost"], "jobs": report["jobs"]})
+    else:
+        pytest.importorskip("grpc")
+        from support.spark_connect import connect_session
+
+        server = request.getfixturevalue("spark_connect_server")
+        jvm = server.proc.pid
+        started, cpu = time.monotonic(), _cpu(jvm)
+        with connect_session(server) as spark:
+            for key, value in SHORT_JOBS_CONF.items():  # this client's server-side session only
+                spark.conf.set(key, value)
+            engine = SparkEngine(spark, snapshot_partitions=PARTITIONS, prefetch_digest=False)
+            results = cp.run_tasks(tasks, engine, cost=cost)
+        outcome = Outcome(name, results, cost=cost)
+    outcome.cost.update(
+        wall_s=round(time.monotonic() - started, 1), cpu_s=round(_cpu(jvm) - cpu, 1), load=os.getloadavg()[0]
+    )
+    outcome.after = {
+        f"{action}:{root}": _after(action, table, outcome.results[f"{action}:{root}"])
+        for action, tables in copies.items()
+        for root, table in tables.items()
+    }
+    print(f"\ncorpus parity on {name}: {len(tasks)} tasks, {outcome.cost}")
+    yield outcome
+
+
+#: The session's Connect server fixture, visible to `request.getfixturevalue` from this module.
+from support.spark_connect import spark_connect_server  # noqa: E402, F401
+
+
+# -- the tests ------------------------------------------------------------------------------------------------
+def test_snapshot_equals_the_local_engine_on_every_root(target: Outcome, expected: dict[str, Any]) -> None:
+    """Every root, whatever it holds (21 of them are errors: the same typed error is the parity)."""
+    got = {k.removeprefix("snapshot:"): v for k, v in target.results.items() if k.startswith("snapshot:")}
+    assert set(got) == set(ROOTS) and len(ROOTS) >= 290 // SAMPLE
+    assert cp.differences(expected, got, summaries=target.summaries) == {}
+
+
+#: Checkpoint result fields every writer reports the same way; the files (`path`, `parts`, `sidecars`,
+#: `size_in_bytes`) are each writer's own: the executors write a classic checkpoint as one part per
+#: partition and a V2 one with one sidecar per partition with rows (`test_spark_checkpoint.py`).
+CHECKPOINT_FIELDS = ("version", "kind", "num_actions", "num_add_files", "num_tombstones", "written")
+
+
+def known_defect(action: str, want: Any, got: Any) -> bool:
+    """Engine defect (reported, `test_spark_engine.test_optimize_of_a_missing_data_file_is_a_typed_error`):
+    the Spark bin rewriter's job is not run through `run_spark`, so the LogCorruptedError an executor raises
+    when a data file the log names is missing reaches the caller as PySpark's untyped PythonException. Allowed
+    in exactly that shape, the table unchanged."""
+    return (
+        action == "optimize"
+        and want == "LogCorruptedError"
+        and got == "untyped PythonException: carries LogCorruptedError"
+    )
+
+
+def _comparable(action: str, result: Any, after: Any) -> Any:
+    if action == "checkpoint" and isinstance(result, dict):
+        fields = result["CheckpointResult"]
+        result = {k: fields[k] for k in CHECKPOINT_FIELDS}
+        after = {**after, "checkpoint": after["checkpoint"] and after["checkpoint"][0]}
+    return result, after
+
+
+@pytest.mark.parametrize("action", cp.ACTIONS)
+def test_write_action_equals_the_local_engine_on_its_share_of_roots(
+    target: Outcome, expected_actions: dict[str, Any], loadable: list[str], action: str
+) -> None:
+    roots = _share(loadable, target.name)
+    assert len(roots) >= len(loadable) // ACTIONS_EVERY[target.name] > 0
+    differences = {}
+    for root in roots:
+        key = f"{action}:{root}"
+        want = _comparable(action, *expected_actions[key])
+        got = _comparable(action, target.results[key], target.after[key])
+        if known_defect(action, want[0], got[0]) and got[1] == want[1]:
+            continue
+        if got != want:
+            differences[root] = (json.dumps(want[0])[:300], json.dumps(got[0])[:300], got[1] == want[1])
+    assert differences == {}
+    applied = [r for r in roots if not isinstance(expected_actions[f"{action}:{r}"][0], str)]
+    assert len(applied) >= 0.7 * len(roots)  # most roots are written, not refused
