@@ -401,7 +401,7 @@ def profile(paths: list[Path]) -> dict[str, float]:
     from airflow_delta_provider.delta.delta_log import DeltaLog
     from airflow_delta_provider.delta.engines.local import EAGER_STATS, LocalEngine
     from airflow_delta_provider.delta.lake import table_health
-    from airflow_delta_provider.delta.lake.health import _file_columns
+    from airflow_delta_provider.delta.lake.health import HEALTH_FILE_FIELDS, _file_columns
 
     def log(p: Path) -> Path:
         return p / "_delta_log"
@@ -409,8 +409,9 @@ def profile(paths: list[Path]) -> dict[str, float]:
     def cp(p: Path) -> str:
         return str(max(log(p).glob("*.checkpoint.parquet")))
 
-    def update(p: Path, lazy: int) -> Any:
-        return DeltaLog(str(p), engine=LocalEngine(lazy_stats_bytes=lazy, threaded=False)).update()
+    def update(p: Path, lazy: int, fields: tuple[str, ...] | None = None) -> Any:
+        engine = LocalEngine(lazy_stats_bytes=lazy, threaded=False, memory_limit_bytes=None, file_fields=fields)
+        return DeltaLog(str(p), engine=engine).update()
 
     snap = update(paths[0], EAGER_STATS)
     physical = snap.physical_partition_columns
@@ -423,6 +424,9 @@ def profile(paths: list[Path]) -> dict[str, float]:
         "checkpoint, every column (pyarrow)": lambda p: _read_all(cp(p)),
         "snapshot (listing, checkpoint, commits, state), stats read": lambda p: update(p, EAGER_STATS),
         "snapshot, stats unread": lambda p: update(p, 0),
+        "snapshot as health reads it (file actions projected onto HEALTH_FILE_FIELDS), stats read": lambda p: update(
+            p, EAGER_STATS, HEALTH_FILE_FIELDS
+        ),
         "health counting (numRecords, partitions, sizes; on a loaded snapshot)": lambda p: _file_columns(
             snap, physical
         ),

@@ -31,7 +31,13 @@ from ..protocol.log_cleanup import (
 )
 from ..protocol.optimize import partition_key
 from ..protocol.table_features import check_can_write
-from ..protocol.vacuum import deletable, normalize_relative, protected_from_logged, relative_to_root
+from ..protocol.vacuum import (
+    SIMPLE_PATH_PATTERN,
+    deletable,
+    normalize_relative,
+    protected_from_logged,
+    relative_to_root,
+)
 from ..read.commits import read_commit
 from ..read.memory_budget import default_memory_limit
 from ..read.protected_files import active_set, protected_set
@@ -254,45 +260,54 @@ def _tombstones(snapshot: Any, physical: Mapping[str, str], vacuumed: _Vacuumed 
     """One entry per file VACUUM may delete once its tombstones expire: a removed path still active (a deletion
     vector update removes and re-adds it) is none; a path removed twice counts once, at its latest removal;
     the DV files of removed files count too, when no active file uses them. A tombstone the last completed
-    VACUUM already deleted (`vacuumed`) is none: tombstones stay in the log after their file is gone. The live
-    paths are taken from the Arrow columns (`active_set`: simple paths as they are) and the removes' partition
-    keys coded once per partition (`_partition_codes`), not per file."""
+    VACUUM already deleted (`vacuumed`) is none: tombstones stay in the log after their file is gone. From the
+    Arrow columns: the live paths by `active_set`, the removes' partition keys coded once per partition
+    (`_partition_codes`), paths matching `SIMPLE_PATH_PATTERN` taken as their own relative form; only the
+    others and the DV descriptors are normalized one by one."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     root = snapshot.table
     table = snapshot.remove_files_table
-    if table.num_rows == 0:
+    n = table.num_rows
+    if n == 0:
         return []  # nothing removed: no set of live paths to build
     live = active_set(snapshot, table_root=root)  # paths and deletion vectors: the stats are not needed
     columns = snapshot.partition_columns
-    found: dict[str, Tombstone] = {}
-
-    def keep(rel: str | None, partition: str, size: int, ts: int) -> None:
-        if rel is None or rel in live or (vacuumed is not None and vacuumed.deleted(rel, ts)):
-            return
-        seen = found.get(rel)
-        if seen is not None:
-            size, ts = max(size, seen.size), max(ts, seen.deletion_timestamp)
-        found[rel] = Tombstone(partition, size, ts)
-
     if columns:
         codes, partitions = _partition_codes(table.column("partitionValues").combine_chunks(), columns, physical)
         names = [key for key, _ in partitions]
         keys = [names[c] for c in codes.tolist()]
     else:
-        keys = [""] * table.num_rows
-    rows = zip(
-        table.column("path").to_pylist(),
-        keys,
-        table.column("size").to_pylist(),
-        table.column("deletionTimestamp").to_pylist(),
-        table.column("deletionVector").to_pylist(),
-        strict=True,
-    )
-    for path, key, size, ts, dv in rows:
-        keep(relative_to_root(path, root), key, size or 0, ts or 0)
-        if dv and dv["storageType"] in ("u", "p"):
-            for dv_rel in protected_from_logged([], [(dv["storageType"], dv["pathOrInlineDv"])], table_root=root):
-                keep(dv_rel, key, _dv_file_size(dv), ts or 0)
-    return list(found.values())
+        keys = [""] * n
+    paths = table.column("path")
+    rels: list[str | None] = paths.to_pylist()
+    simple = pc.match_substring_regex(paths, f"^(?:{SIMPLE_PATH_PATTERN})$").fill_null(False)
+    for i in np.flatnonzero(~simple.to_numpy(zero_copy_only=False)).tolist():
+        path = rels[i]
+        rels[i] = None if path is None else relative_to_root(path, root)
+    sizes = table.column("size").fill_null(0).to_numpy().tolist()
+    stamps = table.column("deletionTimestamp").fill_null(0).to_numpy().tolist()
+    deleted = None if vacuumed is None else vacuumed.deleted
+    found: dict[str, tuple[str, int, int]] = {}
+
+    def keep(rel: str | None, key: str, size: int, ts: int) -> None:
+        if rel is None or rel in live or (deleted is not None and deleted(rel, ts)):
+            return
+        seen = found.get(rel)
+        found[rel] = (key, size, ts) if seen is None else (key, max(size, seen[1]), max(ts, seen[2]))
+
+    for rel, key, size, ts in zip(rels, keys, sizes, stamps, strict=True):
+        keep(rel, key, size, ts)
+    dv = table.column("deletionVector")
+    with_file = pc.is_in(pc.struct_field(dv, "storageType"), value_set=pa.array(["u", "p"])).fill_null(False)
+    rows = np.flatnonzero(with_file.to_numpy(zero_copy_only=False)).tolist()
+    if rows:  # the DV files of removed files, in row order (no DV file is also a data file)
+        for i, d in zip(rows, pc.take(dv, rows).to_pylist(), strict=True):
+            for dv_rel in protected_from_logged([], [(d["storageType"], d["pathOrInlineDv"])], table_root=root):
+                keep(dv_rel, keys[i], _dv_file_size(d), stamps[i])
+    return [Tombstone(key, size, ts) for key, size, ts in found.values()]
 
 
 def _partitions_of(
