@@ -1,6 +1,7 @@
 """Issue 27: the Spark engine equals the local engine on the whole conformance corpus, on each Spark target.
 
-Targets (a module-scoped parametrized fixture: every test of one target runs before the next target starts):
+Targets (a module-scoped parametrized fixture: every test of one target runs before the next target starts;
+`connect` first, `local2` last, so no classic session is started only to be stopped):
 
 * `local2`: the suite's shared `local[2]` session (`support.spark_cluster.local_session`), in this process.
 * `standalone`: the session's standalone master + worker (`conftest.spark_standalone`), as ONE spark-submit
@@ -61,7 +62,7 @@ ROOTS: list[str] = cp.corpus_roots(CORPUS) if (CORPUS / cp.ORACLE_FILE).exists()
 #: `DELTA_CORPUS_SAMPLE=n` compares every n-th root only (a quick run while working on the engine).
 SAMPLE = int(os.environ.get("DELTA_CORPUS_SAMPLE", "1"))
 ROOTS = ROOTS[::SAMPLE]
-TARGETS = ("local2", "standalone", "connect")
+TARGETS = ("connect", "standalone", "local2")  # local2 last: the next modules reuse its session
 #: Shuffle partitions of the replay: the corpus tables hold at most a few hundred file actions.
 PARTITIONS = 2
 #: The write actions run on every n-th root the local engine loads, each target from its own offset (so
