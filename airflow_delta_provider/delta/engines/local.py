@@ -197,7 +197,10 @@ def local_bin_rewriter(max_workers: int | None = None) -> BinRewriter:
     files in flight), every one before this returns or raises: a bin thread no longer idles its core while
     its file is written (a local fsync; on an object store, the PUT of up to a target size) but reads and
     encodes the next bin. On the 2,000-file OPTIMIZE benchmark (`bench/optimize_bench.py`) the 20 writes
-    blocked their bin threads 0.6-0.9 s in all (wall, at load 12) for 0.1 s of CPU.
+    (~7 MiB each, fsynced) kept their bin threads waiting 0.5-0.9 s in all for 0.1 s of CPU (phase timing,
+    load 10-21); at that load the wall gain was inside the noise (6 interleaved in-process pairs: medians
+    13.3 s with, 12.3 s without, range 7.6-15.0 s), so no quiet figure yet. What it hides grows with the
+    store's latency: on an object store the PUT of each file, not a local fsync.
     """
 
     def one(
