@@ -28,8 +28,8 @@ Compared on every corpus root (292; `support.corpus_parity`):
 Why a share: per root, the three actions cost about six snapshots (VACUUM's plan and apply replay the log
 twice and list the table twice, the checkpoint writer re-reads what it wrote), and the snapshot pass on
 three targets already takes most of the time the suite can give it. Measured on this 2-core machine at a
-load average of ~18 (wall seconds per root): snapshot 3.9 (local2, with the reports) / 3.1 (standalone),
-checkpoint 6.7 / 7.4, VACUUM 14.2 / 13.7, OPTIMIZE 2.8 / 3.6.
+load average of 17-22 (wall seconds per root, local2 / standalone / connect): snapshot 3.9 (with the
+reports) / 3.1 / 1.6, checkpoint 6.7 / 7.4 / 5.9, VACUUM 14.2 / 13.7 / 12.8, OPTIMIZE 2.8 / 3.6 / 3.5.
 
 Nothing is mocked.
 """
