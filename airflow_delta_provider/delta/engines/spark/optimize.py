@@ -74,7 +74,7 @@ def _with_bins(texts: Sequence[str]) -> Callable[[Iterator[pa.RecordBatch]], Ite
 
 def spark_bin_rewriter(spark: SparkSession, storage_options: Mapping[str, Any]) -> Callable[..., list[AddFile | None]]:
     """The Spark engine's `BinRewriter`: each bin one Spark task."""
-    from .state import match_session_mode
+    from .state import match_session_mode, run_spark
 
     match_session_mode(spark)
 
@@ -93,7 +93,8 @@ def spark_bin_rewriter(spark: SparkSession, storage_options: Mapping[str, Any]) 
             df = ids.mapInArrow(_with_bins(texts), BIN_SCHEMA)
         else:  # round-robin: one bin per task
             df = spark.createDataFrame(list(enumerate(texts)), BIN_SCHEMA).repartition(len(bins))
-        out = df.mapInArrow(compact_task(layout, storage_options), ADD_SCHEMA).collect()
+        rewritten = df.mapInArrow(compact_task(layout, storage_options), ADD_SCHEMA)
+        out = run_spark(rewritten.collect, table=layout.table_uri)  # an executor's typed error stays typed
         by_id: dict[int, list[AddFile]] = {i: [] for i in range(len(bins))}
         for r in out:
             if r["add"] is not None:

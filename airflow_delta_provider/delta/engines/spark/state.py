@@ -69,6 +69,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _EXECUTOR_ERROR = re.compile(r"airflow_delta_provider\.delta\.errors\.(?P<cls>\w+): (?P<msg>[^\n]+)")
 _VERSION_IN = re.compile(r"version=(?P<v>\d+)")
+#: The file a rendered DeltaError names: the last field of its trailing `[table=..., version=..., file=...]`.
+_FILE_IN = re.compile(r"[\[ ]file=(?P<f>[^\]]+)\]\s*$")
 
 DEFAULT_SNAPSHOT_PARTITIONS = 50
 #: Paths Spark lists on the driver; more, given by name, cost a listing job (Spark's default
@@ -342,13 +344,14 @@ def run_spark(action: Callable[[], Any], *, table: str, version: int | None = No
         text = str(exc)
         raised = _EXECUTOR_ERROR.search(text)
         if raised and raised["cls"] in ERROR_CLASSES:  # a typed error raised on an executor
-            where = _VERSION_IN.search(raised["msg"])
+            where, file = _VERSION_IN.search(raised["msg"]), _FILE_IN.search(raised["msg"])
             raise error_from_dict(
                 {
                     "error_class": raised["cls"],
                     "message": raised["msg"].strip(),
                     "table": table,
                     "version": int(where["v"]) if where else version,
+                    "file": file["f"] if file else None,
                 }
             ) from None
         if ("ClassNotFoundException" in text and "S3AFileSystem" in text) or 'No FileSystem for scheme "s3' in text:
