@@ -88,11 +88,9 @@ REFUSED = {
         "delta-rs/table_with_liquid_clustering",
     ],
 }
-#: Roots `local2` also runs OPTIMIZE on: a data file the log names is missing (`known_defect`).
+#: Roots `local2` also runs OPTIMIZE on: a data file the log names is missing (LogCorruptedError on an
+#: executor, which reached the caller untyped before the bins' job ran through `run_spark`).
 MISSING_DATA_FILE = ["delta-rs/data_err_logs/table_g"]
-#: Session settings for many short jobs: log directories of up to 10000 commits are listed on the driver
-#: (Spark's default lists more than 32 paths with a Spark job of its own). Results do not depend on it.
-SHORT_JOBS_CONF = {"spark.sql.sources.parallelPartitionDiscovery.threshold": "10000"}
 
 if not ALL_ROOTS:
     pytest.skip(f"reference corpus not found at {CORPUS}", allow_module_level=True)
@@ -224,7 +222,6 @@ def _standalone(cluster: Any, tasks: list[dict[str, str]], work: Path) -> dict[s
         "spark.cores.max": "1",
         "spark.sql.shuffle.partitions": str(PARTITIONS),
         "spark.default.parallelism": str(PARTITIONS),
-        **SHORT_JOBS_CONF,
     }
     argv = [spark_bin("spark-submit"), "--master", cluster.master_url]
     for key, value in conf.items():
@@ -268,17 +265,10 @@ def target(
         spark = local_session("delta-corpus-tests")  # the suite's shared local[2] session: left running
         jvm = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
         started, cpu = time.monotonic(), _cpu(jvm)
-        saved = {key: spark.conf.get(key, None) for key in SHORT_JOBS_CONF}
-        for key, value in SHORT_JOBS_CONF.items():
-            spark.conf.set(key, value)
         tracker = spark.sparkContext.statusTracker()
         first = max(tracker.getJobIdsForGroup(None) or [-1])
-        try:
-            engine = SparkEngine(spark, snapshot_partitions=PARTITIONS)
-            results = cp.run_tasks(tasks, engine, summaries=True, cost=cost)
-        finally:
-            for key, value in saved.items():
-                spark.conf.unset(key) if value is None else spark.conf.set(key, value)
+        engine = SparkEngine(spark, snapshot_partitions=PARTITIONS)
+        results = cp.run_tasks(tasks, engine, summaries=True, cost=cost)
         cost["jobs"] = max(tracker.getJobIdsForGroup(None) or [-1]) - first
         outcome = Outcome(name, results, summaries=True, cost=cost)
     elif name == "standalone":  # the driver's JVM is a waited-for child; the executors' are the worker's
@@ -293,8 +283,6 @@ def target(
         jvm = server.proc.pid
         started, cpu = time.monotonic(), _cpu(jvm)
         with connect_session(server) as spark:
-            for key, value in SHORT_JOBS_CONF.items():  # this client's server-side session only
-                spark.conf.set(key, value)
             engine = SparkEngine(spark, snapshot_partitions=PARTITIONS, prefetch_digest=False)
             results = cp.run_tasks(tasks, engine, cost=cost)
         outcome = Outcome(name, results, cost=cost)
@@ -328,17 +316,6 @@ def test_snapshot_equals_the_local_engine_on_every_root(target: Outcome, expecte
 CHECKPOINT_FIELDS = ("version", "kind", "num_actions", "num_add_files", "num_tombstones", "written")
 
 
-def known_defect(action: str, want: Any, got: Any) -> bool:
-    """Engine defect (reported, `test_spark_engine.test_optimize_of_a_missing_data_file_is_a_typed_error`):
-    the Spark bin rewriter's job is not run through `run_spark`, so the LogCorruptedError an executor raises
-    when a data file the log names is missing reaches the caller as PySpark's untyped PythonException (over
-    Connect its text may not name the error). Allowed in exactly that shape, the table unchanged."""
-    prefix = "untyped PythonException: "
-    if action != "optimize" or want != "LogCorruptedError" or not str(got).startswith(prefix):
-        return False
-    return "carries " not in got or got == prefix + "carries LogCorruptedError"
-
-
 def _comparable(action: str, result: Any, after: Any) -> Any:
     if action == "checkpoint" and isinstance(result, dict):
         fields = result["CheckpointResult"]
@@ -360,8 +337,6 @@ def test_write_action_equals_the_local_engine_on_its_share_of_roots(
         key = f"{action}:{root}"
         want = _comparable(action, *expected_actions[key])
         got = _comparable(action, target.results[key], target.after[key])
-        if known_defect(action, want[0], got[0]) and got[1] == want[1]:
-            continue
         if got != want:
             differences[root] = (json.dumps(want[0])[:300], json.dumps(got[0])[:300], got[1] == want[1])
     assert differences == {}

@@ -310,15 +310,11 @@ def test_s3a_without_hadoop_aws_says_so(engine) -> None:
 
 
 @pytest.mark.skipif(not ORACLE, reason="reference corpus not found")
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine defect: engines/spark/optimize.py runs the bins' job without run_spark, so the typed error "
-    "an executor raises reaches the caller as PySpark's PythonException",
-)
 def test_optimize_of_a_missing_data_file_is_a_typed_error(engine, tmp_path) -> None:
     """A data file the log names is missing: the local engine's OPTIMIZE raises LogCorruptedError naming
-    the table and the file, and so must the Spark engine's (its executor raises it). Found by the corpus
-    parity (`test_spark_corpus.py`) on every root whose OPTIMIZE reads a missing file."""
+    the table and the file, and so does the Spark engine's (its executor raises it; the bins' job runs
+    through `run_spark`). Found by the corpus parity (`test_spark_corpus.py`): before that fix, on the 15
+    roots whose OPTIMIZE reads a missing file, it was PySpark's untyped PythonException."""
     from conftest import copy_table
 
     from airflow_delta_provider.delta import LogCorruptedError
