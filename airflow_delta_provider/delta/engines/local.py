@@ -198,9 +198,10 @@ def local_bin_rewriter(max_workers: int | None = None) -> BinRewriter:
     its file is written (a local fsync; on an object store, the PUT of up to a target size) but reads and
     encodes the next bin. On the 2,000-file OPTIMIZE benchmark (`bench/optimize_bench.py`) the 20 writes
     (~7 MiB each, fsynced) kept their bin threads waiting 0.5-0.9 s in all for 0.1 s of CPU (phase timing,
-    load 10-21); at that load the wall gain was inside the noise (6 interleaved in-process pairs: medians
-    13.3 s with, 12.3 s without, range 7.6-15.0 s), so no quiet figure yet. What it hides grows with the
-    store's latency: on an object store the PUT of each file, not a local fsync.
+    load 10-21); the wall it saves there is within the noise (in-process interleaved pairs, background vs
+    synchronous writes: medians 3.55 vs 3.84 s over 8 pairs at load 4.3, 4.11 vs 3.86 s over 6 at load 3-4).
+    What it hides grows with the store's latency (an object store's PUT rather than a local fsync); files
+    over `STORE_AHEAD_BYTES` (most outputs at a 100 MiB+ target) are still written by their bin thread.
     """
 
     def one(
