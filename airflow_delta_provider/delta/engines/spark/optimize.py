@@ -94,7 +94,8 @@ def spark_bin_rewriter(spark: SparkSession, storage_options: Mapping[str, Any]) 
         else:  # round-robin: one bin per task
             df = spark.createDataFrame(list(enumerate(texts)), BIN_SCHEMA).repartition(len(bins))
         rewritten = df.mapInArrow(compact_task(layout, storage_options), ADD_SCHEMA)
-        out = run_spark(rewritten.collect, table=layout.table_uri)  # an executor's typed error stays typed
+        # an executor's typed error stays typed; the lambda keeps this module as the job's call site
+        out = run_spark(lambda: rewritten.collect(), table=layout.table_uri)
         by_id: dict[int, list[AddFile]] = {i: [] for i in range(len(bins))}
         for r in out:
             if r["add"] is not None:
