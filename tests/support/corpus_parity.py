@@ -173,12 +173,13 @@ def run_tasks(
     tasks: list[dict[str, str]], engine: Any, *, summaries: bool = False, cost: dict[str, list[float]] | None = None
 ) -> dict[str, Any]:
     """`{"kind": "snapshot" | an action, "table": path, "key": name}` tasks run in order with `engine`:
-    result (fingerprint or `act`'s) by key. `cost` gets `kind -> [tasks, wall seconds]`."""
+    result (fingerprint or `act`'s) by key; a snapshot task's own `"summaries"` overrides `summaries`.
+    `cost` gets `kind -> [tasks, wall seconds]`."""
     out: dict[str, Any] = {}
     for task in tasks:
         started = time.monotonic()
         if task["kind"] == "snapshot":
-            out[task["key"]] = fingerprint(task["table"], engine, summaries=summaries)
+            out[task["key"]] = fingerprint(task["table"], engine, summaries=bool(task.get("summaries", summaries)))
         else:
             out[task["key"]] = act(task["kind"], task["table"], engine)
         if cost is not None:
