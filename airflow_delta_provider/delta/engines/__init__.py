@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import os
-from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from typing import Protocol as TypingProtocol
 
@@ -217,28 +216,6 @@ def run_pooled(task: Callable[[T], R], items: Sequence[T], workers: int, name: s
             return [f.result() for f in futures]
         finally:
             for f in futures:
-                f.cancel()
-
-
-def read_ahead(task: Callable[[T], R], items: Sequence[T], workers: int, ahead: int, name: str) -> Iterator[R]:
-    """`task` of each item, yielded in order, run on `workers` threads at most `ahead` items before the one the
-    caller is at (in this thread for one worker): the next inputs are fetched and decoded while the caller
-    works on this one, with a bounded number held. A task's error is raised when the caller reaches it; the
-    tasks still running are waited for when the caller stops early."""
-    if workers <= 1 or len(items) <= 1:
-        yield from map(task, items)
-        return
-    pending: deque[Future[R]] = deque()
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name) as pool:
-        try:
-            for item in items:
-                pending.append(pool.submit(task, item))
-                if len(pending) > ahead:
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
-        finally:
-            for f in pending:
                 f.cancel()
 
 

@@ -24,7 +24,7 @@ from ..errors import LogCorruptedError, ResourceLimitError
 from ..protocol.actions import AddFile
 from ..protocol.zorder import ZOrderColumn, output_count, row_slices, u64_scalar, zorder_key
 from ..write.data_files import REWRITE_POOL, iter_file_rows, output_dir, physical_table, write_data_file
-from . import pool_workers, read_ahead, run_pooled
+from . import pool_workers, run_pooled
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..protocol.optimize import Bin
@@ -77,31 +77,15 @@ def _values(data: pa.Table, path: Sequence[str]) -> pa.Array:
     return array
 
 
-#: Input files of a partition read ahead of the one being cast, on `READ_AHEAD_WORKERS` threads: the next
-#: files' reads (an object store's GETs) and decoding overlap this one's (a 2,000-file partition on two cores:
-#: see bench/RESULTS.md, Z-ORDER session 15). Bounded: at most this many decoded files held beyond the bin.
-READ_AHEAD_FILES = 4
-READ_AHEAD_WORKERS = 2
-
-
-def _fetch(store: LogStore, layout: TableLayout, f: AddFile) -> list[pa.Table]:
-    """A file's rows through its deletion vector, as its batches were read (not yet cast)."""
-    return list(iter_file_rows(store, layout.table_uri, f))
-
-
-def _physical(layout: TableLayout, bin_: Bin, f: AddFile, batches: list[pa.Table], in_files: bool) -> pa.Table:
-    """A file's rows in the table's physical schema (cast a batch at a time)."""
-    values = bin_.partition_values
-    cast = [
-        physical_table(rows, layout, partition_values=values, partition_columns_in_files=in_files, file=f.path)
-        for rows in batches
-    ]
-    return cast[0] if len(cast) == 1 else pa.concat_tables(cast)
-
-
 def _read(store: LogStore, layout: TableLayout, bin_: Bin, f: AddFile, in_files: bool) -> pa.Table:
-    """A file's rows through its deletion vector, in the table's physical schema (in this thread)."""
-    return _physical(layout, bin_, f, _fetch(store, layout, f), in_files)
+    """A file's rows through its deletion vector, in the table's physical schema (read and cast a batch at a
+    time, in this thread: partitions run on the pool)."""
+    values, table = bin_.partition_values, layout.table_uri
+    batches = [
+        physical_table(rows, layout, partition_values=values, partition_columns_in_files=in_files, file=f.path)
+        for rows in iter_file_rows(store, table, f)
+    ]
+    return batches[0] if len(batches) == 1 else pa.concat_tables(batches)
 
 
 def _sort_failed(layout: TableLayout, bin_: Bin, exc: Exception) -> LogCorruptedError:
@@ -153,12 +137,10 @@ def zorder_bin(
     target_size: int,
     now_ms: Callable[[], int],
     memory_limit: int | None = None,
-    read_workers: int = 1,
 ) -> list[AddFile]:
     """Rewrite every file of `bin_` (one partition) sorted by the z-order key of `columns`, as files of about
-    `target_size` (`dataChange=false`; none when deletion vectors deleted every row); its input files are read
-    ahead on `read_workers` threads. Rows that would not fit in `memory_limit` are sorted through spill files
-    instead (`_zorder_spilled`).
+    `target_size` (`dataChange=false`; none when deletion vectors deleted every row). Rows that would not
+    fit in `memory_limit` are sorted through spill files instead (`_zorder_spilled`).
 
     :raises LogCorruptedError: an input unreadable, or not holding the table's schema (named).
     :raises SchemaMismatchError: a new file's footer does not hold the table schema (that file not written).
@@ -170,12 +152,9 @@ def zorder_bin(
     in_files = False
     tables: list[pa.Table] = []  # blocks of rows copied into REWRITE_POOL, then the files read since
     blocks = pending = decoded = 0
-    files = bin_.files
-    fetched = read_ahead(lambda f: _fetch(store, layout, f), files, read_workers, READ_AHEAD_FILES, "zorder-read")
     try:
-        for f, batches in zip(files, fetched, strict=True):
-            data = _physical(layout, bin_, f, batches, in_files)
-            del batches
+        for f in bin_.files:
+            data = _read(store, layout, bin_, f, in_files)
             if layout.partition_columns and not in_files and _materialized(data, layout):
                 in_files = True  # then every file's rows carry them (filled from partition values where absent)
                 values = bin_.partition_values  # a partition's value is the same in every row
@@ -335,21 +314,8 @@ def local_zorder_rewriter(max_workers: int | None = None, memory_limit_bytes: in
             workers = max(1, min(workers, memory_limit_bytes // max(1, largest)))
             share = memory_limit_bytes // workers
 
-        # a partition alone on the pool reads its files ahead on the cores the others would have used; not
-        # under a memory limit (the files read ahead are not counted in a partition's share)
-        ahead = READ_AHEAD_WORKERS if share is None and workers == 1 else 1
-
         def one(b: Bin) -> list[AddFile]:
-            return zorder_bin(
-                store,
-                layout,
-                b,
-                columns,
-                target_size=target_size,
-                now_ms=clock,
-                memory_limit=share,
-                read_workers=ahead,
-            )
+            return zorder_bin(store, layout, b, columns, target_size=target_size, now_ms=clock, memory_limit=share)
 
         return run_pooled(one, bins, workers, "zorder")
 
