@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -19,7 +20,9 @@ REPO = Path(__file__).resolve().parents[1]
 # Airflow reads its configuration when first imported: set it before any test module imports it.
 # A throwaway AIRFLOW_HOME (SQLite metadata DB, migrated on demand by the `airflow_db` fixture), the
 # repo's example DAGs as the DAG bundle, no example DAGs, Spark bound to loopback.
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow-home-"))
+if "AIRFLOW_HOME" not in os.environ:
+    os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="airflow-home-")
+    atexit.register(shutil.rmtree, os.environ["AIRFLOW_HOME"], ignore_errors=True)  # ours: gone with the run
 os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(REPO / "dags"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__EXECUTOR", "LocalExecutor")

@@ -232,7 +232,7 @@ def test_partition_values_lookup_answers_as_map_lookup():
     one, a missing key, a null value and a repeated key (first wins), on whole and sliced arrays."""
     import pyarrow.compute as pc
 
-    from airflow_delta_provider.delta.lake.health import _map_values
+    from airflow_delta_provider.delta.lake.health_columns import _map_values
 
     maps = pa.array(
         [[("a", "1"), ("b", "2")], None, [("b", "3")], [], [("a", None), ("a", "9")], [("b", "4"), ("a", "5")]],

@@ -15,11 +15,8 @@ import pytest
 from airflow_delta_provider.delta.delta_log import DeltaLog
 from airflow_delta_provider.delta.engines.local import EAGER_STATS, LocalEngine
 from airflow_delta_provider.delta.lake import discover, table_health
-from airflow_delta_provider.delta.lake.health import (
-    HEALTH_FILE_FIELDS,
-    _partition_codes,
-    _record_counts,
-)
+from airflow_delta_provider.delta.lake.health import HEALTH_FILE_FIELDS
+from airflow_delta_provider.delta.lake.health_columns import partition_codes, record_counts
 from airflow_delta_provider.delta.protocol.lake_health import ActiveFile, summarize_partitions
 from airflow_delta_provider.delta.protocol.optimize import partition_key
 from tests.conftest import CORPUS, copy_table
@@ -71,11 +68,11 @@ def test_record_counts_answer_as_a_json_parse(string_type):
             rows = [f'{{"numRecords":{rng.randint(0, 10**9)},"minValues":{{"a":1}}}}' for _ in rows] + rows[:1]
         arr = pa.array(rows, type=string_type)
         want = [_json_rule(s) for s in rows]
-        assert _record_counts(arr).tolist() == want, rows
+        assert record_counts(arr).tolist() == want, rows
         if len(arr) > 2:
-            assert _record_counts(arr.slice(1)).tolist() == want[1:], rows
+            assert record_counts(arr.slice(1)).tolist() == want[1:], rows
             chunked = pa.chunked_array([arr.slice(0, 2), arr.slice(2)], type=string_type)
-            assert _record_counts(chunked).tolist() == want, rows
+            assert record_counts(chunked).tolist() == want, rows
 
 
 def _per_file_codes(pv, columns, physical):
@@ -110,7 +107,7 @@ def test_partition_codes_answer_as_each_files_partition_key(columns, distinct, r
                 entries.append((physical.get(c, c), "repeated"))
         maps.append(entries)
     pv = pa.array(maps, type=pa.map_(pa.string(), pa.string()))
-    codes, partitions = _partition_codes(pv, columns, physical)
+    codes, partitions = partition_codes(pv, columns, physical)
     want = _per_file_codes(pv, columns, physical)
     assert [partitions[c][0] for c in codes.tolist()] == want
     assert len({key for key, _ in partitions}) == len(partitions)  # one code per partition
@@ -187,6 +184,6 @@ def test_health_over_the_projected_read_answers_as_the_per_file_rule_on_the_corp
 
 
 def test_record_counts_of_no_rows():
-    assert _record_counts(pa.array([], pa.string())).tolist() == []
-    assert _record_counts(pa.chunked_array([], pa.string())).tolist() == []
-    assert np.array_equal(_record_counts(pa.array([None, None], pa.string())), [-1, -1])
+    assert record_counts(pa.array([], pa.string())).tolist() == []
+    assert record_counts(pa.chunked_array([], pa.string())).tolist() == []
+    assert np.array_equal(record_counts(pa.array([None, None], pa.string())), [-1, -1])

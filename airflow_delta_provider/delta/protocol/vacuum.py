@@ -2,8 +2,8 @@
 
 Pure: the snapshot's files and tombstones, a listing, the cutoff and the mode in, a `VacuumPlan` out;
 `maintenance.vacuum` does the I/O. The Spark engine applies the per-row rules (`listed_candidate`,
-`plan_entry_relative`, `dv_alias_key`) where the rows are and the protected set as a join. It is one
-module, longer than most: every rule below rests on one comparable-path form (`normalize_relative`,
+`plan_entry_relative`, `dv_alias_key`) where the rows are and the protected set as a join. One unit
+(over 600 lines on purpose): every rule below rests on one comparable-path form (`normalize_relative`,
 `relative_to_root`), one set of name rules (`is_hidden`, `deletable_name`) and one plan type, and the local
 walk, an object-store listing and the Spark tasks all apply them from here, so each is written once.
 
