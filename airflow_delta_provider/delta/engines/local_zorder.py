@@ -14,8 +14,11 @@ from __future__ import annotations
 import itertools
 import os
 import tempfile
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,6 +34,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..storage import LogStore
     from ..write.data_files import TableLayout
     from . import ZOrderRewriter
+
+T = TypeVar("T")
 
 #: A partition's rows are read file by file into pyarrow's default pool (`ParquetFile` takes no other) and
 #: copied, this many decoded bytes at a time, into `REWRITE_POOL` (the system allocator, which returns what
@@ -128,6 +133,88 @@ def _take(held: list[pa.Table], order: pa.Array) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
+#: Input files a partition reads ahead of the one it is adding, on its helper threads (in order): the next
+#: files' reads and Parquet decoding (which release the GIL) overlap this one's. Only as far as the share
+#: holds them beside the rows read so far: a file read ahead counts as its bytes times the decoded/file ratio
+#: seen so far (at least 1), and none is read ahead when that would pass the share.
+READ_AHEAD_FILES = 4
+
+
+class _Helpers:
+    """A partition's helper threads (`threads` - 1 beside the caller's; none: everything runs in the caller,
+    in order). Leaving the context cancels what has not started and waits for the rest."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = max(1, threads)
+        self._pool = ThreadPoolExecutor(self.threads, "zorder-part") if self.threads > 1 else None
+
+    def __enter__(self) -> _Helpers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    @property
+    def parallel(self) -> bool:
+        return self._pool is not None
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        assert self._pool is not None
+        return self._pool.submit(fn, *args)
+
+    def map(self, fn: Callable[[Any], T], items: Iterable[Any]) -> list[T]:
+        """`fn` of each item, in order (at once on the pool); raises the first error in order."""
+        if self._pool is None:
+            return [fn(x) for x in items]
+        futures = [self._pool.submit(fn, x) for x in items]
+        try:
+            return [f.result() for f in futures]
+        finally:
+            for f in futures:
+                f.cancel()
+
+
+def _read_rows(
+    store: LogStore,
+    layout: TableLayout,
+    bin_: Bin,
+    helpers: _Helpers,
+    memory_limit: int | None,
+) -> Iterator[pa.Table]:
+    """Each input file's rows (`_read`, without partition columns), in order. With helper threads, the next
+    files are read ahead on them while `MEMORY_FACTOR` times the decoded bytes handed out so far (what the
+    caller holds) and those in flight still fits `memory_limit`; when even the next would not, it is read
+    here, as without helpers (the caller's check on what it holds then decides, as always)."""
+    files = bin_.files
+    if not helpers.parallel:
+        for f in files:
+            yield _read(store, layout, bin_, f, False)
+        return
+    ahead: deque[tuple[Future[pa.Table], AddFile, int]] = deque()
+    read_bytes = decoded = 0  # of the files handed out: the ratio the next files' estimates scale by
+    nxt = 0
+    while nxt < len(files) or ahead:
+        while nxt < len(files) and len(ahead) < READ_AHEAD_FILES:
+            f = files[nxt]
+            estimate = int(f.size * max(1.0, decoded / read_bytes if read_bytes else 1.0))
+            if memory_limit is not None:
+                in_flight = sum(e for _, _, e in ahead)
+                if MEMORY_FACTOR * (decoded + in_flight + estimate) > memory_limit:
+                    break
+            ahead.append((helpers.submit(_read, store, layout, bin_, f, False), f, estimate))
+            nxt += 1
+        if ahead:
+            future, f, _ = ahead.popleft()
+            data = future.result()
+        else:  # nothing more fits beside what is held: the next file is read here, as without helpers
+            f, nxt = files[nxt], nxt + 1
+            data = _read(store, layout, bin_, f, False)
+        read_bytes, decoded = read_bytes + f.size, decoded + data.nbytes
+        yield data
+        del data
+
+
 def zorder_bin(
     store: LogStore,
     layout: TableLayout,
@@ -137,10 +224,17 @@ def zorder_bin(
     target_size: int,
     now_ms: Callable[[], int],
     memory_limit: int | None = None,
+    threads: int = 1,
 ) -> list[AddFile]:
     """Rewrite every file of `bin_` (one partition) sorted by the z-order key of `columns`, as files of about
     `target_size` (`dataChange=false`; none when deletion vectors deleted every row). Rows that would not
     fit in `memory_limit` are sorted through spill files instead (`_zorder_spilled`).
+
+    With `threads` > 1 the partition's work runs on that many threads, the same files coming out: its input
+    files read ahead (`READ_AHEAD_FILES`, counted against `memory_limit`), its columns' ranks and key chunks
+    at once (`zorder_key`), and its output files gathered, encoded and written `threads` at a time (each at
+    most a `1/parts` slice of the rows, so two in flight never hold more than the rows' second copy
+    `MEMORY_FACTOR` already counts; a lone output file is written alone).
 
     :raises LogCorruptedError: an input unreadable, or not holding the table's schema (named).
     :raises SchemaMismatchError: a new file's footer does not hold the table schema (that file not written).
@@ -149,12 +243,33 @@ def zorder_bin(
     """
     if memory_limit is not None and memory_needed(bin_) > memory_limit:
         return _zorder_spilled(store, layout, bin_, columns, target_size=target_size, now_ms=now_ms, limit=memory_limit)
+    with _Helpers(threads) as helpers:
+        sorted_ = _sort_in_memory(store, layout, bin_, columns, helpers, memory_limit)
+        if sorted_ is not None:
+            return _write_sorted(store, layout, bin_, *sorted_, target_size=target_size, now_ms=now_ms, helpers=helpers)
+    # over the share once decoded (the helpers' reads stopped and waited for on leaving the block)
+    assert memory_limit is not None
+    return _zorder_spilled(store, layout, bin_, columns, target_size=target_size, now_ms=now_ms, limit=memory_limit)
+
+
+def _sort_in_memory(
+    store: LogStore,
+    layout: TableLayout,
+    bin_: Bin,
+    columns: Sequence[ZOrderColumn],
+    helpers: _Helpers,
+    memory_limit: int | None,
+) -> tuple[pa.Table, pa.Array] | None:
+    """The partition's rows (one chunk per column) and their order by the z-order key; None when the
+    decoded rows passed `memory_limit` (nothing written)."""
     in_files = False
     tables: list[pa.Table] = []  # blocks of rows copied into REWRITE_POOL, then the files read since
     blocks = pending = decoded = 0
     try:
-        for f in bin_.files:
-            data = _read(store, layout, bin_, f, in_files)
+        for data in _read_rows(store, layout, bin_, helpers, memory_limit):
+            if in_files:  # read without them: filled from the partition values, as the earlier files were
+                values = bin_.partition_values
+                data = physical_table(data, layout, partition_values=values, partition_columns_in_files=True)
             if layout.partition_columns and not in_files and _materialized(data, layout):
                 in_files = True  # then every file's rows carry them (filled from partition values where absent)
                 values = bin_.partition_values  # a partition's value is the same in every row
@@ -169,33 +284,66 @@ def zorder_bin(
             pending += tables[-1].nbytes
             if memory_limit is not None and MEMORY_FACTOR * decoded > memory_limit:
                 del tables
-                return _zorder_spilled(
-                    store, layout, bin_, columns, target_size=target_size, now_ms=now_ms, limit=memory_limit
-                )
+                return None
             if pending >= BLOCK_BYTES:  # the decoded files' buffers go back to the reader's pool to be reused
                 tables[blocks:] = [pa.concat_tables(tables[blocks:]).combine_chunks(memory_pool=REWRITE_POOL)]
                 blocks, pending = blocks + 1, 0
         data = pa.concat_tables(tables)
         del tables
         if data.num_rows == 0:
-            return []
+            return data, pa.nulls(0, pa.uint64())
         held = [data]
         del data
         data = _one_chunk(held)  # before the key: its columns are then read without a copy
-        order = pc.sort_indices(zorder_key([_values(data, c.physical_path) for c in columns]))
+        key = zorder_key([_values(data, c.physical_path) for c in columns], helpers.map)
+        order = pc.sort_indices(key)
+        del key
         pa.default_memory_pool().release_unused()  # the key's temporaries, before the files are written
     except pa.ArrowException as exc:
         raise _sort_failed(layout, bin_, exc) from None
-    parts = output_count(bin_.num_bytes, target_size)
-    added = []
-    for o, n in row_slices(data.num_rows, parts):  # each file's rows gathered as it is written: no sorted copy
+    return data, order
+
+
+def _write_sorted(
+    store: LogStore,
+    layout: TableLayout,
+    bin_: Bin,
+    data: pa.Table,
+    order: pa.Array,
+    *,
+    target_size: int,
+    now_ms: Callable[[], int],
+    helpers: _Helpers,
+) -> list[AddFile]:
+    """`data` in `order`, cut into `row_slices` written as files in that order (`threads` at once); once one
+    failed no later one starts, and the first failure in order is raised."""
+    if data.num_rows == 0:
+        return []
+    slices = row_slices(data.num_rows, output_count(bin_.num_bytes, target_size))
+    first_failed = [len(slices)]
+    lock = threading.Lock()
+
+    def one(i: int) -> AddFile:
+        if first_failed[0] < i:
+            raise _Skipped
+        o, n = slices[i]
         try:
-            rows = data.take(order.slice(o, n))
-        except pa.ArrowException as exc:
-            raise _sort_failed(layout, bin_, exc) from None
-        added.append(_write(store, layout, bin_, rows, now_ms))
-        del rows
-    return added
+            try:  # each file's rows gathered as it is written: no sorted copy
+                rows = data.take(order.slice(o, n))
+            except pa.ArrowException as exc:
+                raise _sort_failed(layout, bin_, exc) from None
+            return _write(store, layout, bin_, rows, now_ms)
+        except BaseException:
+            with lock:
+                first_failed[0] = min(first_failed[0], i)
+            raise
+
+    return helpers.map(one, range(len(slices)))
+
+
+class _Skipped(Exception):
+    """An output file not started because an earlier one failed (never raised to the caller: the earlier
+    one's error is, in order)."""
 
 
 #: Spill files a pass over a partition's files writes at once (one open stream per output file).
@@ -293,8 +441,10 @@ def _zorder_spilled(
 
 
 def local_zorder_rewriter(max_workers: int | None = None, memory_limit_bytes: int | None = None) -> ZOrderRewriter:
-    """Partitions on a thread pool of at most `max_workers`, no more at once than the memory limit holds for
-    the largest, each within its share of the limit (sorted through spill files when over it)."""
+    """Partitions on a thread pool of at most `max_workers` (default: one a core), no more at once than the
+    memory limit holds for the largest, each within its share of the limit (sorted through spill files when
+    over it). Threads the pool leaves unused help its partitions (`zorder_bin`'s `threads`): a partition
+    alone on two cores reads, ranks and writes on both."""
 
     def run(
         layout: TableLayout,
@@ -307,15 +457,26 @@ def local_zorder_rewriter(max_workers: int | None = None, memory_limit_bytes: in
     ) -> list[list[AddFile]]:
         if not bins:
             return []
+        cores = pool_workers(max_workers, 1 << 30)
         workers = pool_workers(max_workers, len(bins))
         share = None
         if memory_limit_bytes is not None:
             largest = memory_needed(max(bins, key=memory_needed))
             workers = max(1, min(workers, memory_limit_bytes // max(1, largest)))
             share = memory_limit_bytes // workers
+        threads = max(1, cores // workers)
 
         def one(b: Bin) -> list[AddFile]:
-            return zorder_bin(store, layout, b, columns, target_size=target_size, now_ms=clock, memory_limit=share)
+            return zorder_bin(
+                store,
+                layout,
+                b,
+                columns,
+                target_size=target_size,
+                now_ms=clock,
+                memory_limit=share,
+                threads=threads,
+            )
 
         return run_pooled(one, bins, workers, "zorder")
 

@@ -16,7 +16,7 @@ import itertools
 import json
 import math
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -298,18 +298,25 @@ def interleave(ids: Sequence[pa.Array], bits: int) -> pa.Array:
 KEY_CHUNK_ROWS = 64 * 1024
 
 
-def zorder_key(columns: Sequence[pa.Array | pa.ChunkedArray]) -> pa.Array:
+def zorder_key(
+    columns: Sequence[pa.Array | pa.ChunkedArray],
+    map_: Callable[[Callable[[Any], Any], Iterable[Any]], Iterable[Any]] = map,
+) -> pa.Array:
     """The uint64 z-order key of rows whose ZORDER BY columns are `columns` (one array each): each column's
-    dense ranks over all rows, then `KEY_CHUNK_ROWS` rows at a time scaled (`range_ids`) and interleaved."""
+    dense ranks over all rows, then `KEY_CHUNK_ROWS` rows at a time scaled (`range_ids`) and interleaved.
+    The columns' ranks and the chunks are computed through `map_` (a thread pool's `map` runs them at
+    once: pyarrow's sort and arithmetic kernels release the GIL); the key is the same either way."""
     if not columns:
         raise ValueError("no column")
     num_rows = len(columns[0])
     bits = column_bits(len(columns), num_rows)
-    ranked = [_dense_ranks(c) for c in columns]
-    chunks = []
-    for start in range(0, num_rows, KEY_CHUNK_ROWS):
+    ranked = list(map_(_dense_ranks, columns))
+
+    def chunk(start: int) -> pa.Array:
         ids = [_scale(rank.slice(start, KEY_CHUNK_ROWS), bits, slots) for rank, slots in ranked]
-        chunks.append(ids[0] if len(ids) == 1 else interleave(ids, bits))
+        return ids[0] if len(ids) == 1 else interleave(ids, bits)
+
+    chunks = list(map_(chunk, range(0, num_rows, KEY_CHUNK_ROWS)))
     if len(chunks) == 1:
         return chunks[0]
     return pa.concat_arrays(chunks) if chunks else _u64_array([])
