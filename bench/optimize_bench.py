@@ -38,6 +38,14 @@ beyond the fixed JVM start grows linearly with bytes (a least-squares line and e
 the local engine is timed at the same sizes. A run that other processes disturbed (more than
 `--max-others` of the CPU) is repeated, up to `--attempts` runs.
 
+`--s3-stores` measures instead what writing finished files on a background thread (`BackgroundStores`)
+does on an object store: the table is uploaded (untimed) to moto's standalone server on 127.0.0.1
+(tests/support/s3_server.py) under a fresh prefix per run, and "ours" compacts it there, with the
+background writes and with each file written by the bin thread that encoded it (`BackgroundStores`
+replaced in the child by an inline stand-in), interleaved, `--reps` runs each. The server's own CPU is
+reported beside the child's (it runs on the same cores). The credentials go to the child in its
+environment, never on its command line or in the report.
+
 The machine is shared: before each timed command the run waits (up to `--max-wait` s) until the
 1-minute load average is below `--max-load` and other processes use less than `--max-busy` of the CPUs.
 """
@@ -139,6 +147,33 @@ adds = pa.table(DeltaTable(path).get_add_actions(flatten=True))
 sizes = adds.column("size_bytes").to_pylist()
 print(json.dumps({"files": len(sizes), "bytes": sum(sizes), "rows": total, "checksum": checksum,
                   "partitions": partitions, "mean_file_kib": sum(sizes) / len(sizes) / 1024}))
+"""
+
+
+#: argv: s3 uri, target size, "1" background writes / "0" each file written by its bin thread; the storage
+#: options (JSON) in the environment's BENCH_S3_OPTIONS
+S3_OURS = """
+import json, os, sys
+from concurrent.futures import Future
+from airflow_delta_provider.delta import DeltaLog
+from airflow_delta_provider.delta.maintenance.optimize import optimize
+uri, target, background = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+if not background:
+    import airflow_delta_provider.delta.engines.local as local
+
+    class Inline:  # each finished file written by the thread that encoded it, as without BackgroundStores
+        def __init__(self, *args, **kwargs): pass
+        def __enter__(self): return self
+        def __exit__(self, *exc): pass
+        def submit(self, write):
+            done = Future()
+            done.set_result(write())
+            return done
+
+    local.BackgroundStores = Inline
+log = DeltaLog(uri, storage_options=json.loads(os.environ["BENCH_S3_OPTIONS"]))
+d = optimize(log, target_size=target).to_dict()
+print(json.dumps({"version": d["version"], "removed": d["num_files_removed"], "added": d["num_files_added"]}))
 """
 
 
@@ -396,6 +431,106 @@ def md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out + ["| " + " | ".join(r) + " |" for r in rows])
 
 
+def _proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (from /proc)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _server_pid(endpoint: str) -> int | None:
+    """The pid of the moto server listening at `endpoint` (its command line names the port)."""
+    port = endpoint.rpartition(":")[2]
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                argv = Path(f"/proc/{entry.name}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"moto.server" in argv and port.encode() in argv:
+                return int(entry.name)
+    return None
+
+
+def s3_stores(src: Path, facts: dict[str, Any], env: dict[str, str], root: Path, args: argparse.Namespace) -> str:
+    """Compaction on the loopback S3 server with and without background writes (see the module docstring)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from concurrent.futures import ThreadPoolExecutor
+
+    from support.s3_server import boto3_client, create_bucket, s3_storage_options, start_moto_server
+
+    py, target = benchlib.python(), args.target_mb * MIB
+    files = [p for p in src.rglob("*") if p.is_file() and benchlib.MANIFEST not in p.name]
+    samples: dict[str, list[tuple[Sample, float]]] = {"background": [], "bin thread": []}
+    with start_moto_server(auth=False) as server:
+        s3, bucket = boto3_client(server), "bench-optimize"
+        create_bucket(server, bucket)
+        moto = _server_pid(server.endpoint)
+        child_env = {**env, "BENCH_S3_OPTIONS": json.dumps(s3_storage_options(server))}
+        for r in range(args.reps):
+            for mode in ["background", "bin thread"][:: 1 if r % 2 == 0 else -1]:
+                prefix = f"run-{r}-{mode.replace(' ', '-')}"
+                with ThreadPoolExecutor(16) as pool:  # untimed
+                    keys = [f"{prefix}/{p.relative_to(src).as_posix()}" for p in files]
+                    list(
+                        pool.map(
+                            lambda kp: s3.put_object(Bucket=bucket, Key=kp[0], Body=kp[1].read_bytes()),
+                            zip(keys, files, strict=True),
+                        )
+                    )
+                load = wait_for_quiet(args.max_load, args.max_busy, args.max_wait)
+                before = _proc_cpu(moto) if moto else float("nan")
+                argv = [py, "-c", S3_OURS, f"s3://{bucket}/{prefix}", str(target), "1" if mode == "background" else "0"]
+                sample = run_timed(argv, child_env, root, args.timeout)
+                sample.load = load
+                server_cpu = (_proc_cpu(moto) if moto else float("nan")) - before
+                if (sample.payload.get("removed"), sample.payload.get("added")) != (facts["files"], args.partitions):
+                    raise RuntimeError(f"{mode}: unexpected result {sample.payload}")
+                samples[mode].append((sample, server_cpu))
+                print(
+                    f"  {mode}: wall {sample.wall:.2f} s, CPU {sample.cpu:.2f} s, server CPU {server_cpu:.2f} s, "
+                    f"RSS {sample.tree_rss_mib:.0f} MiB, load1 {load:.2f}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                listed = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/")
+                for page in listed:  # the run's objects dropped: the server holds them in memory
+                    objects = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+                    if objects:
+                        s3.delete_objects(Bucket=bucket, Delete={"Objects": objects})
+    rows = []
+    for mode, runs in samples.items():
+        walls = [s.wall for s, _ in runs]
+        rows.append(
+            [
+                mode,
+                f"{statistics.median(walls):.2f} ({min(walls):.2f}-{max(walls):.2f})",
+                f"{statistics.median(s.cpu for s, _ in runs):.2f}",
+                f"{statistics.median(c for _, c in runs):.2f}",
+                f"{statistics.median(s.tree_rss_mib for s, _ in runs):.0f}",
+                ", ".join(f"{s.load:.1f}" for s, _ in runs),
+            ]
+        )
+    return "\n".join(
+        [
+            f"## OPTIMIZE on loopback S3 (moto): {facts['files']:,} files, {facts['bytes'] / MIB:.0f} MiB, "
+            f"{args.partitions} partitions, target {args.target_mb} MiB; finished files written in the background "
+            f"or by their bin thread, interleaved, {args.reps} runs each\n",
+            md_table(
+                [
+                    "finished files written by",
+                    "wall s median (min-max)",
+                    "CPU s",
+                    "server CPU s",
+                    "peak RSS MiB",
+                    "load1",
+                ],
+                rows,
+            ),
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--files", type=int, default=2000)
@@ -418,6 +553,7 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="also run `ours` on this copy of the library (`ours (baseline)`), interleaved with the others",
     )
+    p.add_argument("--s3-stores", action="store_true", help="only: background writes on loopback S3, with/without")
     p.add_argument("--json", type=Path)
     p.add_argument("--markdown", type=Path)
     args = p.parse_args(argv)
@@ -434,6 +570,12 @@ def main(argv: list[str] | None = None) -> int:
     cli = [py, "-m", "airflow_delta_provider.cli", "optimize", "--apply", "--json"]
     cli += ["--target-size-mb", str(args.target_mb)]
     src, facts = ensure_data(args.files, args.partitions, args.rows_per_file)
+    if args.s3_stores:
+        report = s3_stores(src, facts, env, root, args)
+        print(report)
+        if args.markdown:
+            args.markdown.write_text(report + "\n")
+        return 0
     commands = [
         Command("ours", [py, "-c", OURS, "{table}", str(target)], "table"),
         Command("ours CLI", [*cli, "{table}"], "table"),
