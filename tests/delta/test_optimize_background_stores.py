@@ -31,7 +31,7 @@ from airflow_delta_provider.delta.errors import StorageError  # noqa: E402
 from airflow_delta_provider.delta.maintenance.optimize import optimize  # noqa: E402
 from airflow_delta_provider.delta.protocol.actions import AddFile, decode_path  # noqa: E402
 from airflow_delta_provider.delta.storage.local import LocalLogStore  # noqa: E402
-from airflow_delta_provider.delta.write.data_files import (  # noqa: E402
+from airflow_delta_provider.delta.write.data_file_writer import (  # noqa: E402
     DICTIONARY_MAX_DISTINCT,
     DICTIONARY_SAMPLE_ROWS,
     BackgroundStores,

@@ -26,7 +26,8 @@ from ..read.file_state import FileState, adds_to_table, iter_adds, iter_removes,
 from ..read.memory_budget import MemoryBudget, default_memory_limit
 from ..read.table_state import TableState
 from ..storage import LogStore
-from ..write.data_files import BackgroundStores, compact_bin, compact_bin_files_deferred
+from ..write.data_file_writer import BackgroundStores
+from ..write.data_files import compact_bin, compact_bin_files_deferred
 from . import pool_workers, run_pooled
 
 if TYPE_CHECKING:  # pragma: no cover

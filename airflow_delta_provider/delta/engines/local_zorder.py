@@ -26,7 +26,8 @@ import pyarrow.compute as pc
 from ..errors import LogCorruptedError, ResourceLimitError
 from ..protocol.actions import AddFile
 from ..protocol.zorder import ZOrderColumn, output_count, row_slices, u64_scalar, zorder_key
-from ..write.data_files import REWRITE_POOL, iter_file_rows, output_dir, physical_table, write_data_file
+from ..write.data_file_writer import REWRITE_POOL
+from ..write.data_files import iter_file_rows, output_dir, physical_table, write_data_file
 from . import pool_workers, run_pooled
 
 if TYPE_CHECKING:  # pragma: no cover
