@@ -6,7 +6,9 @@ are never smaller than their Parquet); while its files are read, on the decoded 
 dictionary-encoded column can make 100x the file). Over it, the partition is sorted through spill files
 instead (`_zorder_spilled`), which holds only its z-columns' keys, one input and one output file; when even
 the keys would not fit, a `ResourceLimitError` names the Spark engine before any file is written, never
-leaving the worker to run out of memory. Partitions run concurrently only as far as the limit allows.
+leaving the worker to run out of memory. Partitions run concurrently only as far as the limit allows;
+the cores that leaves idle help each partition (`zorder_bin`'s `threads`: its files read ahead within its
+share, its key and its output files computed on them), the files written being the same.
 """
 
 from __future__ import annotations
