@@ -144,8 +144,9 @@ READ_AHEAD_FILES = 4
 
 
 class _Helpers:
-    """A partition's helper threads (`threads` - 1 beside the caller's; none: everything runs in the caller,
-    in order). Leaving the context cancels what has not started and waits for the rest."""
+    """A partition's helper threads (a pool of `threads`, the caller taking their results in order; with
+    one, everything runs in the caller). Leaving the context cancels what has not started and waits for the
+    rest."""
 
     def __init__(self, threads: int) -> None:
         self.threads = max(1, threads)
