@@ -281,3 +281,17 @@ def test_a_part_changed_before_verification_is_caught_and_the_attempt_removed(
     assert info.value.version == before["version"] and str(table) in str(info.value)
     assert listing(table) == files
     assert (hint_path.read_bytes() if hint_path.exists() else None) == hint
+
+
+def test_a_table_without_file_actions_gets_its_checkpoint(engine, tmp_path: Path) -> None:
+    """A state with no add and no remove (corpus `delta-rs/issue-2152`: version 0, metadata only): Spark
+    runs no write task (AQE drops the empty shuffle), so the driver writes the one file; found by the corpus
+    parity, where it was a `CheckpointMismatchError` ("0 of 1 partitions reported")."""
+    table = copy_table("delta-rs/issue-2152", tmp_path)
+    result = write_checkpoint(DeltaLog(str(table), clock=clock, engine=engine))
+    assert (result.version, result.kind, result.num_add_files, result.num_tombstones) == (0, "classic", 0, 0)
+    assert result.written and result.path.endswith("00000000000000000000.checkpoint.parquet")
+    fresh_log = DeltaLog(str(table))
+    assert fresh_log.log_segment().checkpoint.version == 0 and fresh_log.update().num_files == 0
+    seen = deltars(table, [])
+    assert (seen["version"], seen["files"]) == (0, {})

@@ -246,7 +246,9 @@ def write_task(
         from pyspark import TaskContext
 
         context = TaskContext.get()
-        part = context.partitionId() if context is not None else 0
+        return write_part(context.partitionId() if context is not None else 0, batches)
+
+    def write_part(part: int, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         adds, removes = file_tables(batches)
         removes = kept_tombstones(removes, plan)
         row = {"part": part, "size": 0, "mtime": 0, "path": None, **digest_row(adds, removes, plan)}
@@ -282,6 +284,7 @@ def write_task(
         size, mtime = (info.size, info.modification_time) if info is not None else (len(data), 0)
         yield _result_batch([{**row, "status": WRITTEN, "size": size, "mtime": mtime}])
 
+    run.write_part = write_part  # type: ignore[attr-defined]  # partition i without a task (`_write_files`)
     return run
 
 
@@ -398,6 +401,13 @@ class SparkCheckpointExecutor:
             lambda: frame.mapInArrow(task, RESULT_SCHEMA).collect(), table=snapshot.table, version=plan.version
         )
         rows = sorted((r.asDict() for r in out), key=lambda r: r["part"])
+        if not rows:  # no file actions at all: Spark ran no task (AQE drops an empty shuffle's partitions)
+            rows = [
+                row
+                for part in range(n)
+                for batch in task.write_part(part, ())  # type: ignore[attr-defined]
+                for row in batch.to_pylist()
+            ]
         self.partition_rows = tuple(r["adds"] + r["removes"] for r in rows)
         return rows
 
