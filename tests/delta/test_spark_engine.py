@@ -216,6 +216,41 @@ def test_update_uncaches_the_snapshot_it_replaces(engine, tmp_path) -> None:
     assert sorted(a.path for a in first.all_files()) == ["a.parquet", "b.parquet"]  # recomputed from the log
 
 
+def test_commits_without_file_actions_keep_the_replayed_files(engine, tmp_path) -> None:
+    """`extend_state`: commits with no add or remove (a txn, a property, a domain) are read on the driver and
+    the replayed files carried over, their persisted frames and digest with them (no Spark job replays the
+    log); the state equals a fresh replay. A commit with a file action replays the segment again."""
+    from airflow_delta_provider.testing import DeltaLogBuilder
+
+    b = DeltaLogBuilder(tmp_path / "t", schema={"id": "long"})
+    b.create()
+    b.append(["a.parquet"], size=10)
+    b.checkpoint()
+    b.append(["b.parquet"], size=20)
+    log = DeltaLog(b.uri, engine=engine)
+    first = log.update()
+    assert first.num_files == 2
+    files, persisted = first.state.files, first.state.files._persisted
+    tracker = engine.spark.sparkContext.statusTracker()
+    jobs = max(tracker.getJobIdsForGroup(None) or [-1])
+    b.txn("app", 7)
+    b.set_properties({"delta.logRetentionDuration": "interval 2 days"})
+    second = log.update()
+    assert max(tracker.getJobIdsForGroup(None) or [-1]) == jobs  # nothing replayed on the cluster
+    assert second.version == first.version + 2 and second.state.files is not files
+    assert second.state.files.replayed is files.replayed and all(r.is_cached for r in persisted)
+    assert files._persisted == () and second.state.files._persisted == persisted  # released with the new one
+    fresh = DeltaLog(b.uri, engine=engine).update()
+    for snap in (second, fresh):
+        assert snap.set_transactions == {"app": fresh.set_transactions["app"]} and snap.metadata == fresh.metadata
+    assert (second.num_files, second.size_in_bytes) == (2, 30) == (fresh.num_files, fresh.size_in_bytes)
+    assert sorted(a.path for a in second.all_files()) == ["a.parquet", "b.parquet"]
+    b.remove(["a.parquet"])
+    third = log.update()
+    assert max(tracker.getJobIdsForGroup(None) or [-1]) > jobs and third.state.files.replayed is not files.replayed
+    assert (third.num_files, third.size_in_bytes) == (1, 20) and not any(r.is_cached for r in persisted)
+
+
 def test_fast_path_keeps_checkpoint_rows_in_the_jvm(engine) -> None:
     """Checkpoint rows no commit touches are summarized as DataFrames; only commit actions are replayed."""
     table = CORPUS / "delta-golden" / "dv-partitioned-with-checkpoint"

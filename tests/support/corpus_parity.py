@@ -129,7 +129,8 @@ def act(action: str, table: str, engine: Any) -> Any:
 
     * checkpoint: `write_checkpoint` of the latest version at `CHECKPOINT_NOW_MS`.
     * vacuum: a FULL plan (retention 0, the check off, no untracked grace, `VACUUM_NOW_MS`), then that
-      plan applied; both results.
+      plan applied with the same `DeltaLog` (its snapshot updated, not replayed again: the log has not
+      moved; the apply still re-lists and re-validates every planned file); both results.
     * optimize: bin-packing compaction with the defaults.
     """
     from airflow_delta_provider.delta.maintenance.checkpoint import write_checkpoint
@@ -147,9 +148,10 @@ def act(action: str, table: str, engine: Any) -> Any:
                 untracked_grace_hours=0,
                 clock=lambda: VACUUM_NOW_MS,
             )
-            planned = vacuum(DeltaLog(table, engine=engine), **kw).to_dict()
+            log = DeltaLog(table, engine=engine)  # one log: the apply re-validates on its updated snapshot
+            planned = vacuum(log, **kw).to_dict()
             plan = {k: v for k, v in planned.items() if k not in SPARK_ONLY_PLAN_KEYS}
-            done = vacuum(DeltaLog(table, engine=engine), plan=planned, dry_run=False, **kw).to_dict()
+            done = vacuum(log, plan=planned, dry_run=False, **kw).to_dict()
             done = {k: v for k, v in done.items() if k not in SPARK_ONLY_PLAN_KEYS}
             return {"plan": _plain(plan, table), "apply": _plain(done, table)}
         if action == "optimize":

@@ -1,7 +1,8 @@
 """The Spark engine: the table's state replayed on a cluster and the operations' heavy work on its executors,
 with the DataFrame API only (`mapInArrow`, joins, aggregations), so it also runs over Spark Connect.
 
-`state.py` reconstructs the state (`frames.py`: the JVM side, `tasks.py`: what executors run);
+`session.py` holds the session plumbing (settings, API mode, `run_spark`'s typed errors); `state.py`
+reconstructs the state (`frames.py`: the JVM side, `tasks.py`: what executors run);
 `checkpoint.py`, `vacuum.py` (its tasks in `vacuum_tasks.py`) and `optimize.py` are the executors
 `engine.SparkEngine` hands to the operations. Names are imported on first use: a Spark worker
 importing `tasks` does not load pyarrow.
@@ -17,12 +18,12 @@ _EXPORTS = {
     "SparkEngine": "engine",
     "SparkReplay": "state",
     "DistributedFileState": "state",
-    "SPARK_CONF": "state",
+    "SPARK_CONF": "session",
     "DEFAULT_DRIVER_KEYS_MAX_BYTES": "state",
     "DEFAULT_SNAPSHOT_PARTITIONS": "state",
-    "hadoop_s3a_conf": "state",
-    "run_spark": "state",
-    "spark_path": "state",
+    "hadoop_s3a_conf": "session",
+    "run_spark": "session",
+    "spark_path": "session",
 }
 
 

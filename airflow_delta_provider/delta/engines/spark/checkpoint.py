@@ -49,7 +49,8 @@ from ...write.checkpoint_file import (
     kept_tombstones,
     stored_digest,
 )
-from .state import DistributedFileState, SparkReplay, json_file_tables, match_session_mode, run_spark
+from .session import match_session_mode, run_spark
+from .state import DistributedFileState, SparkReplay, json_file_tables
 from .tasks import ddl
 
 if TYPE_CHECKING:  # pragma: no cover

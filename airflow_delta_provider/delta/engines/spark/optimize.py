@@ -74,7 +74,7 @@ def _with_bins(texts: Sequence[str]) -> Callable[[Iterator[pa.RecordBatch]], Ite
 
 def spark_bin_rewriter(spark: SparkSession, storage_options: Mapping[str, Any]) -> Callable[..., list[AddFile | None]]:
     """The Spark engine's `BinRewriter`: each bin one Spark task."""
-    from .state import match_session_mode, run_spark
+    from .session import match_session_mode, run_spark
 
     match_session_mode(spark)
 

@@ -154,7 +154,8 @@ class SparkFileChecker:
 
     def missing_active(self, snapshot: Snapshot) -> tuple[int, list[AddFile]]:
         from ...errors import error_from_dict
-        from .state import DistributedFileState, run_spark
+        from .session import run_spark
+        from .state import DistributedFileState
 
         files = snapshot.state.files
         if not isinstance(files, DistributedFileState):  # a state loaded in this process

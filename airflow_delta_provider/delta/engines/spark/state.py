@@ -14,22 +14,16 @@ Needs `pyspark` only once an engine is created.
 from __future__ import annotations
 
 import json
-import re
-import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow as pa
 
 from ...errors import (
-    ERROR_CLASSES,
     DeltaError,
-    EngineError,
     MalformedCheckpointError,
     MalformedCommitError,
-    StorageError,
-    error_from_dict,
 )
 from ...protocol.actions import (
     Action,
@@ -50,7 +44,8 @@ from ...read.aggregates import DEFAULT_SMALL_FILE_BYTES, MAX_DIGEST_GROUPS, File
 from ...read.checkpoint import checkpoint_read_errors, non_file_actions, read_parquet
 from ...read.file_state import adds_to_table, removes_to_table
 from ...read.table_state import TableState
-from ...storage import LogStore, is_local, local_path, s3fs_options
+from ...storage import LogStore
+from .session import in_background, match_session_mode, run_spark, spark_path
 from .tasks import (
     BAD_LINE,
     FILE_ACTIONS,
@@ -67,10 +62,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .frames import CheckpointFiles
 
-_EXECUTOR_ERROR = re.compile(r"airflow_delta_provider\.delta\.errors\.(?P<cls>\w+): (?P<msg>[^\n]+)")
-_VERSION_IN = re.compile(r"version=(?P<v>\d+)")
-#: The file a rendered DeltaError names: the last field of its trailing `[table=..., version=..., file=...]`.
-_FILE_IN = re.compile(r"[\[ ]file=(?P<f>[^\]]+)\]\s*$")
+
+_T = TypeVar("_T")
 
 DEFAULT_SNAPSHOT_PARTITIONS = 50
 #: Paths Spark lists on the driver; more, given by name, cost a listing job (Spark's default
@@ -82,79 +75,6 @@ DEFAULT_DRIVER_KEYS_MAX_BYTES = 16 << 20
 _DRIVER_READ_THREADS = 8
 #: The summary columns of a reconciled file action (`tasks.FILES_TYPE`, `frames.checkpoint_files`).
 FLAT_COLUMNS = ("is_add", "path", "size", "partition_values", "deletion_ts")
-
-_T = TypeVar("_T")
-
-#: Spark settings the engine relies on: the local filesystem without Hadoop's `.crc` checks (log
-#: directories often hold stale `.crc` sidecar files that are not Hadoop checksums).
-SPARK_CONF: dict[str, str] = {
-    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
-    "spark.sql.session.timeZone": "UTC",
-}
-
-
-def hadoop_s3a_conf(storage_options: Mapping[str, Any]) -> dict[str, str]:
-    """Spark settings for `s3a://` from fsspec/s3fs-style storage options (key, secret, token, endpoint_url).
-
-    Set on the session in the driver process, never on a command line; Spark's UI redacts them.
-    """
-    storage_options = s3fs_options(storage_options)  # delta-rs option names too
-    conf: dict[str, str] = {}
-    key, secret, token = storage_options.get("key"), storage_options.get("secret"), storage_options.get("token")
-    if key and secret:
-        conf["spark.hadoop.fs.s3a.access.key"] = str(key)
-        conf["spark.hadoop.fs.s3a.secret.key"] = str(secret)
-        provider = "SimpleAWSCredentialsProvider"
-        if token:
-            conf["spark.hadoop.fs.s3a.session.token"] = str(token)
-            provider = "TemporaryAWSCredentialsProvider"
-        conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = f"org.apache.hadoop.fs.s3a.{provider}"
-    endpoint = storage_options.get("endpoint_url")
-    if endpoint:
-        conf["spark.hadoop.fs.s3a.endpoint"] = str(endpoint)
-        conf["spark.hadoop.fs.s3a.path.style.access"] = "true"
-        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(str(endpoint).startswith("https")).lower()
-    region = (storage_options.get("client_kwargs") or {}).get("region_name")
-    if region:
-        conf["spark.hadoop.fs.s3a.endpoint.region"] = str(region)
-    return conf
-
-
-def is_connect(spark: Any) -> bool:
-    """True for a Spark Connect client session (`pyspark.sql.connect.session.SparkSession`)."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
-
-
-def match_session_mode(spark: Any) -> None:
-    """Put this process in `spark`'s API mode, or say why it cannot be.
-
-    PySpark routes `pyspark.sql.functions` (every Column this engine builds) by a process-wide mode:
-    Connect when `SPARK_CONNECT_MODE_ENABLED` is set, which `SparkSession.builder.remote(...)` does and
-    `pyspark.sql.connect.session.SparkSession.builder` does not. A Connect session in a classic process
-    switches the process to Connect (as `builder.remote` would have); a classic session in a Connect
-    process is an `EngineError`: one process holds one kind of session at a time.
-    """
-    import os
-
-    from pyspark.sql.utils import is_remote
-
-    if is_connect(spark):
-        if not is_remote():
-            os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
-    elif is_remote():
-        raise EngineError(
-            "A classic SparkSession in a process in Spark Connect mode (SPARK_CONNECT_MODE_ENABLED is set: a "
-            "Connect session was built here): use the Connect session, or a process of its own for classic Spark"
-        )
-
-
-def spark_path(uri: str) -> str:
-    """A URI Spark's Hadoop filesystems read: `file:///abs` locally, `s3a://` for `s3://`."""
-    if is_local(uri):
-        return "file://" + local_path(uri)
-    if uri.startswith("s3://"):
-        return "s3a://" + uri[len("s3://") :]
-    return uri
 
 
 class DistributedFileState:
@@ -189,6 +109,23 @@ class DistributedFileState:
 
     def _run(self, action: Callable[[], _T]) -> _T:
         return run_spark(action, table=self._table, version=self._version)
+
+    def apply(
+        self, replay: InMemoryLogReplay, *, tables: tuple[pa.Table, pa.Table] | None = None
+    ) -> DistributedFileState:
+        """This state at the replay's version when the replay holds no file actions (`SparkReplay.extend_state`
+        checks): the same files, so the new state takes over the persisted frames and what was computed
+        from them (this one stays usable; `uncache` is then the new state's)."""
+        if replay.active_files or replay.tombstones:
+            raise ValueError("a Spark state is extended by commits without file actions only")
+        carried = DistributedFileState(
+            self.replayed, self._table, replay.current_version, self.checkpoint, self.partition_columns
+        )
+        carried._persisted, self._persisted = self._persisted, ()
+        carried._adds, carried._removes, carried._digest = self._adds, self._removes, self._digest
+        carried._prefetched = self._prefetched
+        carried.max_digest_groups = self.max_digest_groups
+        return carried
 
     def uncache(self) -> None:
         """Unpersist what this state persisted; later reads recompute it from the log."""
@@ -312,70 +249,6 @@ def json_file_tables(texts: Iterable[str]) -> tuple[pa.Table, pa.Table]:
 
 def _partition_columns(metadata: Metadata | None) -> tuple[str, ...]:
     return () if metadata is None else tuple(metadata.partition_columns)
-
-
-def in_background(action: Callable[[], _T]) -> Future[_T]:
-    """Start `action` (driver code that runs Spark jobs) in a daemon thread; its result or error
-    is the future's. Daemon, so a driver that fails meanwhile still exits."""
-    future: Future[_T] = Future()
-
-    def run() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
-        try:
-            future.set_result(action())
-        except BaseException as exc:  # handed to whoever waits for the result
-            future.set_exception(exc)
-
-    threading.Thread(target=run, name="delta-spark-engine", daemon=True).start()
-    return future
-
-
-def run_spark(action: Callable[[], Any], *, table: str, version: int | None = None) -> Any:
-    """Run a Spark action; a JVM or executor failure becomes a typed error naming the table.
-
-    A missing `s3a` filesystem (no hadoop-aws on the cluster) is said plainly.
-    """
-    try:
-        return action()
-    except DeltaError:
-        raise
-    except Exception as exc:  # Py4JJavaError, PythonException, AnalysisException: not importable here
-        text = str(exc)
-        raised = _EXECUTOR_ERROR.search(text)
-        if raised and raised["cls"] in ERROR_CLASSES:  # a typed error raised on an executor
-            where, file = _VERSION_IN.search(raised["msg"]), _FILE_IN.search(raised["msg"])
-            raise error_from_dict(
-                {
-                    "error_class": raised["cls"],
-                    "message": raised["msg"].strip(),
-                    "table": table,
-                    "version": int(where["v"]) if where else version,
-                    "file": file["f"] if file else None,
-                }
-            ) from None
-        if ("ClassNotFoundException" in text and "S3AFileSystem" in text) or 'No FileSystem for scheme "s3' in text:
-            raise EngineError(
-                "Spark cannot read s3a:// paths: the cluster lacks hadoop-aws and the AWS SDK bundle "
-                "(add them with --packages org.apache.hadoop:hadoop-aws:<hadoop version> or to the cluster's jars), "
-                "or use engine='local'",
-                table=table,
-                version=version,
-            ) from None
-        if "FileNotFoundException" in text or "PATH_NOT_FOUND" in text:
-            raise StorageError(
-                f"Spark could not find a log file (was the log cleaned up during the read?): {_first_line(text)}",
-                table=table,
-                version=version,
-                transient=True,
-            ) from None
-        raise EngineError(
-            f"Spark failed: {type(exc).__name__}: {_first_line(text)}", table=table, version=version
-        ) from None
-
-
-def _first_line(text: str) -> str:
-    return next((line.strip()[:500] for line in text.splitlines() if line.strip()), "")
 
 
 class SparkReplay:
@@ -613,4 +486,32 @@ class SparkReplay:
     def extend_state(
         self, table: str, log_dir: str, store: LogStore, state: TableState, segment: LogSegment
     ) -> TableState:
+        """A cluster state advanced by commits without file actions (VACUUM's START and END, a txn, a
+        metadata change that keeps the partition columns) keeps its replayed files: the new commits (at
+        most `driver_keys_max_bytes`) are read on the driver and their other actions applied on top, as
+        the local engine extends a state (PROTOCOL.md "Action Reconciliation"). A file action, a commit the
+        driver cannot read, or new partition columns replay the whole segment on the cluster again."""
+        files = state.files
+        new = [c for c in segment.commits if c.version > state.version]
+        if (
+            isinstance(files, DistributedFileState)
+            and new
+            and sum(c.file.size for c in new) <= self.driver_keys_max_bytes
+        ):
+            from ..local import LocalEngine
+
+            try:
+                replay, infos = LocalEngine().replay_commits(table, store, new, segment.version)
+            except DeltaError:  # the cluster's replay reads the same commits and reports it its own way
+                replay, infos = None, {}
+            if (
+                replay is not None
+                and not replay.active_files
+                and not replay.tombstones
+                and (
+                    replay.current_metadata is None
+                    or _partition_columns(replay.current_metadata) == files.partition_columns
+                )
+            ):
+                return state.apply(replay, infos)
         return self.load_state(table, log_dir, store, segment)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -107,12 +108,24 @@ def _by_partition(rows: Iterable[Any]) -> dict[str, dict[str, int]]:
     return {r["partition"]: {"files": int(r["files"]), "bytes": int(r["bytes"] or 0)} for r in rows}
 
 
+#: Each session's default parallelism, asked for once per session (two Spark jobs; a VACUUM's plan and its apply
+#: each made an executor and asked again: about 4 of a tiny table's 25 jobs).
+_PARALLELISM: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
 def _default_parallelism(spark: SparkSession) -> int:
-    """Spark's default parallelism: the partitions of a range given no count (`leafNodeDefaultParallelism`)."""
+    """Spark's default parallelism: the partitions of a range given no count (`leafNodeDefaultParallelism`),
+    once per session."""
     from pyspark.sql import functions as F
 
+    try:
+        return _PARALLELISM[spark]
+    except KeyError:
+        pass
     row = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).agg(F.max("p")).first()
-    return 1 + int(row[0]) if row else 1
+    found = 1 + int(row[0]) if row else 1
+    _PARALLELISM[spark] = found
+    return found
 
 
 class SparkVacuumExecutor:
@@ -121,7 +134,7 @@ class SparkVacuumExecutor:
     :param plan_dir: where dry runs write their file lists (`<plan_dir>/vacuum-plan-v<version>-<uuid>/`).
     :param collect_limit: most files a plan (or the dropped files of a re-validation) collected to the driver.
     :param parallelism: listing tasks, and the most partitions a persisted frame or the delete tasks get
-        (default: the session's default parallelism).
+        (default: the session's default parallelism, asked for once per session).
     :param broadcast_limit: most protected paths broadcast to the joins (above, they are sort-merge joined).
     :param closure_limit: most protected paths (and expired tombstones) of a state replayed on the driver
         that travel in the tasks' closures, so that a plan or its re-validation takes no join (0: never).
@@ -144,7 +157,7 @@ class SparkVacuumExecutor:
             raise ValueError("collect_limit must be >= 0")
         if broadcast_limit < 0:
             raise ValueError("broadcast_limit must be >= 0")
-        from .state import match_session_mode
+        from .session import match_session_mode
 
         match_session_mode(spark)
         self.spark = spark
@@ -251,7 +264,7 @@ class SparkVacuumExecutor:
         return joined.select(*columns, reason.alias("reason")).coalesce(self.parallelism)
 
     def _run(self, action: Callable[[], Any], dlog: DeltaLog, version: int | None) -> Any:
-        from .state import run_spark
+        from .session import run_spark
 
         return run_spark(action, table=dlog.table_uri, version=version)
 
@@ -392,7 +405,7 @@ class SparkVacuumExecutor:
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
-        from .state import spark_path
+        from .session import spark_path
 
         if self.plan_dir:
             plan.files_uri = f"{self.plan_dir.rstrip('/')}/vacuum-plan-v{plan.version}-{uuid.uuid4().hex}"
@@ -445,7 +458,7 @@ class SparkVacuumExecutor:
 
     def _plan_files(self, plan: VacuumPlan) -> DataFrame:
         """The plan's files as (path, size): inline, else read from `files_uri`, else the same call's plan."""
-        from .state import spark_path
+        from .session import spark_path
 
         if plan.files_inline:
             if not plan.files:
