@@ -100,6 +100,10 @@ ACTIONS_EVERY = {"local2": 90, "standalone": 90, "connect": 90}
 ACTIONS_OFFSET = {"local2": 0, "standalone": 30, "connect": 60}
 if os.environ.get("DELTA_CORPUS_ACTIONS_EVERY"):
     ACTIONS_EVERY = dict.fromkeys(TARGETS, int(os.environ["DELTA_CORPUS_ACTIONS_EVERY"]))
+#: `DELTA_CORPUS_ACTIONS_OFFSET=i` (with `DELTA_CORPUS_ACTIONS_EVERY=n`): every target runs the actions on the
+#: same i-th slice of n, so the whole matrix can run as n invocations (one slice each).
+if os.environ.get("DELTA_CORPUS_ACTIONS_OFFSET"):
+    ACTIONS_OFFSET = dict.fromkeys(TARGETS, int(os.environ["DELTA_CORPUS_ACTIONS_OFFSET"]))
 #: Roots whose protocol the local engine refuses for an action (UnsupportedFeatureError: an unknown or
 #: unsupported writer feature): every target runs that action on them too (the same typed error, nothing
 #: written; one replay each).
@@ -325,7 +329,12 @@ def target(
         for action, tables in copies.items()
         for root, table in tables.items()
     }
-    print(f"\ncorpus parity on {name}: {len(tasks)} tasks, {outcome.cost}")
+    refused = {
+        action: sum(isinstance(outcome.results[f"{action}:{r}"], str) for r in tables)
+        for action, tables in copies.items()
+    }
+    shares = {action: len(tables) for action, tables in copies.items()}
+    print(f"\ncorpus parity on {name}: {len(tasks)} tasks, roots {shares}, refused {refused}, {outcome.cost}")
     yield outcome
 
 
