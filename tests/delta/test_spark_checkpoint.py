@@ -295,3 +295,14 @@ def test_a_table_without_file_actions_gets_its_checkpoint(engine, tmp_path: Path
     assert fresh_log.log_segment().checkpoint.version == 0 and fresh_log.update().num_files == 0
     seen = deltars(table, [])
     assert (seen["version"], seen["files"]) == (0, {})
+
+
+def test_a_multi_part_checkpoint_of_the_version_does_not_stop_the_single_file(engine, tmp_path: Path) -> None:
+    """As the local writer: a complete 2-part checkpoint of the version (corpus `delta-golden/multi-part-checkpoint`)
+    does not count as this write's file; the classic single file is written beside it (found by the corpus parity:
+    the Spark writer reported `written=False`)."""
+    table = copy_table("delta-golden/multi-part-checkpoint", tmp_path)
+    result = write_checkpoint(DeltaLog(str(table), clock=clock, engine=engine))
+    assert (result.version, result.kind, result.num_add_files, result.written) == (1, "classic", 10, True)
+    assert result.path.endswith("00000000000000000001.checkpoint.parquet") and result.parts == ()
+    assert len(list(DeltaLog(str(table)).update().all_files())) == 10

@@ -175,8 +175,8 @@ class Layout:
 def _planned_layout(
     store: LogStore, log_dir: str, plan: CheckpointPlan, num_file_actions: int
 ) -> tuple[Layout, list[ParsedLogPath] | None]:
-    """Where this checkpoint goes, and the complete checkpoint of that version already there (classic
-    names only: a UUID-named V2 checkpoint is always new), else None."""
+    """Where this checkpoint goes, and, for a multi-part one, the complete checkpoint of that version already
+    there (classic names only: a UUID-named V2 checkpoint is always new), else None."""
     per = plan.actions_per_sidecar
     stamp = str(uuid.uuid4())
     if plan.kind == "v2" and not plan.classic_name:
@@ -186,6 +186,11 @@ def _planned_layout(
             return Layout("single", (top,)), None
         names = tuple(f"{SIDECAR_DIR_NAME}/{sidecar_name(plan.version, i, n, stamp)}" for i in range(1, n + 1))
         return Layout("sidecars", names, top), None
+    n = 1 if plan.kind == "v2" else max(1, -(-num_file_actions // per))
+    if n == 1:  # as the local writer: only a file of this name is "there" (`write` looks); a multi-part
+        # checkpoint of the version beside it is not (corpus `delta-golden/multi-part-checkpoint`)
+        assert plan.name is not None
+        return Layout("single", (plan.name,)), None
     listed = [
         f
         for f in parse_listing(store.list_from(log_dir, version_prefix(plan.version)))
@@ -194,10 +199,6 @@ def _planned_layout(
     complete = [c for c in complete_checkpoints(listed) if c.kind is not LogFileKind.CHECKPOINT_UUID]
     if complete:
         return Layout("single", ()), list(complete[0].files)
-    n = 1 if plan.kind == "v2" else max(1, -(-num_file_actions // per))
-    if n == 1:
-        assert plan.name is not None
-        return Layout("single", (plan.name,)), None
     taken = {f.num_parts for f in listed if f.kind is LogFileKind.CHECKPOINT_MULTIPART}
     while n in taken:  # leftovers of an earlier attempt with n parts: never mix them with ours
         n += 1
