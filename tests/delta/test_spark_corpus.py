@@ -52,8 +52,8 @@ pytest -s tests/delta/test_spark_corpus.py -k <target>` for i in 0..9, 27-28 roo
 load of 5-8, with ~50 s of a fresh session's first jobs). Session 16 ran slices 0-5 on local2 and on connect
 (every action on 162 of the 270 roots). Differences found and fixed: the breakdown's sample found a state
 without file actions getting no checkpoint (2 roots; fixed before the slices), slice 4 a multi-part checkpoint
-of the version stopping a single-file write (1 root, both targets; fixed after, that root re-run equal); no
-other difference.
+of the version stopping a single-file write (1 root, both targets; fixed after, that root re-run equal on
+local[2]); no other difference.
 
 Nothing is mocked.
 """
