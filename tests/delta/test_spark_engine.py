@@ -196,8 +196,8 @@ def test_prefetched_digest_is_used_only_for_its_partition_columns(engine) -> Non
     assert off.tombstone_summary(now_ms=NOW_MS) == local.tombstone_summary(now_ms=NOW_MS)
 
 
-def test_update_uncaches_the_snapshot_it_replaces(engine, tmp_path) -> None:
-    """As Delta's SnapshotManagement: the replaced snapshot's persisted frames are released; it stays usable."""
+def _two_files_across_a_checkpoint(tmp_path):
+    """A table of two files: `a.parquet` in its checkpoint, `b.parquet` in the commit after it."""
     from airflow_delta_provider.testing import DeltaLogBuilder
 
     b = DeltaLogBuilder(tmp_path / "t", schema={"id": "long"})
@@ -205,6 +205,12 @@ def test_update_uncaches_the_snapshot_it_replaces(engine, tmp_path) -> None:
     b.append(["a.parquet"], size=10)
     b.checkpoint()
     b.append(["b.parquet"], size=20)
+    return b
+
+
+def test_update_uncaches_the_snapshot_it_replaces(engine, tmp_path) -> None:
+    """As Delta's SnapshotManagement: the replaced snapshot's persisted frames are released; it stays usable."""
+    b = _two_files_across_a_checkpoint(tmp_path)
     log = DeltaLog(b.uri, engine=engine)
     first = log.update()
     persisted = first.state.files._persisted
@@ -220,13 +226,7 @@ def test_commits_without_file_actions_keep_the_replayed_files(engine, tmp_path) 
     """`extend_state`: commits with no add or remove (a txn, a property, a domain) are read on the driver and
     the replayed files carried over, their persisted frames and digest with them (no Spark job replays the
     log); the state equals a fresh replay. A commit with a file action replays the segment again."""
-    from airflow_delta_provider.testing import DeltaLogBuilder
-
-    b = DeltaLogBuilder(tmp_path / "t", schema={"id": "long"})
-    b.create()
-    b.append(["a.parquet"], size=10)
-    b.checkpoint()
-    b.append(["b.parquet"], size=20)
+    b = _two_files_across_a_checkpoint(tmp_path)
     log = DeltaLog(b.uri, engine=engine)
     first = log.update()
     assert first.num_files == 2
