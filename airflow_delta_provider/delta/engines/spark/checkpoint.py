@@ -244,13 +244,13 @@ def write_task(
     """
     options = dict(storage_options)
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
+    def run(batches: Iterable[pa.RecordBatch], part: int | None = None) -> Iterator[pa.RecordBatch]:
+        """In a task, its partition's file; `part` given: that partition's file written here (`_write_files`)."""
+        if part is None:
+            from pyspark import TaskContext
 
-        context = TaskContext.get()
-        return write_part(context.partitionId() if context is not None else 0, batches)
-
-    def write_part(part: int, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            context = TaskContext.get()
+            part = context.partitionId() if context is not None else 0
         adds, removes = file_tables(batches)
         removes = kept_tombstones(removes, plan)
         row = {"part": part, "size": 0, "mtime": 0, "path": None, **digest_row(adds, removes, plan)}
@@ -286,7 +286,6 @@ def write_task(
         size, mtime = (info.size, info.modification_time) if info is not None else (len(data), 0)
         yield _result_batch([{**row, "status": WRITTEN, "size": size, "mtime": mtime}])
 
-    run.write_part = write_part  # type: ignore[attr-defined]  # partition i without a task (`_write_files`)
     return run
 
 
@@ -404,12 +403,7 @@ class SparkCheckpointExecutor:
         )
         rows = sorted((r.asDict() for r in out), key=lambda r: r["part"])
         if not rows:  # no file actions at all: Spark ran no task (AQE drops an empty shuffle's partitions)
-            rows = [
-                row
-                for part in range(n)
-                for batch in task.write_part(part, ())  # type: ignore[attr-defined]
-                for row in batch.to_pylist()
-            ]
+            rows = [row for part in range(n) for batch in task((), part) for row in batch.to_pylist()]
         self.partition_rows = tuple(r["adds"] + r["removes"] for r in rows)
         return rows
 
