@@ -48,7 +48,7 @@ try:
         raw_log_state,
     )
 except ImportError:  # tests/ imported as a package
-    from tests.support.deltars_oracle import (
+    from support.deltars_oracle import (
         checkpoint_path,
         commit_path,
         copy_corpus_table,

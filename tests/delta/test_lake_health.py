@@ -9,11 +9,11 @@ import time
 
 import pyarrow as pa
 import pytest
+from conftest import copy_table
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
 from airflow_delta_provider.delta.lake import parse_policy, plan, scan, table_health
 from airflow_delta_provider.delta.maintenance.log_cleanup import cleanup_log
-from tests.conftest import copy_table
 
 DAY = 86_400_000
 POLICY = parse_policy({"defaults": {"min_small_files": 3}})
@@ -151,9 +151,10 @@ def test_protocol_refusals_and_unreadable_tables_are_reported(tmp_path, events):
 
 def test_every_corpus_table_is_a_health_or_a_typed_error():
     """The whole read-only corpus (scans only read): nothing escapes as an untyped exception."""
+    from conftest import CORPUS
+
     from airflow_delta_provider.delta.errors import ERROR_CLASSES
     from airflow_delta_provider.delta.lake import discover
-    from tests.conftest import CORPUS
 
     found = discover([str(CORPUS)])
     assert len(found.tables) > 250 and found.errors == []

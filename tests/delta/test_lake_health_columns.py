@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from conftest import CORPUS, copy_table
 
 from airflow_delta_provider.delta.delta_log import DeltaLog
 from airflow_delta_provider.delta.engines.local import EAGER_STATS, LocalEngine
@@ -19,7 +20,6 @@ from airflow_delta_provider.delta.lake.health import HEALTH_FILE_FIELDS
 from airflow_delta_provider.delta.lake.health_columns import partition_codes, record_counts
 from airflow_delta_provider.delta.protocol.lake_health import ActiveFile, summarize_partitions
 from airflow_delta_provider.delta.protocol.optimize import partition_key
-from tests.conftest import CORPUS, copy_table
 
 LAYOUTS = [
     '{"numRecords":5}',

@@ -9,12 +9,12 @@ import time
 
 import pyarrow as pa
 import pytest
+from conftest import copy_table
 from deltalake import DeltaTable, write_deltalake
 
 from airflow_delta_provider.delta.errors import InvalidArgumentError
 from airflow_delta_provider.delta.lake import Budget, Cost, Gain, Task, discover, parse_policy, plan, scan
 from airflow_delta_provider.delta.protocol.lake_plan import PartitionWork, rank, within_budget
-from tests.conftest import copy_table
 
 DAY = 86_400_000
 

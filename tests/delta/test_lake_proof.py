@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import copy_table
 from deltalake import write_deltalake
 from test_purge import dv_table
 
@@ -27,7 +28,6 @@ from airflow_delta_provider.delta.protocol.lake_proof import (
     prove_content,
     prove_counts,
 )
-from tests.conftest import copy_table
 
 
 def _add(path: str, rows: int | None, *, change: bool = False, dv: int | None = None) -> object:

@@ -49,8 +49,8 @@ try:
     from conftest import copy_table
     from support.deltars_oracle import deltars_files
 except ImportError:  # tests/ imported as a package
-    from tests.conftest import copy_table
-    from tests.support.deltars_oracle import deltars_files
+    from conftest import copy_table
+    from support.deltars_oracle import deltars_files
 
 REPO = Path(__file__).resolve().parents[2]
 DAY = 86_400_000

@@ -42,7 +42,7 @@ from airflow_delta_provider.delta import DeltaError, DeltaLog, Snapshot, Version
 try:
     from support.deltars_oracle import RawLogState, deltars_files, deltars_view, raw_log_state, recreatable
 except ImportError:  # tests/ imported as a package
-    from tests.support.deltars_oracle import RawLogState, deltars_files, deltars_view, raw_log_state, recreatable
+    from support.deltars_oracle import RawLogState, deltars_files, deltars_view, raw_log_state, recreatable
 
 NUM_OPS = 30
 
