@@ -202,6 +202,24 @@ def test_partition_columns_in_the_inputs_stay_in_the_output(tmp_path: Path) -> N
     assert data.column("p").to_pylist() == ["a", "a", "a"]
 
 
+@pytest.mark.parametrize("spilled", [False, True])
+def test_partition_columns_in_the_inputs_stay_in_the_zordered_output(tmp_path: Path, spilled: bool) -> None:
+    """As compaction: Z-ORDER keeps a materialized partition column (an input file carries it), in memory
+    and through spill files; the rows of inputs without it get the partition's value. (The check used to
+    look at rows already cast without partition columns, so the output lost them.)"""
+    from airflow_delta_provider.delta.engines.local_zorder import local_zorder_rewriter
+
+    path = tmp_path / "t"
+    _two_partitions(path)
+    _add_foreign_file(path, "p=a/with-p.parquet", pa.table({"id": [99], "p": ["a"]}), {"p": "a"})
+    executor = local_zorder_rewriter(memory_limit_bytes=400) if spilled else None
+    result = optimize(str(path), where="p = 'a'", zorder_by=["id"], executor=executor)
+    (out,) = new_files(path, result)
+    data = pq.read_table(out)
+    assert data.column("id").to_pylist() == [0, 1, 99]
+    assert data.column("p").to_pylist() == ["a", "a", "a"]
+
+
 def test_compact_bin_takes_the_table_from_its_layout(tmp_path: Path) -> None:
     """`compact_bin` has no `table=` of its own: a bin whose input file is gone is a typed error naming the
     layout's table and the file."""

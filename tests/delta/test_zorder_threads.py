@@ -66,11 +66,11 @@ def test_helper_threads_write_the_same_files(base: Path, tmp_path: Path, monkeyp
     decoded: list[int] = []
     read = local_zorder._read
 
-    def observed(*args: object) -> pa.Table:
+    def observed(*args: object) -> tuple[pa.Table, bool]:
         readers.append(threading.current_thread().name)
-        data = read(*args)
+        data, carries = read(*args)
         decoded.append(data.nbytes)
-        return data
+        return data, carries
 
     monkeypatch.setattr(local_zorder, "_read", observed)
     one_path, one = _zorder(base, tmp_path / "one", max_workers=1)

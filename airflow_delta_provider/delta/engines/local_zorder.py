@@ -29,7 +29,7 @@ from ..errors import LogCorruptedError, ResourceLimitError
 from ..protocol.actions import AddFile
 from ..protocol.zorder import ZOrderColumn, output_count, row_slices, u64_scalar, zorder_key
 from ..write.data_file_writer import REWRITE_POOL
-from ..write.data_files import iter_file_rows, output_dir, physical_table, write_data_file
+from ..write.data_files import has_partition_columns, iter_file_rows, output_dir, physical_table, write_data_file
 from . import pool_workers, run_pooled
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -71,12 +71,6 @@ def _over_limit(layout: TableLayout, bin_: Bin, needed: int, limit: int, what: s
     )
 
 
-def _materialized(data: pa.Table, layout: TableLayout) -> bool:
-    """Whether a file carries a partition column (a writer materializing them)."""
-    keys = {k.casefold() for k in (*layout.partition_columns, *layout.partition_keys)}
-    return any(name.casefold() in keys for name in data.schema.names)
-
-
 def _values(data: pa.Table, path: Sequence[str]) -> pa.Array:
     """The column at `path` (physical names; nested through structs)."""
     array = data.column(path[0]).combine_chunks()
@@ -85,15 +79,18 @@ def _values(data: pa.Table, path: Sequence[str]) -> pa.Array:
     return array
 
 
-def _read(store: LogStore, layout: TableLayout, bin_: Bin, f: AddFile, in_files: bool) -> pa.Table:
+def _read(store: LogStore, layout: TableLayout, bin_: Bin, f: AddFile, in_files: bool) -> tuple[pa.Table, bool]:
     """A file's rows through its deletion vector, in the table's physical schema (read and cast a batch at a
-    time, in this thread: partitions run on the pool)."""
+    time, in this thread: partitions run on the pool); and whether the file carries a partition column (a
+    writer materializing them: the output keeps them, as compaction's does)."""
     values, table = bin_.partition_values, layout.table_uri
-    batches = [
-        physical_table(rows, layout, partition_values=values, partition_columns_in_files=in_files, file=f.path)
-        for rows in iter_file_rows(store, table, f)
-    ]
-    return batches[0] if len(batches) == 1 else pa.concat_tables(batches)
+    batches, carries = [], False
+    for rows in iter_file_rows(store, table, f):
+        carries = carries or bool(layout.partition_columns and has_partition_columns(rows.schema, layout))
+        batches.append(
+            physical_table(rows, layout, partition_values=values, partition_columns_in_files=in_files, file=f.path)
+        )
+    return (batches[0] if len(batches) == 1 else pa.concat_tables(batches)), carries
 
 
 def _sort_failed(layout: TableLayout, bin_: Bin, exc: Exception) -> LogCorruptedError:
@@ -185,17 +182,18 @@ def _read_rows(
     bin_: Bin,
     helpers: _Helpers,
     memory_limit: int | None,
-) -> Iterator[pa.Table]:
-    """Each input file's rows (`_read`, without partition columns), in order. With helper threads, the next
-    files are read ahead on them while `MEMORY_FACTOR` times the decoded bytes handed out so far (what the
-    caller holds) and those in flight still fits `memory_limit`; when even the next would not, it is read
-    here, as without helpers (the caller's check on what it holds then decides, as always)."""
+) -> Iterator[tuple[pa.Table, bool]]:
+    """Each input file's rows (`_read`, without partition columns) and whether it carries them, in order.
+    With helper threads, the next files are read ahead on them while `MEMORY_FACTOR` times the decoded
+    bytes handed out so far (what the caller holds) and those in flight still fits `memory_limit`; when
+    even the next would not, it is read here, as without helpers (the caller's check on what it holds then
+    decides, as always)."""
     files = bin_.files
     if not helpers.parallel:
         for f in files:
             yield _read(store, layout, bin_, f, False)
         return
-    ahead: deque[tuple[Future[pa.Table], AddFile, int]] = deque()
+    ahead: deque[tuple[Future[tuple[pa.Table, bool]], AddFile, int]] = deque()
     read_bytes = decoded = 0  # of the files handed out: the ratio the next files' estimates scale by
     nxt = 0
     while nxt < len(files) or ahead:
@@ -210,12 +208,12 @@ def _read_rows(
             nxt += 1
         if ahead:
             future, f, _ = ahead.popleft()
-            data = future.result()
+            data, carries = future.result()
         else:  # nothing more fits beside what is held: the next file is read here, as without helpers
             f, nxt = files[nxt], nxt + 1
-            data = _read(store, layout, bin_, f, False)
+            data, carries = _read(store, layout, bin_, f, False)
         read_bytes, decoded = read_bytes + f.size, decoded + data.nbytes
-        yield data
+        yield data, carries
         del data
 
 
@@ -270,11 +268,11 @@ def _sort_in_memory(
     tables: list[pa.Table] = []  # blocks of rows copied into REWRITE_POOL, then the files read since
     blocks = pending = decoded = 0
     try:
-        for data in _read_rows(store, layout, bin_, helpers, memory_limit):
+        for data, carries in _read_rows(store, layout, bin_, helpers, memory_limit):
             if in_files:  # read without them: filled from the partition values, as the earlier files were
                 values = bin_.partition_values
                 data = physical_table(data, layout, partition_values=values, partition_columns_in_files=True)
-            if layout.partition_columns and not in_files and _materialized(data, layout):
+            elif carries:
                 in_files = True  # then every file's rows carry them (filled from partition values where absent)
                 values = bin_.partition_values  # a partition's value is the same in every row
                 tables = [
@@ -375,8 +373,8 @@ def _zorder_spilled(
     counts: list[int] = []
     held = 0
     for f in bin_.files:
-        data = _read(store, layout, bin_, f, False)
-        in_files = in_files or bool(layout.partition_columns and _materialized(data, layout))
+        data, carries = _read(store, layout, bin_, f, False)
+        in_files = in_files or carries
         counts.append(data.num_rows)
         for i, c in enumerate(columns):
             values[i].append(_values(data, c.physical_path))
@@ -412,7 +410,7 @@ def _zorder_spilled(
                         continue
                     ids, keys = target.slice(lo, n), key.slice(lo, n)
                     wanted = pc.and_(pc.greater_equal(ids, u64_scalar(first)), pc.less(ids, u64_scalar(last)))
-                    data = _read(store, layout, bin_, f, in_files).append_column(_KEY, keys).filter(wanted)
+                    data = _read(store, layout, bin_, f, in_files)[0].append_column(_KEY, keys).filter(wanted)
                     ids = ids.filter(wanted)
                     order = pc.sort_indices(ids)
                     data, ids = data.take(order), ids.take(order)

@@ -311,7 +311,7 @@ def _passthrough(schema: pa.Schema, layout: TableLayout, in_files: bool) -> list
     return indices
 
 
-def _has_partition_columns(data: pa.Table | pa.Schema, layout: TableLayout) -> bool:
+def has_partition_columns(data: pa.Table | pa.Schema, layout: TableLayout) -> bool:
     """Whether the file carries a partition column (a writer materializing them)."""
     schema = data if isinstance(data, pa.Schema) else data.schema
     mode, sources, partitions = layout.column_mapping_mode, list(schema), set(layout.partition_columns)
@@ -448,7 +448,7 @@ def _stream_bin(
                 checked = True
             else:
                 if not checked:  # once per file: its batches share its schema
-                    if _has_partition_columns(rows, layout):
+                    if has_partition_columns(rows, layout):
                         raise _Materialized
                     checked = True
                 data = physical_table(
