@@ -51,10 +51,11 @@ standalone 119 s, local2 281 s; load 2.1-2.6, a fresh Connect server and cluster
 The whole matrix as slices: `DELTA_CORPUS_ACTIONS_EVERY=10 DELTA_CORPUS_ACTIONS_OFFSET=<i> DELTA_CORPUS_SAMPLE=1000
 pytest -s tests/delta/test_spark_corpus.py -k <target>` for i in 0..9, 27-28 roots each (5-6 minutes at a
 load of 5-8, with ~50 s of a fresh session's first jobs). Session 16 ran slices 0-5 on local2 and on connect
-(every action on 162 of the 270 roots). Differences found and fixed: the breakdown's sample found a state
-without file actions getting no checkpoint (2 roots; fixed before the slices), slice 4 a multi-part checkpoint
-of the version stopping a single-file write (1 root, both targets; fixed after, that root re-run equal on
-local[2]); no other difference.
+(every action on 162 of the 270 roots), session 17 slices 6-9 on both, slice 4 again on connect, and all ten
+on standalone: every action on every loadable root on every target. Differences found and fixed: the
+breakdown's sample found a state without file actions getting no checkpoint (2 roots; fixed before the
+slices), slice 4 a multi-part checkpoint of the version stopping a single-file write (1 root, both targets;
+fixed after, that slice re-run equal); no other difference.
 
 Nothing is mocked.
 """
