@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import logging
 import os
@@ -35,6 +36,42 @@ from airflow_delta_provider.delta import DeltaLog  # noqa: E402 - after the Airf
 CORPUS: Path = Path(
     os.environ.get("DELTA_TABLES_DIR") or Path(__file__).resolve().parents[2] / "shared" / "delta-tables"
 ).resolve()
+
+
+@functools.cache
+def _spark_module(module: str) -> bool:
+    """Whether the test module (a path relative to the repository) marks tests `spark`."""
+    return "pytest.mark.spark" in (REPO / module).read_text(encoding="utf-8")
+
+
+def _scope(nodeid: str) -> str:
+    """A test's scope under pytest-xdist: "spark" for a module with Spark tests, else its module."""
+    module = nodeid.split("::", 1)[0]
+    return "spark" if _spark_module(module) else module
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: no error without the plugin
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`scripts/test` runs two pytest-xdist workers. Every module with Spark tests runs on one worker, first,
+    in collection order: the suite's shared `local[2]` session, Connect server and standalone cluster start
+    once, and the rest of the suite, a module at a time, runs on the other worker meanwhile. (Scopes by
+    nodeid: pytest-xdist's own `xdist_group` marks are lost under pytest 9, whose nodes no longer keep
+    `_nodeid`.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SparkTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope(nodeid)
+
+    config.option.loadscopereorder = False  # collection order: the Spark scope first
+    return SparkTogether(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """On an xdist worker, the modules with Spark tests first (a stable sort: the same order on every
+    worker, each module's own order kept)."""
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        items.sort(key=lambda item: _scope(item.nodeid) != "spark")
 
 
 def copy_table(name: str, tmp_path: Path) -> Path:
