@@ -86,7 +86,8 @@ def _read(store: LogStore, layout: TableLayout, bin_: Bin, f: AddFile, in_files:
     values, table = bin_.partition_values, layout.table_uri
     batches, carries = [], False
     for rows in iter_file_rows(store, table, f):
-        carries = carries or bool(layout.partition_columns and has_partition_columns(rows.schema, layout))
+        if not batches:  # once per file: its batches share its schema
+            carries = has_partition_columns(rows.schema, layout)
         batches.append(
             physical_table(rows, layout, partition_values=values, partition_columns_in_files=in_files, file=f.path)
         )
