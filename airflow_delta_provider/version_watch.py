@@ -46,32 +46,6 @@ def storage_options(table_uri: str, storage_conn_id: str | None) -> dict[str, An
     return DeltaTableHook(table_uri, storage_conn_id).storage_options()
 
 
-def condition_met(version: int, target_version: int | None, newer_than: int | None, baseline: int | None) -> bool:
-    """Whether `version` satisfies the wait: `>= target_version`, else `> newer_than`, else `> baseline`."""
-    if target_version is not None:
-        return version >= target_version
-    if newer_than is not None:
-        return version > newer_than
-    return baseline is not None and version > baseline
-
-
-def recreated(version: int, target_version: int | None, newer_than: int | None, baseline: int | None) -> bool:
-    """Whether `version` went below the version waited past: the table was recreated. A `target_version`
-    wait cannot tell (a lower version is simply not there yet)."""
-    reference = newer_than if newer_than is not None else baseline
-    return target_version is None and reference is not None and version < reference
-
-
-def recreation_error(table_uri: str, version: int, newer_than: int | None, baseline: int | None) -> TableRecreatedError:
-    what = f"newer_than={newer_than}" if newer_than is not None else f"the baseline version {baseline}"
-    return TableRecreatedError(
-        f"the latest version {version} is below {what}: the table was deleted and recreated (or the version "
-        "waited past belongs to another table); allow_recreation=True fires on the new table's versions",
-        table=table_uri,
-        version=version,
-    )
-
-
 def probe_version(table_uri: str, storage_options: Mapping[str, Any], *, wait_for_table: bool = True) -> int | None:
     """The table's latest version; None when the table does not exist yet and `wait_for_table`."""
     try:
@@ -107,12 +81,7 @@ def version_event(table_uri: str, storage_options: Mapping[str, Any], version: i
     """`{version, table_uri, timestamp, operation}` of the commit at `version` (XCom and asset extra)."""
     log = DeltaLog.for_table(table_uri, storage_options)
     summary = log.commit_summary(version)
-    return {
-        "version": version,
-        "table_uri": log.table_uri,
-        "timestamp": summary["timestamp"],
-        "operation": summary["operation"],
-    }
+    return {"version": version, "table_uri": log.table_uri, **{k: summary[k] for k in ("timestamp", "operation")}}
 
 
 def wait_event(
@@ -127,19 +96,30 @@ def wait_event(
     allow_recreation: bool,
     include_maintenance: bool,
 ) -> tuple[dict[str, Any] | None, int | None]:
-    """A wait's poll at the probed latest `version`: (its event or None, the new `scanned`). Without a target
-    the event names the newest data version past the reference; `scanned` marks versions found to be
-    maintenance only, not read again. A table recreated below the reference raises `TableRecreatedError`
-    unless `allow_recreation` (then the event carries `"recreated": True`)."""
-    if recreated(version, target_version, newer_than, baseline):
+    """A wait's poll at the probed latest `version`: (its event or None, the new `scanned`). The condition:
+    `>= target_version`, else `> newer_than`, else `> baseline`. Without a target the event names the newest
+    data version past the reference; `scanned` marks versions found to be maintenance only, not read again.
+    A version below the reference means the table was recreated (a `target_version` wait cannot tell: a lower
+    version is simply not there yet): `TableRecreatedError`, unless `allow_recreation` (then the event
+    carries `"recreated": True`)."""
+    reference = newer_than if newer_than is not None else baseline
+    if target_version is None and reference is not None and version < reference:
         if not allow_recreation:
-            raise recreation_error(table_uri, version, newer_than, baseline)
+            what = f"newer_than={newer_than}" if newer_than is not None else f"the baseline version {baseline}"
+            raise TableRecreatedError(
+                f"the latest version {version} is below {what}: the table was deleted and recreated (or the "
+                "version waited past belongs to another table); allow_recreation=True fires on the new table's "
+                "versions",
+                table=table_uri,
+                version=version,
+            )
         return {**version_event(table_uri, storage_options, version), "recreated": True}, scanned
-    if not condition_met(version, target_version, newer_than, baseline):
+    if target_version is not None:
+        if version < target_version:
+            return None, scanned
+    elif reference is None or version <= reference:
         return None, scanned
-    if target_version is None and not include_maintenance:
-        reference = newer_than if newer_than is not None else baseline
-        assert reference is not None  # condition_met holds without a target
+    elif not include_maintenance:
         after = scanned if scanned is not None and reference <= scanned < version else reference
         found = last_data_version(table_uri, storage_options, after, version)
         if found is None:
