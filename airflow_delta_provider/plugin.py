@@ -32,6 +32,7 @@ from airflow.plugins_manager import AirflowPlugin
 
 from .delta.storage import is_local, local_path
 from .operators.delta import REPORT_PAGES
+from .version_watch import storage_options
 
 URL_PREFIX = REPORT_PAGES.rpartition("/")[0]  # the app is mounted here; its route adds /reports
 MEDIA_TYPES = {
@@ -69,21 +70,13 @@ def health_settings() -> tuple[str | None, str | None, str]:
     return uri, conn_id, dag_id
 
 
-def _storage_options(uri: str, storage_conn_id: str | None) -> dict[str, Any] | None:
-    if not storage_conn_id:
-        return None
-    from .hooks.delta import DeltaTableHook
-
-    return dict(DeltaTableHook(uri, storage_conn_id).storage_options)
-
-
 def _read(uri: str, storage_conn_id: str | None) -> bytes:
     if is_local(uri):
         with open(local_path(uri), "rb") as fh:
             return fh.read()
     import fsspec
 
-    fs, path = fsspec.core.url_to_fs(uri, **(_storage_options(uri, storage_conn_id) or {}))
+    fs, path = fsspec.core.url_to_fs(uri, **storage_options(uri, storage_conn_id))
     return fs.cat_file(path)
 
 
@@ -173,7 +166,7 @@ def build_app() -> Any:
         if not uri:
             raise HTTPException(404, f"no maintenance history configured: set [delta] history_uri or {HISTORY_ENV}")
         try:
-            report = lake_report(uri, table=table, storage_options=_storage_options(uri, conn_id))
+            report = lake_report(uri, table=table, storage_options=storage_options(uri, conn_id))
         except DeltaError as err:
             raise HTTPException(502, f"the maintenance history cannot be read: {type(err).__name__}") from None
         if table is not None and not report["tables"]:
