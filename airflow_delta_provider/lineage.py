@@ -36,16 +36,26 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-#: What each command-layer action is, as the `delta_operation` run facet names it.
-OPERATIONS = {
-    "snapshot": "SNAPSHOT_REPLAY",
-    "tombstones": "TOMBSTONE_REPORT",
-    "checkpoint": "CHECKPOINT",
-    "cleanup_log": "LOG_CLEANUP",
-    "vacuum": "VACUUM",
-    "optimize": "OPTIMIZE",
-    "restore": "RESTORE",
-    "repair": "FSCK",
+#: Each command-layer action: its operation as the `delta_operation` run facet names it, and the result's keys
+#: the facet's `details` copy.
+OPERATIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "snapshot": (
+        "SNAPSHOT_REPLAY",
+        ("num_files", "size_bytes", "num_tombstones", "checkpoint_version", "checked_versions"),
+    ),
+    "tombstones": (
+        "TOMBSTONE_REPORT",
+        ("num_tombstones", "retained", "expired", "reclaimable_bytes", "retained_bytes"),
+    ),
+    "checkpoint": (
+        "CHECKPOINT",
+        ("kind", "written", "num_actions", "num_add_files", "size_in_bytes", "last_checkpoint_updated"),
+    ),
+    "cleanup_log": ("LOG_CLEANUP", ("cutoff", "num_files", "bytes", "deleted", "earliest_readable_version", "reason")),
+    "vacuum": ("VACUUM", ("mode", "cutoff", "num_files", "bytes", "deleted", "deleted_bytes", "directories")),
+    "optimize": ("OPTIMIZE", ("read_version", "num_files_removed", "num_files_added", "bytes_removed", "bytes_added")),
+    "restore": ("RESTORE", ("read_version", "target_version", "metrics")),
+    "repair": ("FSCK", ("read_version", "metrics")),
 }
 
 #: OpenLineage's namespace scheme per URI scheme (object stores; Azure's carry the account host).
@@ -193,20 +203,6 @@ def _assertions(result: Mapping[str, Any]) -> list[data_quality_assertions_datas
     return out
 
 
-def _details(action: str, result: Mapping[str, Any]) -> dict[str, Any]:
-    keys = {
-        "snapshot": ("num_files", "size_bytes", "num_tombstones", "checkpoint_version", "checked_versions"),
-        "tombstones": ("num_tombstones", "retained", "expired", "reclaimable_bytes", "retained_bytes"),
-        "checkpoint": ("kind", "written", "num_actions", "num_add_files", "size_in_bytes", "last_checkpoint_updated"),
-        "cleanup_log": ("cutoff", "num_files", "bytes", "deleted", "earliest_readable_version", "reason"),
-        "vacuum": ("mode", "cutoff", "num_files", "bytes", "deleted", "deleted_bytes", "directories"),
-        "optimize": ("read_version", "num_files_removed", "num_files_added", "bytes_removed", "bytes_added"),
-        "restore": ("read_version", "target_version", "metrics"),
-        "repair": ("read_version", "metrics"),
-    }[action]
-    return {k: result[k] for k in keys if result.get(k) is not None}
-
-
 def operator_lineage(
     action: str,
     result: Mapping[str, Any],
@@ -248,11 +244,12 @@ def operator_lineage(
         facets=_dataset_facets(namespace, version, metadata),
         inputFacets=input_facets,
     )
+    name, keys = OPERATIONS.get(action, (action.upper(), ()))
     operation = DeltaOperationRunFacet(
-        operation=OPERATIONS.get(action, action.upper()),
+        operation=name,
         tableVersion=version,
         dryRun=result.get("dry_run") if action in ("cleanup_log", "vacuum", "optimize") else None,
         engine=result.get("engine"),
-        details=_details(action, result) if action in OPERATIONS and result.get("status") == "success" else {},
+        details={k: result[k] for k in keys if result.get(k) is not None} if result.get("status") == "success" else {},
     )
     return OperatorLineage(inputs=[dataset], run_facets={"delta_operation": operation})
