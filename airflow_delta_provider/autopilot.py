@@ -85,18 +85,6 @@ def spark_engines(
     return {"spark": make}
 
 
-def _budget(budget: Budget | Mapping[str, Any] | None) -> Budget | None:
-    return Budget(**budget) if isinstance(budget, Mapping) else budget
-
-
-def _now_ms(clock: Callable[[], int] | None) -> int:
-    return clock() if clock else int(time.time() * 1000)
-
-
-def _planned(group: Mapping[str, Any], operation: str) -> dict[str, Any] | None:
-    return next((t for t in group["tasks"] if t["operation"] == operation), None)
-
-
 def _label(group: Mapping[str, Any]) -> None:
     """Name the mapped task instance after its table (`map_index_template`)."""
     get_current_context()["table_label"] = group["table_uri"]  # type: ignore[typeddict-unknown-key]
@@ -112,7 +100,7 @@ def _step(
     """Run the table's planned `operation` (nothing when none is planned), pushing its history row to XCom
     before any error propagates, so that `record` reads failed steps too."""
     _label(group)
-    task_ = _planned(group, operation)
+    task_ = next((t for t in group["tasks"] if t["operation"] == operation), None)
     if task_ is None:
         return {"table": group["table_uri"], "operation": operation, "status": "not_planned"}
     ti = get_current_context()["ti"]
@@ -161,10 +149,8 @@ def lake_autopilot_dag(
     prefix_list = [prefixes] if isinstance(prefixes, str) else list(prefixes)
     options = dict(storage_options or {})
     engines = {**spark_engines(spark_master, options), **(engines or {})}
-    budget_ = _budget(budget)
-    dag_kwargs.setdefault("schedule", None)
-    dag_kwargs.setdefault("catchup", False)
-    dag_kwargs.setdefault("max_active_runs", 1)
+    budget_ = Budget(**budget) if isinstance(budget, Mapping) else budget
+    dag_kwargs = {"schedule": None, "catchup": False, "max_active_runs": 1, **dag_kwargs}
     params = {"approve": Param(False, type="boolean", description="run what needs approval without asking")}
     table_kwargs: dict[str, Any] = {"map_index_template": "{{ table_label }}", **_retry_kwargs(retries)}
     if pool:
@@ -185,7 +171,8 @@ def lake_autopilot_dag(
                 lake_policy = parse_policy(policy)
             else:
                 lake_policy = policy if isinstance(policy, LakePolicy) else load_policy(policy, options)
-            result = scan(found["tables"], policy=lake_policy, storage_options=options, now_ms=_now_ms(clock))
+            now_ms = clock() if clock else int(time.time() * 1000)
+            result = scan(found["tables"], policy=lake_policy, storage_options=options, now_ms=now_ms)
             lake_plan = plan(result.healths, budget_, errors=[*found["errors"], *result.errors])
             tables_ = sorted({t.table for t in lake_plan.tasks})
             groups = [{"table_uri": t, "tasks": [x.to_dict() for x in lake_plan.for_table(t)]} for t in tables_]
@@ -235,21 +222,14 @@ def lake_autopilot_dag(
                     out.append({"table_uri": group["table_uri"], "tasks": kept})
             return out
 
-        @task(**table_kwargs)
-        def optimize_table(group: dict[str, Any]) -> dict[str, Any]:
-            return _step(group, "optimize", clock, options, engines)
+        def step_task(operation: str) -> Any:
+            """The table's `<operation>_table` task, run after the previous step (`after`) if any."""
 
-        @task(**table_kwargs)
-        def vacuum_table(group: dict[str, Any], optimized: dict[str, Any]) -> dict[str, Any]:
-            return _step(group, "vacuum", clock, options, engines)
+            @task(task_id=f"{operation}_table", **table_kwargs)
+            def run_step(group: dict[str, Any], after: dict[str, Any] | None = None) -> dict[str, Any]:
+                return _step(group, operation, clock, options, engines)
 
-        @task(**table_kwargs)
-        def checkpoint_table(group: dict[str, Any], vacuumed: dict[str, Any]) -> dict[str, Any]:
-            return _step(group, "checkpoint", clock, options, engines)
-
-        @task(**table_kwargs)
-        def log_cleanup_table(group: dict[str, Any], checkpointed: dict[str, Any]) -> dict[str, Any]:
-            return _step(group, "log_cleanup", clock, options, engines)
+            return run_step
 
         @task(**table_kwargs)
         def prove(group: dict[str, Any], optimized: dict[str, Any], cleaned: dict[str, Any]) -> dict[str, Any]:
@@ -268,11 +248,10 @@ def lake_autopilot_dag(
 
         @task_group(group_id="table")
         def table_work(group: dict[str, Any]) -> Any:
-            optimized = optimize_table(group)
-            vacuumed = vacuum_table(group, optimized)
-            checkpointed = checkpoint_table(group, vacuumed)
-            cleaned = log_cleanup_table(group, checkpointed)
-            return prove(group, optimized, cleaned)
+            optimized = done = step_task(STEPS[0])(group)
+            for operation in STEPS[1:]:
+                done = step_task(operation)(group, done)
+            return prove(group, optimized, done)
 
         @task(trigger_rule="all_done")
         def record(planned: dict[str, Any] | None, groups: list[dict[str, Any]] | None) -> dict[str, Any]:
