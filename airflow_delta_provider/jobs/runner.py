@@ -73,17 +73,12 @@ def run(
         options = dict(storage_options) if storage_options is not None else job_storage_options(table)
         request = request_from_job(args.request, args.result_uri, options)
     except DeltaError as error:  # a bad request or bad options: still leave a result
-        result = {"status": "error", "action": action, **error.to_dict(), "engine": "local", "timings": {}}
+        code, result = 1, {"status": "error", "action": action, **error.to_dict(), "engine": "local", "timings": {}}
         result["table"] = result.get("table") or table
         write_result(args.result_uri, result, storage_options)
-        print(f"delta_job: error: {result['error_class']}: {result['message']}", file=sys.stderr)
-        return 1, result
-    code, result = execute(
-        request,
-        result_uri=args.result_uri,
-        report_formats=args.report_formats.split(","),
-        spark_factory=spark_factory,
-    )
+    else:
+        formats = args.report_formats.split(",")
+        code, result = execute(request, result_uri=args.result_uri, report_formats=formats, spark_factory=spark_factory)
     if "result_write_error" in result:
         print(
             f"delta_job: cannot write the result to {args.result_uri}: {result['result_write_error']}", file=sys.stderr
@@ -94,8 +89,7 @@ def run(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    code, _ = run(argv)
-    return code
+    return run(argv)[0]
 
 
 def _peek(text: str) -> tuple[str, str | None]:
