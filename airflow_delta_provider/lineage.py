@@ -135,26 +135,19 @@ def schema_fields(schema: Mapping[str, Any]) -> list[schema_dataset.SchemaDatase
 def table_metadata(dlog: DeltaLog, version: int | None = None) -> tuple[int, dict[str, Any]]:
     """(version, metaData action as JSON) at `version` (latest if None), without replaying the files:
     the newest commit of the log segment holding a `metaData`, else the checkpoint's `metaData` column."""
-    from .delta.protocol.actions import Metadata, action_from_json
-    from .delta.protocol.commits import parse_commit_bytes
+    from .delta.protocol.actions import Metadata
     from .delta.read.checkpoint import non_file_actions, read_parquet
     from .delta.read.commits import read_commit
 
     segment = dlog.log_segment(version)
-    for commit in reversed(segment.commits):
-        for action in read_commit(dlog.store, dlog.table_uri, commit):
-            if isinstance(action, Metadata):
-                return segment.version, action.to_json()
-    for part in segment.checkpoint.files if segment.checkpoint else ():
-        if part.extension == "json":
-            data = dlog.store.read_bytes(part.file.path)
-            objs = parse_commit_bytes(data, table=dlog.table_uri, version=part.version, file=part.name)
-            actions = [a for a in (action_from_json(o) for o in objs) if a is not None]
+    for part in [*reversed(segment.commits), *(segment.checkpoint.files if segment.checkpoint else ())]:
+        if part.extension == "json":  # a commit, or a JSON checkpoint
+            actions = read_commit(dlog.store, dlog.table_uri, part)
         else:
             actions = non_file_actions(read_parquet(dlog.store, part.file.path, ["metaData"]))
-        for action in actions:
-            if isinstance(action, Metadata):
-                return segment.version, action.to_json()
+        found = next((a for a in actions if isinstance(a, Metadata)), None)
+        if found is not None:
+            return segment.version, found.to_json()
     raise LookupError(f"no metaData in the log segment of version {segment.version}")
 
 
