@@ -28,6 +28,7 @@ import os
 from functools import cached_property
 from typing import Any
 
+from airflow import settings
 from airflow.plugins_manager import AirflowPlugin
 
 from .delta.storage import is_local, local_path
@@ -126,24 +127,18 @@ def build_app() -> Any:
         kind: Annotated[str, Query(pattern="^(html|md|json)$")] = "html",
     ) -> Response:
         """The task's report of `kind` (the HTML one by default; `json`: the full result)."""
-        value = session.scalar(
-            select(XComModel.value).where(
-                XComModel.dag_id == dag_id,
-                XComModel.run_id == run_id,
-                XComModel.task_id == task_id,
-                XComModel.map_index == map_index,
-                XComModel.key == "return_value",
+
+        def of_task(model: Any) -> tuple[Any, ...]:  # the rows of this task instance
+            return (
+                model.dag_id == dag_id,
+                model.run_id == run_id,
+                model.task_id == task_id,
+                model.map_index == map_index,
             )
-        )
+
+        value = session.scalar(select(XComModel.value).where(*of_task(XComModel), XComModel.key == "return_value"))
         summary = None if value is None else XComModel.deserialize_value(type("Row", (), {"value": value}))
-        rendered = session.scalar(
-            select(Rendered.rendered_fields).where(
-                Rendered.dag_id == dag_id,
-                Rendered.run_id == run_id,
-                Rendered.task_id == task_id,
-                Rendered.map_index == map_index,
-            )
-        )
+        rendered = session.scalar(select(Rendered.rendered_fields).where(*of_task(Rendered)))
         rendered = rendered if isinstance(rendered, dict) else {}
         try:
             uri, kind = report_uri(summary, rendered, kind)
@@ -204,11 +199,5 @@ class DeltaReportsPlugin(AirflowPlugin):
         return [{"app": build_app(), "url_prefix": URL_PREFIX, "name": "Delta reports"}]
 
 
-def _entry_point() -> type[AirflowPlugin] | None:
-    from airflow import settings
-
-    return DeltaReportsPlugin if getattr(settings, "LAZY_LOAD_PROVIDERS", True) else None
-
-
 #: The `airflow.plugins` entry point: the plugin unless the provider info already loads it.
-ENTRY_POINT = _entry_point()
+ENTRY_POINT = DeltaReportsPlugin if getattr(settings, "LAZY_LOAD_PROVIDERS", True) else None
