@@ -263,9 +263,8 @@ def lake_autopilot_dag(
                 proofs = ti.xcom_pull(task_ids="table.prove", key="proofs", map_indexes=i) or []
                 for op in STEPS:
                     row = ti.xcom_pull(task_ids=f"table.{op}_table", key=ROW_KEY, map_indexes=i)
-                    if not row:
-                        continue
-                    rows.append(with_proofs(row, proofs) if op == "optimize" else dict(row))
+                    if row:
+                        rows.append(with_proofs(row, proofs) if op == "optimize" else dict(row))
             rows += [dict(h) for h in (planned or {}).get("health") or []]
             now = dt.datetime.now(dt.UTC).isoformat()
             for e in (planned or {}).get("errors") or []:
