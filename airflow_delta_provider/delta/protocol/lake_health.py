@@ -26,10 +26,6 @@ SIZE_BUCKETS: tuple[tuple[str, int], ...] = (
 )
 
 
-def size_bucket(size: int) -> str:
-    return next(label for label, bound in SIZE_BUCKETS if size < bound)
-
-
 class ActiveFile(NamedTuple):
     """What health needs of one active file; `records` None when it has no `numRecords` stat; `values` its
     partition values as logged, by logical column."""

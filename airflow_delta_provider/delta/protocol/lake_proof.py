@@ -10,14 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import DeltaError
 from .actions import Action, AddFile, CommitInfo, RemoveFile
 
-#: Operations whose commits only move rows (Delta Spark's and delta-rs's names).
-REWRITE_OPERATIONS = frozenset({"OPTIMIZE", "REORG", "COMPUTE STATS"})
 PROVEN, UNPROVEN, MISMATCH, NOT_A_REWRITE = "proven", "unproven", "mismatch", "not_a_rewrite"
 _MASK = (1 << 64) - 1
 
@@ -60,7 +58,6 @@ class RowProof:
     digest_before: Digest | None = None
     digest_after: Digest | None = None
     why: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -165,15 +162,12 @@ def prove_content(proof: RowProof, before: Digest, after: Digest) -> RowProof:
             proof.removed,
             proof.added,
         )
-    return RowProof(
-        proof.table,
-        proof.version,
-        proof.operation,
-        PROVEN,
-        proof.removed,
-        proof.added,
-        before.rows if proof.rows_before is None else proof.rows_before,
-        after.rows if proof.rows_after is None else proof.rows_after,
-        before,
-        after,
+    return replace(
+        proof,
+        status=PROVEN,
+        rows_before=before.rows if proof.rows_before is None else proof.rows_before,
+        rows_after=after.rows if proof.rows_after is None else proof.rows_after,
+        digest_before=before,
+        digest_after=after,
+        why="",
     )

@@ -220,15 +220,8 @@ def marker_bytes(kind: str, quarantine_id: str, now_ms: int, **counts: Any) -> b
 def state_of(markers: Iterable[str]) -> str:
     """The state of a quarantine whose folder holds the marker files `markers` (names)."""
     present = set(markers)
-    if PURGE_MARKER in present:
-        return PURGING
-    if RESTORED_MARKER in present:
-        return RESTORED
-    if UNDO_MARKER in present:
-        return RESTORING
-    if QUARANTINED_MARKER in present:
-        return QUARANTINED
-    return MOVING
+    latest = ((PURGE_MARKER, PURGING), (RESTORED_MARKER, RESTORED), (UNDO_MARKER, RESTORING))
+    return next((state for marker, state in (*latest, (QUARANTINED_MARKER, QUARANTINED)) if marker in present), MOVING)
 
 
 def _is_file(entry: StoredEntry | None) -> bool:

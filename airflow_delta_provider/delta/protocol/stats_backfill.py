@@ -170,19 +170,3 @@ def operation_metrics(committed: Sequence[PlannedFile], *, dropped: int, over_bu
         "numFilesDropped": dropped,
         "numFilesOverBudget": over_budget,
     }
-
-
-__all__ = [
-    "COMPUTE_STATS_OPERATION",
-    "LISTED_FILES",
-    "MISSING",
-    "REASONS",
-    "STALE",
-    "WIDE",
-    "PlannedFile",
-    "StatsBackfillPlan",
-    "operation_metrics",
-    "operation_parameters",
-    "plan_stats_backfill",
-    "stats_reason",
-]

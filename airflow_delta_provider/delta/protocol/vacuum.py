@@ -532,22 +532,17 @@ def refused_entry(path: str) -> str | None:
     return None
 
 
-def plan_refused(table: str, path: str, why: str) -> VacuumPlanRefusedError:
-    """The refusal of a plan naming `path`, an entry no planner writes (`why`: `refused_entry`'s)."""
-    return VacuumPlanRefusedError(
-        f"The vacuum plan names {path!r}: {why}. No planner writes such an entry; nothing was deleted",
-        argument="plan",
-        table=table,
-        file=path,
-    )
-
-
 def check_entries(plan: VacuumPlan, table: str) -> None:
     """Refuse (`VacuumPlanRefusedError`) a plan with an entry `refused_entry` names."""
     for f in plan.files:
         why = refused_entry(f.path)
         if why is not None:
-            raise plan_refused(table, f.path, why)
+            raise VacuumPlanRefusedError(
+                f"The vacuum plan names {f.path!r}: {why}. No planner writes such an entry; nothing was deleted",
+                argument="plan",
+                table=table,
+                file=f.path,
+            )
 
 
 def same_mtime(listed_ms: int, now_ms: int) -> bool:

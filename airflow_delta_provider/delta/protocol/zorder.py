@@ -28,6 +28,7 @@ from .actions import AddFile, DomainMetadata
 from .optimize import Bin, OptimizePlan, partition_key, within_budget
 from .schema import StructField, StructType
 from .stats import parse_column_list, stats_columns
+from .table_properties import column_mapping_mode
 
 #: The domain liquid clustering keeps its columns in (PROTOCOL.md "Clustered Table").
 CLUSTERING_DOMAIN = "delta.clustering"
@@ -86,24 +87,24 @@ def resolve_columns(
     them: `DELTA_ZORDERING_ON_COLUMN_WITHOUT_STATS`). Refused with `InvalidArgumentError` naming the column:
     none given, a repeat, a partition column (`DELTA_ZORDERING_ON_PARTITION_COLUMN`: the rows of a file
     share it already), absent (`DELTA_ZORDERING_COLUMN_DOES_NOT_EXIST`), or not a primitive type."""
-    mapped = str(configuration.get("delta.columnMapping.mode") or "none").lower() in ("id", "name")
+
+    def refuse(message: str, **at: Any) -> InvalidArgumentError:
+        return InvalidArgumentError(message, argument="zorder_by", table=table, **at)
+
+    mapped = column_mapping_mode(configuration) in ("id", "name")
     parsed = _parse(columns)
     if not parsed:
-        raise InvalidArgumentError("ZORDER BY needs at least one column", argument="zorder_by", table=table)
+        raise refuse("ZORDER BY needs at least one column")
     if len(parsed) > KEY_BITS:
-        raise InvalidArgumentError(
-            f"ZORDER BY takes at most {KEY_BITS} columns, got {len(parsed)}", argument="zorder_by", table=table
-        )
+        raise refuse(f"ZORDER BY takes at most {KEY_BITS} columns, got {len(parsed)}")
     partitions = {c.casefold() for c in partition_columns}
     out: list[ZOrderColumn] = []
     for path in parsed:
         name = ".".join(path)
         if len(path) == 1 and path[0].casefold() in partitions:
-            raise InvalidArgumentError(
+            raise refuse(
                 f"ZORDER BY column {name!r} is a partition column: a file's rows share it already "
                 f"(partition columns: {list(partition_columns)})",
-                argument="zorder_by",
-                table=table,
                 version=version,
             )
         fields: Iterable[StructField] = schema.fields
@@ -113,27 +114,19 @@ def resolve_columns(
         for part in path:
             field = _find(fields, part)
             if field is None:
-                raise InvalidArgumentError(
-                    f"ZORDER BY column {name!r} does not exist in the table schema (columns: {schema.names})",
-                    argument="zorder_by",
-                    table=table,
-                    version=version,
-                )
+                message = f"ZORDER BY column {name!r} does not exist in the table schema (columns: {schema.names})"
+                raise refuse(message, version=version)
             logical.append(field.name)
             physical.append(field.physical_name if mapped else field.name)
             nested = field.type if isinstance(field.type, Mapping) and field.type.get("type") == "struct" else None
             fields = StructType.from_json(nested).fields if nested else ()
         assert field is not None
         if field.type_name in _ORDERED_KINDS or field.type_name == "variant":
-            raise InvalidArgumentError(
-                f"ZORDER BY column {name!r} is of type {field.type_name}; only primitive columns can be ordered",
-                argument="zorder_by",
-                table=table,
-                version=version,
-            )
+            message = f"ZORDER BY column {name!r} is of type {field.type_name}; only primitive columns can be ordered"
+            raise refuse(message, version=version)
         column = ZOrderColumn(tuple(logical), tuple(physical), field.type_name)
         if any(c.logical_path == column.logical_path for c in out):
-            raise InvalidArgumentError(f"ZORDER BY column {name!r} is named twice", argument="zorder_by", table=table)
+            raise refuse(f"ZORDER BY column {name!r} is named twice")
         out.append(column)
     with_stats = {c.logical_path for c in stats_columns(schema, configuration, partition_columns) if c.min_max}
     return out, [c.name for c in out if c.logical_path not in with_stats]
