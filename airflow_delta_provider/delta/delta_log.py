@@ -212,8 +212,8 @@ class DeltaLog:
         except OSError as exc:
             raise self._storage_error(exc) from exc
 
-    def _full_listing(self) -> list[FileInfo]:
-        listing = self.list_log(0)
+    def _listing(self, start_version: int = 0) -> list[FileInfo]:
+        listing = self.list_log(start_version)
         if not listing and not self.store.is_dir(self.log_dir):
             raise self._no_table("_delta_log does not exist")
         return listing
@@ -230,7 +230,7 @@ class DeltaLog:
             if segment is not None and segment.checkpoint is not None:
                 return segment, listing, False
             log.info("_last_checkpoint (version %s) gave no usable checkpoint; listing the whole log", hint.version)
-        listing = self._full_listing()
+        listing = self._listing()
         if not parse_listing(listing):
             raise self._no_table()
         return build_log_segment(self.table_uri, listing, version), listing, True
@@ -278,7 +278,7 @@ class DeltaLog:
                 excluded.append(segment.checkpoint.names)
                 log.warning("%s; retrying with an older checkpoint", exc)
                 if not full:
-                    listing, full = self._full_listing(), True
+                    listing, full = self._listing(), True
                 try:
                     segment = build_log_segment(self.table_uri, listing, version, exclude_checkpoints=excluded)
                 except DeltaError:
@@ -351,7 +351,7 @@ class DeltaLog:
         try:
             return self._load(version)
         except (VersionNotFoundError, TruncatedLogError) as exc:
-            listing = self._full_listing()
+            listing = self._listing()
             earliest = earliest_recreatable_version(self.table_uri, listing)
             latest = latest_version_in(listing)
             beyond = isinstance(exc, VersionNotFoundError) and latest is not None and version > latest
@@ -385,8 +385,7 @@ class DeltaLog:
         listing = self.list_log(hint.version) if hint is not None else []
         found = latest_version_in(listing)
         if found is None:
-            listing = self._full_listing()
-            found = latest_version_in(listing)
+            found = latest_version_in(self._listing())
         if found is None:
             raise self._no_table()
         return found
@@ -426,7 +425,7 @@ class DeltaLog:
     def _timed(self, infos: Mapping[int, CommitInfo | None]) -> list[tuple[ParsedLogPath, int]]:
         """Every listed commit, oldest first, with its commit time (`protocol.history`): the in-commit
         timestamps of `infos` (commits not in it count by their file time) and adjusted file times."""
-        commits = _commits(self._full_listing())
+        commits = _commits(self._listing())
         icts = {v: i.in_commit_timestamp for v, i in infos.items() if i is not None}
         times = commit_times([(c.version, c.file.modification_time, icts.get(c.version)) for c in commits])
         return [(c, t) for c, (_, t) in zip(commits, times, strict=True)]
@@ -456,7 +455,7 @@ class DeltaLog:
     def commit_timestamps(self) -> list[tuple[int, int]]:
         """(version, commit time ms) for every retained, recreatable commit, oldest first: strictly
         increasing, the times timestamp time travel (`snapshot_at(timestamp=...)`) uses."""
-        listing = self._full_listing()
+        listing = self._listing()
         earliest = earliest_recreatable_version(self.table_uri, listing) or 0
         conf = self.update().metadata.configuration
         ict_from = ict_enablement_version(conf) if in_commit_timestamps_enabled(conf) else None
@@ -470,7 +469,7 @@ class DeltaLog:
         `file_modification_time` (the commit file's own time, ms)."""
         if limit is not None:
             check_int(limit, "limit", minimum=0, table=self.table_uri)
-        listing = self._full_listing()
+        listing = self._listing()
         commits = _commits(listing)
         if not commits and not parse_listing(listing):
             raise self._no_table()
@@ -493,10 +492,8 @@ class DeltaLog:
         call, before iteration."""
         check_int(start_version, "start_version", minimum=0, table=self.table_uri)
         check_bool(fail_on_data_loss, "fail_on_data_loss", table=self.table_uri)
-        listing = self.list_log(start_version)
-        if not listing and not self.store.is_dir(self.log_dir):
-            raise self._no_table("_delta_log does not exist")
-        return self._changes(_commits(listing, start_version), start_version, fail_on_data_loss)
+        commits = _commits(self._listing(start_version), start_version)
+        return self._changes(commits, start_version, fail_on_data_loss)
 
     def _changes(
         self, commits: list[ParsedLogPath], start_version: int, fail_on_data_loss: bool

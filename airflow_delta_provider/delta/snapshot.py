@@ -64,7 +64,7 @@ class Snapshot:
         state: TableState,
         store: LogStore,
         clock: Clock,
-        engine: Engine | None = None,
+        engine: Engine,
     ) -> None:
         if state.protocol is None:
             raise MissingProtocolError("No protocol found in the log", table=table, version=segment.version)
@@ -75,10 +75,6 @@ class Snapshot:
         self.log_dir = log_dir
         self.log_segment = segment
         self.state = state
-        if engine is None:
-            from .engines.local import LocalEngine
-
-            engine = LocalEngine()
         #: The engine that replayed this snapshot (it runs the heavy work of operations on it).
         self.engine: Engine = engine
         self._store = store

@@ -25,13 +25,14 @@ import pyarrow as pa
 
 from ..delta_log import DeltaLog, system_clock
 from ..errors import InvalidArgumentError, MetadataChangedError, SchemaMismatchError, StorageError
+from ..maintenance.optimize import table_layout
 from ..protocol.actions import action_from_json
 from ..protocol.commit_info import build_commit_info, commit_bytes
 from ..protocol.filenames import commit_name
 from ..protocol.lake_health import TableHealth
 from ..protocol.optimize import Bin
 from ..txn.transaction import Transaction, engine_info
-from ..write.data_files import TableLayout, physical_table, write_data_file
+from ..write.data_files import physical_table, write_data_file
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..snapshot import Snapshot
@@ -271,14 +272,7 @@ _APPEND_ATTEMPTS = 3
 
 
 def _append(dlog: DeltaLog, snapshot: Snapshot, rows: list[dict[str, Any]], clock: Callable[[], int]) -> int:
-    table = dlog.table_uri
-    layout = TableLayout(
-        table_uri=table,
-        schema_json=snapshot.metadata.schema_json,
-        configuration=dict(snapshot.metadata.configuration),
-        partition_columns=tuple(snapshot.partition_columns),
-        version=snapshot.version,
-    )
+    layout = table_layout(snapshot, dlog.table_uri)
     txn = Transaction(snapshot, "WRITE", {"mode": "Append", "partitionBy": json.dumps([PARTITION])}, clock=clock)
     by_date: dict[dt.date, list[dict[str, Any]]] = {}
     for row in rows:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..delta_log import DeltaLog
 from ..errors import InvalidArgumentError, VersionNotFoundError
+from ..maintenance.optimize import table_layout
 from ..protocol.actions import AddFile, RemoveFile
 from ..protocol.lake_proof import PROVEN, Digest, RowProof, digest_rows, live_rows, prove_content, prove_counts
 from ..read.deletion_vectors import read_data_file
@@ -25,17 +26,6 @@ def _commit(dlog: DeltaLog, version: int) -> list[Any]:
             return actions
         break
     raise VersionNotFoundError(f"No commit at version {version}", table=dlog.table_uri, version=version)
-
-
-def _layout(snapshot: Any, table: str) -> TableLayout:
-    return TableLayout(
-        table_uri=table,
-        schema_json=snapshot.metadata.schema_json,
-        configuration=dict(snapshot.metadata.configuration),
-        partition_columns=tuple(snapshot.partition_columns),
-        physical_partition_columns=tuple(snapshot.physical_partition_columns.values()),
-        version=snapshot.version,
-    )
 
 
 def _digest(dlog: DeltaLog, layout: TableLayout, files: Sequence[AddFile]) -> Digest:
@@ -81,6 +71,6 @@ def prove_rewrite(
         raise InvalidArgumentError(
             f"Removed file(s) {missing} were not active at version {version - 1}", table=uri, version=version
         )
-    layout = _layout(before, uri)
+    layout = table_layout(before, uri)
     adds = [a for a in actions if isinstance(a, AddFile)]
     return prove_content(proof, _digest(dlog, layout, [read[r.path] for r in removes]), _digest(dlog, layout, adds))

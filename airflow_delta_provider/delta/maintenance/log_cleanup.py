@@ -225,7 +225,7 @@ def cleanup_log(
     ):
         check_bool(flag, name)
     check_int(batch_size, "batch_size", minimum=1)
-    dlog = table if isinstance(table, DeltaLog) else DeltaLog(str(table), storage_options=storage_options)
+    dlog = DeltaLog.of(table, storage_options)
     snapshot = dlog.update()
     check_can_write(snapshot.protocol, snapshot.metadata, ["cleanup"], table=dlog.table_uri, version=snapshot.version)
     conf = snapshot.metadata.configuration

@@ -211,10 +211,10 @@ _BINS_WRITTEN = "; any file this OPTIMIZE wrote for the batch's bins is not in t
 _FILES_WRITTEN = "; the {} files this OPTIMIZE wrote for the batch are not in the table and are left for VACUUM"
 
 
-def _batch_failed(exc: DeltaError, note: str, committed: Sequence[int]) -> DeltaError:
-    """The same error (class and fields) with `note` and the versions committed before it."""
+def _batch_failed(exc: DeltaError, note: str, committed: Sequence[int], then: str = "") -> DeltaError:
+    """The same error (class and fields) with `note` and the versions committed before it (`then`: what to do)."""
     if committed:
-        note += f" (versions {list(committed)} were committed before)"
+        note += f" (versions {list(committed)} were committed before{then})"
     out = copy.copy(exc)
     out.message = exc.message + note
     out.args = (out._render(),)  # the message with the error's table/version/file, as DeltaError writes it

@@ -13,7 +13,6 @@ latest one for its path and DV, only `stats` and `dataChange` changed. No data f
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import logging
 import os
@@ -40,7 +39,7 @@ from ..protocol.stats_backfill import (
 )
 from ..protocol.table_features import check_can_write
 from ..snapshot import Snapshot
-from .optimize import candidates, require_unchanged, table_layout
+from .optimize import _batch_failed, candidates, require_unchanged, table_layout
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engines import StatsRecomputer
@@ -86,16 +85,6 @@ def _latest_adds(snapshot: Snapshot, batch: list[PlannedFile]) -> dict[str, AddF
     """The active `add` of each planned file's key (path and deletion vector) in `snapshot`."""
     keys = {p.add.key for p in batch}
     return {a.key: a for a in snapshot.all_files(with_stats=False) if a.key in keys}
-
-
-def _after(exc: ConcurrentModificationError, committed: list[int]) -> ConcurrentModificationError:
-    """The same conflict (class and fields), saying which versions earlier batches committed (they stay)."""
-    if not committed:
-        return exc
-    out = copy.copy(exc)
-    out.message = f"{exc.message} (versions {committed} were committed before; rerun for the rest)"
-    out.args = (out._render(),)  # the message with the error's table/version/file, as DeltaError writes it
-    return out
 
 
 def _batches(files: list[PlannedFile], size: int | None) -> list[list[PlannedFile]]:
@@ -200,7 +189,7 @@ def backfill_stats(
         try:
             version, committed = _commit(dlog, planned, batch, stats, params, clock, result)
         except ConcurrentModificationError as exc:
-            raise _after(exc, result.versions) from exc
+            raise _batch_failed(exc, "", result.versions, "; rerun for the rest") from exc
         files_done += len(batch)
         report_progress(_RECOMPUTING, files_done, len(plan.files))
         if version is None:

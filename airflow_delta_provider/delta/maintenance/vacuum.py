@@ -137,7 +137,7 @@ def _retention_ms(snapshot: Snapshot, retention_hours: float | None, enforce: bo
 
 
 @contextmanager
-def _gc_paused(pause: bool = True) -> Iterator[None]:
+def _gc_paused(pause: bool) -> Iterator[None]:
     """The cyclic GC paused (when `pause`) while a snapshot is replayed and planned in this process: millions
     of short-lived objects and no cycles, and full collections took a third of a 1M-file table's planning."""
     enabled = gc.isenabled()
@@ -190,17 +190,18 @@ def make_plan(
     retention_ms: int,
     now_ms: int,
     executor: VacuumExecutor,
-    untracked_grace_ms: int = int(rules.DEFAULT_UNTRACKED_GRACE_HOURS * rules.HOUR_MS),
+    untracked_grace_ms: int,
 ) -> VacuumPlan:
     """List (FULL, through `executor`) or read the log (LITE) and plan at `now_ms - retention_ms`."""
+    cutoff_ms, columns = now_ms - retention_ms, partition_columns(snapshot)
     if mode == rules.FULL:
         report_progress(rules.LISTING, 0)
         plan = executor.plan_full(
             dlog,
             snapshot,
-            cutoff_ms=now_ms - retention_ms,
+            cutoff_ms=cutoff_ms,
             retention_ms=retention_ms,
-            partition_columns=partition_columns(snapshot),
+            partition_columns=columns,
             now_ms=now_ms,
             untracked_grace_ms=untracked_grace_ms,
         )
@@ -212,12 +213,12 @@ def make_plan(
         table=dlog.table_uri,
         version=snapshot.version,
         mode=mode,
-        cutoff_ms=now_ms - retention_ms,
+        cutoff_ms=cutoff_ms,
         retention_ms=retention_ms,
         active=active,
         tombstones=_lite_tombstones(dlog, snapshot) + tombs,
         listing=None,
-        partition_columns=partition_columns(snapshot),
+        partition_columns=columns,
         protocol=snapshot.protocol.to_json(),
         now_ms=now_ms,
         untracked_grace_ms=untracked_grace_ms,
