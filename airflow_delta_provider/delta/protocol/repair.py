@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .actions import AddFile
-from .optimize import num_records
+from .purge import expected_rows as rows_lost  # the rows the table loses with the files
 
 FSCK_OPERATION = "FSCK"
 
@@ -23,17 +23,6 @@ def operation_metrics(removed: Sequence[AddFile]) -> dict[str, Any]:
         "dry_run": "false",
         "files_removed": json.dumps([f.path for f in removed], separators=(",", ":")),
     }
-
-
-def rows_lost(files: Sequence[AddFile]) -> int | None:
-    """Rows the table loses with `files` (`numRecords` less DV cardinalities), None when stats do not say."""
-    total = 0
-    for f in files:
-        n = num_records(f)
-        if n is None:
-            return None
-        total += n - (f.deletion_vector.cardinality if f.deletion_vector is not None else 0)
-    return total
 
 
 @dataclass
