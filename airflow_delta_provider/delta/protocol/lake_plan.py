@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..errors import InvalidArgumentError
@@ -128,16 +128,8 @@ class Gain:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "files_removed": self.files_removed,
-            "bytes_reclaimed": self.bytes_reclaimed,
-            "read_amplification_removed": round(self.read_amplification_removed, 3),
-            "dv_rows_purged": self.dv_rows_purged,
-            "commits_folded": self.commits_folded,
-            "log_files_removed": self.log_files_removed,
-            "dead_bytes_removed": self.dead_bytes_removed,
-            "value": round(self.value, 6),
-        }
+        rounded = {"read_amplification_removed": round(self.read_amplification_removed, 3)}
+        return {**asdict(self), **rounded, "value": round(self.value, 6)}
 
 
 @dataclass(frozen=True)

@@ -130,9 +130,7 @@ def _apply(policy: TablePolicy, values: Mapping[str, Any], table: str) -> TableP
         changes["small_file_bytes"] = changes["target_file_size"] // 2
     for key in _DURATIONS:
         if key in changes:
-            ms = changes.pop(key)
-            attr = f"{key}_ms"
-            changes[attr] = max(ms, getattr(policy, attr))
+            changes[f"{key}_ms"] = max(changes.pop(key), getattr(policy, f"{key}_ms"))
     for key in _OP_SETS:
         if key in changes:
             changes[key] = getattr(policy, key) | changes[key]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ..errors import DeltaError
@@ -61,17 +61,11 @@ class RowProof:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "table": self.table,
-            "version": self.version,
-            "operation": self.operation,
-            "status": self.status,
+            **asdict(self),
             "removed": list(self.removed),
             "added": list(self.added),
-            "rows_before": self.rows_before,
-            "rows_after": self.rows_after,
             "digest_before": self.digest_before.to_dict() if self.digest_before else None,
             "digest_after": self.digest_after.to_dict() if self.digest_after else None,
-            "why": self.why,
         }
 
 

@@ -314,9 +314,13 @@ def build_stats(
     return stats
 
 
-def _encode(value: Any) -> str:
+def stats_to_json(value: Any) -> str:
+    """The stats object as compact JSON, the way Spark's `to_json` writes it: decimals exact (Java's
+    `BigDecimal.toString` and Python's `str(Decimal)` agree: `1.50`, `0E-18`; `json.dumps` cannot write
+    them), non-finite floats as `"NaN"`/`"Infinity"`/`"-Infinity"`, non-ASCII characters unescaped."""
     if isinstance(value, Mapping):
-        return "{" + ",".join(f"{json.dumps(str(k), ensure_ascii=False)}:{_encode(v)}" for k, v in value.items()) + "}"
+        items = value.items()
+        return "{" + ",".join(f"{json.dumps(str(k), ensure_ascii=False)}:{stats_to_json(v)}" for k, v in items) + "}"
     if isinstance(value, float) and not math.isfinite(value):
         return f'"{_non_finite(value)}"'
     if isinstance(value, Decimal):
@@ -326,10 +330,3 @@ def _encode(value: Any) -> str:
     if value is None or isinstance(value, bool | int | float | str):
         return json.dumps(value, ensure_ascii=False)
     raise InvalidArgumentError(f"Cannot write {type(value).__name__} {value!r} in statistics")
-
-
-def stats_to_json(stats: Mapping[str, Any]) -> str:
-    """The stats object as compact JSON, the way Spark's `to_json` writes it: decimals exact (Java's
-    `BigDecimal.toString` and Python's `str(Decimal)` agree: `1.50`, `0E-18`; `json.dumps` cannot write
-    them), non-finite floats as `"NaN"`/`"Infinity"`/`"-Infinity"`, non-ASCII characters unescaped."""
-    return _encode(stats)

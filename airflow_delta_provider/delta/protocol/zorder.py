@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from ..errors import InvalidArgumentError, OperationNotAllowedError
 from .actions import AddFile, DomainMetadata
 from .optimize import Bin, OptimizePlan, partition_key, within_budget
+from .optimize import operation_parameters as optimize_parameters
 from .schema import StructField, StructType
 from .stats import parse_column_list, stats_columns
 from .table_properties import column_mapping_mode
@@ -214,12 +215,7 @@ def zorder_value(b: Bin, columns: Sequence[ZOrderColumn]) -> float:
 def operation_parameters(predicates: Sequence[str], columns: Sequence[ZOrderColumn]) -> dict[str, Any]:
     """commitInfo.operationParameters of an OPTIMIZE ZORDER BY (Spark `DeltaOperations.Optimize`:
     `zOrderBy` is the JSON array of the column names)."""
-    return {
-        "predicate": json.dumps(list(predicates)),
-        "zOrderBy": json.dumps([c.name for c in columns]),
-        "clusterBy": "[]",
-        "auto": False,
-    }
+    return optimize_parameters(predicates) | {"zOrderBy": json.dumps([c.name for c in columns])}
 
 
 # -- the key ----------------------------------------------------------------------------------------------
