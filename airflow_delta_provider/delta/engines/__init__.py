@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from typing import Protocol as TypingProtocol
 
@@ -76,12 +76,10 @@ class FileChecker(TypingProtocol):
     ) -> list[AddFile]:
         """The files among `files` whose data file (with `deletion_vectors`, or stored DV) storage no longer
         holds, in order."""
-        ...
 
     def missing_active(self, snapshot: Snapshot) -> tuple[int, list[AddFile]]:
         """How many active files of `snapshot` were checked, and those whose data file storage no longer
         holds, by path (a distributed state's files are checked where they are, never collected)."""
-        ...
 
 
 class Revalidation(NamedTuple):
@@ -124,7 +122,6 @@ class VacuumExecutor(TypingProtocol):
         untracked_grace_ms: int,
     ) -> VacuumPlan:
         """The FULL plan at `cutoff_ms` (untracked files younger than the grace period left out, counted)."""
-        ...
 
     def revalidate(
         self,
@@ -138,16 +135,13 @@ class VacuumExecutor(TypingProtocol):
         untracked_grace_ms: int,
     ) -> Revalidation:
         """`plan` against `snapshot` and storage now (`protocol.vacuum.revalidate`'s rules)."""
-        ...
 
     def delete(self, dlog: DeltaLog, checked: Revalidation, *, batch_size: int) -> Deleted:
         """Delete what `checked` keeps, in batches of `batch_size`; empty directories left on local stores too."""
-        ...
 
     def move(self, dlog: DeltaLog, checked: Revalidation, *, destination: str) -> Deleted:
         """Move what `checked` keeps to `destination/<its path>` (relative to the table root); only with
         `can_quarantine`."""
-        ...
 
 
 class Engine(TypingProtocol):
@@ -159,41 +153,32 @@ class Engine(TypingProtocol):
 
     def load_state(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> TableState:
         """Replay `segment` (its checkpoint, then its commits) into a `TableState`."""
-        ...
 
     def extend_state(
         self, table: str, log_dir: str, store: LogStore, state: TableState, segment: LogSegment
     ) -> TableState:
         """`state` (at some version) advanced by the commits of `segment` above that version."""
-        ...
 
     def for_checkpoint(self) -> Engine:
         """The engine to load a snapshot that will be checkpointed with (every file field read)."""
-        ...
 
     def checkpoint_writer(self) -> CheckpointWriter:
         """Where a checkpoint of a snapshot this engine loaded is written."""
-        ...
 
     def bin_rewriter(self, *, max_workers: int | None = None) -> BinRewriter:
         """Where OPTIMIZE's bins are rewritten (`max_workers`: threads, on the local engine)."""
-        ...
 
     def zorder_rewriter(self, *, max_workers: int | None = None) -> ZOrderRewriter:
         """Where OPTIMIZE ZORDER BY rewrites its partitions."""
-        ...
 
     def vacuum_executor(self, *, plan_dir: str | None = None) -> VacuumExecutor:
         """Where VACUUM runs (`plan_dir`: where a distributed plan's file list is kept)."""
-        ...
 
     def stats_recomputer(self, *, max_workers: int | None = None) -> StatsRecomputer:
         """Where the statistics backfill reads files and recomputes their stats (`max_workers`: threads, locally)."""
-        ...
 
     def file_checker(self, *, max_workers: int | None = None) -> FileChecker:
         """Where repair's HEAD requests run (`max_workers`: requests in flight at once, per process)."""
-        ...
 
 
 T = TypeVar("T")
@@ -205,18 +190,23 @@ def pool_workers(max_workers: int | None, n: int) -> int:
     return min(n, max_workers or os.cpu_count() or 1) or 1
 
 
+def map_in_order(pool: Executor, task: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """`task` of each item on `pool`, in order; after a task fails no other starts, and its error is raised
+    once the running ones are done."""
+    futures = [pool.submit(task, x) for x in items]
+    try:
+        return [f.result() for f in futures]
+    finally:
+        for f in futures:
+            f.cancel()
+
+
 def run_pooled(task: Callable[[T], R], items: Sequence[T], workers: int, name: str) -> list[R]:
-    """`task` of each item, in order, on a pool of `workers` threads named `name` (in this thread for one);
-    after a task fails no other starts, and its error is raised once the running ones are done."""
+    """`map_in_order` on a pool of `workers` threads named `name` (in this thread for one)."""
     if workers <= 1 or len(items) <= 1:
         return [task(x) for x in items]
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name) as pool:
-        futures = [pool.submit(task, x) for x in items]
-        try:
-            return [f.result() for f in futures]
-        finally:
-            for f in futures:
-                f.cancel()
+        return map_in_order(pool, task, items)
 
 
 #: HEAD requests in flight at once (delta-rs and Spark run these sequentially or per executor task).

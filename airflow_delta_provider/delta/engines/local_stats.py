@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,11 +39,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from . import StatsRecomputer
 
 
-class _Footer(NamedTuple):
-    columns: list[str]  # the file's top-level columns holding the stats columns
-    int96: pa.Table | None  # those of them with an INT96 leaf, read as microseconds (all rows)
-
-
 def _stats_layout(layout: TableLayout) -> TableLayout:
     """`layout` with only the top-level fields that hold a stats column (what the file is read for)."""
     columns = stats_columns(layout.schema, layout.configuration, layout.partition_columns)
@@ -60,8 +55,9 @@ def _matches(column: pa.Field, field: StructField, mode: str) -> bool:
     return column.name.casefold() == (field.name if mode == "none" else field.physical_name).casefold()
 
 
-def _footer(store: LogStore, layout: TableLayout, add: AddFile) -> _Footer:
-    """The file's columns to read, and its INT96 ones among them read as microseconds."""
+def _footer(store: LogStore, layout: TableLayout, add: AddFile) -> tuple[list[str], pa.Table | None]:
+    """The file's top-level columns holding the stats columns, and those of them with an INT96 leaf read as
+    microseconds (all rows; None when there are none)."""
     table, mode = layout.table_uri, layout.column_mapping_mode
     try:
         with store.open(store_path(store, table, add.path)) as fh:
@@ -70,7 +66,7 @@ def _footer(store: LogStore, layout: TableLayout, add: AddFile) -> _Footer:
             leaves = (parquet.schema.column(i) for i in range(len(parquet.schema)))
             int96 = {c.path.split(".")[0] for c in leaves if c.physical_type == "INT96"}
             names = [c for c in columns if c in int96]
-            return _Footer(columns, parquet.read(columns=names) if names else None)
+            return columns, parquet.read(columns=names) if names else None
     except DeltaError:
         raise
     except FileNotFoundError:
@@ -105,10 +101,10 @@ def recompute_stats(store: LogStore, layout: TableLayout, add: AddFile) -> str:
     """
     table = layout.table_uri
     read_layout = _stats_layout(layout)
-    footer = _footer(store, read_layout, add)
-    valid = read_data_file(store, table, add, columns=footer.columns, table=table)
-    if footer.int96 is not None:
-        fixed = _valid_rows(store, table, add, footer.int96)
+    columns, int96 = _footer(store, read_layout, add)
+    valid = read_data_file(store, table, add, columns=columns, table=table)
+    if int96 is not None:
+        fixed = _valid_rows(store, table, add, int96)
         for name in fixed.column_names:
             valid = valid.set_column(valid.schema.get_field_index(name), name, fixed.column(name))
     data = physical_table(valid, read_layout, partition_values=add.partition_values, file=add.path)

@@ -13,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from stat import S_ISDIR, S_ISREG
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
 from ..errors import InvalidArgumentError
 from ..progress import PROGRESS
 from ..protocol.vacuum import (
@@ -77,7 +79,10 @@ class LocalVacuumExecutor:
         now_ms: int,
         untracked_grace_ms: int,
     ) -> VacuumPlan:
-        release_freed_arrow_memory()
+        # The pages Arrow's default pool (mimalloc) freed go back to the system before the listing: after a
+        # 1M-file state load ~140 MiB of freed checkpoint decode buffers stayed resident while the listing's
+        # Python objects, which cannot use them, grew beside them (bench/RESULTS.md).
+        pa.default_memory_pool().release_unused()
         protected, tracked = self._sets(snapshot, cutoff_ms, dlog.table_uri, now_ms, untracked_grace_ms)
         return plan_candidates(
             listed_candidates(dlog, protected, partition_columns),
@@ -159,16 +164,6 @@ class LocalVacuumExecutor:
                 moved = list(pool.map(one, files))
         done = [f for f, ok in zip(files, moved, strict=True) if ok]
         return Deleted(len(done), sum(f.size for f in done), _remove_dirs(dlog, checked))
-
-
-def release_freed_arrow_memory() -> None:
-    """Give the pages Arrow's default pool freed back to the system before a listing: the pool (mimalloc)
-    keeps them, and `ParquetFile` decodes a checkpoint into it, so after a 1M-file state load ~140 MiB of
-    freed decode buffers stayed resident while the listing's Python objects, which cannot use them, grew
-    beside them (bench/RESULTS.md)."""
-    import pyarrow as pa
-
-    pa.default_memory_pool().release_unused()
 
 
 def _remove_dirs(dlog: DeltaLog, checked: Revalidation) -> int:

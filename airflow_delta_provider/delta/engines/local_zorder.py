@@ -20,6 +20,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
@@ -30,7 +31,7 @@ from ..protocol.actions import AddFile
 from ..protocol.zorder import ZOrderColumn, output_count, row_slices, u64_scalar, zorder_key
 from ..write.data_file_writer import REWRITE_POOL
 from ..write.data_files import has_partition_columns, iter_file_rows, output_dir, physical_table, write_data_file
-from . import pool_workers, run_pooled
+from . import map_in_order, pool_workers, run_pooled
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..protocol.optimize import Bin
@@ -108,30 +109,23 @@ def _write(store: LogStore, layout: TableLayout, bin_: Bin, rows: pa.Table, now_
     return write_data_file(store, layout, bin_, rows, output_dir(bin_, layout.partition_keys), now_ms, "z-ordered")
 
 
-def _one_chunk(held: list[pa.Table]) -> pa.Table:
-    """The one table in `held` with each column in one chunk (fast to gather from), in `REWRITE_POOL`, a
-    column at a time: taken out of `held` (the caller keeps no other reference), so one column is held
-    twice, never all the rows."""
+def _by_column(held: list[pa.Table], convert: Callable[[pa.ChunkedArray], pa.ChunkedArray]) -> pa.Table:
+    """The one table in `held` with `convert` applied to each column, a column at a time: taken out of `held`
+    (the caller keeps no other reference), so one column is held twice, never all the rows."""
     data = held.pop()
     schema, columns = data.schema, data.columns
     del data
     for i, column in enumerate(columns):
-        if column.num_chunks != 1:
-            columns[i] = pa.chunked_array([pa.concat_arrays(column.chunks, memory_pool=REWRITE_POOL)], column.type)
+        columns[i] = convert(column)
         del column
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _take(held: list[pa.Table], order: pa.Array) -> pa.Table:
-    """The one table in `held` in `order`, a column at a time: taken out of `held` (the caller keeps no other
-    reference), so one column is held twice, never all the rows."""
-    data = held.pop()
-    schema, columns = data.schema, data.columns
-    del data
-    for i, column in enumerate(columns):
-        columns[i] = pc.take(column, order, memory_pool=REWRITE_POOL)
-        del column
-    return pa.Table.from_arrays(columns, schema=schema)
+def _one_chunk(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """`column` in one chunk (fast to gather from), in `REWRITE_POOL`."""
+    if column.num_chunks == 1:
+        return column
+    return pa.chunked_array([pa.concat_arrays(column.chunks, memory_pool=REWRITE_POOL)], column.type)
 
 
 #: Input files a partition reads ahead of the one it is adding, on its helper threads (in order): the next
@@ -157,10 +151,6 @@ class _Helpers:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
-    @property
-    def parallel(self) -> bool:
-        return self._pool is not None
-
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         assert self._pool is not None
         return self._pool.submit(fn, *args)
@@ -169,12 +159,7 @@ class _Helpers:
         """`fn` of each item, in order (at once on the pool); raises the first error in order."""
         if self._pool is None:
             return [fn(x) for x in items]
-        futures = [self._pool.submit(fn, x) for x in items]
-        try:
-            return [f.result() for f in futures]
-        finally:
-            for f in futures:
-                f.cancel()
+        return map_in_order(self._pool, fn, items)
 
 
 def _read_rows(
@@ -190,7 +175,7 @@ def _read_rows(
     even the next would not, it is read here, as without helpers (the caller's check on what it holds then
     decides, as always)."""
     files = bin_.files
-    if not helpers.parallel:
+    if helpers.threads == 1:  # nothing read ahead, nor held here once handed out
         for f in files:
             yield _read(store, layout, bin_, f, False)
         return
@@ -244,13 +229,14 @@ def zorder_bin(
     :raises StorageError: a new file could not be written.
     :raises ResourceLimitError: even the z-order keys would not fit in `memory_limit` (nothing written).
     """
-    if memory_limit is not None and memory_needed(bin_) > memory_limit:
-        return _zorder_spilled(store, layout, bin_, columns, target_size=target_size, now_ms=now_ms, limit=memory_limit)
-    with _Helpers(threads) as helpers:
-        sorted_ = _sort_in_memory(store, layout, bin_, columns, helpers, memory_limit)
-        if sorted_ is not None:
-            return _write_sorted(store, layout, bin_, *sorted_, target_size=target_size, now_ms=now_ms, helpers=helpers)
-    # over the share once decoded (the helpers' reads stopped and waited for on leaving the block)
+    if memory_limit is None or memory_needed(bin_) <= memory_limit:
+        with _Helpers(threads) as helpers:
+            sorted_ = _sort_in_memory(store, layout, bin_, columns, helpers, memory_limit)
+            if sorted_ is not None:
+                return _write_sorted(
+                    store, layout, bin_, *sorted_, target_size=target_size, now_ms=now_ms, helpers=helpers
+                )
+    # over the share on the files' bytes, or once decoded (the helpers' reads stopped and waited for on leaving)
     assert memory_limit is not None
     return _zorder_spilled(store, layout, bin_, columns, target_size=target_size, now_ms=now_ms, limit=memory_limit)
 
@@ -297,7 +283,7 @@ def _sort_in_memory(
             return data, pa.nulls(0, pa.uint64())
         held = [data]
         del data
-        data = _one_chunk(held)  # before the key: its columns are then read without a copy
+        data = _by_column(held, _one_chunk)  # before the key: its columns are then read without a copy
         key = zorder_key([_values(data, c.physical_path) for c in columns], helpers.map)
         order = pc.sort_indices(key)
         del key
@@ -437,7 +423,7 @@ def _zorder_spilled(
                 order = pc.sort_indices(rows.column(_KEY))
                 held = [rows]
                 del rows
-                rows = _take(held, order).drop_columns([_KEY])
+                rows = _by_column(held, partial(pc.take, indices=order, memory_pool=REWRITE_POOL)).drop_columns([_KEY])
                 added.append(_write(store, layout, bin_, rows, now_ms))
                 os.remove(os.path.join(spill, f"{s}.arrows"))
     return added
