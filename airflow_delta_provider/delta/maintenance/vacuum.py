@@ -364,25 +364,69 @@ def vacuum(
     with _gc_paused(in_process):
         latest = dlog.update()
     _check_plan_table(the_plan, dlog.table_uri, latest)
-    result = _apply(
-        dlog,
-        latest,
-        the_plan,
-        enforce_retention_duration,
-        now_ms,
-        audit,
-        batch_size,
-        run,
-        grace_ms,
-        lambda: pins(latest, now_ms),
-        quarantine,
-    )
+    if the_plan.protocol and the_plan.protocol != latest.protocol.to_json():
+        raise OperationNotAllowedError(
+            f"The table's protocol changed since the vacuum plan at version {the_plan.version} "
+            f"({the_plan.protocol} -> {latest.protocol.to_json()}): plan again",
+            table=dlog.table_uri,
+            version=latest.version,
+        )
+    cutoff = the_plan.cutoff_ms
+    table_ms = deleted_file_retention_ms(latest.metadata.configuration)
+    if enforce_retention_duration and the_plan.retention_ms < table_ms:
+        raise InvalidArgumentError(
+            f"The plan's retention ({the_plan.retention_ms} ms) is shorter than the table's "
+            f"{DELETED_FILE_RETENTION} ({table_ms} ms); pass enforce_retention_duration=False to apply it anyway",
+            argument="plan",
+            table=dlog.table_uri,
+        )
+    if enforce_retention_duration:  # a table retention raised since the plan protects more
+        cutoff = min(cutoff, now_ms - table_ms)
+    # re-validation starts with the lease read: a lease taken before this line is honoured
+    apply_pins = pins(latest, now_ms)
+    if apply_pins.leases and not the_plan.files_inline:
+        raise OperationNotAllowedError(
+            f"The vacuum plan does not carry its file list ({the_plan.num_files} files), so the files of the "
+            f"leased versions {apply_pins.versions} cannot be left out of it: nothing was deleted. Apply it after "
+            f"the leases ({', '.join(le.id for le in apply_pins.leases)}) end or are released, or plan with its "
+            "file list",
+            table=dlog.table_uri,
+            version=latest.version,
+        )
+    the_plan, leased = _without_leased(the_plan, apply_pins)
+    report_progress(_REVALIDATING, 0, the_plan.num_files)
+    with _gc_paused(getattr(run, "in_process", False)):
+        checked = run.revalidate(
+            dlog,
+            latest,
+            the_plan,
+            cutoff_ms=cutoff,
+            partition_columns=partition_columns(latest),
+            now_ms=now_ms,
+            untracked_grace_ms=grace_ms,
+        )
+    report_progress(_REVALIDATING, the_plan.num_files, the_plan.num_files)
+    if leased:
+        checked = checked._replace(
+            dropped=[*leased, *checked.dropped],
+            num_dropped=checked.num_dropped + len(leased),
+            reasons=[rules.LEASED] * len(leased) + list(checked.reasons),
+        )
+    quarantine_at = now_ms if quarantine else None
+    try:
+        result = _delete_checked(
+            dlog, latest, the_plan, checked, enforce_retention_duration, audit, batch_size, run, quarantine_at
+        )
+    finally:
+        if checked.release is not None:
+            checked.release()
+    result.leases = apply_pins.to_dicts(now_ms)
+    kept += leased  # left out when this call made the plan, and now
+    result.lease_kept_files, result.lease_kept_bytes = len(kept), sum(f.size for f in kept)
     if quarantine:
         result.resumed = resumed
         if result.quarantine is None:  # nothing left to move: no quarantine made
             result.quarantine = _planned_cost(dlog, result.plan.with_files([]))
-    result.lease_kept_files += len(kept)  # left out when this call made the plan
-    result.lease_kept_bytes += sum(f.size for f in kept)
     return result
 
 
@@ -431,78 +475,6 @@ def _check_plan_table(plan: VacuumPlan, table_uri: str, snapshot: Snapshot) -> N
     if why is not None:
         raise rules.VacuumPlanRefusedError(f"{why}: nothing was deleted", argument="plan", table=table_uri)
     rules.check_entries(plan, table_uri)
-
-
-def _apply(
-    dlog: DeltaLog,
-    snapshot: Snapshot,
-    plan: VacuumPlan,
-    enforce: bool,
-    now_ms: int,
-    audit: bool | None,
-    batch_size: int,
-    executor: VacuumExecutor,
-    grace_ms: int,
-    read_pins: Callable[[], LeasePins],
-    quarantine: bool = False,
-) -> VacuumResult:
-    if plan.protocol and plan.protocol != snapshot.protocol.to_json():
-        raise OperationNotAllowedError(
-            f"The table's protocol changed since the vacuum plan at version {plan.version} "
-            f"({plan.protocol} -> {snapshot.protocol.to_json()}): plan again",
-            table=dlog.table_uri,
-            version=snapshot.version,
-        )
-    cutoff = plan.cutoff_ms
-    table_ms = deleted_file_retention_ms(snapshot.metadata.configuration)
-    if enforce and plan.retention_ms < table_ms:
-        raise InvalidArgumentError(
-            f"The plan's retention ({plan.retention_ms} ms) is shorter than the table's {DELETED_FILE_RETENTION} "
-            f"({table_ms} ms); pass enforce_retention_duration=False to apply it anyway",
-            argument="plan",
-            table=dlog.table_uri,
-        )
-    if enforce:  # a table retention raised since the plan protects more
-        cutoff = min(cutoff, now_ms - table_ms)
-    # re-validation starts with the lease read: a lease taken before this line is honoured
-    pins = read_pins()
-    if pins.leases and not plan.files_inline:
-        raise OperationNotAllowedError(
-            f"The vacuum plan does not carry its file list ({plan.num_files} files), so the files of the leased "
-            f"versions {pins.versions} cannot be left out of it: nothing was deleted. Apply it after the leases "
-            f"({', '.join(le.id for le in pins.leases)}) end or are released, or plan with its file list",
-            table=dlog.table_uri,
-            version=snapshot.version,
-        )
-    plan, leased = _without_leased(plan, pins)
-    report_progress(_REVALIDATING, 0, plan.num_files)
-    with _gc_paused(getattr(executor, "in_process", False)):
-        checked = executor.revalidate(
-            dlog,
-            snapshot,
-            plan,
-            cutoff_ms=cutoff,
-            partition_columns=partition_columns(snapshot),
-            now_ms=now_ms,
-            untracked_grace_ms=grace_ms,
-        )
-    report_progress(_REVALIDATING, plan.num_files, plan.num_files)
-    if leased:
-        checked = checked._replace(
-            dropped=[*leased, *checked.dropped],
-            num_dropped=checked.num_dropped + len(leased),
-            reasons=[rules.LEASED] * len(leased) + list(checked.reasons),
-        )
-    try:
-        result = _delete_checked(
-            dlog, snapshot, plan, checked, enforce, audit, batch_size, executor, now_ms if quarantine else None
-        )
-    finally:
-        if checked.release is not None:
-            checked.release()
-    result.leases = pins.to_dicts(now_ms)
-    result.lease_kept_files, result.lease_kept_bytes = len(leased), sum(f.size for f in leased)
-    return result
 
 
 def _delete_checked(
