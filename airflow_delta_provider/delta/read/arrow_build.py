@@ -25,18 +25,17 @@ def bools_from_bytes(raw: bytearray, validity: pa.Buffer | None = None) -> pa.Bo
     return cast(pa.Array.from_buffers(pa.uint8(), len(raw), [validity, pa.py_buffer(raw)]), pa.bool_())
 
 
-def _validity(valid: bytearray, n: int) -> pa.Buffer | None:
-    """A validity bitmap from one byte per value (1 = valid), or None when every value is valid."""
-    if valid.count(1) == n:
-        return None
-    return bools_from_bytes(valid).buffers()[1]
+def _validity(values: Sequence[Any]) -> pa.Buffer | None:
+    """The validity bitmap of `values` (None is null), or None when every value is valid."""
+    valid = bytearray(v is not None for v in values)
+    return None if valid.count(1) == len(values) else bools_from_bytes(valid).buffers()[1]
 
 
 def string_array(values: Sequence[str | None]) -> pa.Array:
     """A `string` array (nulls allowed)."""
     n = len(values)
-    valid = bytearray(1 if v is not None else 0 for v in values)
-    texts = values if valid.count(1) == n else ["" if v is None else v for v in values]
+    validity = _validity(values)
+    texts = values if validity is None else ["" if v is None else v for v in values]
     joined = "".join(texts)
     data = joined.encode("utf-8")
     if len(data) == len(joined):  # ASCII: byte offsets are character offsets
@@ -44,27 +43,22 @@ def string_array(values: Sequence[str | None]) -> pa.Array:
     else:
         offsets = array("q", accumulate((len(t.encode("utf-8")) for t in texts), initial=0))
     if len(data) <= _INT32_MAX:
-        buffers = [_validity(valid, n), pa.py_buffer(array("i", offsets)), pa.py_buffer(data)]
+        buffers = [validity, pa.py_buffer(array("i", offsets)), pa.py_buffer(data)]
         return pa.Array.from_buffers(pa.string(), n, buffers)
-    buffers = [_validity(valid, n), pa.py_buffer(offsets), pa.py_buffer(data)]
+    buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(data)]
     return cast(pa.Array.from_buffers(pa.large_string(), n, buffers), pa.string())
 
 
 def int_array(values: Sequence[int | None], type: pa.DataType | None = None) -> pa.Array:
     """An int64 (default) or int32 array (nulls allowed)."""
     type = pa.int64() if type is None else type
-    n = len(values)
-    valid = bytearray(1 if v is not None else 0 for v in values)
-    code = "q" if type == pa.int64() else "i"
-    data = array(code, [0 if v is None else int(v) for v in values])
-    return pa.Array.from_buffers(type, n, [_validity(valid, n), pa.py_buffer(data)])
+    data = array("q" if type == pa.int64() else "i", [0 if v is None else int(v) for v in values])
+    return pa.Array.from_buffers(type, len(values), [_validity(values), pa.py_buffer(data)])
 
 
 def bool_array(values: Sequence[bool | None]) -> pa.Array:
     """A boolean array (nulls allowed)."""
-    n = len(values)
-    valid = bytearray(1 if v is not None else 0 for v in values)
-    return bools_from_bytes(bytearray(1 if v else 0 for v in values), _validity(valid, n))
+    return bools_from_bytes(bytearray(1 if v else 0 for v in values), _validity(values))
 
 
 def _pairs(value: Any) -> Any:
@@ -76,10 +70,8 @@ def str_map_array(values: Sequence[Any], type: pa.DataType) -> pa.Array:
     keys: list[str | None] = []
     items: list[str | None] = []
     offsets = array("i", [0])
-    valid = bytearray(len(values))
-    for i, v in enumerate(values):
+    for v in values:
         if v is not None:
-            valid[i] = 1
             for k, item in _pairs(v):
                 keys.append(k)
                 items.append(item)
@@ -88,8 +80,7 @@ def str_map_array(values: Sequence[Any], type: pa.DataType) -> pa.Array:
     entries = pa.StructArray.from_arrays(
         [string_array(keys), string_array(items)], fields=[type.key_field, type.item_field]
     )
-    n = len(values)
-    return pa.Array.from_buffers(type, n, [_validity(valid, n), pa.py_buffer(offsets)], children=[entries])
+    return pa.Array.from_buffers(type, len(values), [_validity(values), pa.py_buffer(offsets)], children=[entries])
 
 
 def column(values: Sequence[Any], type: pa.DataType) -> pa.Array:
@@ -103,10 +94,9 @@ def column(values: Sequence[Any], type: pa.DataType) -> pa.Array:
     if pa.types.is_map(type) and pa.types.is_string(type.key_type) and pa.types.is_string(type.item_type):
         return str_map_array(values, type)
     n = len(values)
-    valid = bytearray(1 if v is not None else 0 for v in values)
-    if not valid.count(1):  # any type, even one without a builder (a `stats_parsed` timestamp)
+    if all(v is None for v in values):  # any type, even one without a builder (a `stats_parsed` timestamp)
         return pa.nulls(n, type)
-    validity = _validity(valid, n)
+    validity = _validity(values)
     if pa.types.is_list(type):
         offsets = array("i", accumulate((len(v or ()) for v in values), initial=0))
         child = column([x for v in values for x in (v or ())], type.value_type)

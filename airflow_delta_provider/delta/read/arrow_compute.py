@@ -54,6 +54,14 @@ count_distinct = _kernel("count_distinct", 1)
 greater = _kernel("greater", 2)
 less = _kernel("less", 2)
 if_else = _kernel("if_else", 3)
+add = _kernel("add", 2)
+equal = _kernel("equal", 2)
+invert = _kernel("invert", 1)
+match_substring_regex = _kernel("match_substring_regex", 1, _c.MatchSubstringOptions)
+split_pattern = _kernel("split_pattern", 1, _c.SplitPatternOptions)
+list_element = _kernel("list_element", 2)
+list_value_length = _kernel("list_value_length", 1)
+list_parent_indices = _kernel("list_parent_indices", 1)
 
 
 def first_true(mask: Datum) -> int:

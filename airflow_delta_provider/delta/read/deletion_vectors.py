@@ -12,19 +12,19 @@ from __future__ import annotations
 
 import struct
 import zlib
-from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, BinaryIO
 
 import pyarrow as pa
-import pyarrow.compute as _c
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from ..errors import DeltaError, InvalidArgumentError, LogCorruptedError, StorageError, UnsupportedFeatureError
 from ..protocol.actions import AddFile, DeletionVectorDescriptor, decode_path
 from ..protocol.deletion_vectors import DvLocation, decode_absolute_path, dv_location, is_absolute_path
-from .arrow_memory import POOL
+from . import arrow_compute as pc
+from .arrow_build import int64_scalar, int_array
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..storage import LogStore
@@ -38,10 +38,6 @@ NATIVE_MAGIC = 1681511376
 _MAX_ROW_INDEX = 2**63 - 1
 # Not `pa.array([])`: converting a Python object makes pyarrow import pandas (~0.5 s in every process).
 _EMPTY = pa.nulls(0, pa.uint64())
-
-
-def _call(name: str, args: list[pa.Array | pa.Scalar]) -> pa.Array:
-    return _c.call_function(name, args, memory_pool=POOL)
 
 
 def store_path(store: LogStore, table_root: str, logged_path: str) -> str:
@@ -191,10 +187,6 @@ def _as_array(bitmap: BitMap64) -> pa.UInt64Array:
     return pa.Array.from_buffers(pa.uint64(), len(values), [None, pa.py_buffer(values)])
 
 
-def _int64(*values: int) -> pa.Int64Array:
-    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(array("q", values))])
-
-
 def _kept_mask(num_rows: int, deleted: pa.UInt64Array) -> pa.BooleanArray:
     """The keep mask of `num_rows` rows for `deleted` (ascending row indexes below `num_rows`, unchecked).
 
@@ -202,10 +194,43 @@ def _kept_mask(num_rows: int, deleted: pa.UInt64Array) -> pa.BooleanArray:
     at `[0, d0 + 1, d1 + 1, ..., num_rows + 1]`, so a row is kept exactly when its list index
     (`list_parent_indices`) equals the previous slot's.
     """
-    starts = _call("add", [deleted.view(pa.int64()), _int64(1)[0]])  # row indexes are < 2^63 (checked on decode)
-    offsets = pa.concat_arrays([_int64(0), starts, _int64(num_rows + 1)])
-    parents = _call("list_parent_indices", [pa.LargeListArray.from_arrays(offsets, pa.nulls(num_rows + 1))])
-    return _call("equal", [parents[1:], parents[:-1]])
+    starts = pc.add(deleted.view(pa.int64()), int64_scalar(1))  # row indexes are < 2^63 (checked on decode)
+    offsets = pa.concat_arrays([int_array([0]), starts, int_array([num_rows + 1])])
+    parents = pc.list_parent_indices(pa.LargeListArray.from_arrays(offsets, pa.nulls(num_rows + 1)))
+    return pc.equal(parents[1:], parents[:-1])
+
+
+@contextmanager
+def open_data_file(
+    store: LogStore, table_root: str, add: AddFile, *, table: str
+) -> Iterator[tuple[BinaryIO, pa.UInt64Array]]:
+    """`add`'s data file opened, with the row indexes its deletion vector deletes (ascending; none without
+    one). A missing file is a `LogCorruptedError`, as is a Parquet or read failure inside the block;
+    storage failures stay typed."""
+    deleted = (
+        read_deletion_vector(store, table_root, add.deletion_vector, table=table, file=add.path)
+        if add.deletion_vector is not None
+        else _EMPTY
+    )
+    with _open(store, store_path(store, table_root, add.path), table=table, name=add.path, what="Data file") as fh:
+        try:
+            yield fh, deleted
+        except DeltaError:  # storage failures mid-read come typed from the store
+            raise
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise LogCorruptedError(
+                f"Cannot read data file as Parquet: {type(exc).__name__}: {exc}", table=table, file=add.path
+            ) from None
+
+
+def check_deleted_rows(deleted: pa.UInt64Array, num_rows: int, *, table: str, file: str) -> None:
+    """`LogCorruptedError` when the deletion vector marks a row past the file's `num_rows`."""
+    if len(deleted) and (last := deleted[-1].as_py()) >= num_rows:
+        raise LogCorruptedError(
+            f"Deletion vector of data file {file} deletes row {last}, the file has {num_rows} rows",
+            table=table,
+            file=file,
+        )
 
 
 def read_data_file(
@@ -218,35 +243,16 @@ def read_data_file(
     the file's end; `InvalidArgumentError` for a column the file lacks; `StorageError` when storage fails.
     """
     table = table if table is not None else table_root
-    path = store_path(store, table_root, add.path)
-    deleted = (
-        read_deletion_vector(store, table_root, add.deletion_vector, table=table, file=add.path)
-        if add.deletion_vector is not None
-        else _EMPTY
-    )
-    with _open(store, path, table=table, name=add.path, what="Data file") as fh:
-        try:
-            parquet = pq.ParquetFile(fh, coerce_int96_timestamp_unit="us")  # INT96 past 2262 stays exact
-            if columns is not None:
-                missing = sorted(set(columns) - set(parquet.schema_arrow.names))
-                if missing:
-                    raise InvalidArgumentError(
-                        f"Data file has no column(s) {missing}", argument="columns", table=table, file=add.path
-                    )
-            data = parquet.read(columns=list(columns) if columns is not None else None)
-        except DeltaError:  # storage failures mid-read come typed from the store
-            raise
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            raise LogCorruptedError(
-                f"Cannot read data file as Parquet: {type(exc).__name__}: {exc}", table=table, file=add.path
-            ) from None
+    with open_data_file(store, table_root, add, table=table) as (fh, deleted):
+        parquet = pq.ParquetFile(fh, coerce_int96_timestamp_unit="us")  # INT96 past 2262 stays exact
+        if columns is not None:
+            missing = sorted(set(columns) - set(parquet.schema_arrow.names))
+            if missing:
+                raise InvalidArgumentError(
+                    f"Data file has no column(s) {missing}", argument="columns", table=table, file=add.path
+                )
+        data = parquet.read(columns=list(columns) if columns is not None else None)
     if len(deleted) == 0:
         return data
-    last = deleted[-1].as_py()
-    if last >= data.num_rows:
-        raise LogCorruptedError(
-            f"Deletion vector of data file {add.path} deletes row {last}, the file has {data.num_rows} rows",
-            table=table,
-            file=add.path,
-        )
+    check_deleted_rows(deleted, data.num_rows, table=table, file=add.path)
     return data.filter(_kept_mask(data.num_rows, deleted))

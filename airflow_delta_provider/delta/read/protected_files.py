@@ -97,18 +97,14 @@ def _logged_parts(paths: pa.ChunkedArray, dvs: pa.ChunkedArray, table_root: str)
     """`protocol.vacuum.protected_from_logged` of Arrow columns, in two parts: the paths matching
     `SIMPLE_PATH_PATTERN` (tested on the whole column; the column itself when all do), which are their own
     relative form, and the relative forms of the others and of the DV files, through Python."""
-    import pyarrow.compute as _c
-
     from . import arrow_compute as pc
-    from .arrow_memory import POOL
 
     if not len(paths):
         return paths, set()
-    options = _c.MatchSubstringOptions(f"^(?:{SIMPLE_PATH_PATTERN})$")
-    simple = _c.call_function("match_substring_regex", [paths], options, memory_pool=POOL)
+    simple = pc.match_substring_regex(paths, f"^(?:{SIMPLE_PATH_PATTERN})$")
     others: list[str] = []
     if simple.null_count or not pc.all(simple).as_py():  # a null path is in neither part
-        others = pc.filter(paths, _c.call_function("invert", [simple], memory_pool=POOL)).to_pylist()
+        others = pc.filter(paths, pc.invert(simple)).to_pylist()
         paths = pc.filter(paths, simple)
     storage = pc.struct_field(dvs, "storageType")
     has_dv = pc.is_valid(storage)
@@ -122,9 +118,7 @@ def _logged_parts(paths: pa.ChunkedArray, dvs: pa.ChunkedArray, table_root: str)
 
 def _logged_set(paths: pa.ChunkedArray, dvs: pa.ChunkedArray, table_root: str) -> set[str]:
     column, extra = _logged_parts(paths, dvs, table_root)
-    out = set(column.to_pylist())
-    out |= extra
-    return out
+    return set(column.to_pylist()) | extra
 
 
 def _logged_index(paths: pa.ChunkedArray, dvs: pa.ChunkedArray, table_root: str) -> PathIndex:
@@ -241,18 +235,14 @@ def _int32_values(array: pa.Array) -> Any:
 def _directories(paths: pa.Array) -> pa.Array:
     """Each relative path's directory (all but its last component; `""` for none)."""
     import pyarrow as pa
-    import pyarrow.compute as _c
 
     from . import arrow_compute as pc
     from .arrow_build import int_array, string_scalar
-    from .arrow_memory import POOL
 
-    options = _c.SplitPatternOptions("/", max_splits=1, reverse=True)
-    split = _c.call_function("split_pattern", [paths], options, memory_pool=POOL)  # [directory, name] or [name]
-    lengths = _c.call_function("list_value_length", [split], memory_pool=POOL)
+    split = pc.split_pattern(paths, "/", max_splits=1, reverse=True)  # [directory, name] or [name]
     two, zero = int_array([2, 0], pa.int32())
-    first = _c.call_function("list_element", [split, zero], memory_pool=POOL)
-    return pc.if_else(_c.call_function("equal", [lengths, two], memory_pool=POOL), first, string_scalar(""))
+    first = pc.list_element(split, zero)
+    return pc.if_else(pc.equal(pc.list_value_length(split), two), first, string_scalar(""))
 
 
 def partition_columns(snapshot: Snapshot) -> list[str]:
