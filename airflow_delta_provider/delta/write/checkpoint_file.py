@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import itertools
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from ..read import arrow_compute as pc
 from ..read.arrow_build import bools_from_bytes, column, int64_scalar, int_array, string_array, string_scalar
 from ..read.file_state import ADD_SCHEMA, REMOVE_SCHEMA
 from ..storage import LogStore
+from .data_file_writer import leaf_paths
 from .data_files import primitive_arrow_type
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -134,41 +134,20 @@ def checkpoint_parquet(
         schema = pa.schema([("add", add_type), ("remove", REMOVE_TYPE)])
     else:
         schema = _top_schema(plan, add_type)
-    batches: Iterator[pa.RecordBatch] = _file_batches(schema, plan, add_type, adds, removes)
-    if actions is not None and not sidecar_file:
-        batches = itertools.chain([_non_file_batch(schema, plan, actions, list(sidecars))], batches)
-    return _parquet(schema, batches, key_value_metadata)
-
-
-def _parquet(
-    schema: pa.Schema, batches: Iterator[pa.RecordBatch], key_value_metadata: Mapping[str, str] | None = None
-) -> bytes:
-    """Snappy Parquet of `batches`, a row group each. Dictionaries only for partition values (elsewhere
-    they cost more than they save); statistics only for the parsed structs (readers skip row groups)."""
-    leaves = [leaf for f in schema for leaf in _leaf_paths(f.name, f.type)]
+    # Snappy, a row group per batch. Dictionaries only for partition values (elsewhere they cost more than
+    # they save); statistics only for the parsed structs (readers skip row groups).
+    leaves = [leaf for f in schema for leaf in leaf_paths(f.name, f.type)]
     dictionary = [p for p in leaves if p.startswith(_DICTIONARY_PREFIXES)]
     parsed = [p for p in leaves if p.startswith(("add.stats_parsed.", "add.partitionValues_parsed."))]
     sink = pa.BufferOutputStream()
     with pq.ParquetWriter(sink, schema, use_dictionary=dictionary, write_statistics=parsed) as writer:
-        for batch in batches:
+        if actions is not None and not sidecar_file:
+            writer.write_batch(_non_file_batch(schema, plan, actions, list(sidecars)))
+        for batch in _file_batches(schema, plan, add_type, adds, removes):
             writer.write_batch(batch)
         if key_value_metadata:
             writer.add_key_value_metadata(dict(key_value_metadata))
     return sink.getvalue().to_pybytes()
-
-
-def _leaf_paths(name: str, type_: pa.DataType) -> Iterator[str]:
-    """Parquet column paths of the leaves under `name` (how `use_dictionary` and statistics name them)."""
-    if pa.types.is_struct(type_):
-        for f in type_:
-            yield from _leaf_paths(f"{name}.{f.name}", f.type)
-    elif pa.types.is_map(type_):
-        yield from _leaf_paths(f"{name}.key_value.key", type_.key_type)
-        yield from _leaf_paths(f"{name}.key_value.value", type_.item_type)
-    elif pa.types.is_list(type_):
-        yield from _leaf_paths(f"{name}.list.element", type_.value_type)
-    else:
-        yield name
 
 
 def _top_schema(plan: CheckpointPlan, add_type: pa.StructType) -> pa.Schema:

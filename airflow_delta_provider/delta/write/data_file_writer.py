@@ -55,28 +55,27 @@ DICTIONARY_MAX_DISTINCT = 0.9
 DICTIONARY_SAMPLE_ROWS = 16 * 1024
 
 
-def _parquet_options() -> dict[str, Any]:
-    """Parquet as Delta readers expect it: int64 microsecond timestamps (never INT96 or ns)."""
-    return {
-        "compression": COMPRESSION,
-        "coerce_timestamps": "us",
-        "allow_truncated_timestamps": True,
-        "use_deprecated_int96_timestamps": False,
-    }
+#: Parquet as Delta readers expect it: int64 microsecond timestamps (never INT96 or ns).
+_PARQUET_OPTIONS: dict[str, Any] = {
+    "compression": COMPRESSION,
+    "coerce_timestamps": "us",
+    "allow_truncated_timestamps": True,
+    "use_deprecated_int96_timestamps": False,
+}
 
 
-def _leaf_paths(name: str, type_: pa.DataType) -> list[str]:
+def leaf_paths(name: str, type_: pa.DataType) -> list[str]:
     """The Parquet leaf paths of an Arrow column as pyarrow writes it (`st.x`, `arr.list.element`,
-    `m.key_value.key`): what `use_dictionary` names."""
+    `m.key_value.key`): what `use_dictionary` and `write_statistics` name."""
     if pa.types.is_struct(type_):
-        return [p for f in type_ for p in _leaf_paths(f"{name}.{f.name}", f.type)]
+        return [p for f in type_ for p in leaf_paths(f"{name}.{f.name}", f.type)]
     if pa.types.is_map(type_):
         return [
-            *_leaf_paths(f"{name}.key_value.key", type_.key_type),
-            *_leaf_paths(f"{name}.key_value.value", type_.item_type),
+            *leaf_paths(f"{name}.key_value.key", type_.key_type),
+            *leaf_paths(f"{name}.key_value.value", type_.item_type),
         ]
     if pa.types.is_list(type_) or pa.types.is_large_list(type_) or pa.types.is_fixed_size_list(type_):
-        return _leaf_paths(f"{name}.list.{type_.value_field.name}", type_.value_type)
+        return leaf_paths(f"{name}.list.{type_.value_field.name}", type_.value_type)
     return [name]
 
 
@@ -86,7 +85,7 @@ def dictionary_columns(rows: pa.Table) -> list[str]:
     (`DICTIONARY_MAX_DISTINCT`)."""
     wanted: list[str] = []
     for field, column in zip(rows.schema, rows.columns, strict=True):
-        leaves = _leaf_paths(field.name, field.type)
+        leaves = leaf_paths(field.name, field.type)
         if pa.types.is_nested(field.type) or pa.types.is_dictionary(field.type):
             wanted.extend(leaves)
             continue
@@ -122,14 +121,12 @@ class DataFileWriter:
         target_size: int | None = None,
         stores: BackgroundStores | None = None,
     ) -> None:
-        self.store, self.layout, self.bin, self.prefix, self.now_ms, self.what = (
-            store,
-            layout,
-            bin_,
-            prefix,
-            now_ms,
-            what,
-        )
+        self.store = store
+        self.layout = layout
+        self.bin = bin_
+        self.prefix = prefix
+        self.now_ms = now_ms
+        self.what = what
         self.target_size = target_size
         self.stores = stores
         #: the files finished so far (written, or being written by `stores`)
@@ -198,7 +195,7 @@ class DataFileWriter:
                 group.schema,
                 use_dictionary=dictionary_columns(group),
                 memory_pool=REWRITE_POOL,
-                **_parquet_options(),
+                **_PARQUET_OPTIONS,
             )
         self.stats.add(group)
         before = self._sink.tell()
