@@ -122,9 +122,7 @@ class TombstoneSummary:
 
     def bucket(self, key: str) -> PartitionTombstones:
         """The tombstones of partition `key` (created empty)."""
-        if key not in self.partitions:
-            self.partitions[key] = PartitionTombstones()
-        return self.partitions[key]
+        return self.partitions.setdefault(key, PartitionTombstones())
 
     def merge(self, other: TombstoneSummary) -> TombstoneSummary:
         if (other.cutoff_ms, other.partition_columns) != (self.cutoff_ms, self.partition_columns):

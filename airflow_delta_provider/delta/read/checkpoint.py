@@ -161,10 +161,8 @@ def read_parquet(store: LogStore, path: str, columns: Sequence[str] | None = Non
     """Read `columns` (top-level names or `parent.child` leaves) that exist in the file."""
     with _open_native(store, path) as fh:
         pf = ParquetSource(fh)
-        if columns is None:
-            return pf.read()
-        wanted = _wanted(pf.schema_arrow, columns)
-        return pf.read(columns=wanted) if wanted else pa.table({})
+        wanted = None if columns is None else _wanted(pf.schema_arrow, columns)
+        return pa.table({}) if wanted == [] else pf.read(columns=wanted)
 
 
 def read_parquet_groups(store: LogStore, path: str, columns: Sequence[str]) -> Iterator[pa.Table]:
@@ -329,26 +327,10 @@ def read_checkpoint(
             parquet_paths.append(path)
     actions = [a for a in actions if not isinstance(a, Sidecar | CheckpointMetadata)]
     add_table = pa.concat_tables(adds) if adds else empty_table(ADD_SCHEMA)
-    loader = stats_loader(table, checkpoint, store, parquet_paths)
-    if eager_stats and loader is not None:
-        # stats came with the first read; only struct-only stats (`stats_parsed`) still need the loader
-        if add_table.num_rows and pc.all(pc.is_null(add_table.column("stats"))).as_py():
-            add_table = fill_stats(add_table, loader())
-        loader = None
-    return CheckpointData(
-        actions, add_table, pa.concat_tables(removes) if removes else empty_table(REMOVE_SCHEMA), loader
-    )
 
-
-def stats_loader(
-    table: str, checkpoint: CheckpointInstance, store: LogStore, paths: list[str]
-) -> Callable[[], pa.Table] | None:
-    if not paths:
-        return None
-
-    def load() -> pa.Table:
+    def load_stats() -> pa.Table:
         try:
-            return read_checkpoint_stats(store, paths)
+            return read_checkpoint_stats(store, parquet_paths)
         except FileNotFoundError as exc:
             raise StorageError(
                 f"Checkpoint {checkpoint.version} was removed after this snapshot was loaded, so its file "
@@ -362,7 +344,15 @@ def stats_loader(
                 f"Cannot read checkpoint stats: {exc}", table=table, version=checkpoint.version
             ) from None
 
-    return load
+    loader: Callable[[], pa.Table] | None = load_stats if parquet_paths else None
+    if eager_stats and loader is not None:
+        # stats came with the first read; only struct-only stats (`stats_parsed`) still need the loader
+        if add_table.num_rows and pc.all(pc.is_null(add_table.column("stats"))).as_py():
+            add_table = fill_stats(add_table, loader())
+        loader = None
+    return CheckpointData(
+        actions, add_table, pa.concat_tables(removes) if removes else empty_table(REMOVE_SCHEMA), loader
+    )
 
 
 def state_from_checkpoint(version: int, cp: CheckpointData) -> TableState:

@@ -138,12 +138,10 @@ def _actions_to_table(actions: Iterable[AddFile | RemoveFile], schema: pa.Schema
 
 
 def adds_to_table(adds: Iterable[AddFile]) -> pa.Table:
-    """An ADD_SCHEMA table of `adds`."""
     return _actions_to_table(adds, ADD_SCHEMA)
 
 
 def removes_to_table(removes: Iterable[RemoveFile]) -> pa.Table:
-    """A REMOVE_SCHEMA table of `removes`."""
     return _actions_to_table(removes, REMOVE_SCHEMA)
 
 
@@ -353,18 +351,16 @@ class FileState:
         self._parent = self._new_keys = self._tables = None
         return self._resolved
 
-    def _column(self, table: str, name: str) -> pa.ChunkedArray:
-        """One column of `adds`/`removes` without assembling the whole table."""
+    def _add_sizes(self) -> pa.ChunkedArray:
+        """The active files' `size` column without assembling the whole table."""
         if self._base is None:
-            return (self.adds if table == "adds" else self.removes).column(name)
+            return self.adds.column("size")
         r = self._resolve()
         assert r is not None
-        base = self._base.adds if table == "adds" else self._base.removes
-        drop, new = (r.drop_adds, r.new_adds) if table == "adds" else (r.drop_removes, r.new_removes)
-        col = base.column(name)
-        if drop:
-            col = pc.take(col, _keep_indices(base.num_rows, drop))
-        return pa.chunked_array([*col.chunks, *new.column(name).chunks], type=col.type)
+        col = self._base.adds.column("size")
+        if r.drop_adds:
+            col = pc.take(col, _keep_indices(self._base.adds.num_rows, r.drop_adds))
+        return pa.chunked_array([*col.chunks, *r.new_adds.column("size").chunks], type=col.type)
 
     def _materialize(self) -> None:
         if self._adds is not None and self._removes is not None:
@@ -433,7 +429,7 @@ class FileState:
     def file_summary(self, small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES) -> FileSummary:
         """Counts and sizes of the active files."""
         out = FileSummary(small_file_bytes)
-        sizes = self._column("adds", "size")
+        sizes = self._add_sizes()
         if not len(sizes):
             return out
         sizes = pc.fill_null(sizes, int64_scalar(0))

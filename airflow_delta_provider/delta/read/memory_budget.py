@@ -30,14 +30,7 @@ _FILE_ACTIONS = ("add", "remove")
 def decoded_bytes(sizes: Mapping[tuple[str, ...], int], non_file: Iterable[str], *, with_stats: bool = False) -> int:
     """Uncompressed bytes of the leaf columns a load decodes, from a map of leaf column path to bytes."""
     tops = {*_FILE_ACTIONS, *non_file}
-    total = 0
-    for path, size in sizes.items():
-        if path[0] not in tops:
-            continue
-        if not with_stats and path[:2] in _LAZY_LEAVES:
-            continue
-        total += size
-    return total
+    return sum(s for p, s in sizes.items() if p[0] in tops and (with_stats or p[:2] not in _LAZY_LEAVES))
 
 
 def estimate(parquet_decoded: int, json_bytes: int) -> int:
@@ -128,8 +121,7 @@ class MemoryBudget:
     def add(self, parquet: Sequence[tuple[str, int | None]], json_bytes: int = 0, *, file: str | None = None) -> None:
         """Count more files; raises `ResourceLimitError` when the load would exceed the limit."""
         self.json_bytes += json_bytes
-        for path, size in parquet:
-            self.parquet[path] = size
+        self.parquet.update(parquet)
         sizes = list(self.parquet.values())
         if None not in sizes and upper_bound(sum(s or 0 for s in sizes), self.json_bytes) <= self.limit:
             return
