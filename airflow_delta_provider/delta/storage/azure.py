@@ -12,7 +12,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from .base import filesystem_kwargs
+from .base import new_filesystem
 
 log = logging.getLogger(__name__)
 
@@ -41,5 +41,4 @@ def _single_attempt_adlfs() -> type:
 
 def filesystem(uri: str, options: Mapping[str, Any] | None) -> Any:
     """The single-attempt adlfs filesystem for `uri` (its account, when the URI names one) and the options."""
-    cls = _single_attempt_adlfs()
-    return cls(**filesystem_kwargs(cls, uri, options))
+    return new_filesystem(_single_attempt_adlfs(), uri, options)

@@ -133,12 +133,12 @@ def mtime_ms(info: Mapping[str, Any]) -> int:
     return 0
 
 
-def filesystem_kwargs(fs_class: type, uri: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Constructor keywords: what the URI implies (an Azure account, a GCS generation), then the options; no
+def new_filesystem(fs_class: type, uri: str, options: Mapping[str, Any] | None) -> Any:
+    """A `fs_class` for what the URI implies (an Azure account, a GCS generation), then the options; no
     listings cache (a log store must see other writers' files)."""
-    out = {**fs_class._get_kwargs_from_urls(uri), **dict(options or {})}  # type: ignore[attr-defined]
-    out.setdefault("use_listings_cache", False)
-    return out
+    kwargs = {**fs_class._get_kwargs_from_urls(uri), **dict(options or {})}  # type: ignore[attr-defined]
+    kwargs.setdefault("use_listings_cache", False)
+    return fs_class(**kwargs)
 
 
 def accepts(method: Any, name: str) -> bool:

@@ -14,7 +14,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from .base import filesystem_kwargs
+from .base import new_filesystem
 
 SCHEMES = ("gs", "gcs")
 #: `mode="create"` adds `ifGenerationMatch=0`; an existing object is answered 412, with no code of its own.
@@ -58,5 +58,4 @@ def _single_attempt_gcsfs() -> type:
 
 def filesystem(uri: str, options: Mapping[str, Any] | None) -> Any:
     """The single-attempt JSON-API filesystem for `uri` and the storage options."""
-    cls = _single_attempt_gcsfs()
-    return cls(**filesystem_kwargs(cls, uri, options))
+    return new_filesystem(_single_attempt_gcsfs(), uri, options)

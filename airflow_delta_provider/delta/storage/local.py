@@ -62,9 +62,7 @@ class LocalLogStore:
         tmp = self._temp(target, data)
         try:
             os.link(tmp, target)
-        except FileExistsError:
-            raise
-        except OSError as exc:
+        except OSError as exc:  # FileExistsError (EEXIST) is raised as it is
             if exc.errno in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
                 raise UnsupportedStoreError(
                     f"This filesystem cannot hard-link, so it cannot create {target} atomically "
