@@ -148,11 +148,8 @@ def _parsed_fields(metadata: Metadata) -> tuple[tuple[tuple[str, str], ...], tup
     schema = StructType.from_json(metadata.schema_json)
     mapped = column_mapping_mode(metadata.configuration) != "none"
     by_name = {f.name.lower(): f for f in schema.fields}
-    partition_fields = tuple(
-        (by_name[c.lower()].physical_name if mapped else by_name[c.lower()].name, by_name[c.lower()].type_name)
-        for c in metadata.partition_columns
-        if c.lower() in by_name
-    )
+    fields = [by_name[c.lower()] for c in metadata.partition_columns if c.lower() in by_name]
+    partition_fields = tuple((f.physical_name if mapped else f.name, f.type_name) for f in fields)
     return partition_fields, _tree(stats_columns(schema, metadata.configuration, metadata.partition_columns))
 
 

@@ -41,18 +41,8 @@ ROW_TRACKING_DOMAIN = "delta.rowTracking"
 #: Features a concurrent commit may add without failing this one: they bind no writer that does not use
 #: them (Spark: `failConcurrentTransactionsAtUpgrade = false`). Others are a `ProtocolChangedError`.
 CONCURRENT_UPGRADE_SAFE: frozenset[str] = frozenset(
-    {
-        "appendOnly",
-        "changeDataFeed",
-        "columnMapping",
-        "timestampNtz",
-        "deletionVectors",
-        "rowTracking",
-        "domainMetadata",
-        "v2Checkpoint",
-        "inCommitTimestamp",
-        "vacuumProtocolCheck",
-    }
+    """appendOnly changeDataFeed columnMapping timestampNtz deletionVectors rowTracking domainMetadata v2Checkpoint
+    inCommitTimestamp vacuumProtocolCheck""".split()
 )
 
 ReadPredicate = Callable[[AddFile], bool]

@@ -86,24 +86,18 @@ def active_commit_at(
     if not commits:
         raise TimestampOutOfRangeError("The table has no commits to travel to", table=table, timestamp_ms=timestamp_ms)
     times = monotonize(commits)
-    first_v, first_ts = times[0]
-    last_v, last_ts = times[-1]
+    (first_v, first_ts), (last_v, last_ts) = times[0], times[-1]
+
+    def out_of_range(where: str, version: int, ts: int) -> TimestampOutOfRangeError:
+        message = f"The provided timestamp {format_ms(timestamp_ms)} is {where} available version {version}"
+        return TimestampOutOfRangeError(
+            f"{message} ({format_ms(ts)})", table=table, timestamp_ms=timestamp_ms, nearest_ms=ts
+        )
+
     if timestamp_ms < first_ts:
         if can_return_earliest_commit:
             return first_v
-        raise TimestampOutOfRangeError(
-            f"The provided timestamp {format_ms(timestamp_ms)} is before the earliest available version "
-            f"{first_v} ({format_ms(first_ts)})",
-            table=table,
-            timestamp_ms=timestamp_ms,
-            nearest_ms=first_ts,
-        )
+        raise out_of_range("before the earliest", first_v, first_ts)
     if timestamp_ms > last_ts and not can_return_last_commit:
-        raise TimestampOutOfRangeError(
-            f"The provided timestamp {format_ms(timestamp_ms)} is after the latest available version "
-            f"{last_v} ({format_ms(last_ts)})",
-            table=table,
-            timestamp_ms=timestamp_ms,
-            nearest_ms=last_ts,
-        )
+        raise out_of_range("after the latest", last_v, last_ts)
     return times[bisect.bisect_right([ts for _, ts in times], timestamp_ms) - 1][0]

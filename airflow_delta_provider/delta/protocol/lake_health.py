@@ -194,6 +194,11 @@ def summarize_columns(
     return out
 
 
+#: The partition counts `TableHealth.to_dict` totals, in its order.
+_TOTALS = """num_files bytes small_files rows dv_rows files_without_stats tombstone_files_now tombstone_bytes_now
+tombstone_files_later tombstone_bytes_later""".split()
+
+
 @dataclass
 class LastOperation:
     version: int
@@ -277,21 +282,7 @@ class TableHealth:
         out["partitions"] = [{**asdict(p), "small_file_share": p.small_file_share} for p in self.partitions.values()]
         out["partition_columns"] = list(self.partition_columns)
         out["policy"] = self.policy.to_dict()
-        totals = {
-            k: self._sum(k)
-            for k in (
-                "num_files",
-                "bytes",
-                "small_files",
-                "rows",
-                "dv_rows",
-                "files_without_stats",
-                "tombstone_files_now",
-                "tombstone_bytes_now",
-                "tombstone_files_later",
-                "tombstone_bytes_later",
-            )
-        }
+        totals = {k: self._sum(k) for k in _TOTALS}
         totals.update(
             small_file_share=self.small_file_share,
             stats_missing_share=self.stats_missing_share,

@@ -14,6 +14,7 @@ With `tighten`, files whose stats are wide (`tightBounds=false`, left by deletio
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,10 +97,7 @@ class StatsBackfillPlan:
 
     def counts(self) -> dict[str, int]:
         """Planned files by reason."""
-        out = dict.fromkeys(REASONS, 0)
-        for f in self.files:
-            out[f.reason] += 1
-        return out
+        return dict.fromkeys(REASONS, 0) | Counter(f.reason for f in self.files)
 
     def summary(self, listed: int = LISTED_FILES) -> dict[str, Any]:
         """The plan as JSON: counts of all files, and the first `listed` files with their reason."""
