@@ -109,6 +109,27 @@ def _style(ax: Axes) -> None:
     ax.set_axisbelow(True)
 
 
+def _stacked(fig: Figure, rows: int) -> list[Axes]:
+    """`rows` styled, gridded axes stacked on one shared x axis."""
+    axes = list(fig.subplots(rows, 1, sharex=True)) if rows > 1 else [fig.add_subplot()]
+    for ax in axes:
+        _style(ax)
+        ax.grid(color="#eeeeee")
+    return axes
+
+
+def _integer(*axes: Any) -> None:
+    """Whole-number ticks on each of `axes` (an `ax.xaxis` or `ax.yaxis`)."""
+    from matplotlib.ticker import MaxNLocator
+
+    for axis in axes:
+        axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _legend_beside(ax: Axes) -> None:
+    ax.legend(frameon=False, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))  # beside, not on bars
+
+
 def short(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -242,20 +263,15 @@ def _files_and_bytes(
 ) -> tuple[Figure, Axes]:
     """Two axes sharing `xs`: each point's active files (key `files`; and its small files when every point has
     them) above, their bytes (key `size`) below, both from zero. Returns the figure and the lower axes."""
-    from matplotlib.ticker import MaxNLocator
-
     divisor, unit = byte_unit(max(p[size] or 0 for p in points))
     fig = _figure(4.2)
-    files_ax, bytes_ax = fig.subplots(2, 1, sharex=True)
-    for ax in (files_ax, bytes_ax):
-        _style(ax)
-        ax.grid(color="#eeeeee")
+    files_ax, bytes_ax = _stacked(fig, 2)
     files_ax.plot(xs, [p[files] for p in points], color=_BLUE, marker=marker, label="active files")
     if all(p.get("small_files") is not None for p in points):
         small = [p["small_files"] for p in points]
         files_ax.plot(xs, small, color=_RED, marker=marker, linestyle="--", label="small files")
     files_ax.set_ylabel("files")
-    files_ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    _integer(files_ax.yaxis)
     files_ax.legend(frameon=False, fontsize="small")
     bytes_ax.plot(xs, [(p[size] or 0) / divisor for p in points], color=_GREEN, marker=marker)
     bytes_ax.set_ylabel(f"size ({unit})")
@@ -270,11 +286,9 @@ def versions_chart(rows: Sequence[Mapping[str, Any]]) -> Chart | None:
     rows = [r for r in rows if r.get("num_files") is not None]
     if not rows:
         return None
-    from matplotlib.ticker import MaxNLocator
-
     marker = "o" if len(rows) <= 60 else None
     fig, bytes_ax = _files_and_bytes([r["version"] for r in rows], rows, "num_files", "size_bytes", marker)
-    bytes_ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _integer(bytes_ax.xaxis)
     bytes_ax.set_xlabel("table version")
     description = f"Active files and their total size at {'each checked version' if len(rows) > 1 else 'this version'}."
     return _chart(fig, "chart-versions", "Files and bytes over versions", description)
@@ -284,8 +298,6 @@ def size_chart(result: Mapping[str, Any]) -> Chart | None:
     hist = result.get("file_size_histogram")
     if not hist or not hist["num_files"]:
         return None
-    from matplotlib.ticker import MaxNLocator
-
     buckets = hist["buckets"]
     fig, ax = _bar_chart(
         [_range_label(b["min_bytes"], b["max_bytes"], human_bytes) for b in buckets],
@@ -295,7 +307,7 @@ def size_chart(result: Mapping[str, Any]) -> Chart | None:
         "files",
         "file size; bar labels: bytes in the bucket",
     )
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    _integer(ax.yaxis)
     _edge_line(ax, [not b["small"] for b in buckets], f"small-file threshold {human_bytes(hist['small_file_bytes'])}")
     description = "Active files by size. Left of the dashed line they count as small files (OPTIMIZE compacts them)."
     return _chart(fig, "chart-file-sizes", "File sizes", description)
@@ -305,8 +317,6 @@ def checks_chart(result: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -
     commit = result.get("commit_checks")
     if not commit or not rows:
         return None
-    from matplotlib.ticker import MaxNLocator
-
     versions = [r["version"] for r in rows]
     failed = [len(r["failed_checks"]) for r in rows]
     fig, ax = _axes(2.6)
@@ -317,8 +327,7 @@ def checks_chart(result: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -
     if missing:
         ax.plot(missing, [0] * len(missing), linestyle="none", marker="x", color=_GREY, label="not checked")
     ax.set_ylim(bottom=-0.3, top=max([*failed, 1]) + 0.5)
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _integer(ax.yaxis, ax.xaxis)
     ax.set_ylabel("failed checks")
     ax.set_xlabel("table version")
     ax.grid(axis="y", color="#eeeeee")
@@ -346,13 +355,11 @@ def health_chart(health: Mapping[str, Any], before: Mapping[str, Any] | None = N
     if prior:
         ax.barh([i + height / 2 for i in y], [prior.get(k, {}).get("files", 0) for k, _ in shown][::-1],
                 height=height, color=_GREY, label="files before")  # fmt: skip
-    from matplotlib.ticker import MaxNLocator
-
     ax.set_yticks(y, labels)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _integer(ax.xaxis)
     ax.set_xlabel("files")
     ax.grid(axis="x", color="#dddddd")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False, fontsize="small")  # beside, not on bars
+    _legend_beside(ax)
     description = "Active files per partition, small ones in red"
     description += ", beside the count at the version the run read" if prior else ""
     description += _of_largest(len(shown), len(ranked), "partitions")
@@ -393,11 +400,9 @@ def zorder_chart(overlap: Mapping[str, Mapping[str, int | None]] | None) -> Char
                       label="after")  # fmt: skip
         ax.bar_label(bars, fontsize="x-small", padding=2)
     ax.set_xticks(list(xs), [short(c) for c in columns])
-    from matplotlib.ticker import MaxNLocator
-
     top = max([*before, *(overlap[c]["after"] or 0 for c in columns), 1])
     ax.set_ylim(0, top * 1.15)
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    _integer(ax.yaxis)
     ax.set_ylabel("overlapping file ranges")
     ax.grid(axis="y", color="#dddddd")
     ax.legend(frameon=False, fontsize="small")
@@ -426,10 +431,7 @@ def _run_labels(labels: Sequence[str]) -> list[str]:
 
 def _run_axes(fig: Figure, rows: int, labels: Sequence[str]) -> list[Axes]:
     """`rows` stacked axes sharing one x axis of runs (oldest first), the last labelled with `labels`."""
-    axes = list(fig.subplots(rows, 1, sharex=True)) if rows > 1 else [fig.add_subplot()]
-    for ax in axes:
-        _style(ax)
-        ax.grid(color="#eeeeee")
+    axes = _stacked(fig, rows)
     xs = list(range(1, len(labels) + 1))
     slanted = len(labels) > 6
     axes[-1].set_xticks(
@@ -448,8 +450,6 @@ def lake_health_chart(points: Sequence[Mapping[str, Any]], *, title: str = "Heal
     points = [p for p in points if p.get("files") is not None]
     if not points:
         return None
-    from matplotlib.ticker import MaxNLocator
-
     xs = list(range(1, len(points) + 1))
     marker = "o" if len(points) <= 60 else None
     fig = _figure(6.4)
@@ -460,7 +460,7 @@ def lake_health_chart(points: Sequence[Mapping[str, Any]], *, title: str = "Heal
     )
     files_ax.set_ylabel("files")
     files_ax.set_ylim(0, max(max(p["files"] for p in points), 1) * 1.15)
-    files_ax.legend(frameon=False, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
+    _legend_beside(files_ax)
     divisor, unit = byte_unit(max(max(p["tombstone_bytes"] or 0 for p in points), 1))
     tomb_ax.plot(xs, [(p["tombstone_bytes"] or 0) / divisor for p in points], color=_GREY, marker=marker,
                  label="tombstoned")  # fmt: skip
@@ -468,15 +468,14 @@ def lake_health_chart(points: Sequence[Mapping[str, Any]], *, title: str = "Heal
                  linestyle="--", label="past retention")  # fmt: skip
     tomb_ax.set_ylabel(f"tombstones ({unit})")
     tomb_ax.set_ylim(0, max(max(p["tombstone_bytes"] or 0 for p in points) / divisor, 1) * 1.15)
-    tomb_ax.legend(frameon=False, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
+    _legend_beside(tomb_ax)
     dv_ax.plot(xs, [p["dv_rows"] or 0 for p in points], color=_GREEN, marker=marker)
     dv_ax.set_ylabel("DV rows")
     dv_ax.set_ylim(0, max(max(p["dv_rows"] or 0 for p in points), 1) * 1.15)
     commits_ax.plot(xs, [p["commits_since_checkpoint"] or 0 for p in points], color=_BLUE, marker=marker)
     commits_ax.set_ylabel("commits since\ncheckpoint")
     commits_ax.set_ylim(0, max(max(p["commits_since_checkpoint"] or 0 for p in points), 1) * 1.15)
-    for ax in (files_ax, dv_ax, commits_ax):
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    _integer(files_ax.yaxis, dv_ax.yaxis, commits_ax.yaxis)
     lake = any("tables_counted" in p for p in points)
     recorded = all(p.get("phase") == "plan" for p in points)  # the runs' plan-time records, no log read
     when = "at each run's plan time, as the run recorded it" if recorded else "before and after each run"
@@ -498,8 +497,6 @@ def maintenance_chart(runs: Sequence[Mapping[str, Any]], chart_id: str = "chart-
     """What each run spent (bytes read and written, seconds) and saved (files removed, bytes reclaimed)."""
     if not runs:
         return None
-    from matplotlib.ticker import MaxNLocator
-
     xs = list(range(1, len(runs) + 1))
     fig = _figure(4.6)
     bytes_ax, files_ax = _run_axes(fig, 2, [r["label"] for r in runs])
@@ -513,13 +510,13 @@ def maintenance_chart(runs: Sequence[Mapping[str, Any]], chart_id: str = "chart-
         bytes_ax.bar([x + offset for x in xs], [(r[key] or 0) / divisor for r in runs], width=0.26, color=color,
                      label=label)  # fmt: skip
     bytes_ax.set_ylabel(f"bytes ({unit})")
-    bytes_ax.legend(frameon=False, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
+    _legend_beside(bytes_ax)
     bars = files_ax.bar(xs, [r["files_removed"] or 0 for r in runs], width=0.5, color=_GREEN, label="files removed")
     if len(runs) <= 2 * MAX_RUN_LABELS:  # beyond, the labels would overlap: the table below has the seconds
         files_ax.bar_label(bars, labels=[f"{(r['seconds'] or 0):.3g} s" for r in runs], fontsize="x-small", padding=2)
     files_ax.set_ylabel("files removed")
     files_ax.set_ylim(0, max(max(r["files_removed"] or 0 for r in runs), 1) * 1.25)
-    files_ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    _integer(files_ax.yaxis)
     seconds = "; bar labels: seconds the run's steps took" if len(runs) <= 2 * MAX_RUN_LABELS else ""
     files_ax.set_xlabel(f"run (oldest first){seconds}")
     description = (
@@ -541,12 +538,10 @@ def lake_tables_chart(tables: Sequence[Mapping[str, Any]]) -> Chart | None:
     small = [p["small_files"] for _, p in shown][::-1]
     ax.barh(labels, small, color=_RED, label="small files")
     ax.barh(labels, [p["files"] - p["small_files"] for _, p in shown][::-1], left=small, color=_BLUE, label="other")
-    from matplotlib.ticker import MaxNLocator
-
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _integer(ax.xaxis)
     ax.set_xlabel("active files")
     ax.grid(axis="x", color="#dddddd")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False, fontsize="small")
+    _legend_beside(ax)
     description = "Active files of each table at its latest point, small ones in red"
     description += _of_largest(len(shown), len(ranked), "tables")
     return _chart(fig, "chart-lake-tables", "Files per table", description)

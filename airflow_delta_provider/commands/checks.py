@@ -224,10 +224,6 @@ def evaluate_checks(
     return out
 
 
-def failed_checks_message(results: list[dict[str, Any]] | list[CheckResult]) -> str | None:
-    """One message naming every failed check, or None when all passed."""
-    rows = [r.to_dict() if isinstance(r, CheckResult) else r for r in results]
-    failed = [r for r in rows if not r["passed"]]
-    if not failed:
-        return None
-    return "; ".join(f"{r['name']}: {r['message']}" for r in failed)
+def failed_checks_message(results: list[dict[str, Any]]) -> str | None:
+    """One message naming every failed check (results as dicts), or None when all passed."""
+    return "; ".join(f"{r['name']}: {r['message']}" for r in results if not r["passed"]) or None

@@ -162,10 +162,6 @@ class CommitCheckReport:
     def first_failing_version(self) -> int | None:
         return min((f.version for f in self.failures), default=None)
 
-    @property
-    def passed(self) -> bool:
-        return not self.failures
-
     def failed_message(self, limit: int = 10) -> str | None:
         """One message naming the failing versions and checks (the first `limit`), or None."""
         if not self.failures:
@@ -359,10 +355,6 @@ def _commit_results(spec: Mapping[str, Any], f: _CommitFacts) -> list[CommitChec
 
 
 # -- the range --------------------------------------------------------------------------------------------
-def _split(spec: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    return {k: v for k, v in spec.items() if k in KNOWN_CHECKS}, {k: v for k, v in spec.items() if k in COMMIT_CHECKS}
-
-
 def _load(log: DeltaLog, version: int, *, since: int) -> Snapshot | None:
     """The snapshot at `version`, or None when the log can no longer rebuild it (cleaned up)."""
     try:
@@ -397,10 +389,6 @@ def _walk_from(snap: Snapshot, paths: set[str], state_spec: Mapping[str, Any], t
     return _Walk(snap, ActiveFiles(summary, base, distinct))
 
 
-def _file_paths(actions: Iterable[Action]) -> Iterator[str]:
-    return (a.path for a in actions if isinstance(a, AddFile | RemoveFile))
-
-
 def check_commits(
     log: DeltaLog,
     since_version: int,
@@ -417,7 +405,8 @@ def check_commits(
     since = check_int(since_version, "since_version", minimum=0, table=table)
     spec = validate_commit_checks(spec)
     include_maintenance = bool(spec.get(INCLUDE_MAINTENANCE, False))
-    state_spec, commit_spec = _split(spec)
+    state_spec = {k: v for k, v in spec.items() if k in KNOWN_CHECKS}
+    commit_spec = {k: v for k, v in spec.items() if k in COMMIT_CHECKS}
     timings: Counter[str] = Counter()
     with _timed(timings, "list_s"):
         parsed = parse_listing(log.list_log(since + 1))
@@ -473,7 +462,8 @@ def check_commits(
             report.seed_versions.append(seed)
             schemas.setdefault(seed, snap.schema)
             actions = {n: read(n) for n in run}  # the whole run first: the seed's files are looked up once
-            walk = _walk_from(snap, {p for n in run for p in _file_paths(actions[n])}, state_spec, timings)
+            paths = {a.path for n in run for a in actions[n] if isinstance(a, AddFile | RemoveFile)}
+            walk = _walk_from(snap, paths, state_spec, timings)
             if seed != since:  # a checkpoint after a gap: its state, and its own commit without the one before
                 facts = _local_facts(seed, read(seed)) if seed in commits else _CommitFacts(seed, has_commit=False)
                 facts.prior_known, facts.append_only_table = False, _append_only(walk.metadata)

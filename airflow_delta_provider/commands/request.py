@@ -43,10 +43,6 @@ VACUUM_MODES = ("full", "lite")
 DEFAULT_AUTO_THRESHOLD_MB = float(os.environ.get("DELTA_AUTO_THRESHOLD_MB", 1024.0))
 
 
-def _flag(value: Any, name: str) -> None:
-    check_bool(value, name)
-
-
 def _count(minimum: int = 0, optional: bool = True) -> Callable[[Any, str], Any]:
     return lambda value, name: (optional and value is None) or check_int(value, name, minimum=minimum)
 
@@ -55,19 +51,22 @@ def _number(minimum: float = 0, maximum: float = 1e12, optional: bool = True) ->
     return lambda v, name: (optional and v is None) or check_number(v, name, minimum=minimum, maximum=maximum)
 
 
-def _location(value: Any, name: str) -> None:
-    if value is not None and (not isinstance(value, str) or not value.strip()):
-        raise InvalidArgumentError(f"{name} must be a path or URI, got {value!r}", argument=name)
+def _text(expected: str) -> Callable[[Any, str], None]:
+    """A check of optional non-blank text: "`name` must `expected`, got ..." otherwise."""
+
+    def check(value: Any, name: str) -> None:
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise InvalidArgumentError(f"{name} must {expected}, got {value!r}", argument=name)
+
+    return check
+
+
+_location = _text("be a path or URI")
 
 
 def _where(value: str | None, name: str) -> None:
     if value:
         parse_predicate(value, label="--where")  # syntax errors before any I/O
-
-
-def _columns(value: Any, name: str) -> None:
-    if value is not None and (not isinstance(value, str) or not value.strip()):
-        raise InvalidArgumentError(f"{name} must name columns (comma-separated), got {value!r}", argument=name)
 
 
 def _plan(value: Any, name: str) -> None:
@@ -94,7 +93,26 @@ def _opt(
     return field(default=default, metadata={"check": check, "doc": doc, **cli})
 
 
-_HOURS = _number()
+def _switch(doc: str | None = None, default: bool = False, **cli: Any) -> Any:
+    return _opt(default, check_bool, doc, **cli)
+
+
+def _hours(doc: str | None = None) -> Any:
+    return _opt(None, _number(), doc, parse=parse_hours)
+
+
+def _uri(doc: str | None = None, **cli: Any) -> Any:
+    return _opt(None, _location, doc, parse=parse_location, **cli)
+
+
+_AT_LEAST_ONE = partial(parse_count, minimum=1)
+
+
+def _positive(doc: str | None = None, parse: Callable[..., Any] = _AT_LEAST_ONE) -> Any:
+    """An optional integer >= 1 (`parse_bytes` reads a size such as 10GiB)."""
+    return _opt(None, _count(minimum=1), doc, parse=parse)
+
+
 _DELETE = "delete (default: a dry run that deletes nothing)"
 _FILE_RETENTION = "override delta.deletedFileRetentionDuration"
 
@@ -114,18 +132,18 @@ class NoOptions(_Options):
 
 @dataclass(frozen=True)
 class SnapshotOptions(_Options):
-    include_files: bool = _opt(False, _flag)
+    include_files: bool = _switch()
     #: checks at the version (`commands.checks`; with `since_version`, `commands.commit_checks`)
     checks: Mapping[str, Any] | None = _opt()
     #: also check every version and commit in (since_version, version]
     since_version: int | None = _opt(None, _count(), parse=as_version)
-    fail_on_data_loss: bool = _opt(False, _flag)
+    fail_on_data_loss: bool = _switch()
 
 
 @dataclass(frozen=True)
 class TombstonesOptions(_Options):
-    retention_hours: float | None = _opt(None, _HOURS, _FILE_RETENTION, parse=parse_hours)
-    include_files: bool = _opt(False, _flag)
+    retention_hours: float | None = _hours(_FILE_RETENTION)
+    include_files: bool = _switch()
 
 
 @dataclass(frozen=True)
@@ -140,38 +158,33 @@ class HistoryOptions(_Options):
 
 @dataclass(frozen=True)
 class ChangesOptions(_Options):
-    fail_on_data_loss: bool = _opt(False, _flag, "error when a commit in the range is missing")
+    fail_on_data_loss: bool = _switch("error when a commit in the range is missing")
 
 
 @dataclass(frozen=True)
 class CleanupLogOptions(_Options):
-    retention_hours: float | None = _opt(None, _HOURS, "override delta.logRetentionDuration", parse=parse_hours)
-    apply: bool = _opt(False, _flag, _DELETE)
-    write_checkpoint_first: bool = _opt(False, _flag, "write a checkpoint at the cutoff when none can be kept")
+    retention_hours: float | None = _hours("override delta.logRetentionDuration")
+    apply: bool = _switch(_DELETE)
+    write_checkpoint_first: bool = _switch("write a checkpoint at the cutoff when none can be kept")
     #: the table's version lease folder (`maintenance.leases`; None: `<table>/_delta_leases`)
-    lease_location: str | None = _opt(None, _location, parse=parse_location)
+    lease_location: str | None = _uri()
 
 
 @dataclass(frozen=True)
 class VacuumOptions(_Options):
-    retention_hours: float | None = _opt(None, _HOURS, _FILE_RETENTION, parse=parse_hours)
+    retention_hours: float | None = _hours(_FILE_RETENTION)
     #: refuse a retention shorter than the table's (delta-rs's name)
-    enforce_retention_duration: bool = _opt(
-        True, _flag, "allow a retention shorter than the table's (dangerous)", flag="--no-enforce-retention"
+    enforce_retention_duration: bool = _switch(
+        "allow a retention shorter than the table's (dangerous)", True, flag="--no-enforce-retention"
     )
-    untracked_grace_hours: float | None = _opt(
-        None,
-        _HOURS,
-        "never delete an untracked file younger than this (default 1 hour; independent of the retention)",
-        parse=parse_hours,
+    untracked_grace_hours: float | None = _hours(
+        "never delete an untracked file younger than this (default 1 hour; independent of the retention)"
     )
     mode: str = _opt(
         "full", _mode, "list the table (full) or the log (lite)", parse=partial(parse_choice, choices=VACUUM_MODES)
     )
-    apply: bool = _opt(False, _flag, _DELETE)
-    quarantine: bool = _opt(
-        False,
-        _flag,
+    apply: bool = _switch(_DELETE)
+    quarantine: bool = _switch(
         "move the files to <table>/_delta_quarantine/<id>/ instead of deleting them (`vacuum undo` puts them back; "
         "local engine)",
     )
@@ -181,7 +194,7 @@ class VacuumOptions(_Options):
     #: on Spark: where the executors write a plan's file list (the job: `<result-uri>.plan/`)
     plan_dir: str | None = _opt()
     #: the table's version lease folder (`maintenance.leases`; None: `<table>/_delta_leases`)
-    lease_location: str | None = _opt(None, _location, parse=parse_location)
+    lease_location: str | None = _uri()
 
 
 @dataclass(frozen=True)
@@ -198,18 +211,18 @@ class VacuumUndoOptions(_Options):
 class VacuumPurgeOptions(_Options):
     #: delete the quarantines made at least this many hours ago (0: every finished one)
     older_than_hours: float = _opt(168.0, _number(optional=False), parse=parse_hours)
-    apply: bool = _opt(False, _flag, _DELETE)
+    apply: bool = _switch(_DELETE)
 
 
 @dataclass(frozen=True)
 class OptimizeOptions(_Options):
     #: bytes per output file (default: delta.targetFileSize, else 100 MiB, delta-rs's default)
-    target_size: int | None = _opt(None, _count(minimum=1), parse=partial(parse_count, minimum=1))
+    target_size: int | None = _positive()
     min_num_files: int = _opt(
         DEFAULT_MIN_NUM_FILES,
         _count(minimum=1, optional=False),
         "compact a partition with at least N candidates",
-        parse=partial(parse_count, minimum=1),
+        parse=_AT_LEAST_ONE,
     )
     where: str | None = _opt(None, _where, "partition predicate, e.g. \"date >= '2024-01-01'\"")
     #: compact only partitions where at least this share of files is under `small_file_mb`
@@ -219,9 +232,9 @@ class OptimizeOptions(_Options):
         "compact only partitions with at least this share of small files",
         parse=parse_ratio,
     )
-    apply: bool = _opt(False, _flag, "rewrite and commit (default: a dry run that writes nothing)")
+    apply: bool = _switch("rewrite and commit (default: a dry run that writes nothing)")
     #: commit after each batch of bins of about this many input bytes
-    max_commit_bytes: int | None = _opt(None, _count(minimum=1), parse=partial(parse_count, minimum=1))
+    max_commit_bytes: int | None = _positive()
     small_file_mb: float = _opt(
         DEFAULT_SMALL_FILE_MB,
         _number(minimum=1e-6, maximum=math.inf, optional=False),
@@ -229,27 +242,20 @@ class OptimizeOptions(_Options):
     )
     zorder_by: str | None = _opt(
         None,
-        _columns,
+        _text("name columns (comma-separated)"),
         "Z-order by these columns (comma-separated): every file of the selected partitions is rewritten",
         metavar="COL[,COL...]",
     )
-    max_files: int | None = _opt(
-        None,
-        _count(minimum=1),
-        "rewrite at most N files (the bins removing most files per byte first)",
-        parse=partial(parse_count, minimum=1),
-    )
-    max_bytes: int | None = _opt(
-        None, _count(minimum=1), "read at most this many bytes (e.g. 10GiB)", parse=parse_bytes
-    )
+    max_files: int | None = _positive("rewrite at most N files (the bins removing most files per byte first)")
+    max_bytes: int | None = _positive("read at most this many bytes (e.g. 10GiB)", parse_bytes)
 
 
 @dataclass(frozen=True)
 class RestoreOptions(_Options):
     """The version to restore is the request's `version` or `timestamp` (or the plan's)."""
 
-    allow_partial: bool = _opt(False, _flag, "leave out files gone from storage instead of refusing")
-    apply: bool = _opt(False, _flag, "commit (default: a dry run that writes nothing)")
+    allow_partial: bool = _switch("leave out files gone from storage instead of refusing")
+    apply: bool = _switch("commit (default: a dry run that writes nothing)")
     #: apply this plan (a dry run's `plan`) once a fresh plan matches it, or the one kept at `plan_uri`
     plan: Mapping[str, Any] | None = _opt(None, _plan)
     plan_uri: str | None = _opt()
@@ -257,7 +263,7 @@ class RestoreOptions(_Options):
 
 @dataclass(frozen=True)
 class RepairOptions(_Options):
-    apply: bool = _opt(False, _flag, "commit the removes (default: a dry run that writes nothing)")
+    apply: bool = _switch("commit the removes (default: a dry run that writes nothing)")
 
 
 @dataclass(frozen=True)
@@ -269,38 +275,27 @@ class PurgeOptions(_Options):
         parse=parse_ratio,
     )
     where: str | None = _opt(None, _where, "partition predicate, e.g. \"date >= '2024-01-01'\"")
-    max_files: int | None = _opt(
-        None,
-        _count(minimum=1),
-        "rewrite at most N files (most dead bytes first)",
-        parse=partial(parse_count, minimum=1),
-    )
-    max_bytes: int | None = _opt(
-        None, _count(minimum=1), "read at most this many bytes (e.g. 10GiB)", parse=parse_bytes
-    )
-    apply: bool = _opt(False, _flag, "rewrite and commit (default: a dry run that writes nothing)")
+    max_files: int | None = _positive("rewrite at most N files (most dead bytes first)")
+    max_bytes: int | None = _positive("read at most this many bytes (e.g. 10GiB)", parse_bytes)
+    apply: bool = _switch("rewrite and commit (default: a dry run that writes nothing)")
     #: apply this plan (a dry run's `plan`), re-validated, or the one kept at `plan_uri`
     plan: Mapping[str, Any] | None = _opt(None, _plan)
     plan_uri: str | None = _opt()
     #: bytes per output file (default: delta.targetFileSize, else OPTIMIZE's default)
-    target_size: int | None = _opt(None, _count(minimum=1), parse=partial(parse_count, minimum=1))
+    target_size: int | None = _positive()
     #: commit after each batch of bins of about this many input bytes
-    max_commit_bytes: int | None = _opt(None, _count(minimum=1), parse=partial(parse_count, minimum=1))
+    max_commit_bytes: int | None = _positive()
 
 
 @dataclass(frozen=True)
 class StatsBackfillOptions(_Options):
     where: str | None = _opt(None, _where, "partition predicate selecting the files")
-    max_files: int | None = _opt(
-        None, _count(minimum=1), "recompute at most N files", parse=partial(parse_count, minimum=1)
-    )
-    max_bytes: int | None = _opt(
-        None, _count(minimum=1), "read at most about this many bytes (e.g. 10GiB)", parse=parse_bytes
-    )
-    tighten: bool = _opt(False, _flag, "also recompute wide stats (tightBounds=false, left by deletion vectors)")
-    apply: bool = _opt(False, _flag, "re-add the files with their stats (default: a dry run that writes nothing)")
+    max_files: int | None = _positive("recompute at most N files")
+    max_bytes: int | None = _positive("read at most about this many bytes (e.g. 10GiB)", parse_bytes)
+    tighten: bool = _switch("also recompute wide stats (tightBounds=false, left by deletion vectors)")
+    apply: bool = _switch("re-add the files with their stats (default: a dry run that writes nothing)")
     #: commit after each batch of this many files
-    files_per_commit: int | None = _opt(None, _count(minimum=1), parse=partial(parse_count, minimum=1))
+    files_per_commit: int | None = _positive()
 
 
 _PREFIXES = "prefixes to walk for tables (a prefix may itself be a table)"
@@ -314,7 +309,7 @@ class LakeScanOptions(_Options):
     tables: tuple[str, ...] = _opt(
         (), _uris, "a table to scan as well (repeatable)", flag="--table", action="append", metavar="URI"
     )
-    policy: str | None = _opt(None, _location, "lake policy file (JSON or YAML)", parse=parse_location)
+    policy: str | None = _uri("lake policy file (JSON or YAML)")
     max_depth: int = _opt(
         DEFAULT_MAX_DEPTH,
         _count(optional=False),
@@ -344,15 +339,15 @@ PROOFS = ("counts", "content")
 class LakeRunOptions(LakePlanOptions):
     """The plan, run table by table (`delta.lake.run.run_table`), each rewrite proved, optionally recorded."""
 
-    apply: bool = _opt(False, _flag, "run the plan (default: plan only, as `lake plan`)")
-    apply_vacuum: bool = _opt(False, _flag, "also run the planned VACUUMs (they delete files)")
+    apply: bool = _switch("run the plan (default: plan only, as `lake plan`)")
+    apply_vacuum: bool = _switch("also run the planned VACUUMs (they delete files)")
     verify: str = _opt(
         "counts",
         lambda value, name: parse_choice(value, name, choices=PROOFS),
         "prove rewrites by row counts or by content",
         parse=partial(parse_choice, choices=PROOFS),
     )
-    history: str | None = _opt(None, _location, "append what ran to this Delta table", parse=parse_location)
+    history: str | None = _uri("append what ran to this Delta table")
 
 
 #: The lake report's formats, by the extension of `--out` (anything else: HTML).
@@ -365,28 +360,18 @@ REPORT_MAX_RUNS = 30
 class LakeReportOptions(_Options):
     """The lake report (`commands.lake_report`) of the maintenance history that is the request's `table`."""
 
-    table_uri: str | None = _opt(
-        None, _location, "report this table only (as the history names it)", flag="--table", metavar="URI",
-        parse=parse_location,
-    )  # fmt: skip
+    table_uri: str | None = _uri("report this table only (as the history names it)", flag="--table", metavar="URI")
     max_runs: int = _opt(
         REPORT_MAX_RUNS,
         _count(minimum=1, optional=False),
         f"show the last N runs (default {REPORT_MAX_RUNS})",
-        parse=partial(parse_count, minimum=1),
+        parse=_AT_LEAST_ONE,
     )
-    out: str | None = _opt(
-        None,
-        _location,
-        "write the report to this file or URI: HTML, or Markdown/JSON for a .md/.json name",
-        metavar="FILE",
-        parse=parse_location,
+    out: str | None = _uri(
+        "write the report to this file or URI: HTML, or Markdown/JSON for a .md/.json name", metavar="FILE"
     )
-    health: bool = _opt(
-        True,
-        _flag,
-        "read no table's log: health from what each run recorded at plan time only",
-        flag="--no-health",
+    health: bool = _switch(
+        "read no table's log: health from what each run recorded at plan time only", True, flag="--no-health"
     )
 
 

@@ -43,20 +43,16 @@ def file_dict(a: AddFile) -> dict[str, Any]:
 
 
 def tombstone_dict(r: RemoveFile, cutoff_ms: int | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "path": r.path,
-        "deletion_timestamp": r.deletion_timestamp,
-        "size": r.size,
-    }
+    out: dict[str, Any] = {"path": r.path, "deletion_timestamp": r.deletion_timestamp, "size": r.size}
     if cutoff_ms is not None:
         out["expired"] = r.del_timestamp <= cutoff_ms
     return out
 
 
-def snapshot_summary(snap: Snapshot) -> dict[str, Any]:
-    """Small dict for XCom and human output: no file lists."""
+def snapshot_dict(snap: Snapshot, *, include_files: bool = True) -> dict[str, Any]:
+    """The `snapshot --json` object: summary, metadata, and (by default) files and tombstones."""
     info = snap.commit_info
-    return {
+    out: dict[str, Any] = {
         "table": snap.table,
         "version": snap.version,
         "timestamp_ms": snap.timestamp,
@@ -69,14 +65,9 @@ def snapshot_summary(snap: Snapshot) -> dict[str, Any]:
         "num_tombstones": snap.num_tombstones(),
         "set_transactions": {k: t.version for k, t in sorted(snap.set_transactions.items())},
         "checkpoint_version": snap.log_segment.checkpoint_version,
+        "metadata": metadata_dict(snap.metadata),
+        "domain_metadata": {k: d.configuration for k, d in sorted(snap.domain_metadata.items())},
     }
-
-
-def snapshot_dict(snap: Snapshot, *, include_files: bool = True) -> dict[str, Any]:
-    """The `snapshot --json` object: summary, metadata, and (by default) files and tombstones."""
-    out = snapshot_summary(snap)
-    out["metadata"] = metadata_dict(snap.metadata)
-    out["domain_metadata"] = {k: d.configuration for k, d in sorted(snap.domain_metadata.items())}
     if include_files:
         out["files"] = [file_dict(a) for a in sorted(snap.all_files(with_stats=False), key=lambda a: a.path)]
         out["tombstones"] = [tombstone_dict(r) for r in sorted(snap.tombstones(), key=lambda r: r.path)]
