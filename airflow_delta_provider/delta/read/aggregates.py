@@ -180,12 +180,6 @@ class FileDigest:
     complete: bool = True
     max_groups: int = MAX_DIGEST_GROUPS
 
-    def add_tombstone(
-        self, partition_values: Mapping[str, str | None] | None, size: int | None, deleted_ms: int | None
-    ) -> None:
-        key = partition_key(partition_values, self.partition_columns)
-        self.add_group(key, deleted_ms, 1, size or 0, int(size is None))
-
     def add_group(self, partition: str, deleted_ms: int | None, count: int, size_bytes: int, without_size: int) -> None:
         """Count `count` tombstones of `partition` deleted at `deleted_ms` (already aggregated)."""
         if not self.complete:
@@ -244,5 +238,6 @@ def digest_file_rows(
             continue
         rm = row.get("remove")
         if rm is not None:
-            out.add_tombstone(rm.get("partitionValues"), rm.get("size"), rm.get("deletionTimestamp"))
+            size, partition = rm.get("size"), partition_key(rm.get("partitionValues"), partition_columns)
+            out.add_group(partition, rm.get("deletionTimestamp"), 1, size or 0, int(size is None))
     return out

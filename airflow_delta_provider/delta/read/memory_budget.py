@@ -38,11 +38,6 @@ def estimate(parquet_decoded: int, json_bytes: int) -> int:
     return CHECKPOINT_FACTOR * parquet_decoded + JSON_FACTOR * json_bytes
 
 
-def upper_bound(parquet_file_bytes: int, json_bytes: int) -> int:
-    """An estimate no footer can exceed, from file sizes alone."""
-    return estimate(MAX_PARQUET_EXPANSION * parquet_file_bytes, json_bytes)
-
-
 def over_limit(table: str, version: int, needed: int, limit: int, *, file: str | None = None) -> ResourceLimitError:
     mib = 1024 * 1024
     return ResourceLimitError(
@@ -123,8 +118,9 @@ class MemoryBudget:
         self.json_bytes += json_bytes
         self.parquet.update(parquet)
         sizes = list(self.parquet.values())
-        if None not in sizes and upper_bound(sum(s or 0 for s in sizes), self.json_bytes) <= self.limit:
-            return
+        if None not in sizes:  # an estimate no footer can exceed, from file sizes alone
+            if estimate(MAX_PARQUET_EXPANSION * sum(s or 0 for s in sizes), self.json_bytes) <= self.limit:
+                return
         for path in self.parquet:
             if path not in self.decoded:
                 got = self._footer_bytes(path)

@@ -134,8 +134,7 @@ class FsspecLogStore(s3.S3Requests):
         #: The backend module (`s3`, `gcs`, `azure`), or None for any other filesystem.
         self._backend = _BACKENDS.get(self._protocol)
         self.is_s3 = self._backend is s3
-        anonymous = _anonymous(storage_options)
-        self.read_only = read_only or anonymous
+        self.read_only = read_only or _anonymous(storage_options)
         self._read_only_reason = "read_only=True" if read_only else "anonymous access"
         self.unsafe_put_if_absent = unsafe_put_if_absent
         self._secrets = secret_values(storage_options)
