@@ -218,8 +218,6 @@ def file_key(path: str, dv: DeletionVectorDescriptor | None) -> FileKey:
 
 
 class Action(_JsonValue):
-    """Base class of all actions."""
-
     __slots__ = ()
     action_name: ClassVar[str] = ""
 

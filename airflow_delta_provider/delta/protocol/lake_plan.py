@@ -84,14 +84,9 @@ class Cost:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "bytes_read": self.bytes_read,
-            "bytes_written": self.bytes_written,
-            "files_deleted": self.files_deleted,
-            "requests": dict(self.requests),
-            "requests_total": self.total_requests,
-            "estimated_seconds": round(self.seconds, 3),
-        }
+        out = asdict(self)
+        del out["seconds"]
+        return {**out, "requests_total": self.total_requests, "estimated_seconds": round(self.seconds, 3)}
 
 
 @dataclass(frozen=True)

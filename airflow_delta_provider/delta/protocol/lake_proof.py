@@ -105,10 +105,7 @@ def _mismatch(message: str, table: str, version: int, removed: Sequence[str], ad
 
 
 def prove_counts(
-    table: str,
-    version: int,
-    actions: Iterable[Action],
-    removed_rows: Mapping[str, int | None],
+    table: str, version: int, actions: Iterable[Action], removed_rows: Mapping[str, int | None]
 ) -> RowProof:
     """The count proof of one commit. `removed_rows` holds each removed path's live rows as the table had it
     before (a remove need not carry stats); a path it lacks falls back to the remove's own stats.
@@ -137,7 +134,6 @@ def row_hash(row: Sequence[Any]) -> int:
 
 
 def digest_rows(rows: Iterable[Sequence[Any]]) -> Digest:
-    """The order-independent digest of `rows`."""
     n = s = s2 = 0
     for row in rows:
         h = row_hash(row)

@@ -514,10 +514,7 @@ def _outcomes(expr: Expr, partition_values: Mapping[str, Any], stats: Mapping[st
 
 
 def might_match_file(
-    expr: Expr,
-    partition_values: Mapping[str, Any],
-    stats: Mapping[str, Any] | None,
-    partition_columns: Iterable[str],
+    expr: Expr, partition_values: Mapping[str, Any], stats: Mapping[str, Any] | None, partition_columns: Iterable[str]
 ) -> bool:
     """False only when the file cannot hold a row for which `expr` is true (a conservative prune).
 

@@ -291,10 +291,7 @@ def _place(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
 
 
 def build_stats(
-    num_records: int,
-    columns: Sequence[tuple[StatsColumn, ColumnStats]],
-    *,
-    tight_bounds: bool | None = None,
+    num_records: int, columns: Sequence[tuple[StatsColumn, ColumnStats]], *, tight_bounds: bool | None = None
 ) -> dict[str, Any]:
     """The `add.stats` object, keys in Spark's order: numRecords, minValues, maxValues, nullCount,
     tightBounds. A stat with no eligible column is left out (Spark: `lit(null)`)."""

@@ -96,7 +96,6 @@ class StatsBackfillPlan:
         return sum(f.add.size for f in self.files)
 
     def counts(self) -> dict[str, int]:
-        """Planned files by reason."""
         return dict.fromkeys(REASONS, 0) | Counter(f.reason for f in self.files)
 
     def summary(self, listed: int = LISTED_FILES) -> dict[str, Any]:
