@@ -227,6 +227,8 @@ def plan_table(health: TableHealth, rates: Rates = Rates()) -> tuple[list[Task],
     if health.policy.skip:
         return [], [{"table": health.table, "reason": "policy: never touch"}]
     tasks: list[Task] = []
+    threshold = health.policy.spark_min_files  # a table with this many active files runs on Spark
+    engine = "spark" if threshold is not None and health.num_files >= threshold else "local"
     for op in LAKE_OPERATIONS:
         if op in health.policy.disabled:
             skipped.append({"table": health.table, "operation": op, "reason": "policy: operation disabled"})
@@ -240,15 +242,8 @@ def plan_table(health: TableHealth, rates: Rates = Rates()) -> tuple[list[Task],
             continue
         approval = op in health.policy.never_unattended
         options = driver_options(task, health.policy)
-        tasks.append(replace(task, needs_approval=approval, options=options, engine=engine_for(health)))
+        tasks.append(replace(task, needs_approval=approval, options=options, engine=engine))
     return tasks, skipped
-
-
-def engine_for(health: TableHealth) -> str:
-    """ "spark" for a table whose state (active files) is at or over its policy's `spark_min_files`, else
-    "local"."""
-    threshold = health.policy.spark_min_files
-    return "spark" if threshold is not None and health.num_files >= threshold else "local"
 
 
 def driver_options(task: Task, policy: TablePolicy) -> dict[str, Any]:

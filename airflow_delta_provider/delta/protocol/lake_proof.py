@@ -128,15 +128,11 @@ def prove_counts(
     return RowProof(table, version, operation, PROVEN, removed, added, rows_before, rows_after)
 
 
-def row_hash(row: Sequence[Any]) -> int:
-    """A 64-bit hash of one row's values (their `repr`: types and values, None distinct from any value)."""
-    return int.from_bytes(hashlib.blake2b(repr(tuple(row)).encode(), digest_size=8).digest(), "little")
-
-
 def digest_rows(rows: Iterable[Sequence[Any]]) -> Digest:
     n = s = s2 = 0
     for row in rows:
-        h = row_hash(row)
+        # a 64-bit hash of the row's values' `repr`: types and values, None distinct from any value
+        h = int.from_bytes(hashlib.blake2b(repr(tuple(row)).encode(), digest_size=8).digest(), "little")
         n, s, s2 = n + 1, (s + h) & _MASK, (s2 + h * h) & _MASK
     return Digest(n, s, s2)
 

@@ -90,9 +90,6 @@ class PurgePlan:
     def files(self) -> list[AddFile]:
         return [f for b in self.bins for f in b.files]
 
-    def file_list(self) -> list[dict[str, Any]]:
-        return [file_entry(f, b.partition) for b in self.bins for f in b.files]
-
     def summary(self) -> dict[str, Any]:
         """What a dry run reports: the totals and every file with its deletion vector."""
         files = self.files
@@ -108,7 +105,7 @@ class PurgePlan:
             "bytes": sum(f.size for f in files),
             "num_deleted_rows": sum(d.cardinality for d in dvs),
             "dv_bytes": sum(d.size_in_bytes for d in dvs),
-            "files": self.file_list(),
+            "files": [file_entry(f, b.partition) for b in self.bins for f in b.files],
             "dropped": list(self.dropped),
             "num_files_over_budget": sum(len(b.files) for b in self.over_budget),
             "bytes_over_budget": sum(b.num_bytes for b in self.over_budget),

@@ -126,12 +126,6 @@ def parse_column_list(text: str) -> list[tuple[str, ...]]:
             return columns
 
 
-def _struct_fields(type_: str | Mapping[str, Any]) -> list[StructField] | None:
-    if isinstance(type_, Mapping) and type_.get("type") == "struct":
-        return list(StructType.from_json(type_).fields)
-    return None
-
-
 def _leaves(
     fields: Sequence[StructField],
     paths: list[tuple[str, ...]] | None,
@@ -151,9 +145,8 @@ def _leaves(
             continue
         lp, pp = (*logical, f.name), (*physical, f.physical_name if mapped else f.name)
         rests = None if rests is None or all(not r for r in rests) else [r for r in rests if r]
-        children = _struct_fields(f.type)
-        if children is not None:
-            yield from _leaves(children, rests, mapped, lp, pp)
+        if isinstance(f.type, Mapping) and f.type.get("type") == "struct":
+            yield from _leaves(StructType.from_json(f.type).fields, rests, mapped, lp, pp)
         elif rests is None:
             yield StatsColumn(lp, pp, f.type_name)
 
