@@ -52,9 +52,9 @@ def byte_unit(largest: float) -> tuple[float, str]:
     return divisor, unit
 
 
-def vacuum_partitions(result: Mapping[str, Any]) -> list[tuple[str, Mapping[str, int]]]:
-    parts = (result.get("partitions") or {}).items()
-    return sorted(parts, key=lambda kv: (-kv[1]["bytes"], kv[0]))
+def largest_partitions(holder: Mapping[str, Any] | None) -> list[tuple[str, Mapping[str, Any]]]:
+    """The `partitions` of a VACUUM result (its directories) or of a table health, by bytes, largest first."""
+    return sorted(((holder or {}).get("partitions") or {}).items(), key=lambda kv: (-kv[1]["bytes"], kv[0]))
 
 
 # -- charts ----------------------------------------------------------------------------------------------
@@ -179,7 +179,7 @@ def partition_chart(report: Mapping[str, Any]) -> Chart | None:
 
 
 def vacuum_chart(result: Mapping[str, Any]) -> Chart | None:
-    ranked = [(k, p) for k, p in vacuum_partitions(result) if p["files"]]
+    ranked = [(k, p) for k, p in largest_partitions(result) if p["files"]]
     if not ranked:
         return None
     fig, ax, bars, shown = _ranked_bars(ranked, "(table root)", [("bytes", _RED, None)])

@@ -126,14 +126,16 @@ class _Run:
         now = self.request.now_ms
         return None if now is None else (lambda: now)
 
+    def _delta_log(self, engine: Any = None) -> DeltaLog:
+        return DeltaLog(self.request.table, storage_options=self.options, clock=self._clock(), engine=engine)
+
     def _local_log(self) -> DeltaLog:
-        r = self.request
-        if r.memory_limit_bytes == "auto":
-            return DeltaLog(r.table, storage_options=self.options, clock=self._clock())
+        limit = self.request.memory_limit_bytes
+        if limit == "auto":
+            return self._delta_log()
         from ..delta.engines.local import LocalEngine
 
-        engine = LocalEngine(memory_limit_bytes=r.memory_limit_bytes)  # type: ignore[arg-type]
-        return DeltaLog(r.table, storage_options=self.options, clock=self._clock(), engine=engine)
+        return self._delta_log(LocalEngine(memory_limit_bytes=limit))  # type: ignore[arg-type]
 
     def _spark_log(self) -> DeltaLog:
         from ..delta.engines.spark import SparkEngine
@@ -151,7 +153,7 @@ class _Run:
             # a log under the auto threshold is replayed here; only the heavy work goes to the executors
             driver_state_max_bytes=int(r.auto_threshold_mb * 1024 * 1024),
         )
-        return DeltaLog(r.table, storage_options=self.options, clock=self._clock(), engine=engine)
+        return self._delta_log(engine)
 
     def _engine_log(self) -> DeltaLog:
         """The log on the requested engine (`auto`: local; state-reading actions size it first, `_log`)."""
@@ -209,14 +211,12 @@ class _Run:
         from ..delta.storage import store_for
 
         check = getattr(store_for(self.request.table, self.options), "check_bucket", None)
-        if check is None:
-            return
         try:
-            check()
-        except BucketNotFoundError:
-            raise
-        except Exception:  # the probe failing (denied, unreachable) must not hide the table's own error
-            return
+            if check is not None:
+                check()
+        except Exception as exc:  # the probe failing (denied, unreachable) must not hide the table's own error
+            if isinstance(exc, BucketNotFoundError):
+                raise
 
     # -- the actions (one handler each; `ACTIONS` below) ------------------------------------------------
     def version(self) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -343,21 +343,18 @@ def lake_report(
     for name, table_rows in by_table.items():
         table_runs = [run_of[i] for i in dict.fromkeys(r["run_id"] for r in table_rows)]
         table_runs.sort(key=lambda r: (r["started_ms"] or 0, r["run_id"]))
-        last = table_runs[-1]
-        done = [r for r in table_rows if r.get("status") == "done"]
         failures = [
             {"run_id": r["run_id"], "operation": r.get("operation"), "error_class": r.get("error_class"),
              "error_message": r.get("error_message")}
             for r in table_rows if r.get("status") == "failed"
         ]  # fmt: skip
-        operations: dict[str, int] = {}
-        for r in done:
-            operations[r.get("operation") or "?"] = operations.get(r.get("operation") or "?", 0) + 1
+        operations = Counter(r.get("operation") or "?" for r in table_rows if r.get("status") == "done")
+        recorded = recorded_points(table_rows, table_runs)
         tables.append(
             {
                 "table": name,
                 "runs": [r["run_id"] for r in table_runs],
-                "last_run_ms": last["started_ms"],
+                "last_run_ms": table_runs[-1]["started_ms"],
                 "operations": dict(sorted(operations.items())),
                 "maintained": any(r.get("operation") != HEALTH_OPERATION for r in table_rows),
                 "failures": failures,
@@ -372,10 +369,10 @@ def lake_report(
                     for run in table_runs
                 ],
                 "_runs": table_runs,
+                "recorded_health": recorded,
+                "since_previous": since_previous(recorded),
             }
         )
-        recorded = recorded_points(table_rows, table_runs)
-        tables[-1].update(recorded_health=recorded, since_previous=since_previous(recorded))
     tables.sort(key=lambda t: (-(t["last_run_ms"] or 0), t["table"]))
     if health:
         chosen = tables[:MAX_HEALTH_TABLES]
@@ -528,11 +525,9 @@ def render_lake_html(report: Mapping[str, Any], *, table_link: str | None = None
     to its own page (the URI appended, URL-encoded); None: no links (a page read offline)."""
     from urllib.parse import quote
 
-    from .. import __version__
-    from .reports import environment
+    from .reports import render_page
 
     one = report.get("table") is not None
-    charts = []
     if one and report["tables"]:
         tb = report["tables"][0]
         charts = [lake_health_chart(tb["health"] or []), maintenance_chart(tb["per_run"])]
@@ -545,22 +540,17 @@ def render_lake_html(report: Mapping[str, Any], *, table_link: str | None = None
     links = {}
     if table_link is not None:
         links = {tb["table"]: table_link + quote(tb["table"], safe="") for tb in report["tables"]}
-    page = (
-        environment()
-        .get_template("lake.html.j2")
-        .render(
-            title=_title(report),
-            r=report,
-            t=report["totals"],
-            one=one,
-            links=links,
-            health_read=one and bool(report["tables"]) and _health_read(report["tables"][0]),
-            charts=[c for c in charts if c is not None],
-            share=_share,
-            provider_version=__version__,
-        )
+    return render_page(
+        "lake.html.j2",
+        title=_title(report),
+        r=report,
+        t=report["totals"],
+        one=one,
+        links=links,
+        health_read=one and bool(report["tables"]) and _health_read(report["tables"][0]),
+        charts=[c for c in charts if c is not None],
+        share=_share,
     )
-    return page if page.endswith("\n") else page + "\n"
 
 
 #: The lake report's formats, as `--report-formats` names them.

@@ -23,13 +23,13 @@ from .charts import (
     health_chart,
     human_bytes,
     human_hours,
+    largest_partitions,
     partition_chart,
     runs_chart,
     short,
     size_chart,
     tombstone_partitions,
     vacuum_chart,
-    vacuum_partitions,
     versions_chart,
     zorder_chart,
 )
@@ -261,7 +261,7 @@ def _vacuum(result: Mapping[str, Any]) -> _Report:
             lines.append(f"Kept after re-validation: {len(result['dropped'])} planned files")
         if result.get("audit_versions"):
             lines.append(f"Audit commits: versions {', '.join(map(str, result['audit_versions']))}")
-    partitions = vacuum_partitions(result)
+    partitions = largest_partitions(result)
     rows = [[k or "(table root)", p["files"], human_bytes(p["bytes"])] for k, p in partitions]
     files = sorted(result.get("files") or (), key=lambda f: (-int(f.get("size") or 0), f["path"]))
     page = {
@@ -315,15 +315,11 @@ def _health_section(before: Mapping[str, Any] | None, after: Mapping[str, Any] |
     headers = ["partition", *(["files before"] if both else []), "files", "bytes", "small files", "state", "rows"]
     shown, prior = after or before, ((before or {}).get("partitions") or {}) if both else None
     rows = []
-    for key, p in _largest_partitions(shown)[:MAX_TABLE_ROWS]:
+    for key, p in largest_partitions(shown)[:MAX_TABLE_ROWS]:
         was = [(prior.get(key) or {"files": 0})["files"]] if prior is not None else []
         rows.append([key or "(unpartitioned)", *was, p["files"], human_bytes(p["bytes"]), p["small_files"],
                      _health_status(p), "-" if p["rows"] is None else p["rows"]])  # fmt: skip
     return ("Per partition", headers, rows)
-
-
-def _largest_partitions(health: Mapping[str, Any] | None) -> list[tuple[str, Mapping[str, Any]]]:
-    return sorted(((health or {}).get("partitions") or {}).items(), key=lambda kv: (-kv[1]["bytes"], kv[0]))
 
 
 def _with_health(
@@ -335,15 +331,17 @@ def _with_health(
     **page: Any,
 ) -> _Report:
     """A report of a kind that reads the table's health (`HEALTH_KINDS`): `lines` end with the change since
-    the previous run, and the page shows the partitions (largest first) and, after `charts`, the charts of
-    the partitions and of the runs."""
-    health = result.get("health") or {}
-    before, after = health.get("before"), health.get("after")
+    the previous run, and the page shows the partitions (largest first), the rows before and after when both
+    were read and, after `charts`, the charts of the partitions and of the runs."""
+    before, after = _before_after(result)
     shown = after or before or {}
-    parts = _largest_partitions(shown)
+    parts = largest_partitions(shown)
+    both = bool(before and after)
     page = {
         "before": before if after else None,
         "after": shown or None,
+        "rows_before": _rows(before) if both else None,
+        "rows_after": _rows(after) if both else None,
         **_capped("partitions", [(k, p, _health_status(p)) for k, p in parts]),
         "changes": _changes_text(result),
         "runs": _runs(result),
@@ -387,16 +385,9 @@ def _rewrite(result: Mapping[str, Any]) -> _Report:
         lines.append(f"Z-ORDER overlap on {col}: {_count(o['before'])} before, {_count(o['after'])} after")
     if "num_deleted_rows_purged" in result:
         lines.append(f"Deleted rows purged: {result['num_deleted_rows_purged']}")
-    shown_before = before if after else None
+    charts = (partial(zorder_chart, result.get("zorder_overlap")),)
     return _with_health(
-        result,
-        _plan_or_report(name, result),
-        lines,
-        [_health_section(before, after)],
-        name=name,
-        rows_before=_rows(shown_before) if shown_before else _rows(after or before),
-        rows_after=_rows(after or before) if shown_before else None,
-        charts=(partial(zorder_chart, result.get("zorder_overlap")),),
+        result, _plan_or_report(name, result), lines, [_health_section(before, after)], charts, name=name
     )
 
 
@@ -459,8 +450,6 @@ def _restore(result: Mapping[str, Any]) -> _Report:
     ]
     page = {
         "m": m,
-        "rows_before": _rows(before if after else None),
-        "rows_after": _rows(after or before) if before and after else None,
         **_capped("restored", list(result.get("files_restored") or ())),
         **_capped("removed", list(result.get("files_removed") or ())),
     }
@@ -543,18 +532,19 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def render_html(kind: str, result: Mapping[str, Any]) -> str:
-    """`result` (of the action `kind`, one of `REPORT_KINDS`) as one self-contained HTML page."""
+def render_page(template: str, **values: Any) -> str:
+    """`templates/<template>` rendered with `values` and the provider's version, ending in a newline."""
     from .. import __version__
 
+    page = environment().get_template(template).render(**values, provider_version=__version__)
+    return page if page.endswith("\n") else page + "\n"
+
+
+def render_html(kind: str, result: Mapping[str, Any]) -> str:
+    """`result` (of the action `kind`, one of `REPORT_KINDS`) as one self-contained HTML page."""
     report = _report(kind, result)
     charts = [chart for draw in report.charts if (chart := draw()) is not None]
-    page = (
-        environment()
-        .get_template(f"{kind}.html.j2")
-        .render(**report.page, title=report.title, r=result, charts=charts, kind=kind, provider_version=__version__)
-    )
-    return page if page.endswith("\n") else page + "\n"
+    return render_page(f"{kind}.html.j2", **report.page, title=report.title, r=result, charts=charts, kind=kind)
 
 
 #: Which renderer makes each report format (`--report-formats`).
