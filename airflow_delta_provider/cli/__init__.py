@@ -477,21 +477,23 @@ def build_parser() -> argparse.ArgumentParser:
             "plan, then with --apply run each table's tasks, rewrites proved (VACUUM only with --apply-vacuum)",
             cmd_lake_run,
         ),
+        (
+            "report",
+            "the lake report of a maintenance history: each table's health across runs, what runs spent and saved",
+            cmd_lake_report,
+        ),
     ):
         p = lake.add_parser(name, help=help_text, description=help_text)
         p.prog = f"deltalog lake {name}"
+        if name == "report":
+            p.add_argument(
+                "path", metavar="HISTORY_URI", help="the maintenance history table (the autopilot's history_uri)"
+            )
         p.add_argument("--storage-option", type=KEY_VALUE, action="append", metavar="KEY=VALUE", help="fsspec option")
-        p.add_argument("--json", action="store_true", help="print stable JSON (see docs/lake.md); errors as JSON")
+        what = "the report as JSON" if name == "report" else "stable JSON"
+        p.add_argument("--json", action="store_true", help=f"print {what} (see docs/lake.md); errors as JSON")
         _option_flags(p, f"lake_{name}")
         p.set_defaults(fn=fn)
-    report_help = "the lake report of a maintenance history: each table's health across runs, what runs spent and saved"
-    p = lake.add_parser("report", help=report_help, description=report_help)
-    p.prog = "deltalog lake report"
-    p.add_argument("path", metavar="HISTORY_URI", help="the maintenance history table (the autopilot's history_uri)")
-    p.add_argument("--storage-option", type=KEY_VALUE, action="append", metavar="KEY=VALUE", help="fsspec option")
-    p.add_argument("--json", action="store_true", help="print the report as JSON (see docs/lake.md); errors as JSON")
-    _option_flags(p, "lake_report")
-    p.set_defaults(fn=cmd_lake_report)
     p = sub.add_parser("completion", help="print a shell completion script", description="print a completion script")
     p.add_argument("shell", choices=("bash", "zsh"))
     p.set_defaults(fn=cmd_completion, json=False)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
-from ..commands.charts import human_bytes
+from ..commands.charts import human_bytes, signed
 from ..delta.protocol.history import format_ms
 
 #: Elements (of a list, or items of a dict) encoded per write: one C-encoder call per batch.
@@ -145,10 +146,7 @@ def show_history(body: dict[str, Any], out: TextIO) -> None:
 
 def show_changes(body: dict[str, Any], out: TextIO) -> None:
     for c in body["changes"]:
-        kinds: dict[str, int] = {}
-        for a in c["actions"]:
-            name = next(iter(a))
-            kinds[name] = kinds.get(name, 0) + 1
+        kinds = Counter(next(iter(a)) for a in c["actions"])
         out.write(f"{c['version']}: " + ", ".join(f"{n} {k}" for k, n in kinds.items()) + "\n")
 
 
@@ -392,10 +390,6 @@ def show_lake_run(result: dict[str, Any], out: TextIO) -> None:
         out.write(f"history: version {result['history_version']}\n")
 
 
-def _change(value: int | None) -> str:
-    return "-" if value is None else f"{value:+,}" if value else "0"
-
-
 def show_lake_report(result: dict[str, Any], out: TextIO) -> None:
     """The lake report: its runs and totals, then one line per table (its latest health, and what changed
     between the last two runs' plan-time health)."""
@@ -421,8 +415,8 @@ def show_lake_report(result: dict[str, Any], out: TextIO) -> None:
                 "-" if share is None else f"{share:.0%}",
                 "-" if p.get("tombstone_bytes") is None else human_bytes(p["tombstone_bytes"]),
                 "-" if p.get("commits_since_checkpoint") is None else str(p["commits_since_checkpoint"]),
-                _change(c.get("files")),
-                _change(c.get("versions")),
+                signed(c.get("files")),
+                signed(c.get("versions")),
                 str(len(tb["failures"])),
             ]
         )

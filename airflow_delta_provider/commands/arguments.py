@@ -100,15 +100,17 @@ def parse_size(
     return parse_number(value, argument, maximum=maximum, above_minimum=True, expected=expected, table=table)
 
 
+def _integer(value: Any) -> int | None:
+    """An integer, or its decimal string, as an `int`; None for anything else (booleans, fractions)."""
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        return int(value)
+    return int(value) if isinstance(value, str) and _INTEGER.fullmatch(value) else None
+
+
 def parse_count(value: Any, argument: str, *, minimum: int = 0, table: str | None = None) -> int:
     """An integer >= `minimum`, or its decimal string; booleans and fractions are refused."""
-    if isinstance(value, Integral) and not isinstance(value, bool):
-        number = int(value)
-    elif isinstance(value, str) and _INTEGER.fullmatch(value):
-        number = int(value)
-    else:
-        raise refuse(argument, f"an integer >= {minimum}", value, table=table)
-    if number < minimum:
+    number = _integer(value)
+    if number is None or number < minimum:
         raise refuse(argument, f"an integer >= {minimum}", value, table=table)
     return number
 
@@ -186,11 +188,10 @@ def as_version(value: Any, name: str) -> int | None:
         return None
     if isinstance(value, Mapping | list | tuple):
         return last_version(value)
-    if isinstance(value, Integral) and not isinstance(value, bool):
-        return int(value)
-    if isinstance(value, str) and _INTEGER.fullmatch(value):
-        return int(value)
-    raise refuse(name, "an integer version", value)
+    number = _integer(value)
+    if number is None:
+        raise refuse(name, "an integer version", value)
+    return number
 
 
 def parse_duration(

@@ -42,6 +42,16 @@ def human_hours(hours: float | None) -> str:
     return f"{hours / 24:.3g} d"
 
 
+def signed(value: int | None, fmt: Callable[[int], str] | None = None) -> str:
+    """A change with its sign (`+3`, `-1.2 MiB`), `0` for none, `-` when unknown."""
+    if value is None:
+        return "-"
+    if not value:
+        return "0"
+    text = fmt(abs(value)) if fmt else f"{abs(value):,}"
+    return ("+" if value > 0 else "-") + text
+
+
 def byte_unit(largest: float) -> tuple[float, str]:
     """(divisor, unit) that shows `largest` bytes as a number below 1024."""
     divisor, unit = 1.0, "B"

@@ -31,7 +31,7 @@ from ..delta.errors import DeltaError, InvalidArgumentError, TableNotFoundError
 from ..delta.lake.history import HEALTH_COLUMNS, HEALTH_OPERATION
 from ..delta.protocol.lake_policy import LakePolicy
 from ..delta.read.deletion_vectors import read_data_file
-from .charts import human_bytes, lake_health_chart, lake_tables_chart, maintenance_chart
+from .charts import human_bytes, lake_health_chart, lake_tables_chart, maintenance_chart, signed
 from .request import REPORT_MAX_RUNS
 
 #: Most runs (the latest) a report shows; the JSON holds the same ones.
@@ -428,16 +428,6 @@ def _share(point: Mapping[str, Any] | None) -> str:
     return "-" if share is None else f"{100 * share:.0f} %"
 
 
-def _signed(value: int | None, fmt: Any = None) -> str:
-    """A change with its sign (`+3`, `-1.2 MiB`), `0` for none, `-` when unknown."""
-    if value is None:
-        return "-"
-    if not value:
-        return "0"
-    text = fmt(abs(value)) if fmt else f"{abs(value):,}"
-    return ("+" if value > 0 else "-") + text
-
-
 def render_lake_markdown(report: Mapping[str, Any]) -> str:
     """The report as Markdown: totals, then one row per run and one per table."""
     t = report["totals"]
@@ -487,10 +477,10 @@ def render_lake_markdown(report: Mapping[str, Any]) -> str:
         for tb in changed:
             c = tb["since_previous"]
             out.append(
-                f"| {tb['table']} | {c['from_run']} -> {c['to_run']} | {_signed(c['versions'])} | "
-                f"{_signed(c['files'])} | {_signed(c['small_files'])} | {_signed(c['bytes'], human_bytes)} | "
-                f"{_signed(c['tombstone_bytes'], human_bytes)} | {_signed(c['dv_rows'])} | "
-                f"{_signed(c['commits_since_checkpoint'])} |"
+                f"| {tb['table']} | {c['from_run']} -> {c['to_run']} | {signed(c['versions'])} | "
+                f"{signed(c['files'])} | {signed(c['small_files'])} | {signed(c['bytes'], human_bytes)} | "
+                f"{signed(c['tombstone_bytes'], human_bytes)} | {signed(c['dv_rows'])} | "
+                f"{signed(c['commits_since_checkpoint'])} |"
             )
     if report["runs"]:
         out += ["", "## Runs", "", "| run | started | tables | done | failed | read | written | files removed "
