@@ -444,12 +444,11 @@ class DeltaLog:
             )
         info = self._commit_info(ParsedLogPath(found, version, LogFileKind.COMMIT))
         ts = next((t for c, t in self._timed({version: info}) if c.version == version), found.modification_time)
-        operation = None if info is None else info.operation
         return {
             "version": version,
             "timestamp": ts,
             "file_modification_time": found.modification_time,
-            "operation": operation,
+            "operation": None if info is None else info.operation,
         }
 
     def commit_timestamps(self) -> list[tuple[int, int]]:

@@ -65,11 +65,6 @@ class LeasePins:
     def versions(self) -> list[int]:
         return sorted({le.version for le in self.leases})
 
-    @property
-    def earliest_version(self) -> int | None:
-        versions = self.versions
-        return versions[0] if versions else None
-
     def to_dicts(self, now_ms: int) -> list[dict[str, Any]]:
         return [le.to_dict(now_ms) for le in self.leases]
 

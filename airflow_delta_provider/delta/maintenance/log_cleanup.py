@@ -262,7 +262,7 @@ def cleanup_log(
         storage_options=storage_options,
         with_paths=False,
     )
-    keep = pins.earliest_version
+    keep = min(pins.versions, default=None)  # its checkpoint and commits stay
     planner = _Planner(dlog, now_ms=now_ms, retention_ms=retention_ms, protect=protect, v2=v2, keep=keep)
     plan, problem = planner.plan()
     written: int | None = None

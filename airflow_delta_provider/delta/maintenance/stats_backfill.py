@@ -88,9 +88,7 @@ def _latest_adds(snapshot: Snapshot, batch: list[PlannedFile]) -> dict[str, AddF
 
 
 def _batches(files: list[PlannedFile], size: int | None) -> list[list[PlannedFile]]:
-    if not files:
-        return []
-    step = size or len(files)
+    step = size or len(files) or 1
     return [files[i : i + step] for i in range(0, len(files), step)]
 
 
