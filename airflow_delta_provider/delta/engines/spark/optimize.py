@@ -96,12 +96,12 @@ def spark_bin_rewriter(spark: SparkSession, storage_options: Mapping[str, Any]) 
         rewritten = df.mapInArrow(compact_task(layout, storage_options), ADD_SCHEMA)
         # an executor's typed error stays typed; the lambda keeps this module as the job's call site
         out = run_spark(lambda: rewritten.collect(), table=layout.table_uri)
-        by_id: dict[int, list[AddFile]] = {i: [] for i in range(len(bins))}
+        by_bin: list[list[AddFile]] = [[] for _ in bins]
         for r in out:
             if r["add"] is not None:
-                by_id[r["bin_id"]].append(AddFile.from_json(json.loads(r["add"])))
+                by_bin[r["bin_id"]].append(AddFile.from_json(json.loads(r["add"])))
         if layout.target_size is not None:  # each bin's files, as the local engine's rewriter returns them
-            return [by_id[i] for i in range(len(bins))]  # type: ignore[misc]
-        return [files[0] if files else None for files in (by_id[i] for i in range(len(bins)))]
+            return by_bin  # type: ignore[return-value]
+        return [files[0] if files else None for files in by_bin]
 
     return run

@@ -85,36 +85,30 @@ def _frame_task(
         from ...storage import store_for
         from .. import missing_files
 
+        schema = pa.schema([("checked", pa.int64()), ("add", pa.string()), ("error", pa.string())])
+
+        def batch(checked: int, added: list[str | None], error: DeltaError | None) -> pa.RecordBatch:
+            """`checked` on the first row (0 on the others), a missing add on each, the error on the first."""
+            more = len(added) - 1
+            text = None if error is None else json.dumps(error.to_dict(), default=str)
+            columns = {"checked": [checked] + [0] * more, "add": added, "error": [text] + [None] * more}
+            return pa.RecordBatch.from_pydict(columns, schema=schema)
+
         store = store_for(table_root, options)
         try:
             check_table_visible(store, table_root, table_root)
         except DeltaError as exc:
-            error = json.dumps(exc.to_dict(), default=str)
-            yield pa.RecordBatch.from_arrays(
-                [pa.array([0], pa.int64()), pa.array([None], pa.string()), pa.array([error], pa.string())],
-                ["checked", "add", "error"],
-            )
+            yield batch(0, [None], exc)
             return
-        for batch in batches:
-            adds = []
-            for (text,) in batch_rows(batch, ("json",)):
-                action = json.loads(text)
-                if "add" in action:
-                    adds.append(AddFile.from_json(action["add"]))
+        for b in batches:
+            actions = (json.loads(text) for (text,) in batch_rows(b, ("json",)))
+            adds = [AddFile.from_json(a["add"]) for a in actions if "add" in a]
             try:
                 gone = missing_files(store, table_root, adds, max_workers=workers, table=table_root)
-                rows = [json.dumps(f.to_json()) for f in gone]
-                error = None
             except DeltaError as exc:
-                rows, error = [], json.dumps(exc.to_dict(), default=str)
-            checked = [len(adds)] + [0] * max(0, len(rows) - 1)
-            added: list[str | None] = rows or [None]
-            columns = [
-                pa.array(checked[: len(added)], pa.int64()),
-                pa.array(added, pa.string()),
-                pa.array([error] + [None] * (len(added) - 1), pa.string()),
-            ]
-            yield pa.RecordBatch.from_arrays(columns, ["checked", "add", "error"])
+                yield batch(len(adds), [None], exc)
+            else:
+                yield batch(len(adds), [json.dumps(f.to_json()) for f in gone] or [None], None)
 
     return run
 

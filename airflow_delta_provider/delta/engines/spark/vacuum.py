@@ -98,9 +98,17 @@ _PARTITION_OF_PATH = (
 
 
 def _planned(row: Any) -> PlannedFile:
-    """A `PlannedFile` from a row with path, size and modification_time."""
     mtime = row["modification_time"]
     return PlannedFile(row["path"], int(row["size"] or 0), None if mtime is None else int(mtime))
+
+
+def _refused(plan: VacuumPlan, path: str, why: str) -> VacuumPlanRefusedError:
+    return VacuumPlanRefusedError(
+        f"The vacuum plan names {path!r}: {why}. No planner writes such an entry; nothing was deleted",
+        argument="plan",
+        table=plan.table,
+        file=path,
+    )
 
 
 def _by_partition(rows: Iterable[Any]) -> dict[str, dict[str, int]]:
@@ -118,14 +126,10 @@ def _default_parallelism(spark: SparkSession) -> int:
     once per session."""
     from pyspark.sql import functions as F
 
-    try:
-        return _PARALLELISM[spark]
-    except KeyError:
-        pass
-    row = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).agg(F.max("p")).first()
-    found = 1 + int(row[0]) if row else 1
-    _PARALLELISM[spark] = found
-    return found
+    if spark not in _PARALLELISM:
+        row = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).agg(F.max("p")).first()
+        _PARALLELISM[spark] = 1 + int(row[0]) if row else 1
+    return _PARALLELISM[spark]
 
 
 class SparkVacuumExecutor:
@@ -452,10 +456,6 @@ class SparkVacuumExecutor:
             frame.unpersist()
         self._unlisted_inputs = []
 
-    def _release_plan(self, plan: VacuumPlan) -> None:
-        if self._unlisted is not None and self._unlisted[0] is plan:
-            self.release()
-
     def _plan_files(self, plan: VacuumPlan) -> DataFrame:
         """The plan's files as (path, size): inline, else read from `files_uri`, else the same call's plan."""
         from .session import spark_path
@@ -504,7 +504,8 @@ class SparkVacuumExecutor:
         def release() -> None:
             for frame in cached:
                 frame.unpersist()
-            self._release_plan(plan)
+            if self._unlisted is not None and self._unlisted[0] is plan:
+                self.release()
 
         sets = self._driver_sets(snapshot, plan.table, cutoff_ms, now_ms, grace_ms) if plan.files_inline else None
         if sets is not None:
@@ -527,12 +528,7 @@ class SparkVacuumExecutor:
                 if refused:
                     first = flagged.where(F.col("reason").startswith(REFUSED)).select("path", "reason").first()
                     path, why = (first["path"], first["reason"][len(REFUSED) :]) if first else ("?", "refused")
-                    raise VacuumPlanRefusedError(
-                        f"The vacuum plan names {path!r}: {why}. No planner writes such an entry; nothing was deleted",
-                        argument="plan",
-                        table=plan.table,
-                        file=path,
-                    )
+                    raise _refused(plan, path, why)
                 kept = _by_partition(r for r in rows if r["reason"] is None)
                 num_kept = sum(p["files"] for p in kept.values())
                 num_missing = sum(int(r["files"]) for r in rows if r["reason"] == MISSING)
@@ -578,13 +574,7 @@ class SparkVacuumExecutor:
         entries = sorted(rows.collect(), key=lambda r: r["path"])
         refused = next((r for r in entries if (r["reason"] or "").startswith(REFUSED)), None)
         if refused is not None:
-            raise VacuumPlanRefusedError(
-                f"The vacuum plan names {refused['path']!r}: {refused['reason'][len(REFUSED) :]}. No planner "
-                "writes such an entry; nothing was deleted",
-                argument="plan",
-                table=plan.table,
-                file=refused["path"],
-            )
+            raise _refused(plan, refused["path"], refused["reason"][len(REFUSED) :])
         kept = [r for r in entries if r["reason"] is None]
         dropped = [r for r in entries if r["reason"] not in (None, MISSING)]
         missing = [_planned(r) for r in entries if r["reason"] == MISSING]

@@ -65,6 +65,21 @@ def _batches(rows: Iterable[Row], fields: Sequence[tuple[str, pa.DataType]]) -> 
         yield pa.RecordBatch.from_arrays(arrays, [n for n, _ in fields])
 
 
+def _store_task(
+    table_uri: str,
+    options: Mapping[str, Any],
+    fields: Sequence[tuple[str, pa.DataType]],
+    rows: Callable[[LogStore, Iterator[pa.RecordBatch]], Iterable[Row]],
+) -> ArrowTask:
+    """`mapInArrow` function: `rows(store, batches)` as batches of `fields`, its store built in the task."""
+    options = dict(options)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield from _batches(rows(store_for(table_uri, options), batches), fields)
+
+    return run
+
+
 def _root(store: LogStore, table_uri: str) -> str:
     return store.join(table_uri).rstrip("/")
 
@@ -81,13 +96,12 @@ def _candidate(path: str, size: int, mtime: int, cutoff_ms: int, columns: Sequen
 def list_root_task(table_uri: str, options: Mapping[str, Any], cutoff_ms: int, columns: Sequence[str]) -> ArrowTask:
     """`mapInArrow` over one row: the table root's directories (hidden ones and `_delta_log` pruned) and
     its files that pass the per-file rules, as `LISTED_SCHEMA` rows."""
-    options, columns = dict(options), list(columns)
+    columns = list(columns)
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        if any(b.num_rows for b in batches):
-            yield from _batches(root_rows(store_for(table_uri, options), table_uri, cutoff_ms, columns), _LISTED)
+    def rows(store: LogStore, batches: Iterator[pa.RecordBatch]) -> Iterable[Row]:
+        return root_rows(store, table_uri, cutoff_ms, columns) if any(b.num_rows for b in batches) else ()
 
-    return run
+    return _store_task(table_uri, options, _LISTED, rows)
 
 
 def root_rows(store: LogStore, table_uri: str, cutoff_ms: int, columns: Sequence[str]) -> Iterator[Row]:
@@ -109,14 +123,7 @@ def listed_table(rows: Iterable[Row]) -> pa.Table:
 def expand_task(table_uri: str, options: Mapping[str, Any], cutoff_ms: int, columns: Sequence[str]) -> ArrowTask:
     """`mapInArrow` over `LISTED_SCHEMA` rows: each directory listed recursively, its files and the root's
     passed through the per-file rules, as `CANDIDATE_SCHEMA` rows (paths relative to the root, as stored)."""
-    options = dict(options)
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield from _batches(
-            _expanded(store_for(table_uri, options), table_uri, cutoff_ms, columns, batches), _CANDIDATE
-        )
-
-    return run
+    return _store_task(table_uri, options, _CANDIDATE, lambda s, b: _expanded(s, table_uri, cutoff_ms, columns, b))
 
 
 def _expanded(
@@ -156,7 +163,6 @@ def plan_task(
     period matters, `tracked` expired tombstones) few enough to travel in its closure: `FLAGGED_SCHEMA` rows
     of the candidates nothing protects, `young` for an untracked one within the grace period (counted, not
     planned). At most `max_rows` rows, then one row with a null path: too many to collect."""
-    options = dict(options)
 
     def rows(store: LogStore, batches: Iterator[pa.RecordBatch]) -> Iterator[Row]:
         n = 0
@@ -169,10 +175,7 @@ def plan_task(
             n += 1
             yield stored, size, mtime, tracked is not None and mtime > young_after_ms and rel not in tracked
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield from _batches(rows(store_for(table_uri, options), batches), _FLAGGED)
-
-    return run
+    return _store_task(table_uri, options, _FLAGGED, rows)
 
 
 def flag_task(protected: frozenset[str], tracked: frozenset[str] | None) -> ArrowTask:
@@ -239,9 +242,9 @@ def entry_task(
     one task): `ENTRY_SCHEMA` rows, `reason` set by the per-row rules in `protocol.vacuum.revalidate`'s
     order: `REFUSED:<why>` (the driver refuses the plan), `HIDDEN`, `DUPLICATE`, then what `recheck` finds
     in storage now. `young` (`within_grace`) drops an entry only when the driver's join finds it untracked."""
-    options, columns = dict(options), list(columns)
+    columns = list(columns)
 
-    def rows(store: Any, batches: Iterator[pa.RecordBatch]) -> Iterator[Row]:
+    def rows(store: LogStore, batches: Iterator[pa.RecordBatch]) -> Iterator[Row]:
         seen: set[str] = set()
         for batch in batches:
             entries = [PlannedFile(p, s or 0, m) for p, s, m in batch_rows(batch, (n for n, _ in _PLAN_FILE))]
@@ -273,19 +276,14 @@ def entry_task(
                     out[i][7] = within_grace(mtime, now_ms=now_ms, grace_ms=grace_ms)
             yield from map(tuple, out)
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield from _batches(rows(store_for(table_uri, options), batches), _ENTRY)
-
-    return run
+    return _store_task(table_uri, options, _ENTRY, rows)
 
 
 def delete_task(table_uri: str, options: Mapping[str, Any], batch_size: int) -> ArrowTask:
     """`mapInArrow` over (path, size, partition) rows: delete them in batches of `batch_size`
     (`storage.batch.delete_relative`); one `DELETED_SCHEMA` row per directory: files handled, bytes."""
-    options = dict(options)
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        store = store_for(table_uri, options)
+    def rows(store: LogStore, batches: Iterator[pa.RecordBatch]) -> Iterator[Row]:
         done: dict[str, list[int]] = {}
         pending: list[tuple[str, int, str]] = []
 
@@ -304,6 +302,6 @@ def delete_task(table_uri: str, options: Mapping[str, Any], batch_size: int) -> 
                     flush()
         if pending:
             flush()
-        yield from _batches(((part, n, b) for part, (n, b) in done.items()), _DELETED)
+        yield from ((part, n, b) for part, (n, b) in done.items())
 
-    return run
+    return _store_task(table_uri, options, _DELETED, rows)
