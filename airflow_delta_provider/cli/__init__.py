@@ -267,7 +267,7 @@ def cmd_completion(args: argparse.Namespace, out: TextIO) -> None:
 
 _OPTIMIZE_JSON = (
     *("version", "num_files_removed", "num_files_added", "bytes_removed", "bytes_added", "partitions"),
-    *("num_files_over_budget", "bytes_over_budget"),
+    *("num_files_over_budget", "bytes_over_budget", "dry_run"),
 )
 cmd_version = _action("version", lambda b, out: out.write(f"{b['version']}\n"), lambda b: {"version": b["version"]})
 cmd_snapshot = _action("snapshot", text.show_snapshot, fields=lambda args: {"include_files": args.json})
@@ -287,11 +287,7 @@ cmd_vacuum_purge = _action(
 cmd_optimize = _action(
     "optimize",
     text.show_optimize,
-    lambda b: (
-        {k: b[k] for k in _OPTIMIZE_JSON}
-        | {"dry_run": b["dry_run"]}
-        | {k: b[k] for k in ("zorder_by", "zorder_overlap") if k in b}
-    ),
+    lambda b: {k: b[k] for k in _OPTIMIZE_JSON} | {k: b[k] for k in ("zorder_by", "zorder_overlap") if k in b},
     lambda args: {"target_size": None if args.target_size_mb is None else max(1, int(args.target_size_mb * 2**20))},
 )
 cmd_restore = _action("restore", text.show_restore, lambda b: {k: v for k, v in b.items() if k != "plan"})

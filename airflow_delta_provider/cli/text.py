@@ -421,18 +421,8 @@ def show_lake_report(result: dict[str, Any], out: TextIO) -> None:
             ]
         )
     if rows:
-        head = [
-            "table",
-            "runs",
-            "files",
-            "small",
-            "tombstoned",
-            "since checkpoint",
-            "files since last",
-            "commits since last",
-            "failed",
-        ]
-        write_table(rows, head, out)
+        head = ["table", "runs", "files", "small", "tombstoned", "since checkpoint"]
+        write_table(rows, [*head, "files since last", "commits since last", "failed"], out)
     if not result["runs"]:
         out.write("no maintenance run is recorded in this history yet\n")
     if result.get("out"):

@@ -92,7 +92,7 @@ class ActiveFiles:
         return None if found is None else found[1:]
 
     def add(self, key: str, raw: str, size: int) -> None:
-        self._drop(key)
+        self.remove(key)
         self._live[key] = (raw, size)
         self._count(raw, size, +1)
         self._live_sizes[size] += 1
@@ -101,9 +101,6 @@ class ActiveFiles:
 
     def remove(self, key: str) -> bool:
         """Deactivate `key`; False when it was not active."""
-        return self._drop(key)
-
-    def _drop(self, key: str) -> bool:
         was_live = key in self._touched
         prev = self.active(key)
         if not was_live:

@@ -80,6 +80,7 @@ COMMIT_CHECKS = (
 INCLUDE_MAINTENANCE = "include_maintenance"
 #: The check name of a missing commit file (`fail_on_data_loss`).
 MISSING_COMMITS = "missing_commits"
+_SWITCHES = {"append_only": 'true, false or "table"', "no_unknown_removes": "a boolean"}
 _CHOICES = {"protocol_changes": ("none", "upgrades"), "schema_changes": ("none", "added_columns")}
 
 
@@ -103,15 +104,11 @@ def validate_commit_checks(spec: Mapping[str, Any] | str | None, *, allow_templa
         value = spec[key]
         if allow_templates and isinstance(value, str) and "{{" in value:
             continue
-        if key == "append_only":
-            if isinstance(value, str) and value.strip().lower() == "table":
-                value = "table"
-            elif not isinstance(value := coerce_value(value, bool, key), bool):
-                raise InvalidArgumentError(f'append_only must be true, false or "table", got {value!r}')
-        elif key == "no_unknown_removes":
-            value = coerce_value(value, bool, key)
-            if not isinstance(value, bool):
-                raise InvalidArgumentError(f"no_unknown_removes must be a boolean, got {value!r}")
+        if key == "append_only" and isinstance(value, str) and value.strip().lower() == "table":
+            value = "table"
+        elif key in _SWITCHES:
+            if not isinstance(value := coerce_value(value, bool, key), bool):
+                raise InvalidArgumentError(f"{key} must be {_SWITCHES[key]}, got {value!r}")
         elif key == "max_dv_growth":
             value = coerce_value(value, int, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:

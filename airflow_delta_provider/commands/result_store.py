@@ -14,6 +14,12 @@ from .report_data import run_point
 from .reports import MAX_RUNS
 
 
+def _fs(uri: str, storage_options: Mapping[str, Any] | None) -> tuple[Any, str]:
+    import fsspec
+
+    return fsspec.core.url_to_fs(uri, **dict(storage_options or {}))
+
+
 def write_result(uri: str, result: Mapping[str, Any], storage_options: Mapping[str, Any] | None = None) -> None:
     """Write `result` as JSON to `uri` atomically (temp file + rename locally, one PUT on object stores)."""
     write_text(uri, json.dumps(result, indent=2, default=str) + "\n", storage_options)
@@ -25,9 +31,7 @@ def read_result(uri: str, storage_options: Mapping[str, Any] | None = None) -> d
         if is_local(uri):
             with open(local_path(uri), encoding="utf-8") as fh:
                 return json.load(fh)
-        import fsspec
-
-        fs, path = fsspec.core.url_to_fs(uri, **dict(storage_options or {}))
+        fs, path = _fs(uri, storage_options)
         return json.loads(fs.cat_file(path))
     except (FileNotFoundError, ValueError):
         return None
@@ -44,16 +48,14 @@ def previous_runs(
     """The chart points (`report_data.run_point`) of the earlier successful results of `action` on `table` in
     `result_uri`'s folder (an operator's `dag/task/` folder holds one task's runs), oldest first, the last
     `MAX_RUNS`; none when the folder cannot be listed."""
-    target = result_uri[len("file://") :] if result_uri.startswith("file://") else result_uri
+    target = result_uri.removeprefix("file://")
     folder, own = target.rsplit("/", 1) if "/" in target else (".", target)
     try:
         if is_local(result_uri):
             path = local_path(folder)
             entries = [(e.name, e.stat().st_mtime) for e in os.scandir(path) if e.is_file()]
         else:
-            import fsspec
-
-            fs, path = fsspec.core.url_to_fs(folder, **dict(storage_options or {}))
+            fs, path = _fs(folder, storage_options)
             entries = []
             for info in fs.ls(path, detail=True):
                 stamp = info.get("mtime") or info.get("LastModified") or info.get("updated") or 0
@@ -85,9 +87,7 @@ def write_text(uri: str, text: str, storage_options: Mapping[str, Any] | None = 
             fh.write(data)
         os.replace(tmp, path)
         return
-    import fsspec
-
-    fs, path = fsspec.core.url_to_fs(uri, **dict(storage_options or {}))
+    fs, path = _fs(uri, storage_options)
     fs.pipe_file(path, data)
 
 
