@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -92,7 +92,7 @@ def _store_for(uri: str, storage_options: Mapping[str, Any] | None) -> LogStore:
         ) from None
 
 
-def _commits(listing: list[FileInfo], start: int = 0) -> list[ParsedLogPath]:
+def commit_files(listing: Iterable[FileInfo], start: int = 0) -> list[ParsedLogPath]:
     """The commit files of a listing from version `start` on, oldest first."""
     found = (p for p in parse_listing(listing) if p.kind is LogFileKind.COMMIT and p.version >= start)
     return sorted(found, key=lambda p: p.version)
@@ -314,7 +314,7 @@ class DeltaLog:
             return snapshot
 
     def _update_from(self, current: Snapshot) -> Snapshot:
-        new = _commits(self.list_log(current.version + 1), current.version + 1)
+        new = commit_files(self.list_log(current.version + 1), current.version + 1)
         if not new:
             return current
         if new[0].version != current.version + 1 or any(b.version != a.version + 1 for a, b in pairwise(new)):
@@ -425,7 +425,7 @@ class DeltaLog:
     def _timed(self, infos: Mapping[int, CommitInfo | None]) -> list[tuple[ParsedLogPath, int]]:
         """Every listed commit, oldest first, with its commit time (`protocol.history`): the in-commit
         timestamps of `infos` (commits not in it count by their file time) and adjusted file times."""
-        commits = _commits(self._listing())
+        commits = commit_files(self._listing())
         icts = {v: i.in_commit_timestamp for v, i in infos.items() if i is not None}
         times = commit_times([(c.version, c.file.modification_time, icts.get(c.version)) for c in commits])
         return [(c, t) for c, (_, t) in zip(commits, times, strict=True)]
@@ -460,7 +460,7 @@ class DeltaLog:
         ict_from = ict_enablement_version(conf) if in_commit_timestamps_enabled(conf) else None
         infos = {}
         if ict_from is not None:
-            infos = {c.version: self._commit_info(c) for c in _commits(listing, ict_from)}
+            infos = {c.version: self._commit_info(c) for c in commit_files(listing, ict_from)}
         return [(c.version, t) for c, t in self._timed(infos) if c.version >= earliest]
 
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
@@ -469,7 +469,7 @@ class DeltaLog:
         if limit is not None:
             check_int(limit, "limit", minimum=0, table=self.table_uri)
         listing = self._listing()
-        commits = _commits(listing)
+        commits = commit_files(listing)
         if not commits and not parse_listing(listing):
             raise self._no_table()
         shown = commits[::-1][:limit]
@@ -491,7 +491,7 @@ class DeltaLog:
         call, before iteration."""
         check_int(start_version, "start_version", minimum=0, table=self.table_uri)
         check_bool(fail_on_data_loss, "fail_on_data_loss", table=self.table_uri)
-        commits = _commits(self._listing(start_version), start_version)
+        commits = commit_files(self._listing(start_version), start_version)
         return self._changes(commits, start_version, fail_on_data_loss)
 
     def _changes(

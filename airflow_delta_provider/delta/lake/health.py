@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..delta_log import DeltaLog
+from ..delta_log import DeltaLog, commit_files
 from ..engines.local import EAGER_STATS, LocalEngine
 from ..errors import DeltaError, StorageError
 from ..progress import PROGRESS
@@ -119,10 +119,7 @@ class _History:
 def _history(dlog: DeltaLog, snapshot: Any, listing: list[Any], limit: int, physical: Mapping[str, str]) -> _History:
     """Walk commits newest first: the tail after the checkpoint (already read), then up to `limit` older ones,
     until the last OPTIMIZE and VACUUM are found."""
-    commits = sorted(
-        (p for f in listing if (p := parse_log_path(f)) is not None and p.kind is LogFileKind.COMMIT),
-        key=lambda p: -p.version,
-    )
+    commits = commit_files(listing)[::-1]
     tail = {c.version for c in snapshot.log_segment.commits}
     out = _History()
     older = 0

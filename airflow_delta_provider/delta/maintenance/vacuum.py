@@ -36,12 +36,11 @@ from numbers import Real
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from ..delta_log import DeltaLog
+from ..delta_log import DeltaLog, commit_files
 from ..errors import DeltaError, InvalidArgumentError, OperationNotAllowedError, check_bool, check_int
 from ..progress import Progress, report_progress, with_progress
 from ..protocol import vacuum as rules
 from ..protocol.actions import AddFile, RemoveFile
-from ..protocol.filenames import LogFileKind, parse_log_path
 from ..protocol.leases import split_leased
 from ..protocol.quarantine import files_dir, move_cost, new_quarantine_id
 from ..protocol.table_features import check_can_write
@@ -155,8 +154,7 @@ def _lite_tombstones(dlog: DeltaLog, snapshot: Snapshot) -> list[rules.LoggedFil
     (checkpoints drop expired tombstones: Spark `deltaCannotVacuumLite`)."""
     from ..read.commits import read_commit
 
-    listed = (parse_log_path(i) for i in dlog.store.list_from(dlog.log_dir))
-    commits = sorted((p for p in listed if p is not None and p.kind is LogFileKind.COMMIT), key=lambda p: p.version)
+    commits = commit_files(dlog.store.list_from(dlog.log_dir))
     if not commits or commits[0].version != 0:
         raise OperationNotAllowedError(
             f"VACUUM LITE needs every commit from version 0, but the earliest is "
