@@ -210,16 +210,12 @@ def _stat(dlog: DeltaLog, manifest: Manifest) -> tuple[list[Any], list[Any]]:
     return original, quarantined
 
 
-def _refuse_conflicts(manifest: Manifest, steps: Sequence[str], what: str, dlog: DeltaLog) -> None:
-    """Refuse a run, before it moves anything, when a step is a `CONFLICT`."""
-    conflicts = [f.path for f, step in zip(manifest.files, steps, strict=True) if step == rules.CONFLICT]
-    if conflicts:
-        raise _conflict_error(manifest, conflicts, what, dlog)
-
-
-def _conflict_error(manifest: Manifest, conflicts: Sequence[str], what: str, dlog: DeltaLog) -> QuarantineError:
+def _refuse_conflicts(manifest: Manifest, conflicts: Sequence[str], what: str, dlog: DeltaLog) -> None:
+    """Refuse a run when something is in the way of the files `conflicts` (nothing was moved over them)."""
+    if not conflicts:
+        return
     shown = ", ".join(conflicts[:5]) + (f" and {len(conflicts) - 5} more" if len(conflicts) > 5 else "")
-    return QuarantineError(
+    raise QuarantineError(
         f"Quarantine {manifest.id}: {what} for {len(conflicts)} files ({shown}): nothing was moved over them. "
         "Move or delete what is there, then run it again",
         quarantine_id=manifest.id,
@@ -314,10 +310,10 @@ def _resume(
         if step == rules.MOVE and not deletable(normalize_relative(f.path), protected, columns):
             step = rules.CHANGED  # needed again: left where it is
         steps.append(step)
-    _refuse_conflicts(manifest, steps, "files are at both their path and in the quarantine", dlog)
+    conflicts = [f.path for f, step in zip(manifest.files, steps, strict=True) if step == rules.CONFLICT]
+    _refuse_conflicts(manifest, conflicts, "files are at both their path and in the quarantine", dlog)
     settled = _settle(dlog, manifest, steps, back=False)
-    if settled.conflicts:
-        raise _conflict_error(manifest, settled.conflicts, "something appeared at the quarantine path", dlog)
+    _refuse_conflicts(manifest, settled.conflicts, "something appeared at the quarantine path", dlog)
     _mark(dlog, manifest.id, rules.QUARANTINED_MARKER, now_ms, resumed=True, **settled.counts())
     remove_empty_dirs(dlog.store, dlog.table_uri, {partition_of(f.path) for f in manifest.files})
     log.info(
@@ -396,11 +392,11 @@ def undo_quarantine(
         rules.undo_step(f, here, there, method=manifest.method, interrupted=interrupted)
         for f, here, there in zip(manifest.files, original, quarantined, strict=True)
     ]
-    _refuse_conflicts(manifest, steps, "something else now sits at the path", dlog)
+    conflicts = [f.path for f, step in zip(manifest.files, steps, strict=True) if step == rules.CONFLICT]
+    _refuse_conflicts(manifest, conflicts, "something else now sits at the path", dlog)
     _mark(dlog, manifest.id, rules.UNDO_MARKER, now_ms, files=manifest.num_files)
     settled = _settle(dlog, manifest, steps, back=True)
-    if settled.conflicts:
-        raise _conflict_error(manifest, settled.conflicts, "something else appeared at the path", dlog)
+    _refuse_conflicts(manifest, settled.conflicts, "something else appeared at the path", dlog)
     if settled.missing:
         log.warning(
             "Undo of quarantine %s of %s: %d files are at neither path (%s...): not restored",
