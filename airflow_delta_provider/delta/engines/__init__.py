@@ -190,9 +190,11 @@ def pool_workers(max_workers: int | None, n: int) -> int:
     return min(n, max_workers or os.cpu_count() or 1) or 1
 
 
-def map_in_order(pool: Executor, task: Callable[[T], R], items: Iterable[T]) -> list[R]:
-    """`task` of each item on `pool`, in order; after a task fails no other starts, and its error is raised
-    once the running ones are done."""
+def map_in_order(pool: Executor | None, task: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """`task` of each item on `pool` (None: in this thread), in order; after a task fails no other starts,
+    and its error is raised once the running ones are done."""
+    if pool is None:
+        return [task(x) for x in items]
     futures = [pool.submit(task, x) for x in items]
     try:
         return [f.result() for f in futures]
@@ -204,7 +206,7 @@ def map_in_order(pool: Executor, task: Callable[[T], R], items: Iterable[T]) -> 
 def run_pooled(task: Callable[[T], R], items: Sequence[T], workers: int, name: str) -> list[R]:
     """`map_in_order` on a pool of `workers` threads named `name` (in this thread for one)."""
     if workers <= 1 or len(items) <= 1:
-        return [task(x) for x in items]
+        return map_in_order(None, task, items)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name) as pool:
         return map_in_order(pool, task, items)
 

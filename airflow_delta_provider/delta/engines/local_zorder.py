@@ -18,10 +18,11 @@ import os
 import tempfile
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,8 +39,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..storage import LogStore
     from ..write.data_files import TableLayout
     from . import ZOrderRewriter
-
-T = TypeVar("T")
 
 #: A partition's rows are read file by file into pyarrow's default pool (`ParquetFile` takes no other) and
 #: copied, this many decoded bytes at a time, into `REWRITE_POOL` (the system allocator, which returns what
@@ -135,38 +134,25 @@ def _one_chunk(column: pa.ChunkedArray) -> pa.ChunkedArray:
 READ_AHEAD_FILES = 4
 
 
-class _Helpers:
-    """A partition's helper threads (a pool of `threads`, the caller taking their results in order; with
-    one, everything runs in the caller). Leaving the context cancels what has not started and waits for the
-    rest."""
-
-    def __init__(self, threads: int) -> None:
-        self.threads = max(1, threads)
-        self._pool = ThreadPoolExecutor(self.threads, "zorder-part") if self.threads > 1 else None
-
-    def __enter__(self) -> _Helpers:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-
-    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
-        assert self._pool is not None
-        return self._pool.submit(fn, *args)
-
-    def map(self, fn: Callable[[Any], T], items: Iterable[Any]) -> list[T]:
-        """`fn` of each item, in order (at once on the pool); raises the first error in order."""
-        if self._pool is None:
-            return [fn(x) for x in items]
-        return map_in_order(self._pool, fn, items)
+@contextmanager
+def _helper_pool(threads: int) -> Iterator[ThreadPoolExecutor | None]:
+    """A partition's helper threads (None for one: everything runs in the caller), the caller taking their
+    results in order (`map_in_order`). Leaving cancels what has not started and waits for the rest."""
+    if threads <= 1:
+        yield None
+        return
+    pool = ThreadPoolExecutor(threads, "zorder-part")
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _read_rows(
     store: LogStore,
     layout: TableLayout,
     bin_: Bin,
-    helpers: _Helpers,
+    helpers: ThreadPoolExecutor | None,
     memory_limit: int | None,
 ) -> Iterator[tuple[pa.Table, bool]]:
     """Each input file's rows (`_read`, without partition columns) and whether it carries them, in order.
@@ -175,7 +161,7 @@ def _read_rows(
     even the next would not, it is read here, as without helpers (the caller's check on what it holds then
     decides, as always)."""
     files = bin_.files
-    if helpers.threads == 1:  # nothing read ahead, nor held here once handed out
+    if helpers is None:  # nothing read ahead, nor held here once handed out
         for f in files:
             yield _read(store, layout, bin_, f, False)
         return
@@ -230,7 +216,7 @@ def zorder_bin(
     :raises ResourceLimitError: even the z-order keys would not fit in `memory_limit` (nothing written).
     """
     if memory_limit is None or memory_needed(bin_) <= memory_limit:
-        with _Helpers(threads) as helpers:
+        with _helper_pool(threads) as helpers:
             sorted_ = _sort_in_memory(store, layout, bin_, columns, helpers, memory_limit)
             if sorted_ is not None:
                 return _write_sorted(
@@ -246,7 +232,7 @@ def _sort_in_memory(
     layout: TableLayout,
     bin_: Bin,
     columns: Sequence[ZOrderColumn],
-    helpers: _Helpers,
+    helpers: ThreadPoolExecutor | None,
     memory_limit: int | None,
 ) -> tuple[pa.Table, pa.Array] | None:
     """The partition's rows (one chunk per column) and their order by the z-order key; None when the
@@ -284,7 +270,7 @@ def _sort_in_memory(
         held = [data]
         del data
         data = _by_column(held, _one_chunk)  # before the key: its columns are then read without a copy
-        key = zorder_key([_values(data, c.physical_path) for c in columns], helpers.map)
+        key = zorder_key([_values(data, c.physical_path) for c in columns], partial(map_in_order, helpers))
         order = pc.sort_indices(key)
         del key
         pa.default_memory_pool().release_unused()  # the key's temporaries, before the files are written
@@ -302,7 +288,7 @@ def _write_sorted(
     *,
     target_size: int,
     now_ms: Callable[[], int],
-    helpers: _Helpers,
+    helpers: ThreadPoolExecutor | None,
 ) -> list[AddFile]:
     """`data` in `order`, cut into `row_slices` written as files in that order (`threads` at once); once one
     failed no later one starts, and the first failure in order is raised."""
@@ -327,7 +313,7 @@ def _write_sorted(
                 first_failed[0] = min(first_failed[0], i)
             raise
 
-    return helpers.map(one, range(len(slices)))
+    return map_in_order(helpers, one, range(len(slices)))
 
 
 class _Skipped(Exception):
