@@ -1,7 +1,7 @@
 """The one command layer: a `Request` in, a result dict out, for the CLI (`run`), the spark-submit job and
 the operators (`execute`, which never raises for a failed action). No Airflow import: the job runs on a
-bare Spark driver. One unit over 600 lines: `_Run` is the table of actions, one short handler per action, each
-the only place that action's request meets the library; results are stored by `result_store`."""
+bare Spark driver. `_Run` holds one short handler per action, named after it, each the only place that
+action's request meets the library; results are stored by `result_store`."""
 
 from __future__ import annotations
 
@@ -184,15 +184,18 @@ class _Run:
                 return log.snapshot_at(timestamp=ts, can_return_last_commit=True)
             return log.update()
 
-    def snapshot(self) -> Snapshot:
+    def _read_state(self, small_files: int = 0) -> Snapshot:
+        """The state the request names, kept with its small-file threshold for a report's histograms."""
         try:
-            return self._snapshot_of(*self._log())
+            snap = self._snapshot_of(*self._log())
         except ResourceLimitError:
             # `auto` chose local from the log's size, but its state would not fit the local engine's
             # memory limit (checked before any state is read, V2 sidecars included): distribute it
             if self.request.engine != "auto" or self.engine != "local":
                 raise
-            return self._snapshot_of(self._spark_log())
+            snap = self._snapshot_of(self._spark_log())
+        self.snap, self.small_file_bytes = snap, small_files
+        return snap
 
     def body(self) -> dict[str, Any]:
         """The action's result; a table not found in a bucket that does not exist is a `BucketNotFoundError`."""
@@ -427,7 +430,7 @@ class _Run:
         spark, threshold = self.spark, int(self.request.auto_threshold_mb * 1024 * 1024)
         return {"spark": lambda: SparkEngine(spark, storage_options=self.options, driver_state_max_bytes=threshold)}
 
-    def snapshot_report(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, Any]:
         o = self.request.options
         if o.since_version is not None:
             from .commit_checks import validate_commit_checks
@@ -460,11 +463,6 @@ class _Run:
         with self._timed("report_s"):
             files = [file_dict(x) for x in files_where(snap, self.request.options.where)]
         return {"table": snap.table, "version": snap.version, "num_files": snap.num_files, "files": files}
-
-    def _read_state(self, small_files: int = 0) -> Snapshot:
-        snap = self.snapshot()
-        self.snap, self.small_file_bytes = snap, small_files
-        return snap
 
     def report_extras(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """The histogram a report draws beyond the result (local engine only: on Spark it would collect
@@ -517,30 +515,8 @@ class _Run:
         }
 
 
-#: Each action's handler (its options class is `request.OPTIONS[name]`): an action is added here once.
-ACTIONS: dict[str, Callable[[_Run], dict[str, Any]]] = {
-    "version": _Run.version,
-    "snapshot": _Run.snapshot_report,
-    "tombstones": _Run.tombstones,
-    "files": _Run.files,
-    "history": _Run.history,
-    "changes": _Run.changes,
-    "checkpoint": _Run.checkpoint,
-    "cleanup_log": _Run.cleanup_log,
-    "vacuum": _Run.vacuum,
-    "vacuum_undo": _Run.vacuum_undo,
-    "vacuum_purge": _Run.vacuum_purge,
-    "optimize": _Run.optimize,
-    "restore": _Run.restore,
-    "repair": _Run.repair,
-    "purge": _Run.purge,
-    "stats_backfill": _Run.stats_backfill,
-    "lake_scan": _Run.lake_scan,
-    "lake_plan": _Run.lake_plan,
-    "lake_run": _Run.lake_run,
-    "lake_report": _Run.lake_report,
-}
-assert set(ACTIONS) == set(OPTIONS), "every action has a handler and an options class"
+#: Each action's handler: the `_Run` method of its name (its options class is `request.OPTIONS[name]`).
+ACTIONS: dict[str, Callable[[_Run], dict[str, Any]]] = {name: getattr(_Run, name) for name in OPTIONS}
 #: Actions that read a whole table state (the ones `engine="auto"` sizes by their log segment).
 STATE_ACTIONS = ("snapshot", "tombstones", "files")
 
