@@ -90,11 +90,11 @@ def _publish(
     plan: CheckpointPlan,
     content: _Content,
     *,
-    pool: Executor | None = None,
-    table: str = "",
+    pool: Executor,
+    table: str,
 ) -> tuple[int, int]:
-    """Write sidecars then the top-level file; (number of sidecars, total bytes). With a `pool`, the reader
-    starts on the produced bytes while the top-level file is stored (`_verify` proves they are stored)."""
+    """Write sidecars then the top-level file; (number of sidecars, total bytes). The reader starts on the
+    produced bytes (on `pool`) while the top-level file is stored (`_verify` proves they are stored)."""
     files = content.adds.num_rows + content.removes.num_rows
     parts = plan.num_sidecars(files)
     sidecars: list[dict[str, Any]] = []
@@ -115,8 +115,7 @@ def _publish(
     adds, removes = _file_slice(content, 0, 0 if parts else files)
     data = checkpoint_parquet(plan, adds, removes, actions=content.actions, sidecars=sidecars)
     content.produced[top] = data
-    if pool is not None:
-        content.read_back = pool.submit(_read_back, table, log_dir, store, top, plan, content.produced)
+    content.read_back = pool.submit(_read_back, table, log_dir, store, top, plan, content.produced)
     _put(store, top, data, content)
     return len(sidecars), size + len(data)
 
