@@ -8,6 +8,7 @@ commitInfo of the commits read; no data file is read.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
@@ -171,8 +172,7 @@ def summarize_columns(
     for i, (key, values) in enumerate(partitions):
         if not files[i]:
             continue
-        p = out.get(key) or PartitionHealth(key, values)
-        out[key] = p
+        p = out.setdefault(key, PartitionHealth(key, values))
         p.num_files += files[i]
         for name, sums in columns.items():
             if unknown and name in UNREAD_WITHOUT_STATS:
@@ -267,10 +267,9 @@ class TableHealth:
 
     @property
     def histogram(self) -> dict[str, int]:
-        out: dict[str, int] = {}
+        out: Counter[str] = Counter()
         for p in self.partitions.values():
-            for k, v in p.histogram.items():
-                out[k] = out.get(k, 0) + v
+            out.update(p.histogram)
         return {label: out[label] for label, _ in SIZE_BUCKETS if label in out}
 
     def allows(self, operation: str) -> bool:

@@ -678,10 +678,9 @@ def plan_vacuum(
         if (t.deletion_timestamp or 0) > cutoff_ms:
             continue
         path_rel = relative_to_root(t.path, table)
-        for rel in _with_dvs([LoggedFile(t.path, t.deletion_vector)], table):
+        for rel in _with_dvs([t], table):
             if rel not in chosen and deletable(rel, protected, partition_columns):
-                size = t.size if rel == path_rel else None
-                chosen[rel] = PlannedFile(rel, size or 0)
+                chosen[rel] = PlannedFile(rel, (t.size or 0) if rel == path_rel else 0)
     files = sorted(chosen.values(), key=lambda f: f.path)
     return VacuumPlan(
         table,
