@@ -54,13 +54,12 @@ def _walk(
     max_depth: int,
     concurrency: int,
     out: Discovery,
-    progress: Progress | None = None,
-    listed: list[int] | None = None,
+    progress: Progress | None,
+    listed: list[int],
 ) -> None:
     """Walk one prefix; when it holds no table, a missing bucket is told from an empty prefix (a listing answers
     both alike) by one HEAD of the bucket (`BucketNotFoundError`). `listed[0]` counts the folders listed (of
     every prefix), told to `progress` (the caller's context callback) as each listing comes back."""
-    listed = [0] if listed is None else listed
     before = len(out.tables)
 
     def level(folder: str) -> tuple[str, bool, list[str]]:

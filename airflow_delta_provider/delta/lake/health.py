@@ -207,7 +207,7 @@ def _untracked(dlog: DeltaLog, snapshot: Any, store: CountingStore, cutoff_ms: i
 HEALTH_FILE_FIELDS = ("partitionValues", "deletionTimestamp")
 
 
-def _engine(table: str, row_counts: bool, memory_limit_bytes: int | Literal["auto"] | None = "auto") -> LocalEngine:
+def _engine(table: str, row_counts: bool, memory_limit_bytes: int | Literal["auto"] | None) -> LocalEngine:
     """The local engine reading a checkpoint's stats with the rest when the counts need them (one read, not a
     second pass), else not at all, and of the file actions only `HEALTH_FILE_FIELDS`; the checkpoint read
     overlaps the commits' only on a remote store (locally the scan's own threads overlap tables)."""

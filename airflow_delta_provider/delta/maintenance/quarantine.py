@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -231,12 +230,12 @@ def start_quarantine(
     plan: VacuumPlan,
     *,
     now_ms: int,
-    audit_version: int | None = None,
-    quarantine_id: str | None = None,
+    audit_version: int | None,
+    quarantine_id: str,
 ) -> Manifest:
     """Write the manifest of a new quarantine of `plan`'s re-validated files (step 1); nothing moved yet."""
     manifest = Manifest(
-        id=quarantine_id or rules.new_quarantine_id(now_ms, secrets.token_hex(4)),
+        id=quarantine_id,
         table=dlog.table_uri,
         table_id=snapshot.metadata.id,
         version=snapshot.version,

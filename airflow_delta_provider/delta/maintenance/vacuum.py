@@ -484,7 +484,7 @@ def _delete_checked(
     audit: bool | None,
     batch_size: int,
     executor: VacuumExecutor,
-    quarantine_at: int | None = None,
+    quarantine_at: int | None,
 ) -> VacuumResult:
     """VACUUM START, the deletes, VACUUM END, for a re-validated plan; with `quarantine_at` (the apply's
     clock) the quarantine's manifest, moves and completion marker instead of the deletes."""
