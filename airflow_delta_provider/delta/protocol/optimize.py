@@ -85,6 +85,17 @@ def num_records(add: AddFile) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def deleted_ratio(add: AddFile) -> float | None:
+    """The share of the file's rows its deletion vector hides (0 without one); None when `numRecords` is unknown."""
+    dv = add.deletion_vector
+    if dv is None:
+        return 0.0
+    records = num_records(add)
+    if records is None:
+        return None
+    return dv.cardinality / records if records else 1.0
+
+
 def too_many_deleted_rows(add: AddFile, max_deleted_rows_ratio: float) -> bool:
     """Its deletion vector hides more than the ratio of its rows, or it has one and no `numRecords` (Spark
     rewrites those so the new file gets stats)."""
@@ -247,9 +258,8 @@ def compaction_value(b: Bin) -> float:
     file alone in its bin counts its deleted-rows share instead: #5781's purge) per input byte."""
     removed = len(b.files) - 1
     if not removed:
-        dv = b.files[0].deletion_vector
-        records = num_records(b.files[0])
-        removed = 1.0 if dv is not None and not records else (dv.cardinality / records if dv and records else 0.0)
+        ratio = deleted_ratio(b.files[0])
+        removed = 1.0 if ratio is None else ratio
     return removed / max(1, b.num_bytes)
 
 

@@ -16,21 +16,10 @@ from typing import Any
 
 from ..errors import InvalidArgumentError, check_number
 from .actions import AddFile, canonical_path
-from .optimize import Bin, num_records, pack, partition_key, within_budget
+from .optimize import Bin, deleted_ratio, num_records, pack, partition_key, within_budget
 
 #: Delta Spark `DeltaOperations.REORG_OPERATION_NAME`.
 REORG_OPERATION = "REORG"
-
-
-def deleted_ratio(add: AddFile) -> float | None:
-    """The share of the file's rows its deletion vector hides (0 without one); None when `numRecords` is unknown."""
-    dv = add.deletion_vector
-    if dv is None:
-        return 0.0
-    records = num_records(add)
-    if records is None:
-        return None
-    return dv.cardinality / records if records else 1.0
 
 
 def needs_purge(add: AddFile, min_deleted_ratio: float = 0.0) -> bool:
