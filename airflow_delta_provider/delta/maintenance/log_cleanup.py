@@ -218,12 +218,9 @@ def cleanup_log(
     :raises RetentionConflictError: the log retention is shorter than the deleted-file retention.
     :raises LeaseError: a lease file that is not a valid lease (nothing is deleted).
     """
-    for name, flag in (
-        ("apply", apply),
-        ("write_checkpoint_first", write_checkpoint_first),
-        ("allow_when_disabled", allow_when_disabled),
-    ):
-        check_bool(flag, name)
+    check_bool(apply, "apply")
+    check_bool(write_checkpoint_first, "write_checkpoint_first")
+    check_bool(allow_when_disabled, "allow_when_disabled")
     check_int(batch_size, "batch_size", minimum=1)
     dlog = DeltaLog.of(table, storage_options)
     snapshot = dlog.update()

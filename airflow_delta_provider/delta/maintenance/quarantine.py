@@ -127,12 +127,10 @@ def _path(dlog: DeltaLog, relative: str) -> str:
 
 
 def _in(dlog: DeltaLog, quarantine_id: str, name: str) -> str:
-    """The store path of `name` in a quarantine's folder."""
     return _path(dlog, f"{rules.quarantine_dir(quarantine_id)}/{name}")
 
 
 def location(dlog: DeltaLog, quarantine_id: str) -> str:
-    """The URI of a quarantine's folder."""
     return f"{dlog.table_uri}/{rules.quarantine_dir(quarantine_id)}"
 
 
