@@ -65,13 +65,9 @@ def partition_key(
 ) -> str:
     """`a=1/b=x` in partition column order ("" when unpartitioned), null as Hive's null partition;
     `physical_names` maps a logical column to its `partition_values` key under column mapping."""
-    values = partition_values or {}
-    names = physical_names or {}
-    parts = []
-    for c in partition_columns:
-        value = values.get(names.get(c, c))
-        parts.append(f"{c}={HIVE_DEFAULT_PARTITION if value is None else value}")
-    return "/".join(parts)
+    values, names = partition_values or {}, physical_names or {}
+    pairs = [(c, values.get(names.get(c, c))) for c in partition_columns]
+    return "/".join(f"{c}={HIVE_DEFAULT_PARTITION if v is None else v}" for c, v in pairs)
 
 
 def num_records(add: AddFile) -> int | None:
