@@ -71,15 +71,12 @@ class CountingStore:
         return self.inner.list_level(directory)
 
     def read_bytes(self, path: str) -> bytes:
-        cached = self._commits.get(path)
-        if cached is not None:
-            return cached
         pending = self._pending.get(path)
         if pending is not None:  # prefetched: wait for that GET rather than send another
             pending.result()
-            cached = self._commits.get(path)
-            if cached is not None:
-                return cached
+        cached = self._commits.get(path)
+        if cached is not None:
+            return cached
         directory, _, name = path.rpartition("/")
         if name == LAST_CHECKPOINT and directory in self._listings:
             # the full listing names every checkpoint: the hint would only cost a GET (PROTOCOL.md "Last
