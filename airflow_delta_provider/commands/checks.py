@@ -27,6 +27,7 @@ from ..delta.protocol.schema import StructType
 from ..delta.read.aggregates import DEFAULT_SMALL_FILE_BYTES
 from ..delta.snapshot import Snapshot
 from .charts import human_bytes
+from .results import protocol_dict
 
 KNOWN_CHECKS = (
     "protocol",
@@ -169,12 +170,7 @@ def evaluate_checks(
         summary = snap.file_summary(small_file_bytes(spec))
     p = snap.protocol
     if "protocol" in spec:
-        actual = {
-            "min_reader_version": p.min_reader_version,
-            "min_writer_version": p.min_writer_version,
-            "reader_features": None if p.reader_features is None else sorted(p.reader_features),
-            "writer_features": None if p.writer_features is None else sorted(p.writer_features),
-        }
+        actual = {k: sorted(v) if isinstance(v, list) else v for k, v in protocol_dict(p).items()}
         expected = {k: (sorted(v) if isinstance(v, list | tuple) else v) for k, v in spec["protocol"].items()}
         wrong = {k: actual[k] for k in expected if actual[k] != expected[k]}
         message = f"protocol differs: expected {expected}, found {wrong}" if wrong else "protocol as expected"
