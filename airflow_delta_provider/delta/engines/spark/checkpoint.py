@@ -317,16 +317,16 @@ class SparkCheckpointExecutor:
 
     def write(self, snapshot: Snapshot, plan: CheckpointPlan, actions: list[Action]) -> CheckpointResult:
         files = snapshot.state.files
-        if not isinstance(files, DistributedFileState) and self.driver_writer is not None:
+        if not isinstance(files, DistributedFileState):
+            if self.driver_writer is None:
+                raise InvalidArgumentError(
+                    "SparkCheckpointExecutor writes snapshots loaded with the Spark engine "
+                    "(DeltaLog(..., engine=SparkEngine(spark)))",
+                    argument="snapshot",
+                    table=snapshot.table,
+                )
             self.partition_rows = ()
             return self.driver_writer.write(snapshot, plan, actions)
-        if not isinstance(files, DistributedFileState):
-            raise InvalidArgumentError(
-                "SparkCheckpointExecutor writes snapshots loaded with the Spark engine "
-                "(DeltaLog(..., engine=SparkEngine(spark)))",
-                argument="snapshot",
-                table=snapshot.table,
-            )
         store, log_dir = snapshot.store, snapshot.log_dir
         num_files = snapshot.num_files
         num_tombstones = files.count_tombstones_after(plan.min_file_retention_timestamp)
@@ -344,14 +344,15 @@ class SparkCheckpointExecutor:
         top_path: str | None = None
         try:
             rows = self._write_files(snapshot, plan, actions, layout, write_id)
-            created = [r["path"] for r in rows if r["status"] == WRITTEN]
+            files_written = [r for r in rows if r["status"] == WRITTEN]
+            created = [r["path"] for r in files_written]
             if any(r["status"] == EXISTS for r in rows):
                 store.delete_many(created)
                 created = []
                 return self._lost_race(snapshot, plan, actions, layout)
             written = _Totals.of(rows)
             self._check_counts(snapshot, plan, layout, rows, written, num_files, num_tombstones)
-            sidecars = [r for r in rows if r["status"] == WRITTEN] if layout.kind == "sidecars" else []
+            sidecars = files_written if layout.kind == "sidecars" else []
             top_size = 0
             if layout.top is not None:
                 top_path = store.join(log_dir, layout.top)  # UUID-named: if it exists, this call made it
@@ -360,7 +361,6 @@ class SparkCheckpointExecutor:
         except BaseException:
             self._clean_up(store, log_dir, layout, write_id, created, top_path)
             raise
-        files_written = [r for r in rows if r["status"] == WRITTEN]
         size = sum(r["size"] for r in files_written) + top_size
         num_actions = len(actions) + written.adds + written.removes
         num_actions += (1 + len(sidecars)) if plan.kind == "v2" else 0

@@ -325,31 +325,34 @@ class SparkReplay:
         return read.where((F.length(name) == len(names[0])) & name.between(names[0], names[-1]))
 
     @staticmethod
-    def _json_sidecars(store: LogStore, path: str) -> list[str]:
-        lines = [line for line in store.read_bytes(path).splitlines() if b'"sidecar"' in line]
-        return [a.path for a in (action_from_json(json.loads(line)) for line in lines) if isinstance(a, Sidecar)]
-
-    @staticmethod
-    def _parquet_part_actions(
-        table: str, store: LogStore, path: str, version: int
-    ) -> tuple[list[Action], list[Sidecar]]:
-        """Non-file actions of one checkpoint parquet file, read on the driver (small columns only)."""
-        with checkpoint_read_errors(table, version, path.rsplit("/", 1)[-1]):
-            actions = non_file_actions(read_parquet(store, path, NON_FILE_COLUMNS))
-        sidecars = [a for a in actions if isinstance(a, Sidecar)]
-        return [a for a in actions if not isinstance(a, Sidecar | CheckpointMetadata)], sidecars
-
-    @staticmethod
-    def _sidecar_paths(table: str, log_dir: str, store: LogStore, version: int, names: list[str]) -> list[str]:
-        paths = []
+    def _checkpoint_parts(
+        table: str, log_dir: str, store: LogStore, segment: LogSegment
+    ) -> tuple[list[str], list[str], list[str], list[Action]]:
+        """The checkpoint's JSON parts, parquet parts and sidecars (checked to exist), and the non-file
+        actions of its parquet parts, read on the driver (small columns only; JSON parts are parsed on the
+        executors, only their sidecars read here)."""
+        cp, version = segment.checkpoint, segment.checkpoint_version
+        json_parts, parquet_parts, names, sidecars = [], [], [], []
+        actions: list[Action] = []
+        for part in [] if cp is None else cp.files:
+            path = part.file.path
+            if part.extension == "json":
+                json_parts.append(path)
+                lines = [line for line in store.read_bytes(path).splitlines() if b'"sidecar"' in line]
+                found = [a for a in (action_from_json(json.loads(line)) for line in lines) if isinstance(a, Sidecar)]
+            else:
+                parquet_parts.append(path)
+                with checkpoint_read_errors(table, part.version, path.rsplit("/", 1)[-1]):
+                    found = non_file_actions(read_parquet(store, path, NON_FILE_COLUMNS))
+                actions += [a for a in found if not isinstance(a, Sidecar | CheckpointMetadata)]
+            names += [a.path for a in found if isinstance(a, Sidecar)]
         for name in names:
-            path = sidecar_path(store.join, log_dir, name)
-            if store.head(path) is None:
+            sidecars.append(sidecar_path(store.join, log_dir, name))
+            if store.head(sidecars[-1]) is None:
                 raise MalformedCheckpointError(
                     "Sidecar named by the V2 checkpoint is missing", table=table, version=version, file=name
                 )
-            paths.append(path)
-        return paths
+        return json_parts, parquet_parts, sidecars, actions
 
     # -- reconstruction -------------------------------------------------------------------------------
     def reconstruct(self, table: str, log_dir: str, store: LogStore, segment: LogSegment) -> TableState:
@@ -362,21 +365,7 @@ class SparkReplay:
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
-        cp = segment.checkpoint
-        driver_actions: list[Action] = []
-        json_parts: list[str] = []
-        parquet_parts: list[str] = []
-        sidecar_names: list[str] = []
-        for part in [] if cp is None else cp.files:
-            if part.extension == "json":
-                json_parts.append(part.file.path)
-                sidecar_names.extend(self._json_sidecars(store, part.file.path))
-            else:
-                actions, sidecars = self._parquet_part_actions(table, store, part.file.path, cp.version)
-                driver_actions.extend(actions)
-                sidecar_names.extend(a.path for a in sidecars)
-                parquet_parts.append(part.file.path)
-        sidecars = [] if cp is None else self._sidecar_paths(table, log_dir, store, cp.version, sidecar_names)
+        json_parts, parquet_parts, sidecars, driver_actions = self._checkpoint_parts(table, log_dir, store, segment)
         parsed = self._parsed(segment, json_parts).persist(StorageLevel.MEMORY_AND_DISK)
         keyed = parsed.where(F.col("name").isin(*FILE_ACTIONS))
         touched = in_background(lambda: self._touched(store, segment, keyed)) if parquet_parts or sidecars else None
@@ -503,15 +492,9 @@ class SparkReplay:
             try:
                 replay, infos = LocalEngine().replay_commits(table, store, new, segment.version)
             except DeltaError:  # the cluster's replay reads the same commits and reports it its own way
-                replay, infos = None, {}
-            if (
-                replay is not None
-                and not replay.active_files
-                and not replay.tombstones
-                and (
-                    replay.current_metadata is None
-                    or _partition_columns(replay.current_metadata) == files.partition_columns
-                )
-            ):
+                return self.load_state(table, log_dir, store, segment)
+            metadata = replay.current_metadata
+            same_partitions = metadata is None or _partition_columns(metadata) == files.partition_columns
+            if not replay.active_files and not replay.tombstones and same_partitions:
                 return state.apply(replay, infos)
         return self.load_state(table, log_dir, store, segment)
