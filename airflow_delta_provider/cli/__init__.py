@@ -33,7 +33,7 @@ import re
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import fields
+from dataclasses import Field, fields
 from typing import Any, NoReturn, TextIO
 
 from .. import __version__
@@ -322,26 +322,26 @@ def _option_flags(p: argparse.ArgumentParser, action: str) -> None:
     """The flags of `action`'s options that have a help text (`commands.request._opt`); each flag's dest is
     the option's name, so `_action` passes it on as it is."""
     for f in fields(OPTIONS[action]):
-        doc = f.metadata["doc"]
+        doc, flag = f.metadata["doc"], _flag_of(f)
         if doc is None:
             continue
         shape = {k: f.metadata[k] for k in ("nargs", "action", "metavar") if k in f.metadata}
         if f.metadata.get("positional"):
             p.add_argument(f.name, help=doc, **shape)
-            continue
-        flag = f.metadata.get("flag", "--" + f.name.replace("_", "-"))
-        if shape.get("action") == "append":
+        elif shape.get("action") == "append":
             p.add_argument(flag, dest=f.name, help=doc, **shape)
-            continue
-        if isinstance(f.default, bool):
+        elif isinstance(f.default, bool):
             p.add_argument(flag, dest=f.name, action="store_false" if f.default else "store_true", help=doc)
-            continue
-        parse = f.metadata.get("parse")
-        choices = getattr(parse, "keywords", {}).get("choices")
-        kwargs = {"type": cli_type(parse, flag)} if parse else {}
-        if "metavar" in shape:
-            kwargs["metavar"] = shape["metavar"]
-        p.add_argument(flag, dest=f.name, default=f.default, choices=choices, help=doc, **kwargs)
+        else:  # `shape` holds at most a metavar here
+            parse = f.metadata.get("parse")
+            choices = getattr(parse, "keywords", {}).get("choices")
+            kwargs = {"type": cli_type(parse, flag)} if parse else {}
+            p.add_argument(flag, dest=f.name, default=f.default, choices=choices, help=doc, **kwargs, **shape)
+
+
+def _flag_of(f: Field[Any]) -> str:
+    """The `deltalog` flag of an option field: its metadata's `flag`, else `--<name>`."""
+    return f.metadata.get("flag", "--" + f.name.replace("_", "-"))
 
 
 def _spark(p: argparse.ArgumentParser, help_text: str) -> None:
@@ -520,7 +520,7 @@ def _flags(args: argparse.Namespace | None) -> dict[str, tuple[str, bool | None]
     for f in fields(OPTIONS[action]) if action in OPTIONS else ():
         if f.metadata["doc"] is not None and not f.metadata.get("positional"):
             switch = (not f.default) if isinstance(f.default, bool) else None
-            out[f.name] = (f.metadata.get("flag", "--" + f.name.replace("_", "-")), switch)
+            out[f.name] = (_flag_of(f), switch)
     return out
 
 
