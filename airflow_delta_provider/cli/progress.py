@@ -69,9 +69,7 @@ def progress_display(err: TextIO | None, title: str) -> Iterator[None]:
                     text = f"{phase} {done:,}" if done > 0 else phase
                 else:
                     text = phase if total <= 1 else f"{phase} {done:,}/{total:,}"
-                if phase not in phases:
-                    phases[phase] = (bar.add_task(text, total=total), total)
-                task = phases[phase][0]
+                task = phases[phase][0] if phase in phases else bar.add_task(text, total=total)
                 phases[phase] = (task, total)
                 bar.update(task, description=text, total=total, completed=done)
         except Exception:  # drawing is best effort: stop drawing, keep running

@@ -10,6 +10,7 @@ on/off: nothing is ever guessed to mean "delete". `optional(parse)` reads `None`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import math
 import re
@@ -77,10 +78,8 @@ def parse_number(
     if isinstance(value, Real) and not isinstance(value, bool):
         number = float(value)
     elif isinstance(value, str):
-        try:
+        with contextlib.suppress(ValueError):
             number = float(value.strip())
-        except ValueError:
-            pass
     if not math.isfinite(number) or number > maximum or number < minimum or (above_minimum and number == minimum):
         raise refuse(argument, wanted, value, table=table)
     return number
@@ -200,10 +199,8 @@ def parse_duration(
     """A duration: a `timedelta`, seconds (a number or its text), or a text such as `6h`, `90m`, `1h30m`;
     more than 0 when `positive`, else at least 0; at most `maximum_ms`."""
     if isinstance(value, str):
-        try:
+        with contextlib.suppress(ValueError):
             value = float(value.strip())
-        except ValueError:
-            pass
     ms = parse_duration_ms(value, argument, allow_minimum=not positive, maximum_ms=maximum_ms)
     return dt.timedelta(milliseconds=ms)
 

@@ -237,11 +237,11 @@ def lake_points(runs: Sequence[Mapping[str, Any]], tables: Sequence[Mapping[str,
         for phase, at in (("before", run.get("started_ms")), ("after", run.get("ended_ms"))):
             if at is None:
                 continue
-            known = []
-            for t in tables:
-                seen = [p for p in t.get("health") or () if p.get("files") is not None and (p["at_ms"] or 0) <= at]
-                if seen:
-                    known.append(seen[-1])
+            seen = (
+                [p for p in t.get("health") or () if p.get("files") is not None and (p["at_ms"] or 0) <= at]
+                for t in tables
+            )
+            known = [found[-1] for found in seen if found]
             if not known:
                 continue
             label = f"{run['label']}\nbefore" if phase == "before" else "after"
@@ -298,11 +298,8 @@ def recorded_lake_points(runs: Sequence[Mapping[str, Any]], tables: Sequence[Map
     index = {r["run_id"]: i for i, r in enumerate(runs)}
     points = []
     for i, run in enumerate(runs):
-        known = []
-        for t in tables:
-            seen = [p for p in t["recorded_health"] if index.get(p["run_id"], len(runs)) <= i]
-            if seen:
-                known.append(seen[-1])
+        seen = ([p for p in t["recorded_health"] if index.get(p["run_id"], len(runs)) <= i] for t in tables)
+        known = [found[-1] for found in seen if found]
         if known:
             sums = {k: sum(p.get(k) or 0 for p in known) for k in _HEALTH_SUMS}
             points.append({"run_id": run["run_id"], "phase": "plan", "label": f"{run['label']}\nplan",
