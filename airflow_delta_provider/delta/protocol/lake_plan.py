@@ -320,25 +320,13 @@ def _log_cleanup(health: TableHealth, rates: Rates) -> Task | None:
 _PLANNERS = {"optimize": _optimize, "vacuum": _vacuum, "checkpoint": _checkpoint, "log_cleanup": _log_cleanup}
 
 
-@dataclass
-class _Spent:
-    budget: Budget
-    bytes: int = 0
-    requests: int = 0
-    seconds: float = 0.0
-
-    def fits(self, cost: Cost) -> bool:
-        b = self.budget
-        return (
-            (b.bytes is None or self.bytes + cost.bytes_read + cost.bytes_written <= b.bytes)
-            and (b.requests is None or self.requests + cost.total_requests <= b.requests)
-            and (b.seconds is None or (self.seconds + cost.seconds) / b.parallelism <= b.seconds)
-        )
-
-    def take(self, cost: Cost) -> None:
-        self.bytes += cost.bytes_read + cost.bytes_written
-        self.requests += cost.total_requests
-        self.seconds += cost.seconds
+def _fits(b: Budget, spent: Cost) -> bool:
+    """Whether `spent` (what the taken tasks cost together) is within the budget."""
+    return (
+        (b.bytes is None or spent.bytes_read + spent.bytes_written <= b.bytes)
+        and (b.requests is None or spent.total_requests <= b.requests)
+        and (b.seconds is None or spent.seconds / b.parallelism <= b.seconds)
+    )
 
 
 def rank(tasks: Iterable[Task]) -> list[Task]:
@@ -357,23 +345,23 @@ def _part_of(task: Task, parts: Sequence[PartitionWork], cost: Cost) -> Task:
 def within_budget(tasks: Iterable[Task], budget: Budget, rates: Rates = Rates()) -> tuple[list[Task], list[Task]]:
     """(taken, deferred): tasks in value order while they fit; an OPTIMIZE that does not fit whole keeps its most
     valuable partitions that do (the rest deferred)."""
-    spent = _Spent(budget)
+    spent = Cost()
     taken: list[Task] = []
     deferred: list[Task] = []
     for task in rank(tasks):
-        if spent.fits(task.cost):
-            spent.take(task.cost)
+        if _fits(budget, spent + task.cost):
+            spent += task.cost
             taken.append(task)
             continue
         if task.operation == "optimize" and len(task.parts) > 1:
             kept: list[PartitionWork] = []
             cost = _commit_cost(rates)
             for w in task.parts:
-                if spent.fits(cost + w.cost):
+                if _fits(budget, spent + (cost + w.cost)):
                     cost += w.cost
                     kept.append(w)
             if kept:
-                spent.take(cost)
+                spent += cost
                 rest = [w for w in task.parts if w not in kept]
                 taken.append(_part_of(task, kept, cost))
                 deferred.append(_part_of(task, rest, sum((w.cost for w in rest), _commit_cost(rates))))
