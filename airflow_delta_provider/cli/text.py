@@ -413,7 +413,7 @@ def show_lake_report(result: dict[str, Any], out: TextIO) -> None:
                 str(len(tb["runs"])),
                 "-" if p.get("files") is None else f"{p['files']:,}",
                 "-" if share is None else f"{share:.0%}",
-                "-" if p.get("tombstone_bytes") is None else human_bytes(p["tombstone_bytes"]),
+                human_bytes(p.get("tombstone_bytes")),
                 "-" if p.get("commits_since_checkpoint") is None else str(p["commits_since_checkpoint"]),
                 signed(c.get("files")),
                 signed(c.get("versions")),
