@@ -237,5 +237,17 @@ def test_dictionary_columns_are_judged_on_distinct_non_null_values() -> None:
         for name in ("unique", "few_with_nulls", "nan_and_nulls", "all_null")
         if pc.count_distinct(rows.column(name).slice(0, n)).as_py() <= DICTIONARY_MAX_DISTINCT * n
     ]
-    assert dictionary_columns(rows) == [*expected, "nested.list.item"]  # pyarrow's leaf name
+    assert dictionary_columns(rows) == [*expected, "nested.list.element"]  # the leaf Parquet names
     assert expected == ["few_with_nulls", "nan_and_nulls", "all_null"]
+
+
+def test_the_chosen_leaves_are_the_ones_pyarrow_dictionary_encodes() -> None:
+    """The names `dictionary_columns` picks are the file's own leaf paths: a list column's leaf is
+    `.list.element` even when the Arrow field is `item` (a name pyarrow ignored silently before)."""
+    rows = pa.table({"tags": pa.array([["a", "b"], ["a"]] * 500), "few": pa.array(["x", "y"] * 500)})
+    sink = pa.BufferOutputStream()
+    pq.write_table(rows, sink, use_dictionary=dictionary_columns(rows))
+    meta = pq.ParquetFile(pa.BufferReader(sink.getvalue())).metadata.row_group(0)
+    chunks = {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(meta.num_columns)}
+    assert set(chunks) == set(dictionary_columns(rows)) == {"tags.list.element", "few"}
+    assert all("RLE_DICTIONARY" in encodings for encodings in chunks.values()), chunks

@@ -75,7 +75,8 @@ def leaf_paths(name: str, type_: pa.DataType) -> list[str]:
             *leaf_paths(f"{name}.key_value.value", type_.item_type),
         ]
     if pa.types.is_list(type_) or pa.types.is_large_list(type_) or pa.types.is_fixed_size_list(type_):
-        return leaf_paths(f"{name}.list.{type_.value_field.name}", type_.value_type)
+        # "element" whatever the Arrow field is called: pyarrow writes Parquet's compliant nested type
+        return leaf_paths(f"{name}.list.element", type_.value_type)
     return [name]
 
 
