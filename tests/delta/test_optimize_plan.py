@@ -162,3 +162,23 @@ def test_a_budget_takes_the_bins_removing_most_files_per_byte_first() -> None:
     for bad in (0, -1, True, "3"):
         with pytest.raises(InvalidArgumentError, match="max_files"):
             plan(files, max_files=bad)
+
+
+def test_a_null_partition_beside_a_literal_hive_null_string_is_planned_as_two_partitions() -> None:
+    """Null and the literal string `__HIVE_DEFAULT_PARTITION__` name the same directory key but are two
+    partitions (exact `partitionValues`): each is binned on its own, in a stable order (this raised a bare
+    TypeError comparing None with a string)."""
+    from airflow_delta_provider.delta.protocol.purge import plan_purge
+    from airflow_delta_provider.delta.protocol.zorder import ZOrderColumn, plan_zorder
+
+    files = [add("n1", 10, None, records=10, dv=5), add("n2", 10, None, records=10, dv=5)]
+    files += [add("s1", 10, "__HIVE_DEFAULT_PARTITION__", records=10, dv=5)]
+    files += [add("s2", 10, "__HIVE_DEFAULT_PARTITION__", records=10, dv=5)]
+    optimized = plan(files)
+    purged = plan_purge(files, ["p"], table="t", version=3, target_size=100)
+    zordered = plan_zorder(files, ["p"], [ZOrderColumn(("x",), ("x",), "long")], table="t", version=3, target_size=100)
+    for p in (optimized, purged, zordered):
+        assert [(b.partition_values["p"], [f.path for f in b.files]) for b in p.bins] == [  # type: ignore[attr-defined]
+            (None, ["n1", "n2"]),
+            ("__HIVE_DEFAULT_PARTITION__", ["s1", "s2"]),
+        ]

@@ -70,6 +70,21 @@ def partition_key(
     return "/".join(f"{c}={HIVE_DEFAULT_PARTITION if v is None else v}" for c, v in pairs)
 
 
+def by_partition(
+    files: Iterable[AddFile],
+    partition_columns: Iterable[str],
+    physical_names: Mapping[str, str] | None = None,
+) -> list[tuple[str, list[AddFile]]]:
+    """`files` grouped by exact `partitionValues`, each group with its `partition_key`, ordered by that key
+    (null before a value where two groups share one: null and the string `__HIVE_DEFAULT_PARTITION__`)."""
+    groups: dict[tuple[tuple[str, str | None], ...], list[AddFile]] = {}
+    for f in files:
+        groups.setdefault(tuple(sorted(f.partition_values.items())), []).append(f)
+    named = [(partition_key(dict(values), partition_columns, physical_names), values) for values in groups]
+    named.sort(key=lambda kv: (kv[0], [(c, v is not None, v or "") for c, v in kv[1]]))
+    return [(key, groups[values]) for key, values in named]
+
+
 def num_records(add: AddFile) -> int | None:
     """`numRecords` from the file's stats, None when unknown."""
     if not add.stats:
@@ -224,13 +239,8 @@ def plan_optimize(
             f"min_small_file_ratio must be between 0 and 1, got {min_small_file_ratio!r}",
             argument="min_small_file_ratio",
         )
-    by_partition: dict[tuple[tuple[str, str | None], ...], list[AddFile]] = {}
-    for f in files:
-        by_partition.setdefault(tuple(sorted(f.partition_values.items())), []).append(f)
     plan = OptimizePlan(table, version, target_size, min_num_files, predicate)
-    named = sorted((partition_key(dict(values), partition_columns, physical_names), values) for values in by_partition)
-    for key, values in named:
-        members = by_partition[values]
+    for key, members in by_partition(files, partition_columns, physical_names):
         if min_small_file_ratio is not None:
             ratio = sum(f.size < small_file_bytes for f in members) / len(members)
             if ratio < min_small_file_ratio:

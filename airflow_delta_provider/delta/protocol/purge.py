@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import InvalidArgumentError, check_number
 from .actions import AddFile, canonical_path
-from .optimize import Bin, deleted_ratio, num_records, pack, partition_key, within_budget
+from .optimize import Bin, by_partition, deleted_ratio, num_records, pack, within_budget
 
 #: Delta Spark `DeltaOperations.REORG_OPERATION_NAME`.
 REORG_OPERATION = "REORG"
@@ -145,14 +145,9 @@ def plan_purge(
     first always, so a run progresses); the rest are `over_budget`."""
     ratio = check_number(min_deleted_ratio, "min_deleted_ratio", maximum=1, table=table)
     within_budget([], len, max_files=max_files, max_bytes=max_bytes, table=table)  # a bad budget, before any work
-    by_partition: dict[tuple[tuple[str, str | None], ...], list[AddFile]] = {}
-    for f in files:
-        if needs_purge(f, ratio):
-            by_partition.setdefault(tuple(sorted(f.partition_values.items())), []).append(f)
     plan = PurgePlan(table, version, ratio, target_size, predicate)
-    named = sorted((partition_key(dict(values), partition_columns, physical_names), values) for values in by_partition)
-    for key, values in named:
-        members = by_partition[values]
+    purged = (f for f in files if needs_purge(f, ratio))
+    for key, members in by_partition(purged, partition_columns, physical_names):
         plan.bins.extend(Bin(key, dict(members[0].partition_values), tuple(b)) for b in pack(members, target_size))
     plan.bins, plan.over_budget = within_budget(
         plan.bins, lambda b: dead_bytes(b.files), max_files=max_files, max_bytes=max_bytes, table=table

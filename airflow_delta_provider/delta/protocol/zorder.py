@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from ..errors import InvalidArgumentError, OperationNotAllowedError
 from .actions import AddFile, DomainMetadata
-from .optimize import Bin, OptimizePlan, partition_key, within_budget
+from .optimize import Bin, OptimizePlan, by_partition, within_budget
 from .optimize import operation_parameters as optimize_parameters
 from .schema import StructField, StructType
 from .stats import parse_column_list, stats_columns
@@ -191,14 +191,9 @@ def plan_zorder(
     budget (`max_files` input files, `max_bytes` input bytes) the partitions whose files' ranges on the
     columns overlap most per byte come first (`zorder_value`), taken by `within_budget` (the first always,
     whole: a partition is sorted as one); the rest are `over_budget`."""
-    by_partition: dict[tuple[tuple[str, str | None], ...], list[AddFile]] = {}
-    for f in files:
-        by_partition.setdefault(tuple(sorted(f.partition_values.items())), []).append(f)
     plan = ZOrderPlan(table, version, target_size, 1, predicate, zorder_by=tuple(c.name for c in columns))
-    for values, members in by_partition.items():
-        key = partition_key(dict(values), partition_columns, physical_names)
-        plan.bins.append(Bin(key, dict(values), tuple(sorted(members, key=lambda f: f.path))))
-    plan.bins.sort(key=lambda b: b.partition)
+    for key, members in by_partition(files, partition_columns, physical_names):
+        plan.bins.append(Bin(key, dict(members[0].partition_values), tuple(sorted(members, key=lambda f: f.path))))
     if max_files is not None or max_bytes is not None:
         plan.bins, plan.over_budget = within_budget(
             plan.bins, lambda b: zorder_value(b, columns), max_files=max_files, max_bytes=max_bytes, table=table
