@@ -153,7 +153,6 @@ def _file_aggregates(small_file_bytes: int) -> list[Column]:
 
 
 def _file_summary_row(row: Any, small_file_bytes: int) -> FileSummary:
-    """The `FileSummary` of one row of `_file_aggregates`."""
     n = _int(row["n"])
     if n == 0:
         return FileSummary(small_file_bytes)

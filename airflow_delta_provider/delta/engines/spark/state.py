@@ -13,6 +13,7 @@ Needs `pyspark` only once an engine is created.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -118,13 +119,8 @@ class DistributedFileState:
         from them (this one stays usable; `uncache` is then the new state's)."""
         if replay.active_files or replay.tombstones:
             raise ValueError("a Spark state is extended by commits without file actions only")
-        carried = DistributedFileState(
-            self.replayed, self._table, replay.current_version, self.checkpoint, self.partition_columns
-        )
-        carried._persisted, self._persisted = self._persisted, ()
-        carried._adds, carried._removes, carried._digest = self._adds, self._removes, self._digest
-        carried._prefetched = self._prefetched
-        carried.max_digest_groups = self.max_digest_groups
+        carried = copy.copy(self)
+        carried._version, self._persisted = replay.current_version, ()
         return carried
 
     def uncache(self) -> None:

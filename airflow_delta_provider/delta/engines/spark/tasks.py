@@ -38,7 +38,6 @@ def ddl(fields: Iterable[tuple[str, Any]]) -> Any:
 
 
 def batch_rows(batch: Any, names: Iterable[str]) -> Iterator[tuple[Any, ...]]:
-    """The rows of an Arrow batch's columns `names`, as tuples."""
     return zip(*(batch.column(n).to_pylist() for n in names), strict=True)
 
 
