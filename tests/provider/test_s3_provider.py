@@ -113,3 +113,18 @@ def test_poke_tolerates_a_concurrent_writer(table: str, server: S3Server) -> Non
     assert sensor.poke({}).xcom_value["version"] >= 2
     writer.join()
     assert sensor.poke({}).xcom_value["version"] == 4
+
+
+def test_the_report_plugin_reads_an_s3_report_with_connection_credentials(
+    server: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A report stored on S3 is served with its task's storage connection (the plugin called `dict()` on the
+    hook's `storage_options` method before, a TypeError for every report read through a connection)."""
+    from support.s3_server import boto3_client
+
+    from airflow_delta_provider.plugin import _read
+
+    monkeypatch.setenv("AIRFLOW_CONN_DELTA_S3", _connection(server))
+    key = f"reports/{uuid.uuid4().hex[:10]}.html"
+    boto3_client(server).put_object(Bucket=BUCKET, Key=key, Body=b"<html>report</html>")
+    assert _read(f"s3://{BUCKET}/{key}", "delta_s3") == b"<html>report</html>"
