@@ -211,7 +211,7 @@ _BINS_WRITTEN = "; any file this OPTIMIZE wrote for the batch's bins is not in t
 _FILES_WRITTEN = "; the {} files this OPTIMIZE wrote for the batch are not in the table and are left for VACUUM"
 
 
-def _batch_failed(exc: DeltaError, note: str, committed: Sequence[int], then: str = "") -> DeltaError:
+def batch_failed(exc: DeltaError, note: str, committed: Sequence[int], then: str = "") -> DeltaError:
     """The same error (class and fields) with `note` and the versions committed before it (`then`: what to do)."""
     if committed:
         note += f" (versions {list(committed)} were committed before{then})"
@@ -380,18 +380,18 @@ def optimize(
                 require_unchanged(snapshot, planned, "OPTIMIZE")
                 _require_active(snapshot, inputs, plan.version)
             except ConcurrentModificationError as exc:
-                raise _batch_failed(exc, _NOTHING_WRITTEN, result.versions) from exc
+                raise batch_failed(exc, _NOTHING_WRITTEN, result.versions) from exc
             layout = dataclasses.replace(layout, version=snapshot.version)  # what its errors name
         try:
             added = run(layout, batch, store=dlog.store, clock=clock)
         except DeltaError as exc:  # the batch's bins that were done wrote their files
-            raise _batch_failed(exc, _BINS_WRITTEN, result.versions) from exc
+            raise batch_failed(exc, _BINS_WRITTEN, result.versions) from exc
         txn = snapshot.transaction("OPTIMIZE", params)
         txn.read_files(inputs).remove(*inputs, data_change=False).add(*added)
         try:
             version = txn.commit(operation_metrics=operation_metrics(inputs, added))
         except ConcurrentModificationError as exc:
-            raise _batch_failed(exc, _FILES_WRITTEN.format(len(added)), result.versions) from exc
+            raise batch_failed(exc, _FILES_WRITTEN.format(len(added)), result.versions) from exc
         result.versions.append(version)
         result.removed.extend(inputs)
         result.added.extend(added)

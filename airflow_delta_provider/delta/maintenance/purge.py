@@ -33,7 +33,7 @@ from ..protocol.optimize import commit_batches, num_records, operation_metrics, 
 from ..protocol.purge import REORG_OPERATION, PurgePlan, expected_rows, operation_parameters, plan_purge, revalidate
 from ..protocol.table_features import check_can_write
 from ..snapshot import Snapshot
-from .optimize import _batch_failed, candidates, table_layout
+from .optimize import batch_failed, candidates, table_layout
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engines import BinRewriter
@@ -198,19 +198,19 @@ def purge(
         try:
             added = run(table_layout(snapshot, table), batch.bins, store=dlog.store, clock=clock)
         except DeltaError as exc:
-            raise _batch_failed(exc, _BINS_WRITTEN, result.versions) from exc
+            raise batch_failed(exc, _BINS_WRITTEN, result.versions) from exc
         new = [a for a in added if a is not None]
         try:
             _check_rows(batch, added, table, snapshot.version)
         except DeltaError as exc:
-            raise _batch_failed(exc, _FILES_WRITTEN.format(len(new)), result.versions) from exc
+            raise batch_failed(exc, _FILES_WRITTEN.format(len(new)), result.versions) from exc
         txn = snapshot.transaction(REORG_OPERATION, params, clock=clock)
         txn.read_files(batch.files).remove(*batch.files, data_change=False).add(*new)
         removed_at = max(a.del_timestamp for a in txn.actions if isinstance(a, RemoveFile))
         try:
             version = txn.commit(operation_metrics=operation_metrics(batch.files, new))
         except ConcurrentModificationError as exc:
-            raise _batch_failed(exc, _FILES_WRITTEN.format(len(new)), result.versions) from exc
+            raise batch_failed(exc, _FILES_WRITTEN.format(len(new)), result.versions) from exc
         result.versions.append(version)
         result.erasable_after_ms = removed_at + snapshot.tombstone_retention_ms
         result.removed.extend(batch.files)

@@ -39,7 +39,7 @@ from ..protocol.stats_backfill import (
 )
 from ..protocol.table_features import check_can_write
 from ..snapshot import Snapshot
-from .optimize import _batch_failed, candidates, require_unchanged, table_layout
+from .optimize import batch_failed, candidates, require_unchanged, table_layout
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engines import StatsRecomputer
@@ -187,7 +187,7 @@ def backfill_stats(
         try:
             version, committed = _commit(dlog, planned, batch, stats, params, clock, result)
         except ConcurrentModificationError as exc:
-            raise _batch_failed(exc, "", result.versions, "; rerun for the rest") from exc
+            raise batch_failed(exc, "", result.versions, "; rerun for the rest") from exc
         files_done += len(batch)
         report_progress(_RECOMPUTING, files_done, len(plan.files))
         if version is None:
