@@ -16,7 +16,7 @@ from airflow.providers.common.compat.sdk import BaseHook
 from ..delta import DeltaLog
 from ..delta.errors import BucketNotFoundError  # noqa: F401 (re-exported: what `check_bucket` raises)
 from ..delta.storage import is_local
-from ..delta.storage.s3 import check_s3_endpoint as check_endpoint  # noqa: F401 (re-exported)
+from ..delta.storage.s3 import check_s3_endpoint as check_endpoint
 
 
 def _extra(conn: Any) -> dict[str, Any]:
@@ -103,3 +103,9 @@ class DeltaTableHook(BaseHook):
     def latest_version(self) -> int:
         """The newest version, from the log listing alone."""
         return self.delta_log().latest_version()
+
+    def check_location(self) -> None:
+        """Refuse a malformed S3 endpoint (`InvalidArgumentError`, before any request) or a missing bucket."""
+        options = self.storage_options()
+        check_endpoint(self.table_uri, options)
+        check_bucket(self.table_uri, options)

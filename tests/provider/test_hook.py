@@ -42,3 +42,15 @@ def test_unsupported_connection_type_is_refused() -> None:
 
     with pytest.raises(ValueError, match="expected aws"):
         storage_options_from_connection(Conn(), "pg")
+
+
+def test_check_location_refuses_a_malformed_endpoint_before_any_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_delta_provider.delta.errors import InvalidArgumentError
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_DELTA_S3_BAD",
+        json.dumps({"conn_type": "aws", "login": "k", "password": "s", "extra": {"endpoint_url": "127.0.0.1:9000"}}),
+    )
+    with pytest.raises(InvalidArgumentError, match="endpoint"):
+        DeltaTableHook("s3://bucket/table", "delta_s3_bad").check_location()
+    DeltaTableHook(".", None).check_location()  # a local path: nothing to check
