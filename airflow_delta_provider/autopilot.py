@@ -222,14 +222,21 @@ def lake_autopilot_dag(
                     out.append({"table_uri": group["table_uri"], "tasks": kept})
             return out
 
-        def step_task(operation: str) -> Any:
-            """The table's `<operation>_table` task, run after the previous step (`after`) if any."""
+        @task(**table_kwargs)
+        def optimize_table(group: dict[str, Any]) -> dict[str, Any]:
+            return _step(group, "optimize", clock, options, engines)
 
-            @task(task_id=f"{operation}_table", **table_kwargs)
-            def run_step(group: dict[str, Any], after: dict[str, Any] | None = None) -> dict[str, Any]:
-                return _step(group, operation, clock, options, engines)
+        @task(**table_kwargs)
+        def vacuum_table(group: dict[str, Any], optimized: dict[str, Any]) -> dict[str, Any]:
+            return _step(group, "vacuum", clock, options, engines)
 
-            return run_step
+        @task(**table_kwargs)
+        def checkpoint_table(group: dict[str, Any], vacuumed: dict[str, Any]) -> dict[str, Any]:
+            return _step(group, "checkpoint", clock, options, engines)
+
+        @task(**table_kwargs)
+        def log_cleanup_table(group: dict[str, Any], checkpointed: dict[str, Any]) -> dict[str, Any]:
+            return _step(group, "log_cleanup", clock, options, engines)
 
         @task(**table_kwargs)
         def prove(group: dict[str, Any], optimized: dict[str, Any], cleaned: dict[str, Any]) -> dict[str, Any]:
@@ -248,10 +255,11 @@ def lake_autopilot_dag(
 
         @task_group(group_id="table")
         def table_work(group: dict[str, Any]) -> Any:
-            optimized = done = step_task(STEPS[0])(group)
-            for operation in STEPS[1:]:
-                done = step_task(operation)(group, done)
-            return prove(group, optimized, done)
+            optimized = optimize_table(group)
+            vacuumed = vacuum_table(group, optimized)
+            checkpointed = checkpoint_table(group, vacuumed)
+            cleaned = log_cleanup_table(group, checkpointed)
+            return prove(group, optimized, cleaned)
 
         @task(trigger_rule="all_done")
         def record(planned: dict[str, Any] | None, groups: list[dict[str, Any]] | None) -> dict[str, Any]:

@@ -214,12 +214,14 @@ class _Run:
         from ..delta.storage import store_for
 
         check = getattr(store_for(self.request.table, self.options), "check_bucket", None)
+        if check is None:
+            return
         try:
-            if check is not None:
-                check()
-        except Exception as exc:  # the probe failing (denied, unreachable) must not hide the table's own error
-            if isinstance(exc, BucketNotFoundError):
-                raise
+            check()
+        except BucketNotFoundError:
+            raise
+        except Exception:  # the probe failing (denied, unreachable) must not hide the table's own error
+            return
 
     # -- the actions (one handler each; `ACTIONS` below) ------------------------------------------------
     def version(self) -> dict[str, Any]:

@@ -93,7 +93,7 @@ def _opt(
     return field(default=default, metadata={"check": check, "doc": doc, **cli})
 
 
-def _switch(doc: str | None = None, default: bool = False, **cli: Any) -> Any:
+def _switch(doc: str | None = None, *, default: bool = False, **cli: Any) -> Any:
     return _opt(default, check_bool, doc, **cli)
 
 
@@ -175,7 +175,7 @@ class VacuumOptions(_Options):
     retention_hours: float | None = _hours(_FILE_RETENTION)
     #: refuse a retention shorter than the table's (delta-rs's name)
     enforce_retention_duration: bool = _switch(
-        "allow a retention shorter than the table's (dangerous)", True, flag="--no-enforce-retention"
+        "allow a retention shorter than the table's (dangerous)", default=True, flag="--no-enforce-retention"
     )
     untracked_grace_hours: float | None = _hours(
         "never delete an untracked file younger than this (default 1 hour; independent of the retention)"
@@ -371,7 +371,7 @@ class LakeReportOptions(_Options):
         "write the report to this file or URI: HTML, or Markdown/JSON for a .md/.json name", metavar="FILE"
     )
     health: bool = _switch(
-        "read no table's log: health from what each run recorded at plan time only", True, flag="--no-health"
+        "read no table's log: health from what each run recorded at plan time only", default=True, flag="--no-health"
     )
 
 
