@@ -122,9 +122,9 @@ def check_s3_endpoint(uri: str, options: Mapping[str, Any] | None, environ: Mapp
     if urlparse(uri).scheme not in SCHEMES:
         return
     opts = s3fs_options(options)
-    given = {"endpoint_url": opts.get("endpoint_url")}
-    given["client_kwargs.endpoint_url"] = (opts.get("client_kwargs") or {}).get("endpoint_url")
-    given = {name: value for name, value in given.items() if value is not None}
+    endpoints = (("endpoint_url", opts.get("endpoint_url")),)
+    endpoints += (("client_kwargs.endpoint_url", (opts.get("client_kwargs") or {}).get("endpoint_url")),)
+    given = {name: value for name, value in endpoints if value is not None}
     for name, value in given.items():
         check_endpoint(value, name, table=uri)
     if not given:

@@ -96,12 +96,13 @@ def _candidate(path: str, size: int, mtime: int, cutoff_ms: int, columns: Sequen
 def list_root_task(table_uri: str, options: Mapping[str, Any], cutoff_ms: int, columns: Sequence[str]) -> ArrowTask:
     """`mapInArrow` over one row: the table root's directories (hidden ones and `_delta_log` pruned) and
     its files that pass the per-file rules, as `LISTED_SCHEMA` rows."""
-    columns = list(columns)
+    options, columns = dict(options), list(columns)
 
-    def rows(store: LogStore, batches: Iterator[pa.RecordBatch]) -> Iterable[Row]:
-        return root_rows(store, table_uri, cutoff_ms, columns) if any(b.num_rows for b in batches) else ()
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if any(b.num_rows for b in batches):  # the one task with the row builds a store; the empty ones none
+            yield from _batches(root_rows(store_for(table_uri, options), table_uri, cutoff_ms, columns), _LISTED)
 
-    return _store_task(table_uri, options, _LISTED, rows)
+    return run
 
 
 def root_rows(store: LogStore, table_uri: str, cutoff_ms: int, columns: Sequence[str]) -> Iterator[Row]:
