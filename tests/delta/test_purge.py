@@ -44,11 +44,10 @@ from airflow_delta_provider.delta.errors import (  # noqa: E402
 from airflow_delta_provider.delta.maintenance.optimize import optimize  # noqa: E402
 from airflow_delta_provider.delta.maintenance.purge import purge  # noqa: E402
 from airflow_delta_provider.delta.protocol.actions import AddFile, DeletionVectorDescriptor  # noqa: E402
-from airflow_delta_provider.delta.protocol.optimize import Bin  # noqa: E402
+from airflow_delta_provider.delta.protocol.optimize import Bin, expected_rows  # noqa: E402
 from airflow_delta_provider.delta.protocol.purge import (  # noqa: E402
     PurgePlan,
     deleted_ratio,
-    expected_rows,
     needs_purge,
     operation_parameters,
     plan_purge,

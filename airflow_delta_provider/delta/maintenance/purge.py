@@ -29,8 +29,8 @@ from ..errors import (
 )
 from ..progress import Progress, report_progress, with_progress
 from ..protocol.actions import AddFile, RemoveFile, canonical_path
-from ..protocol.optimize import commit_batches, num_records, operation_metrics, target_file_size
-from ..protocol.purge import REORG_OPERATION, PurgePlan, expected_rows, operation_parameters, plan_purge, revalidate
+from ..protocol.optimize import commit_batches, expected_rows, num_records, operation_metrics, target_file_size
+from ..protocol.purge import REORG_OPERATION, PurgePlan, operation_parameters, plan_purge, revalidate
 from ..protocol.table_features import check_can_write
 from ..snapshot import Snapshot
 from .optimize import batch_failed, candidates, table_layout

@@ -207,6 +207,11 @@ def _stat(dlog: DeltaLog, manifest: Manifest) -> tuple[list[Any], list[Any]]:
     return original, quarantined
 
 
+def _conflicts(manifest: Manifest, steps: Sequence[str]) -> list[str]:
+    """The manifest's paths whose step is `CONFLICT`."""
+    return [f.path for f, step in zip(manifest.files, steps, strict=True) if step == rules.CONFLICT]
+
+
 def _refuse_conflicts(manifest: Manifest, conflicts: Sequence[str], what: str, dlog: DeltaLog) -> None:
     """Refuse a run when something is in the way of the files `conflicts` (nothing was moved over them)."""
     if not conflicts:
@@ -307,8 +312,7 @@ def _resume(
         if step == rules.MOVE and not deletable(normalize_relative(f.path), protected, columns):
             step = rules.CHANGED  # needed again: left where it is
         steps.append(step)
-    conflicts = [f.path for f, step in zip(manifest.files, steps, strict=True) if step == rules.CONFLICT]
-    _refuse_conflicts(manifest, conflicts, "files are at both their path and in the quarantine", dlog)
+    _refuse_conflicts(manifest, _conflicts(manifest, steps), "files are at both their path and in the quarantine", dlog)
     settled = _settle(dlog, manifest, steps, back=False)
     _refuse_conflicts(manifest, settled.conflicts, "something appeared at the quarantine path", dlog)
     _mark(dlog, manifest.id, rules.QUARANTINED_MARKER, now_ms, resumed=True, **settled.counts())
@@ -389,8 +393,7 @@ def undo_quarantine(
         rules.undo_step(f, here, there, method=manifest.method, interrupted=interrupted)
         for f, here, there in zip(manifest.files, original, quarantined, strict=True)
     ]
-    conflicts = [f.path for f, step in zip(manifest.files, steps, strict=True) if step == rules.CONFLICT]
-    _refuse_conflicts(manifest, conflicts, "something else now sits at the path", dlog)
+    _refuse_conflicts(manifest, _conflicts(manifest, steps), "something else now sits at the path", dlog)
     _mark(dlog, manifest.id, rules.UNDO_MARKER, now_ms, files=manifest.num_files)
     settled = _settle(dlog, manifest, steps, back=True)
     _refuse_conflicts(manifest, settled.conflicts, "something else appeared at the path", dlog)

@@ -187,6 +187,8 @@ def backfill_stats(
         try:
             version, committed = _commit(dlog, planned, batch, stats, params, clock, result)
         except ConcurrentModificationError as exc:
+            if not result.versions:  # nothing committed before it: the conflict as it is
+                raise
             raise batch_failed(exc, "", result.versions, "; rerun for the rest") from exc
         files_done += len(batch)
         report_progress(_RECOMPUTING, files_done, len(plan.files))

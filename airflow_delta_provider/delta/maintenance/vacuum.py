@@ -393,7 +393,7 @@ def vacuum(
         )
     the_plan, leased = _without_leased(the_plan, apply_pins)
     report_progress(_REVALIDATING, 0, the_plan.num_files)
-    with _gc_paused(getattr(run, "in_process", False)):
+    with _gc_paused(getattr(run, "in_process", False)):  # the executor's own flag: it alone re-validates
         checked = run.revalidate(
             dlog,
             latest,

@@ -96,6 +96,17 @@ def num_records(add: AddFile) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def expected_rows(files: Iterable[AddFile]) -> int | None:
+    """Rows a rewrite of `files` must hold: `numRecords` minus DV cardinality, summed; None when one is unknown."""
+    total = 0
+    for f in files:
+        records = num_records(f)
+        if records is None:
+            return None
+        total += records - (f.deletion_vector.cardinality if f.deletion_vector else 0)
+    return total
+
+
 def deleted_ratio(add: AddFile) -> float | None:
     """The share of the file's rows its deletion vector hides (0 without one); None when `numRecords` is unknown."""
     dv = add.deletion_vector

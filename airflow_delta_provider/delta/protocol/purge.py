@@ -34,17 +34,6 @@ def needs_purge(add: AddFile, min_deleted_ratio: float = 0.0) -> bool:
     return dv.cardinality > 0 and ratio >= min_deleted_ratio
 
 
-def expected_rows(files: Iterable[AddFile]) -> int | None:
-    """Rows a rewrite of `files` must hold: `numRecords` minus DV cardinality, summed; None when one is unknown."""
-    total = 0
-    for f in files:
-        records = num_records(f)
-        if records is None:
-            return None
-        total += records - (f.deletion_vector.cardinality if f.deletion_vector else 0)
-    return total
-
-
 def file_entry(add: AddFile, partition: str) -> dict[str, Any]:
     """One line of the plan a person reviews: where the file is, its bytes and what its deletion vector hides."""
     dv = add.deletion_vector

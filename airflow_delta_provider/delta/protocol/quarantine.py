@@ -220,8 +220,13 @@ def marker_bytes(kind: str, quarantine_id: str, now_ms: int, **counts: Any) -> b
 def state_of(markers: Iterable[str]) -> str:
     """The state of a quarantine whose folder holds the marker files `markers` (names)."""
     present = set(markers)
-    latest = ((PURGE_MARKER, PURGING), (RESTORED_MARKER, RESTORED), (UNDO_MARKER, RESTORING))
-    return next((state for marker, state in (*latest, (QUARANTINED_MARKER, QUARANTINED)) if marker in present), MOVING)
+    latest_first = (
+        (PURGE_MARKER, PURGING),
+        (RESTORED_MARKER, RESTORED),
+        (UNDO_MARKER, RESTORING),
+        (QUARANTINED_MARKER, QUARANTINED),
+    )
+    return next((state for marker, state in latest_first if marker in present), MOVING)
 
 
 def _is_file(entry: StoredEntry | None) -> bool:

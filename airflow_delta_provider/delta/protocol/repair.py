@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .actions import AddFile
-from .purge import expected_rows as rows_lost  # the rows the table loses with the files
+from .optimize import expected_rows as rows_lost  # the rows the table loses with the files
 
 FSCK_OPERATION = "FSCK"
 

@@ -193,7 +193,8 @@ def plan_zorder(
     whole: a partition is sorted as one); the rest are `over_budget`."""
     plan = ZOrderPlan(table, version, target_size, 1, predicate, zorder_by=tuple(c.name for c in columns))
     for key, members in by_partition(files, partition_columns, physical_names):
-        plan.bins.append(Bin(key, dict(members[0].partition_values), tuple(sorted(members, key=lambda f: f.path))))
+        values = dict(sorted(members[0].partition_values.items()))
+        plan.bins.append(Bin(key, values, tuple(sorted(members, key=lambda f: f.path))))
     if max_files is not None or max_bytes is not None:
         plan.bins, plan.over_budget = within_budget(
             plan.bins, lambda b: zorder_value(b, columns), max_files=max_files, max_bytes=max_bytes, table=table
